@@ -1,0 +1,106 @@
+"""Ingestors: a registry of readers (name -> reader), detection by sniffing, and the per-file
+ingest that stages a file's rows and commits them atomically to the dataset."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import shutil
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mapreport.errors import InputError, MapreportError
+from mapreport.ingest.base import Head, Reader
+from mapreport.ingest.native import NATIVE_READERS
+from mapreport.ingest.records import head_bytes
+from mapreport.ingest.sink import ErrorPolicy, Sink
+from mapreport.store import Dataset, LogEntry
+
+READERS: dict[str, Reader] = {r.name: r for r in NATIVE_READERS}
+"""Every known format by name, in sniffing order."""
+
+
+def get_reader(name: str) -> Reader:
+    """The reader called `name`; a miss suggests the closest names."""
+    try:
+        return READERS[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, READERS, n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise MapreportError(
+            f"unknown format {name!r}{hint} (known: {', '.join(READERS)})"
+        ) from None
+
+
+def detect(path: Path) -> Reader:
+    """The reader whose sniffing test accepts the file's first bytes."""
+    head = Head(path, head_bytes(path))
+    if not head.data.strip():
+        raise InputError(path, None, None, "file is empty (or an empty gzip stream)")
+    for reader in READERS.values():
+        if reader.sniff(head):
+            return reader
+    raise InputError(path, None, None, f"format not recognised (known: {', '.join(READERS)})")
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, streamed."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ingesting one file did."""
+
+    path: Path
+    source_id: str
+    format: str
+    status: str  # "ingested" or "unchanged"
+    rows: dict[str, int]
+    rejected: int
+
+
+def ingest_file(
+    dataset: Dataset,
+    path: Path,
+    policy: ErrorPolicy = "abort",
+    fmt: str | None = None,
+) -> IngestResult:
+    """Ingest one file: skip it when its content is already in, else stage and commit it."""
+    path = path.resolve()
+    if not path.is_file():
+        raise InputError(path, None, None, "no such file")
+    sha = file_sha256(path)
+    source_id = sha[:20]
+    known = dataset.find(sha)
+    if known is not None:
+        return IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0)
+    reader = get_reader(fmt) if fmt else detect(path)
+    staging = dataset.staging_dir(source_id)
+    sink = Sink(staging, source_id, path, policy)
+    try:
+        reader.read(path, sink)
+        rows = sink.close()
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    previous = tuple(e.source_id for e in dataset.live().values() if e.path == str(path))
+    entry = LogEntry(
+        source_id=source_id,
+        path=str(path),
+        format=reader.name,
+        sha256=sha,
+        size_bytes=path.stat().st_size,
+        ingested_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        rows=rows,
+        rejected=sink.rejected,
+        rejections=sink.rejections,
+        supersedes=previous,
+    )
+    dataset.commit(staging, entry)
+    return IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected)

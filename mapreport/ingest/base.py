@@ -1,0 +1,44 @@
+"""What every reader is: a name, what it reads, a sniffing test and a read into a Sink."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from mapreport.ingest.sink import Sink
+
+
+@dataclass(frozen=True)
+class Head:
+    """What sniffing may look at: the path and the first decompressed bytes of the file."""
+
+    path: Path
+    data: bytes
+
+
+class Reader(Protocol):
+    """One input format."""
+
+    @property
+    def name(self) -> str:
+        """The registry key, as `--format` takes it."""
+        ...
+
+    @property
+    def summary(self) -> str:
+        """One line: which tool writes it and what it holds."""
+        ...
+
+    @property
+    def tables(self) -> tuple[str, ...]:
+        """The canonical tables it writes."""
+        ...
+
+    def sniff(self, head: Head) -> bool:
+        """True when the file is in this format (from its first bytes, not its name alone)."""
+        ...
+
+    def read(self, path: Path, sink: Sink) -> None:
+        """Stream the file's records into the sink; bad records go to `sink.reject`."""
+        ...

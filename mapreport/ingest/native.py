@@ -1,0 +1,262 @@
+"""The native formats of FORMATS.md: compile profile, runtime telemetry and quality evidence.
+
+Each record kind declares its fields as data (`RecordSpec`); the readers only add the
+cross-field rules of the format (timestamp order, event kinds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from mapreport.errors import InputError
+from mapreport.ingest.base import Head
+from mapreport.ingest.records import (
+    BadRecord,
+    Container,
+    container_of,
+    csv_header,
+    head_bytes,
+    iter_records,
+    parquet_columns,
+)
+from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import Field, FieldError, RecordSpec, convert_record
+from mapreport.schema import ADAPTATION_KINDS, PLAN_VARIANTS
+
+COMPILE = RecordSpec(
+    "compile profile",
+    (
+        Field("workload", "str", required=True),
+        Field("slice", "str"),
+        Field("plan_id", "str", required=True),
+        Field("shape_bucket", "bucket", required=True),
+        Field("op", "str", required=True),
+        Field("predicted_us", "float", required=True, minimum=0),
+        Field("prediction_source", "str"),
+        Field("kernel", "str"),
+        Field("tile", "str"),
+        Field("fusion_group", "str"),
+        Field("core", "int", minimum=0),
+        Field("precision", "str"),
+        Field("predicted_peak_mem_bytes", "int", minimum=0),
+        Field("mem_budget_bytes", "int", minimum=0),
+        Field("compile_ms", "float", minimum=0),
+    ),
+)
+
+REQUEST = RecordSpec(
+    "request",
+    (
+        Field("workload", "str", required=True),
+        Field("slice", "str"),
+        Field("request_id", "str", required=True),
+        Field("shape", "shape", required=True),
+        Field("arrival_us", "float", required=True),
+        Field("queue_start_us", "float"),
+        Field("compute_start_us", "float", required=True),
+        Field("compute_end_us", "float", required=True),
+        Field("plan_id", "str"),
+        Field("plan_variant", "str", choices=PLAN_VARIANTS),
+        Field("core", "int", minimum=0),
+        Field("stream", "str"),
+        Field("batch_size", "int", minimum=1),
+        Field("mem_peak_bytes", "int", minimum=0),
+        Field("precision", "str"),
+        Field("status", "str"),
+    ),
+)
+
+EVENT = RecordSpec(
+    "adaptation event",
+    (
+        Field("event", "str", required=True, choices=ADAPTATION_KINDS),
+        Field("workload", "str", required=True),
+        Field("slice", "str"),
+        Field("ts_us", "float", required=True),
+        Field("dur_us", "float", minimum=0),
+        Field("shape", "shape"),
+        Field("plan_id", "str"),
+        Field("detail", "str"),
+    ),
+)
+
+QUALITY = RecordSpec(
+    "quality",
+    (
+        Field("workload", "str", required=True),
+        Field("slice", "str"),
+        Field("precision", "str", required=True),
+        Field("metric", "str", required=True),
+        Field("baseline", "float", required=True),
+        Field("value", "float", required=True),
+        Field("max_drop", "float", minimum=0),
+    ),
+)
+
+ENVIRONMENT_KEYS = (
+    "compiler",
+    "compiler_version",
+    "runtime",
+    "runtime_version",
+    "driver",
+    "firmware",
+    "hardware",
+    "host",
+    "container_digest",
+    "git_sha",
+    "captured_at",
+)
+
+
+def environment_row(side: str, env: Any) -> dict[str, Any]:
+    """Canonical environment row from an environment object; unknown keys go to `extra`."""
+    if not isinstance(env, Mapping):
+        raise FieldError("environment", "must be an object")
+    row: dict[str, Any] = {"side": side}
+    for key in ENVIRONMENT_KEYS:
+        value = env.get(key)
+        if value is not None and not isinstance(value, str | int | float):
+            raise FieldError(f"environment.{key}", "must be a string or a number")
+        row[key] = None if value is None else str(value)
+    unknown = {k: v for k, v in env.items() if k not in ENVIRONMENT_KEYS}
+    row["extra"] = msgspec.json.encode(unknown, order="sorted").decode() if unknown else None
+    return row
+
+
+def _first_record(head: Head) -> tuple[Container | None, dict[str, Any] | None]:
+    """The container and the first data record (skipping an environment line) of a file."""
+    container = container_of(head.path, head.data)
+    if container == "jsonl":
+        for raw in head.data.split(b"\n")[:3]:
+            try:
+                rec = msgspec.json.decode(raw)
+            except msgspec.DecodeError:
+                continue
+            if isinstance(rec, dict) and not (len(rec) == 1 and "environment" in rec):
+                return container, rec
+        return container, None
+    if container == "csv":
+        return container, dict.fromkeys(csv_header(head.path), "")
+    if container == "parquet":
+        return container, dict.fromkeys(parquet_columns(head.path), None)
+    return None, None
+
+
+def _normalise(rec: dict[str, Any]) -> dict[str, Any]:
+    """Turn an all-null CSV/Parquet cell set into the sparse form JSON records have."""
+    return {k: v for k, v in rec.items() if v is not None and v != ""}
+
+
+@dataclass(frozen=True)
+class NativeReader:
+    """A native JSONL/CSV/Parquet format identified by the keys of its first record."""
+
+    name: str
+    summary: str
+    tables: tuple[str, ...]
+    side: str
+    marker_keys: tuple[frozenset[str], ...]
+    add: Callable[[Sink, int, dict[str, Any], bool], None]
+
+    def sniff(self, head: Head) -> bool:
+        """True when the first data record has one of this format's marker key sets."""
+        _, rec = _first_record(head)
+        return rec is not None and any(keys <= rec.keys() for keys in self.marker_keys)
+
+    def records(self, path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bool]]:
+        """Data records with their line numbers and whether values are text (CSV)."""
+        container = container_of(path, head_bytes(path))
+        if container is None:
+            raise InputError(path, None, None, "not JSON Lines, CSV or Parquet")
+        text = container == "csv"
+        for line, rec in iter_records(path, container):
+            if isinstance(rec, BadRecord):
+                sink.reject(line, rec.field, rec.reason, rec.raw)
+                continue
+            if not isinstance(rec, dict):
+                sink.reject(line, None, "record is not a JSON object", rec)
+                continue
+            if container == "jsonl" and "environment" in rec and len(rec) == 1:
+                try:
+                    sink.add("environment", line, environment_row(self.side, rec["environment"]))
+                except FieldError as e:
+                    sink.reject(line, e.field, e.reason, rec)
+                continue
+            yield line, (rec if container == "jsonl" else _normalise(rec)), text
+
+    def read(self, path: Path, sink: Sink) -> None:
+        """Stream every record into the sink."""
+        for line, rec, text in self.records(path, sink):
+            try:
+                self.add(sink, line, rec, text)
+            except FieldError as e:
+                sink.reject(line, e.field, e.reason, rec)
+
+
+def _slice(row: dict[str, Any]) -> dict[str, Any]:
+    row["slice"] = row["slice"] or ""
+    return row
+
+
+def add_compile(sink: Sink, line: int, rec: dict[str, Any], text: bool) -> None:
+    """Add one compile plan entry (a planned op or subgraph of one bucket of one plan)."""
+    sink.add("compile_plan", line, _slice(convert_record(COMPILE, rec, text)))
+
+
+def add_runtime(sink: Sink, line: int, rec: dict[str, Any], text: bool) -> None:
+    """Add a request or an adaptation event, checking the format's timestamp rules."""
+    if rec.get("event") not in (None, ""):
+        sink.add("adaptation_event", line, _slice(convert_record(EVENT, rec, text)))
+        return
+    row = _slice(convert_record(REQUEST, rec, text))
+    if row["queue_start_us"] is None:
+        row["queue_start_us"] = row["arrival_us"]
+    if row["compute_start_us"] < row["arrival_us"]:
+        raise FieldError("compute_start_us", "is before arrival_us")
+    if row["compute_end_us"] < row["compute_start_us"]:
+        raise FieldError("compute_end_us", "is before compute_start_us")
+    if row["queue_start_us"] > row["compute_start_us"]:
+        raise FieldError("queue_start_us", "is after compute_start_us")
+    row["status"] = row["status"] or "ok"
+    sink.add("request", line, row)
+
+
+def add_quality(sink: Sink, line: int, rec: dict[str, Any], text: bool) -> None:
+    """Add one quality result."""
+    sink.add("quality", line, _slice(convert_record(QUALITY, rec, text)))
+
+
+NATIVE_READERS: tuple[NativeReader, ...] = (
+    NativeReader(
+        name="native-compile",
+        summary="mapreport compile profile v1 (JSONL/CSV/Parquet): planned ops per shape bucket",
+        tables=("compile_plan", "environment"),
+        side="compile",
+        marker_keys=(frozenset({"plan_id", "shape_bucket", "predicted_us"}),),
+        add=add_compile,
+    ),
+    NativeReader(
+        name="native-runtime",
+        summary="mapreport runtime telemetry v1 (JSONL/CSV/Parquet): requests, adaptation events",
+        tables=("request", "adaptation_event", "environment"),
+        side="runtime",
+        marker_keys=(
+            frozenset({"request_id", "arrival_us"}),
+            frozenset({"event", "ts_us", "workload"}),
+        ),
+        add=add_runtime,
+    ),
+    NativeReader(
+        name="native-quality",
+        summary="mapreport quality evidence (JSONL/CSV/Parquet): metric per precision and slice",
+        tables=("quality",),
+        side="quality",
+        marker_keys=(frozenset({"metric", "baseline", "value", "precision"}),),
+        add=add_quality,
+    ),
+)

@@ -1,0 +1,166 @@
+"""Record streams from the native containers: JSON Lines (optionally gzip), CSV and Parquet.
+
+Every stream yields `(line, record)` pairs with 1-based line (or row) numbers and never holds
+more than one Parquet batch or one line in memory. A decoding failure raises InputError naming
+the file and line.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any, Literal, NamedTuple
+
+import msgspec
+import pyarrow.parquet as pq
+
+from mapreport.errors import InputError
+
+Container = Literal["jsonl", "csv", "parquet"]
+
+MAX_LINE_BYTES = 4 * 1024 * 1024
+"""A native record longer than this is rejected before it is decoded (resource limit)."""
+
+PARQUET_MAGIC = b"PAR1"
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+class BadRecord(NamedTuple):
+    """A line or row that could not be decoded; readers pass it to `Sink.reject`."""
+
+    field: str | None
+    reason: str
+    raw: bytes | str
+
+
+TRUNCATED = "truncated or corrupt gzip stream; the rest of the file is unreadable"
+
+
+def open_bytes(path: Path) -> IO[bytes]:
+    """Open a file for reading, transparently decompressing gzip (detected by magic bytes)."""
+    fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
+    magic = fh.read(2)
+    fh.seek(0)
+    if magic == GZIP_MAGIC:
+        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+    return fh
+
+
+def head_bytes(path: Path, size: int = 65536) -> bytes:
+    """The first `size` bytes of a file, decompressed if gzip; b'' when unreadable as such."""
+    try:
+        with open_bytes(path) as fh:
+            return fh.read(size)
+    except (OSError, EOFError, zlib.error):
+        return b""
+
+
+def container_of(path: Path, head: bytes) -> Container | None:
+    """Which native container a file is, from its first bytes (and its name for CSV)."""
+    if head.startswith(PARQUET_MAGIC):
+        return "parquet"
+    stripped = head.lstrip()
+    if stripped.startswith(b"{"):
+        return "jsonl"
+    name = path.name.lower().removesuffix(".gz")
+    if name.endswith((".csv", ".tsv")) and b"\n" in head:
+        return "csv"
+    return None
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """Decode a JSON Lines file line by line; blank lines are skipped, bad ones are BadRecord."""
+    decoder = msgspec.json.Decoder()
+    lineno = 0
+    with open_bytes(path) as fh:
+        try:
+            while True:
+                raw = fh.readline(MAX_LINE_BYTES + 1)
+                if not raw:
+                    break
+                lineno += 1
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    while raw and not raw.endswith(b"\n"):  # skip the rest of the line
+                        raw = fh.readline(MAX_LINE_BYTES)
+                    yield lineno, BadRecord(None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    yield lineno, decoder.decode(raw)
+                except msgspec.DecodeError as e:
+                    yield lineno, BadRecord(None, f"invalid JSON: {e}", raw[:2000])
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            yield lineno + 1, BadRecord(None, TRUNCATED, b"")
+
+
+def iter_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | BadRecord]]:
+    """Read a CSV file with a header row; each row is a dict of strings (line 1 is the header)."""
+    with open_bytes(path) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+        reader = csv.reader(text)
+        try:
+            header = next(reader, None)
+            if header is None:
+                return
+            for row in reader:
+                if not row:
+                    continue
+                if len(row) != len(header):
+                    reason = f"row has {len(row)} cells, the header has {len(header)}"
+                    yield reader.line_num, BadRecord(None, reason, ",".join(row)[:2000])
+                    continue
+                yield reader.line_num, dict(zip(header, row, strict=True))
+        except UnicodeDecodeError as e:
+            yield (
+                reader.line_num + 1,
+                BadRecord(None, f"not UTF-8 ({e.reason}); the rest of the file is unreadable", b""),
+            )
+        except csv.Error as e:
+            yield reader.line_num, BadRecord(None, f"bad CSV: {e}", b"")
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            yield reader.line_num + 1, BadRecord(None, TRUNCATED, b"")
+
+
+def csv_header(path: Path) -> list[str]:
+    """The header cells of a CSV file (empty when it has none)."""
+    try:
+        with open_bytes(path) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
+            return next(csv.reader(text), [])
+    except (UnicodeDecodeError, csv.Error, OSError, EOFError, zlib.error):
+        return []
+
+
+def iter_parquet(path: Path, batch_rows: int = 65536) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Read a Parquet file batch by batch; row numbers count from 1."""
+    try:
+        pf = pq.ParquetFile(path)
+        row = 0
+        for batch in pf.iter_batches(batch_size=batch_rows):
+            for rec in batch.to_pylist():
+                row += 1
+                yield row, rec
+    except (OSError, ValueError) as e:
+        raise InputError(path, None, None, f"unreadable Parquet: {e}") from None
+
+
+def parquet_columns(path: Path) -> list[str]:
+    """Column names of a Parquet file (empty when unreadable)."""
+    try:
+        return list(pq.read_schema(path).names)
+    except (OSError, ValueError):
+        return []
+
+
+def iter_records(path: Path, container: Container) -> Iterator[tuple[int, Any]]:
+    """Records of a native file in its container, with their line numbers."""
+    if container == "jsonl":
+        return iter_jsonl(path)
+    if container == "csv":
+        return iter_csv(path)
+    return iter_parquet(path)

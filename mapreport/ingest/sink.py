@@ -1,0 +1,77 @@
+"""Where readers put canonical rows: bounded buffers flushed to the staging folder as Parquet."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import pyarrow as pa
+
+from mapreport.errors import InputError
+from mapreport.schema import PARTITIONED, TABLES
+from mapreport.store import Dataset, write_parquet
+
+ErrorPolicy = Literal["abort", "quarantine"]
+ERROR_POLICIES: tuple[str, ...] = ("abort", "quarantine")
+FLUSH_ROWS = 100_000
+MAX_REJECTIONS_LOGGED = 50
+"""ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
+
+
+@dataclass
+class Sink:
+    """Collects one source file's rows, partitioned by workload, and its rejected records."""
+
+    staging: Path
+    source_id: str
+    path: Path
+    policy: ErrorPolicy = "abort"
+    rows: Counter[str] = field(default_factory=Counter)
+    rejected: int = 0
+    rejections: list[dict[str, Any]] = field(default_factory=list)
+    _buffers: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
+    _seq: int = 0
+
+    def add(self, table: str, line: int | None, row: dict[str, Any]) -> None:
+        """Add one canonical row (provenance columns are filled in here)."""
+        row["source_id"] = self.source_id
+        row["line"] = line
+        key = (table, (row.get("workload") or "") if table in PARTITIONED else "")
+        buf = self._buffers.setdefault(key, [])
+        buf.append(row)
+        self.rows[table] += 1
+        if len(buf) >= FLUSH_ROWS:
+            self._flush(key)
+
+    def reject(self, line: int | None, field_name: str | None, reason: str, raw: Any) -> None:
+        """A bad record: raise under the abort policy, else quarantine it and count it."""
+        if self.policy == "abort":
+            raise InputError(self.path, line, field_name, reason)
+        self.rejected += 1
+        if len(self.rejections) < MAX_REJECTIONS_LOGGED:
+            self.rejections.append({"line": line, "field": field_name, "reason": reason})
+        text = raw if isinstance(raw, str) else repr(raw)
+        self.add(
+            "quarantine",
+            line,
+            {"field": field_name, "reason": reason, "raw": text[:2000]},
+        )
+
+    def _flush(self, key: tuple[str, str]) -> None:
+        table, workload = key
+        rows = self._buffers.pop(key, [])
+        if not rows:
+            return
+        self._seq += 1
+        target = Dataset.table_path(
+            self.staging, table, workload, f"{self.source_id}-{self._seq:05d}.parquet"
+        )
+        write_parquet(pa.Table.from_pylist(rows, schema=TABLES[table]), target)
+
+    def close(self) -> dict[str, int]:
+        """Flush every buffer; returns rows written per table."""
+        for key in list(self._buffers):
+            self._flush(key)
+        return dict(self.rows)

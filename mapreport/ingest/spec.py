@@ -1,0 +1,125 @@
+"""Declared raw -> canonical field mappings and the value checks every reader shares."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+
+from mapreport.shapes import ShapeError, canonical_bucket, canonical_shape
+
+Kind = Literal["str", "float", "int", "shape", "bucket", "bool"]
+
+
+class FieldError(ValueError):
+    """A value that breaks its field's declaration; `field` names it."""
+
+    def __init__(self, field: str | None, reason: str):
+        self.field = field
+        self.reason = reason
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One raw field of an input record and the canonical column it lands in."""
+
+    raw: str
+    kind: Kind
+    required: bool = False
+    column: str | None = None
+    minimum: float | None = None
+    choices: tuple[str, ...] | None = None
+
+    @property
+    def target(self) -> str:
+        """The canonical column name (the raw name unless mapped)."""
+        return self.column or self.raw
+
+
+@dataclass(frozen=True)
+class RecordSpec:
+    """The declared fields of one record kind."""
+
+    name: str
+    fields: tuple[Field, ...]
+
+    @property
+    def raw_names(self) -> frozenset[str]:
+        """The raw names this spec knows; any other key goes to `extra`."""
+        return frozenset(f.raw for f in self.fields)
+
+
+def _number(f: Field, value: Any, text: bool) -> float:
+    if text and isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            raise FieldError(f.raw, f"expected a number, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise FieldError(f.raw, f"expected a number, got {_show(value)}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise FieldError(f.raw, f"expected a finite number, got {value!r}")
+    if f.minimum is not None and out < f.minimum:
+        raise FieldError(f.raw, f"must be >= {f.minimum:g}, got {value!r}")
+    return out
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def convert_value(f: Field, value: Any, text: bool = False) -> Any:
+    """Check and convert one raw value; `text` is true for CSV cells (everything a string)."""
+    if f.kind == "str":
+        if isinstance(value, bool) or not isinstance(value, str | int):
+            raise FieldError(f.raw, f"expected a string, got {_show(value)}")
+        out = str(value)
+        if f.choices is not None and out not in f.choices:
+            raise FieldError(f.raw, f"must be one of {', '.join(f.choices)}; got {out!r}")
+        return out
+    if f.kind == "float":
+        return _number(f, value, text)
+    if f.kind == "int":
+        num = _number(f, value, text)
+        if num != int(num):
+            raise FieldError(f.raw, f"expected an integer, got {value!r}")
+        if abs(num) >= 2**62:
+            raise FieldError(f.raw, f"integer out of range: {value!r}")
+        return int(num)
+    if f.kind == "bool":
+        if text and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):
+            return value.lower() in ("true", "1")
+        if not isinstance(value, bool):
+            raise FieldError(f.raw, f"expected true or false, got {_show(value)}")
+        return value
+    try:
+        if f.kind == "shape":
+            return canonical_shape(value)
+        return canonical_bucket(value)
+    except ShapeError as e:
+        raise FieldError(f.raw, str(e)) from None
+
+
+def convert_record(
+    spec: RecordSpec, record: Mapping[str, Any], text: bool = False
+) -> dict[str, Any]:
+    """Map a raw record to canonical columns; unknown keys go to `extra` as JSON."""
+    out: dict[str, Any] = {}
+    for f in spec.fields:
+        value = record.get(f.raw)
+        if value is None or (text and value == ""):
+            if f.required:
+                raise FieldError(f.raw, "required field is missing")
+            out[f.target] = None
+            continue
+        out[f.target] = convert_value(f, value, text)
+    known = spec.raw_names
+    unknown = {k: v for k, v in record.items() if k not in known}
+    out["extra"] = msgspec.json.encode(unknown, order="sorted").decode() if unknown else None
+    return out

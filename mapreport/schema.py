@@ -1,0 +1,193 @@
+"""The canonical tables as pyarrow schemas: the one place their columns and units are declared.
+
+Conventions: times end in `_us` (microseconds), sizes in `_bytes`, compile times in `_ms`.
+`slice` is the empty string when a record names none, so joins on (workload, slice) need no
+NULL handling. `extra` holds a record's unknown fields as a JSON object (FORMATS.md: kept, not
+dropped). Every data row carries `source_id`, the ingest_log key of the file it came from, and
+`line`, its 1-based line (or row) in that file.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+import pyarrow as pa
+
+SCHEMA_VERSION: Final = "1"
+"""Written into every Parquet file's metadata (key `mapreport.schema_version`)."""
+
+PlanVariant = Literal["static", "adapted", "fallback"]
+PLAN_VARIANTS: Final[tuple[str, ...]] = ("static", "adapted", "fallback")
+AdaptationKind = Literal["retune", "recompile", "remap", "fallback_enter", "fallback_exit"]
+ADAPTATION_KINDS: Final[tuple[str, ...]] = (
+    "retune",
+    "recompile",
+    "remap",
+    "fallback_enter",
+    "fallback_exit",
+)
+
+_S, _F, _I32, _I64, _B = pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_()
+
+_PROVENANCE = [pa.field("source_id", _S, nullable=False), pa.field("line", _I64)]
+
+TABLES: Final[dict[str, pa.Schema]] = {
+    "compile_plan": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("plan_id", _S, nullable=False),
+            pa.field("shape_bucket", _S, nullable=False),
+            pa.field("op", _S, nullable=False),
+            pa.field("predicted_us", _F, nullable=False),
+            pa.field("prediction_source", _S),
+            pa.field("kernel", _S),
+            pa.field("tile", _S),
+            pa.field("fusion_group", _S),
+            pa.field("core", _I32),
+            pa.field("precision", _S),
+            pa.field("predicted_peak_mem_bytes", _I64),
+            pa.field("mem_budget_bytes", _I64),
+            pa.field("compile_ms", _F),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "compile_event": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("compile_id", _S, nullable=False),
+            pa.field("plan_id", _S),
+            pa.field("frame", _S),
+            pa.field("shape", _S),
+            pa.field("ts_us", _F),
+            pa.field("compile_ms", _F),
+            pa.field("recompile_reason", _S),
+            pa.field("cache_hit", _B),
+            pa.field("op_count", _I32),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "request": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("request_id", _S, nullable=False),
+            pa.field("shape", _S, nullable=False),
+            pa.field("arrival_us", _F, nullable=False),
+            pa.field("queue_start_us", _F, nullable=False),
+            pa.field("compute_start_us", _F, nullable=False),
+            pa.field("compute_end_us", _F, nullable=False),
+            pa.field("plan_id", _S),
+            pa.field("plan_variant", _S),
+            pa.field("core", _I32),
+            pa.field("stream", _S),
+            pa.field("batch_size", _I32),
+            pa.field("mem_peak_bytes", _I64),
+            pa.field("precision", _S),
+            pa.field("status", _S, nullable=False),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "op_exec": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("name", _S, nullable=False),
+            pa.field("category", _S),
+            pa.field("shape", _S),
+            pa.field("ts_us", _F),
+            pa.field("dur_us", _F, nullable=False),
+            pa.field("device", _I32),
+            pa.field("core", _I32),
+            pa.field("stream", _S),
+            pa.field("correlation", _I64),
+            pa.field("plan_id", _S),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "adaptation_event": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("event", _S, nullable=False),
+            pa.field("ts_us", _F, nullable=False),
+            pa.field("dur_us", _F),
+            pa.field("shape", _S),
+            pa.field("plan_id", _S),
+            pa.field("detail", _S),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "environment": pa.schema(
+        [
+            pa.field("side", _S, nullable=False),
+            pa.field("compiler", _S),
+            pa.field("compiler_version", _S),
+            pa.field("runtime", _S),
+            pa.field("runtime_version", _S),
+            pa.field("driver", _S),
+            pa.field("firmware", _S),
+            pa.field("hardware", _S),
+            pa.field("host", _S),
+            pa.field("container_digest", _S),
+            pa.field("git_sha", _S),
+            pa.field("captured_at", _S),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "quality": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("precision", _S, nullable=False),
+            pa.field("metric", _S, nullable=False),
+            pa.field("baseline", _F, nullable=False),
+            pa.field("value", _F, nullable=False),
+            pa.field("max_drop", _F),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "quarantine": pa.schema(
+        [
+            pa.field("field", _S),
+            pa.field("reason", _S, nullable=False),
+            pa.field("raw", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "ingest_log": pa.schema(
+        [
+            pa.field("source_id", _S, nullable=False),
+            pa.field("path", _S, nullable=False),
+            pa.field("format", _S, nullable=False),
+            pa.field("sha256", _S, nullable=False),
+            pa.field("size_bytes", _I64, nullable=False),
+            pa.field("ingested_at", _S, nullable=False),
+            pa.field("rows", _S, nullable=False),
+            pa.field("rejected", _I64, nullable=False),
+            pa.field("rejections", _S, nullable=False),
+            pa.field("supersedes", _S),
+            pa.field("schema_version", _S, nullable=False),
+        ]
+    ),
+}
+"""Table name -> schema. The names are a public contract (DESIGN.md)."""
+
+DATA_TABLES: Final[tuple[str, ...]] = tuple(t for t in TABLES if t != "ingest_log")
+PARTITIONED: Final[frozenset[str]] = frozenset(
+    {"compile_plan", "compile_event", "request", "op_exec", "adaptation_event", "quality"}
+)
+"""Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""
+
+
+def empty_table(name: str) -> pa.Table:
+    """An empty table with the canonical schema of `name`."""
+    return TABLES[name].empty_table()

@@ -1,0 +1,233 @@
+"""The canonical dataset on disk: layout, atomic commits, idempotent re-ingest.
+
+This is the only module that knows paths inside a dataset. Layout:
+
+    <root>/<table>/workload=<enc>/<source_id>-<n>.parquet   partitioned tables
+    <root>/<table>/<source_id>-<n>.parquet                  environment, quarantine
+    <root>/ingest_log/<source_id>.parquet                   one commit record per source file
+    <root>/.staging/<source_id>.<pid>/...                   a file being ingested
+
+A source file is committed when its ingest_log record exists: data files are moved into place
+first, then the log record is written with an atomic rename. Readers only see data files whose
+source_id has a committed, not superseded, log record, so a run killed at any point leaves a
+readable dataset; `recover()` deletes what such a run left behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mapreport.errors import DatasetError
+from mapreport.schema import PARTITIONED, SCHEMA_VERSION, TABLES
+
+STAGING = ".staging"
+LOG = "ingest_log"
+
+
+def partition_dir(workload: str) -> str:
+    """The folder name of a workload partition: percent-encoded, bounded in length."""
+    enc = quote(workload, safe="-_.")
+    if len(enc) > 120 or enc in {".", ".."}:
+        enc = enc[:80] + "~" + hashlib.sha256(workload.encode()).hexdigest()[:16]
+    return f"workload={enc}"
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a table with the schema version in its metadata, atomically (temp name + rename)."""
+    meta = dict(table.schema.metadata or {})
+    meta[b"mapreport.schema_version"] = SCHEMA_VERSION.encode()
+    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+    pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One committed source file."""
+
+    source_id: str
+    path: str
+    format: str
+    sha256: str
+    size_bytes: int
+    ingested_at: str
+    rows: dict[str, int]
+    rejected: int
+    rejections: list[dict[str, Any]]
+    supersedes: tuple[str, ...]
+
+
+class Dataset:
+    """A canonical dataset folder."""
+
+    def __init__(self, root: Path, create: bool = False):
+        self.root = root
+        if create:
+            try:
+                (root / LOG).mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise DatasetError(f"cannot create dataset folder {root}: {e.strerror}") from None
+        elif not (root / LOG).is_dir():
+            raise DatasetError(f"{root} is not a mapreport dataset (no {LOG}/ folder)")
+
+    # -- commit log ---------------------------------------------------------------------------
+
+    def log(self) -> list[LogEntry]:
+        """Every committed source, oldest first."""
+        entries = []
+        for f in sorted((self.root / LOG).glob("*.parquet")):
+            for r in pq.read_table(f).to_pylist():
+                entries.append(
+                    LogEntry(
+                        source_id=r["source_id"],
+                        path=r["path"],
+                        format=r["format"],
+                        sha256=r["sha256"],
+                        size_bytes=r["size_bytes"],
+                        ingested_at=r["ingested_at"],
+                        rows=json.loads(r["rows"]),
+                        rejected=r["rejected"],
+                        rejections=json.loads(r["rejections"]),
+                        supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
+                    )
+                )
+        return sorted(entries, key=lambda e: (e.ingested_at, e.source_id))
+
+    def live(self) -> dict[str, LogEntry]:
+        """Committed sources that no later version of the same path superseded."""
+        entries = self.log()
+        dead = {s for e in entries for s in e.supersedes}
+        return {e.source_id: e for e in entries if e.source_id not in dead}
+
+    def find(self, sha256: str) -> LogEntry | None:
+        """The live entry for a file content, if that content was already ingested."""
+        for e in self.live().values():
+            if e.sha256 == sha256:
+                return e
+        return None
+
+    # -- staging and commit -------------------------------------------------------------------
+
+    def staging_dir(self, source_id: str) -> Path:
+        """A fresh private folder in which one source file's rows are written before commit."""
+        d = self.root / STAGING / f"{source_id}.{os.getpid()}"
+        if d.exists():
+            shutil.rmtree(d)
+        d.mkdir(parents=True)
+        return d
+
+    @staticmethod
+    def table_path(base: Path, table: str, workload: str | None, name: str) -> Path:
+        """Where a data file of `table` lives below `base` (the dataset root or a staging dir)."""
+        d = base / table
+        if table in PARTITIONED:
+            d = d / partition_dir(workload or "")
+        d.mkdir(parents=True, exist_ok=True)
+        return d / name
+
+    def commit(self, staging: Path, entry: LogEntry) -> None:
+        """Move a staged source into the dataset, then write its log record (the commit point)."""
+        for f in sorted(staging.rglob("*.parquet")):
+            target = self.root / f.relative_to(staging)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(f, target)
+        row = {
+            "source_id": entry.source_id,
+            "path": entry.path,
+            "format": entry.format,
+            "sha256": entry.sha256,
+            "size_bytes": entry.size_bytes,
+            "ingested_at": entry.ingested_at,
+            "rows": json.dumps(entry.rows, sort_keys=True),
+            "rejected": entry.rejected,
+            "rejections": json.dumps(entry.rejections),
+            "supersedes": ",".join(entry.supersedes) or None,
+            "schema_version": SCHEMA_VERSION,
+        }
+        write_parquet(
+            pa.Table.from_pylist([row], schema=TABLES[LOG]),
+            self.root / LOG / f"{entry.source_id}.parquet",
+        )
+        shutil.rmtree(staging, ignore_errors=True)
+        self.collect_garbage()
+
+    def recover(self) -> int:
+        """Delete staging folders and data files of uncommitted or superseded sources."""
+        shutil.rmtree(self.root / STAGING, ignore_errors=True)
+        return self.collect_garbage()
+
+    def collect_garbage(self) -> int:
+        """Remove files of superseded sources and data files that no live log record owns."""
+        entries = self.log()
+        dead = {s for e in entries for s in e.supersedes}
+        live = {e.source_id for e in entries} - dead
+        removed = 0
+        for s in dead:
+            with contextlib.suppress(FileNotFoundError):
+                (self.root / LOG / f"{s}.parquet").unlink()
+                removed += 1
+        for table in TABLES:
+            if table == LOG:
+                continue
+            for f in (self.root / table).rglob("*.parquet") if (self.root / table).is_dir() else []:
+                if f.name.split("-", 1)[0] not in live:
+                    f.unlink()
+                    removed += 1
+        # a superseding record keeps naming sources that are gone; that is harmless
+        return removed
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def files(self, table: str, workload: str | None = None) -> list[Path]:
+        """Committed data files of a table, optionally only one workload's partition."""
+        live = set(self.live())
+        base = self.root / table
+        if table in PARTITIONED and workload is not None:
+            base = base / partition_dir(workload)
+        if not base.is_dir():
+            return []
+        return sorted(f for f in base.rglob("*.parquet") if f.name.split("-", 1)[0] in live)
+
+    def connect(self, workload: str | None = None) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with one view per canonical table over the committed files."""
+        con = duckdb.connect()
+        con.execute("SET preserve_insertion_order = false")
+        for table, schema in TABLES.items():
+            files = (
+                [self.root / LOG / f"{s}.parquet" for s in self.live()]
+                if table == LOG
+                else self.files(table, workload)
+            )
+            if files:
+                paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+                cols = ", ".join(f'"{n}"' for n in schema.names)
+                con.execute(
+                    f"CREATE VIEW {table} AS SELECT {cols} FROM "
+                    f"read_parquet([{paths}], union_by_name = true)"
+                )
+            else:
+                con.register(f"_empty_{table}", schema.empty_table())
+                con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
+        return con
+
+
+def iter_files(paths: list[Path]) -> Iterator[Path]:
+    """Expand folders into the regular files below them, sorted; files are passed through."""
+    for p in paths:
+        if p.is_dir():
+            yield from sorted(f for f in p.rglob("*") if f.is_file())
+        else:
+            yield p

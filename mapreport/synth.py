@@ -1,0 +1,561 @@
+"""Deterministic generator of the demo dataset in the native formats, with planted effects.
+
+Every shape of every workload is declared below with the truth the analysis must recover:
+its static compute time, how wrong the compile-time prediction is, how much the adapted
+mapping gains and what adaptation costs, and which accuracy-versus-gain decision follows.
+Tests read these declarations; `scale` multiplies request counts for benchmarks.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SEED = 20261129
+
+
+@dataclass(frozen=True)
+class ShapeTruth:
+    """One runtime shape and the effects planted on it."""
+
+    dims: dict[str, int]
+    requests: int
+    static_us: float
+    predicted_ratio: float = 1.0
+    """predicted / measured static compute: 1.0 is a perfect cost model."""
+    static_share: float = 1.0
+    adapted_share: float = 0.0
+    fallback_share: float = 0.0
+    adapted_gain: float = 0.0
+    """1 - adapted / baseline median compute."""
+    fallback_slowdown: float = 1.8
+    adaptation_cost_us: float = 0.0
+    """Summed duration of the adaptation events for this shape."""
+    expect: str = ""
+    """The accuracy-versus-gain decision the analysis must reach."""
+
+
+@dataclass(frozen=True)
+class WorkloadTruth:
+    """One workload slice: its plan, buckets, shapes, environment and precision."""
+
+    workload: str
+    slice: str
+    plan_id: str
+    precision: str
+    buckets: tuple[dict[str, Any], ...]
+    shapes: tuple[ShapeTruth, ...]
+    compile_env: dict[str, str]
+    runtime_env: dict[str, str]
+    runtime_file: str
+    ops: tuple[tuple[str, float], ...] = (("model", 1.0),)
+    totals: bool = True
+    """Write a `__total__` line per bucket; else the prediction is the sum of its ops."""
+    synthetic_only: tuple[dict[str, Any], ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+_ENV = {
+    "compiler": "xla",
+    "compiler_version": "2.18.1",
+    "runtime": "npu-rt",
+    "runtime_version": "4.2.0",
+    "driver": "550.54",
+    "firmware": "fw-7.1",
+    "hardware": "npu-v5",
+    "container_digest": "sha256:4f1c9a",
+    "git_sha": "9b1e2c7",
+    "captured_at": "2026-11-28T02:00:00Z",
+}
+
+WORKLOADS: tuple[WorkloadTruth, ...] = (
+    WorkloadTruth(
+        workload="bert-base",
+        slice="",
+        plan_id="bert-v3",
+        precision="bf16",
+        buckets=(
+            {"batch": [1, 8], "seq": [1, 64]},
+            {"batch": [1, 4], "seq": [65, 128]},
+            {"batch": [5, 8], "seq": [65, 128]},
+            {"batch": [1, 8], "seq": [129, 256]},
+            {"batch": [9, 32], "seq": [1, 128]},
+            {"batch": [1, 32], "seq": [1, 512]},
+        ),
+        synthetic_only=({"batch": [33, 64], "seq": [257, 512]},),
+        shapes=(
+            ShapeTruth(
+                {"batch": 1, "seq": 32},
+                900,
+                820.0,
+                1.05,
+                0.7,
+                0.3,
+                0.0,
+                0.0,
+                adaptation_cost_us=14_000.0,
+                expect="static_sufficient",
+            ),
+            ShapeTruth(
+                {"batch": 4, "seq": 96},
+                800,
+                2_150.0,
+                0.97,
+                0.6,
+                0.4,
+                0.0,
+                0.25,
+                adaptation_cost_us=9_000.0,
+                expect="specialise",
+            ),
+            ShapeTruth(
+                {"batch": 8, "seq": 128},
+                700,
+                4_400.0,
+                0.6,
+                0.6,
+                0.4,
+                0.0,
+                0.3,
+                adaptation_cost_us=12_000.0,
+                expect="close_the_loop",
+            ),
+            ShapeTruth(
+                {"batch": 16, "seq": 64},
+                500,
+                3_900.0,
+                1.6,
+                0.7,
+                0.3,
+                0.0,
+                0.0,
+                adaptation_cost_us=6_000.0,
+                expect="find_bottleneck",
+            ),
+            ShapeTruth(
+                {"batch": 8, "seq": 200}, 400, 6_300.0, 1.08, expect="insufficient_evidence"
+            ),
+            ShapeTruth({"batch": 4, "seq": 384}, 300, 5_200.0, 0.9, expect="insufficient_evidence"),
+            ShapeTruth(
+                {"batch": 2, "seq": 640},
+                300,
+                4_000.0,
+                1.0,
+                0.0,
+                0.5,
+                0.5,
+                0.0,
+                fallback_slowdown=1.8,
+                adaptation_cost_us=20_000.0,
+                expect="close_the_loop",
+            ),
+            ShapeTruth(
+                {"batch": 3, "seq": 50},
+                8,
+                900.0,
+                1.0,
+                0.5,
+                0.5,
+                0.0,
+                0.2,
+                adaptation_cost_us=500.0,
+                expect="insufficient_evidence",
+            ),
+        ),
+        compile_env=dict(_ENV),
+        runtime_env=dict(_ENV, host="node-a17"),
+        runtime_file="bert-base.runtime.jsonl.gz",
+        ops=(("embedding", 0.06), ("attention", 0.46), ("ffn", 0.38), ("layernorm", 0.10)),
+        totals=False,
+    ),
+    WorkloadTruth(
+        workload="resnet50-int8",
+        slice="prod",
+        plan_id="rn50-int8-v2",
+        precision="int8",
+        buckets=(
+            {"batch": 1, "hw": 224},
+            {"batch": [2, 8], "hw": 224},
+            {"batch": [9, 16], "hw": 224},
+            {"batch": [17, 32], "hw": 224},
+            {"batch": [1, 8], "hw": [225, 384]},
+        ),
+        synthetic_only=({"batch": [64, 128], "hw": 224},),
+        shapes=(
+            ShapeTruth({"batch": 1, "hw": 224}, 1500, 610.0, 1.02, expect="insufficient_evidence"),
+            ShapeTruth(
+                {"batch": 4, "hw": 224},
+                800,
+                1_350.0,
+                0.95,
+                0.6,
+                0.4,
+                0.0,
+                0.2,
+                adaptation_cost_us=8_000.0,
+                expect="specialise",
+            ),
+            ShapeTruth(
+                {"batch": 16, "hw": 224},
+                600,
+                4_100.0,
+                1.1,
+                0.6,
+                0.4,
+                0.0,
+                0.0,
+                adaptation_cost_us=30_000.0,
+                expect="static_sufficient",
+            ),
+            ShapeTruth(
+                {"batch": 8, "hw": 320},
+                500,
+                4_800.0,
+                0.55,
+                0.5,
+                0.5,
+                0.0,
+                0.35,
+                adaptation_cost_us=10_000.0,
+                expect="close_the_loop",
+            ),
+            ShapeTruth({"batch": 32, "hw": 224}, 60, 7_900.0, 1.04, expect="insufficient_evidence"),
+            ShapeTruth(
+                {"batch": 2, "hw": 512},
+                300,
+                2_900.0,
+                1.0,
+                0.0,
+                0.4,
+                0.6,
+                0.0,
+                fallback_slowdown=1.6,
+                adaptation_cost_us=9_000.0,
+                expect="close_the_loop",
+            ),
+        ),
+        compile_env=dict(_ENV, compiler_version="2.18.1", driver="535.104"),
+        runtime_env=dict(_ENV, host="node-b03"),
+        runtime_file="resnet50-int8.runtime.jsonl",
+        ops=(("stem", 0.08), ("stage1-3", 0.62), ("stage4", 0.24), ("head", 0.06)),
+    ),
+    WorkloadTruth(
+        workload="llama-decode",
+        slice="chat",
+        plan_id="llama-fp8-v1",
+        precision="fp8",
+        buckets=(
+            {"batch": [1, 2], "ctx": [1, 2048]},
+            {"batch": [3, 4], "ctx": [1, 2048]},
+            {"batch": [5, 8], "ctx": [1, 2048]},
+            {"batch": [9, 16], "ctx": [1, 2048]},
+            {"batch": [1, 16], "ctx": [2049, 8192]},
+        ),
+        synthetic_only=(),
+        shapes=(
+            ShapeTruth(
+                {"batch": 1, "ctx": 512},
+                700,
+                9_500.0,
+                0.98,
+                0.7,
+                0.3,
+                0.0,
+                0.0,
+                adaptation_cost_us=60_000.0,
+                expect="static_sufficient",
+            ),
+            ShapeTruth(
+                {"batch": 4, "ctx": 1024},
+                600,
+                12_800.0,
+                1.03,
+                0.6,
+                0.4,
+                0.0,
+                0.18,
+                adaptation_cost_us=30_000.0,
+                expect="specialise",
+            ),
+            ShapeTruth(
+                {"batch": 8, "ctx": 2048},
+                500,
+                21_000.0,
+                0.7,
+                0.6,
+                0.4,
+                0.0,
+                0.22,
+                adaptation_cost_us=40_000.0,
+                expect="close_the_loop",
+            ),
+            ShapeTruth(
+                {"batch": 16, "ctx": 1024},
+                400,
+                24_000.0,
+                1.35,
+                0.7,
+                0.3,
+                0.0,
+                0.0,
+                adaptation_cost_us=25_000.0,
+                expect="find_bottleneck",
+            ),
+            ShapeTruth(
+                {"batch": 2, "ctx": 4096}, 300, 19_000.0, 1.12, expect="insufficient_evidence"
+            ),
+            ShapeTruth(
+                {"batch": 1, "ctx": 12000},
+                200,
+                26_000.0,
+                1.0,
+                0.0,
+                0.5,
+                0.5,
+                0.0,
+                fallback_slowdown=1.5,
+                adaptation_cost_us=50_000.0,
+                expect="close_the_loop",
+            ),
+        ),
+        compile_env=dict(_ENV, compiler="tvm-unity", compiler_version="0.19.0"),
+        runtime_env=dict(_ENV, compiler="tvm-unity", compiler_version="0.19.0", host="node-c11"),
+        runtime_file="llama-decode.runtime.csv",
+        ops=(("prefill_attn", 0.3), ("decode_attn", 0.35), ("mlp", 0.35)),
+    ),
+)
+
+QUALITY = (
+    {
+        "workload": "resnet50-int8",
+        "slice": "prod",
+        "precision": "int8",
+        "metric": "top1",
+        "baseline": 0.761,
+        "value": 0.758,
+        "max_drop": 0.005,
+    },
+)
+"""Quality evidence exists for the int8 plan; the fp8 llama plan has none (a checklist failure)."""
+
+
+def shape_key(dims: dict[str, int]) -> str:
+    """The canonical string of a named shape (same rule as mapreport.shapes)."""
+    return ",".join(f"{k}={dims[k]}" for k in sorted(dims))
+
+
+def _bucket_contains(bucket: dict[str, Any], dims: dict[str, int]) -> bool:
+    if set(bucket) != set(dims):
+        return False
+    for k, r in bucket.items():
+        lo, hi = (r, r) if isinstance(r, int) else r
+        if not lo <= dims[k] <= hi:
+            return False
+    return True
+
+
+def _points(bucket: dict[str, Any]) -> int:
+    n = 1
+    for r in bucket.values():
+        lo, hi = (r, r) if isinstance(r, int) else r
+        n *= hi - lo + 1
+    return n
+
+
+def true_bucket(w: WorkloadTruth, s: ShapeTruth) -> dict[str, Any] | None:
+    """The tightest declared bucket holding a shape (the generator's own containment rule)."""
+    holding = [b for b in w.buckets if _bucket_contains(b, s.dims)]
+    return min(holding, key=_points) if holding else None
+
+
+def bucket_prediction(w: WorkloadTruth, bucket: dict[str, Any]) -> float:
+    """The cost model's whole-model prediction for a bucket: right for its busiest shape's
+    planted ratio; the other shapes in the bucket inherit it (one prediction per bucket)."""
+    inside = [s for s in w.shapes if true_bucket(w, s) == bucket]
+    if not inside:
+        return 15_000.0
+    top = max(inside, key=lambda s: s.requests)
+    return round(top.static_us * top.predicted_ratio, 3)
+
+
+def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
+    """Compile profile lines: per bucket, its ops (and a __total__ unless `totals` is off)."""
+    yield {"environment": w.compile_env}
+    for bucket in (*w.buckets, *w.synthetic_only):
+        base = bucket_prediction(w, bucket)
+        for core, (op, frac) in enumerate(w.ops):
+            yield {
+                "workload": w.workload,
+                **({"slice": w.slice} if w.slice else {}),
+                "plan_id": w.plan_id,
+                "shape_bucket": bucket,
+                "op": op,
+                "predicted_us": base * frac,
+                "prediction_source": "cost_model",
+                "kernel": f"{op}_k{len(op) % 4}",
+                "tile": "128x64",
+                "core": core % 4,
+                "fusion_group": "attn_block" if op in ("attention", "layernorm") else None,
+                "precision": w.precision,
+                "predicted_peak_mem_bytes": int(base * frac * 4096),
+                "mem_budget_bytes": int(base * 4096 * 1.5),
+                "compile_ms": 120.0 + 40 * core,
+                "compiler_pass": "auto-mapper-v2",
+            }
+        if w.totals:
+            yield {
+                "workload": w.workload,
+                **({"slice": w.slice} if w.slice else {}),
+                "plan_id": w.plan_id,
+                "shape_bucket": bucket,
+                "op": "__total__",
+                "predicted_us": round(base, 3),
+                "prediction_source": "cost_model",
+                "precision": w.precision,
+            }
+
+
+def runtime_records(
+    w: WorkloadTruth, scale: float, rng: np.random.Generator
+) -> Iterator[dict[str, Any]]:
+    """Runtime telemetry: requests (time-ordered) and adaptation events."""
+    yield {"environment": w.runtime_env}
+    rows: list[dict[str, Any]] = []
+    for si, s in enumerate(w.shapes):
+        n = max(1, round(s.requests * scale)) if s.requests >= 20 else s.requests
+        covered = true_bucket(w, s) is not None
+        variants = rng.choice(
+            ["static", "adapted", "fallback"],
+            size=n,
+            p=np.array([s.static_share, s.adapted_share, s.fallback_share])
+            / (s.static_share + s.adapted_share + s.fallback_share),
+        )
+        baseline = s.static_us if covered else s.static_us * s.fallback_slowdown
+        medians = {
+            "static": s.static_us,
+            "fallback": s.static_us * s.fallback_slowdown,
+            "adapted": baseline * (1 - s.adapted_gain),
+        }
+        compute = np.array([medians[v] for v in variants]) * rng.lognormal(0.0, 0.08, n)
+        queue = rng.lognormal(np.log(180.0), 0.5, n)
+        admission = rng.lognormal(np.log(15.0), 0.3, n)
+        arrival = np.sort(rng.uniform(0, 3.6e9, n)) + 1.7647e15
+        cores = rng.integers(0, 4, n)
+        errors = rng.random(n) < 0.004
+        mem = (s.static_us * 4096 * rng.lognormal(0.0, 0.05, n)).astype(np.int64)
+        for i in range(n):
+            start = arrival[i] + admission[i] + queue[i]
+            rows.append(
+                {
+                    "workload": w.workload,
+                    **({"slice": w.slice} if w.slice else {}),
+                    "request_id": f"{w.workload[:4]}-{si:02d}-{i:06d}",
+                    "shape": s.dims,
+                    "arrival_us": round(float(arrival[i]), 1),
+                    "queue_start_us": round(float(arrival[i] + admission[i]), 1),
+                    "compute_start_us": round(float(start), 1),
+                    "compute_end_us": round(float(start + compute[i]), 1),
+                    "plan_id": w.plan_id,
+                    "plan_variant": str(variants[i]),
+                    "core": int(cores[i]),
+                    "stream": "interactive" if i % 3 else "batch",
+                    "batch_size": s.dims["batch"],
+                    "mem_peak_bytes": int(mem[i]),
+                    "precision": w.precision,
+                    "status": "timeout" if errors[i] else "ok",
+                }
+            )
+        if s.adaptation_cost_us:
+            kinds = ["recompile"] if not covered else ["retune", "remap"]
+            parts = 4
+            for k in range(parts):
+                rows.append(
+                    {
+                        "event": kinds[k % len(kinds)],
+                        "workload": w.workload,
+                        **({"slice": w.slice} if w.slice else {}),
+                        "ts_us": round(float(arrival[min(k * n // parts, n - 1)]), 1),
+                        "dur_us": s.adaptation_cost_us / parts,
+                        "shape": s.dims,
+                        "plan_id": w.plan_id,
+                        "detail": f"tactic search round {k + 1}",
+                    }
+                )
+    rows.sort(key=lambda r: r.get("arrival_us", r.get("ts_us", 0.0)))
+    yield from rows
+
+
+def _csv_rows(records: Iterator[dict[str, Any]]) -> str:
+    """Runtime records as CSV (shape as its canonical string); the environment line is dropped."""
+    cols = [
+        "workload",
+        "slice",
+        "request_id",
+        "shape",
+        "arrival_us",
+        "queue_start_us",
+        "compute_start_us",
+        "compute_end_us",
+        "plan_id",
+        "plan_variant",
+        "core",
+        "stream",
+        "batch_size",
+        "mem_peak_bytes",
+        "precision",
+        "status",
+        "event",
+        "ts_us",
+        "dur_us",
+        "detail",
+    ]
+    buf = io.StringIO()
+    out = csv.DictWriter(buf, fieldnames=cols, lineterminator="\n")
+    out.writeheader()
+    for r in records:
+        if "environment" in r:
+            continue
+        row = dict(r)
+        if isinstance(row.get("shape"), dict):
+            row["shape"] = shape_key(row["shape"])
+        out.writerow(row)
+    return buf.getvalue()
+
+
+def _jsonl(records: Iterator[dict[str, Any]]) -> bytes:
+    return "".join(
+        json.dumps({k: v for k, v in r.items() if v is not None}, separators=(",", ":")) + "\n"
+        for r in records
+    ).encode()
+
+
+def generate(out: Path, scale: float = 1.0, seed: int = SEED) -> list[Path]:
+    """Write the demo inputs (compile profiles, runtime traces, quality) into `out`."""
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    written = []
+    for w in WORKLOADS:
+        cpath = out / f"{w.workload}.compile.jsonl"
+        cpath.write_bytes(_jsonl(compile_records(w)))
+        rpath = out / w.runtime_file
+        records = runtime_records(w, scale, rng)
+        if rpath.suffix == ".csv":
+            rpath.write_text(_csv_rows(records))
+        elif rpath.suffix == ".gz":
+            with gzip.GzipFile(rpath, "wb", mtime=0) as fh:
+                fh.write(_jsonl(records))
+        else:
+            rpath.write_bytes(_jsonl(records))
+        written += [cpath, rpath]
+    qpath = out / "quality.jsonl"
+    qpath.write_bytes(_jsonl(iter(QUALITY)))
+    written.append(qpath)
+    return written
