@@ -1,0 +1,71 @@
+"""Compile-time mapping accuracy: predicted versus measured static compute per shape."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mapreport.analysis.results import Accuracy, AccuracyState, Thresholds
+from mapreport.analysis.stats import kendall_tau_b, weighted_mean
+
+
+@dataclass(frozen=True)
+class ShapeAccuracy:
+    """The accuracy figures of one shape."""
+
+    predicted_us: float | None
+    measured_static_p50_us: float | None
+    signed_error: float | None
+    ape: float | None
+    state: AccuracyState
+
+
+def shape_accuracy(
+    covered: bool,
+    predicted_us: float | None,
+    static_n: int,
+    static_p50_us: float | None,
+    th: Thresholds,
+) -> ShapeAccuracy:
+    """Signed error `(predicted - measured) / measured` and APE, when both sides have evidence.
+
+    `measured` is the median compute of the shape's ok requests that ran the plan as built;
+    it needs at least `min_samples` of them.
+    """
+    measured = static_p50_us if static_n >= th.min_samples else None
+    if not covered:
+        return ShapeAccuracy(None, measured, None, None, "uncovered")
+    if predicted_us is None or measured is None or measured <= 0:
+        return ShapeAccuracy(predicted_us, measured, None, None, "not_measured")
+    e = (predicted_us - measured) / measured
+    state: AccuracyState = "accurate" if abs(e) <= th.tolerance else "inaccurate"
+    return ShapeAccuracy(predicted_us, measured, e, abs(e), state)
+
+
+def summarise(
+    per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds
+) -> Accuracy:
+    """Traffic-weighted MAPE, traffic share within tolerance, Kendall tau across shapes.
+
+    `per_shape` pairs each shape's traffic share with its accuracy. MAPE and the within-
+    tolerance share are taken over the traffic of measured shapes (reported beside them).
+    """
+    measured = [(w, a) for w, a in per_shape if a.ape is not None]
+    weights = [w for w, _ in measured]
+    mape = weighted_mean([a.ape for _, a in measured if a.ape is not None], weights)
+    within = weighted_mean(
+        [1.0 if a.ape is not None and a.ape <= th.tolerance else 0.0 for _, a in measured],
+        weights,
+    )
+    tau = kendall_tau_b(
+        [a.predicted_us for _, a in measured if a.predicted_us is not None],
+        [a.measured_static_p50_us for _, a in measured if a.measured_static_p50_us is not None],
+    )
+    return Accuracy(
+        mape_weighted=mape,
+        within_tolerance_share=within,
+        kendall_tau=tau,
+        shapes_measured=len(measured),
+        measured_traffic_share=sum(weights),
+        tolerance=th.tolerance,
+    )

@@ -1,0 +1,79 @@
+"""Coverage: which compiled bucket holds each runtime shape, and what traffic no bucket holds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from mapreport.analysis.query import BucketRow, ShapeRow
+from mapreport.analysis.results import Coverage, SyntheticBucket, UncoveredShape
+from mapreport.shapes import ShapeError, parse_bucket, tightest
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The plan that served a shape and the tightest bucket of that plan holding it."""
+
+    plan_id: str | None
+    bucket: BucketRow | None
+
+
+def primary_plan(row: ShapeRow) -> str | None:
+    """The named plan that served most of the shape's requests (ties: smallest id)."""
+    named = [(n, p) for p, n in row.plans.items() if p is not None]
+    if not named:
+        return None
+    return sorted(named, key=lambda t: (-t[0], t[1]))[0][1]
+
+
+def place(rows: Sequence[ShapeRow], buckets: Sequence[BucketRow]) -> dict[str, Placement]:
+    """Resolve every shape to its bucket: the plan that served it decides which buckets count
+    (all of the slice's plans when requests name none); among those the tightest wins."""
+    by_plan: dict[str, list[BucketRow]] = {}
+    for b in buckets:
+        by_plan.setdefault(b.plan_id, []).append(b)
+    parsed = {}
+    for b in buckets:
+        try:
+            parsed[(b.plan_id, b.bucket)] = parse_bucket(b.bucket)
+        except ShapeError:
+            continue
+    out: dict[str, Placement] = {}
+    for row in rows:
+        plan = primary_plan(row)
+        candidates = by_plan.get(plan, []) if plan is not None else list(buckets)
+        keyed = {parsed[(b.plan_id, b.bucket)]: b for b in candidates if (b.plan_id, b.bucket)
+                 in parsed}
+        best = tightest(row.shape, keyed)
+        out[row.shape] = Placement(plan if plan else (keyed[best].plan_id if best else None),
+                                   keyed[best] if best else None)
+    return out
+
+
+def coverage(
+    rows: Sequence[ShapeRow],
+    buckets: Sequence[BucketRow],
+    placements: dict[str, Placement],
+) -> Coverage:
+    """Covered traffic share, uncovered shapes and compiled buckets production never used."""
+    total = sum(r.n_total for r in rows)
+    covered = sum(r.n_total for r in rows if placements[r.shape].bucket is not None)
+    uncovered = tuple(
+        UncoveredShape(r.shape, r.n_total, r.n_total / total if total else 0.0)
+        for r in sorted(rows, key=lambda r: -r.n_total)
+        if placements[r.shape].bucket is None
+    )
+    used = {(p.bucket.plan_id, p.bucket.bucket) for p in placements.values() if p.bucket}
+    served_plans = {p.plan_id for p in placements.values() if p.plan_id}
+    synthetic = tuple(
+        SyntheticBucket(b.plan_id, b.bucket, b.predicted_us)
+        for b in buckets
+        if (b.plan_id, b.bucket) not in used and (not served_plans or b.plan_id in served_plans)
+    )
+    return Coverage(
+        covered_traffic_share=covered / total if total else 0.0,
+        uncovered_shapes=uncovered,
+        synthetic_only_buckets=synthetic,
+        plans=tuple(sorted({b.plan_id for b in buckets})),
+        buckets=len(buckets),
+    )

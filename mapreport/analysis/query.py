@@ -1,0 +1,234 @@
+"""The SQL side of analysis: grouped aggregates over the canonical tables, run by DuckDB.
+
+The SQL is plain (GROUP BY, FILTER, quantile_cont) so a distributed engine could run it too;
+what comes back to Python is one row per shape, per variant or per bucket. `quantile_cont`
+interpolates linearly between order statistics, as numpy's default does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import duckdb
+import numpy as np
+
+from mapreport.analysis.results import Percentiles
+from mapreport.analysis.stats import FloatArray
+
+QS = "[0.5, 0.95, 0.99]"
+
+REQUESTS = """
+    SELECT *,
+        compute_end_us - arrival_us AS latency_us,
+        compute_start_us - queue_start_us AS queue_us,
+        compute_end_us - compute_start_us AS compute_us,
+        coalesce(plan_variant, 'static') AS variant
+    FROM request WHERE workload = $w AND slice = $s
+"""
+
+
+def _pct(n: int, q: list[float] | None) -> Percentiles:
+    if not q:
+        return Percentiles(n, None, None, None)
+    return Percentiles(n, float(q[0]), float(q[1]), float(q[2]))
+
+
+@dataclass(frozen=True)
+class ShapeRow:
+    """Per-shape aggregates straight from SQL."""
+
+    shape: str
+    n_total: int
+    n: int
+    latency: Percentiles
+    queue: Percentiles
+    compute: Percentiles
+    variants: dict[str, tuple[int, float | None, float | None]]
+    """variant -> (n ok, p50 compute, p95 compute)."""
+    plans: dict[str | None, int]
+    sources: tuple[str, ...]
+
+
+def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+    """Every (workload, slice) with served requests, sorted."""
+    rows = con.execute(
+        "SELECT DISTINCT workload, slice FROM request ORDER BY workload, slice"
+    ).fetchall()
+    return [(str(w), str(s)) for w, s in rows]
+
+
+def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[ShapeRow]:
+    """Per-shape counts and percentiles of latency, queue wait and compute (ok requests)."""
+    p = {"w": workload, "s": slice_}
+    main = con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
+            quantile_cont(latency_us, {QS}) FILTER (WHERE status = 'ok') AS lat,
+            quantile_cont(queue_us, {QS}) FILTER (WHERE status = 'ok') AS que,
+            quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
+            list(DISTINCT source_id ORDER BY source_id) AS sources
+        FROM r GROUP BY shape ORDER BY shape
+        """,
+        p,
+    ).fetchall()
+    variants: dict[str, dict[str, tuple[int, float | None, float | None]]] = {}
+    for shape, variant, n, q in con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT shape, variant, count(*),
+            quantile_cont(compute_us, [0.5, 0.95])
+        FROM r WHERE status = 'ok' GROUP BY shape, variant
+        """,
+        p,
+    ).fetchall():
+        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
+    plans: dict[str, dict[str | None, int]] = {}
+    for shape, plan, n in con.execute(
+        f"WITH r AS ({REQUESTS}) SELECT shape, plan_id, count(*) FROM r GROUP BY shape, plan_id",
+        p,
+    ).fetchall():
+        plans.setdefault(shape, {})[plan] = int(n)
+    return [
+        ShapeRow(
+            shape=shape,
+            n_total=int(n_total),
+            n=int(n),
+            latency=_pct(int(n), lat),
+            queue=_pct(int(n), que),
+            compute=_pct(int(n), com),
+            variants=variants.get(shape, {}),
+            plans=plans.get(shape, {}),
+            sources=tuple(sources),
+        )
+        for shape, n_total, n, lat, que, com, sources in main
+    ]
+
+
+def slice_latency(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> dict[str, Any]:
+    """Slice-wide request counts, time window and latency percentiles (ok requests)."""
+    n_total, n, lat, t0, t1 = con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT count(*), count(*) FILTER (WHERE status = 'ok'),
+            quantile_cont(latency_us, {QS}) FILTER (WHERE status = 'ok'),
+            min(arrival_us), max(compute_end_us)
+        FROM r
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()[0]
+    return {
+        "requests": int(n_total),
+        "failed": int(n_total) - int(n),
+        "latency": _pct(int(n), lat),
+        "window": (t0, t1),
+    }
+
+
+def compute_samples(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, shapes: list[str]
+) -> dict[tuple[str, str], FloatArray]:
+    """Measured compute times of ok requests per (shape, variant), for the bootstrap."""
+    if not shapes:
+        return {}
+    rows = con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT shape, variant, list(compute_us ORDER BY compute_us)
+        FROM r WHERE status = 'ok' AND list_contains($shapes, shape)
+        GROUP BY shape, variant
+        """,
+        {"w": workload, "s": slice_, "shapes": shapes},
+    ).fetchall()
+    return {(s, v): np.asarray(x, dtype=np.float64) for s, v, x in rows}
+
+
+@dataclass(frozen=True)
+class BucketRow:
+    """One compiled bucket of one plan with its whole-model prediction."""
+
+    plan_id: str
+    bucket: str
+    predicted_us: float | None
+    from_total: bool
+    ops: int
+    precision: str | None
+    sources: tuple[str, ...]
+
+
+def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[BucketRow]:
+    """Compiled buckets of the slice's plans; a slice-specific entry wins over a generic one.
+
+    The prediction is the `__total__` line, else the sum of the bucket's op predictions (an op
+    listed twice counts once, at its largest prediction).
+    """
+    rows = con.execute(
+        """
+        WITH scoped AS (
+            SELECT *, rank() OVER (PARTITION BY plan_id, shape_bucket
+                                   ORDER BY (slice = $s) DESC) AS pick
+            FROM compile_plan WHERE workload = $w AND (slice = $s OR slice = '')
+        ), ops AS (
+            SELECT plan_id, shape_bucket, op, max(predicted_us) AS predicted_us,
+                any_value(precision) AS precision, list(DISTINCT source_id) AS sources
+            FROM scoped WHERE pick = 1 GROUP BY plan_id, shape_bucket, op
+        )
+        SELECT plan_id, shape_bucket,
+            max(predicted_us) FILTER (WHERE op = '__total__') AS total,
+            sum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
+            count(*) FILTER (WHERE op <> '__total__') AS n_ops,
+            any_value(precision) AS precision,
+            flatten(list(sources)) AS sources
+        FROM ops GROUP BY plan_id, shape_bucket ORDER BY plan_id, shape_bucket
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return [
+        BucketRow(
+            plan_id=plan,
+            bucket=bucket,
+            predicted_us=float(total) if total is not None else
+            (float(ops_sum) if ops_sum is not None else None),
+            from_total=total is not None,
+            ops=int(n_ops),
+            precision=precision,
+            sources=tuple(sorted(set(sources))),
+        )
+        for plan, bucket, total, ops_sum, n_ops, precision, sources in rows
+    ]
+
+
+def adaptation_costs(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> dict[str | None, tuple[int, float]]:
+    """Adaptation events per shape (None: events that name no shape): (count, summed dur_us)."""
+    rows = con.execute(
+        """
+        SELECT shape, count(*), coalesce(sum(dur_us), 0)
+        FROM adaptation_event WHERE workload = $w AND slice = $s GROUP BY shape
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return {shape: (int(n), float(cost)) for shape, n, cost in rows}
+
+
+def environments(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
+    """Environment rows of the given source files."""
+    cur = con.execute(
+        "SELECT * EXCLUDE (line, extra) FROM environment WHERE list_contains($ids, source_id)",
+        {"ids": source_ids},
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
+    """ingest_log rows of the given sources."""
+    cur = con.execute(
+        """SELECT source_id, path, format, rows, rejected FROM ingest_log
+           WHERE list_contains($ids, source_id) ORDER BY path""",
+        {"ids": source_ids},
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

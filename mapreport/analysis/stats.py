@@ -1,0 +1,96 @@
+"""Statistics shared by the metric families: percentiles, bootstrap CIs, Kendall tau."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+
+CI_LEVEL = 0.95
+
+
+def seed_for(base: int, *key: str) -> int:
+    """A bootstrap seed fixed by the run seed and the key, so a result does not depend on the
+    order in which shapes are processed."""
+    digest = hashlib.sha256("\x1f".join((str(base), *key)).encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
+def percentile(values: Sequence[float] | FloatArray, q: float) -> float:
+    """The q-th quantile (0..1) with linear interpolation between order statistics."""
+    return float(np.quantile(np.asarray(values, dtype=np.float64), q))
+
+
+def _resampled_stat(
+    x: FloatArray, q: float, resamples: int, rng: np.random.Generator
+) -> FloatArray:
+    """The q-quantile of `resamples` bootstrap resamples of x, in bounded-memory chunks."""
+    n = len(x)
+    out = np.empty(resamples)
+    chunk = max(1, 4_000_000 // max(n, 1))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, n, size=(stop - start, n))
+        out[start:stop] = np.quantile(x[idx], q, axis=1)
+    return out
+
+
+def bootstrap_ratio_gain(
+    adapted: FloatArray,
+    baseline: FloatArray,
+    q: float,
+    resamples: int,
+    seed: int,
+    offset: float = 0.0,
+) -> tuple[float, float, float]:
+    """Gain `1 - (Q_q(adapted) + offset) / Q_q(baseline)` and its percentile bootstrap 95% CI.
+
+    Both groups are resampled independently; inputs are sorted first so the result does not
+    depend on row order. `offset` adds a per-request cost to the adapted statistic (net gain).
+    """
+    a = np.sort(np.asarray(adapted, dtype=np.float64))
+    b = np.sort(np.asarray(baseline, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    point = 1.0 - (float(np.quantile(a, q)) + offset) / float(np.quantile(b, q))
+    ra = _resampled_stat(a, q, resamples, rng)
+    rb = _resampled_stat(b, q, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gains = 1.0 - (ra + offset) / rb
+    gains = gains[np.isfinite(gains)]
+    alpha = (1.0 - CI_LEVEL) / 2
+    lo, hi = np.quantile(gains, [alpha, 1.0 - alpha])
+    return point, float(lo), float(hi)
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float | None:
+    """Kendall's tau-b rank correlation (ties counted per Kendall); None below 2 points or when
+    either side is constant."""
+    n = len(x)
+    if n < 2 or len(y) != n:
+        return None
+    xa, ya = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    i, j = np.triu_indices(n, k=1)
+    dx, dy = np.sign(xa[i] - xa[j]), np.sign(ya[i] - ya[j])
+    concordant_minus_discordant = float(np.sum(dx * dy))
+    n0 = len(i)
+    tx, ty = float(np.sum(dx == 0)), float(np.sum(dy == 0))
+    denom = np.sqrt((n0 - tx) * (n0 - ty))
+    if denom == 0:
+        return None
+    return concordant_minus_discordant / float(denom)
+
+
+def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | None:
+    """Weighted mean; None when the weights sum to zero."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = float(w.sum())
+    if total <= 0:
+        return None
+    return float(np.dot(np.asarray(values, dtype=np.float64), w) / total)
+
+
+Stat = Callable[[FloatArray], float]

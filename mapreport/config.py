@@ -1,0 +1,142 @@
+"""The run configuration (TOML): sources, slices with SLA targets, owners, sign-offs, thresholds.
+
+Relative paths are resolved against the config file's folder. Every key is documented in
+docs/config.md; an unknown key or a wrong type is a ConfigError naming the file and the key.
+"""
+
+from __future__ import annotations
+
+import glob
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from mapreport.analysis.results import Thresholds
+from mapreport.errors import ConfigError
+from mapreport.ingest.sink import ErrorPolicy
+
+ROLES = ("compiler_lead", "runtime_lead", "observability_engineer", "model_serving_architect")
+"""Owner roles of METRICS.md, as config keys."""
+
+
+class _Run(msgspec.Struct, forbid_unknown_fields=True):
+    dataset: str = "dataset"
+    out: str = "reports"
+    sources: list[str] = []
+    on_error: ErrorPolicy = "abort"
+
+
+class _Thresholds(msgspec.Struct, forbid_unknown_fields=True):
+    tolerance: float = 0.15
+    min_samples: int = 10
+    min_samples_p95: int = 20
+    min_samples_p99: int = 100
+    bootstrap_resamples: int = 2000
+    seed: int = 20261129
+    tail_ratio: float = 1.5
+
+
+class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
+    """SLA targets of one workload slice (latency in microseconds, end to end)."""
+
+    workload: str
+    slice: str = ""
+    sla_p95_us: float | None = None
+    sla_p99_us: float | None = None
+    description: str = ""
+
+
+class _Owners(msgspec.Struct, forbid_unknown_fields=True):
+    compiler_lead: str | None = None
+    runtime_lead: str | None = None
+    observability_engineer: str | None = None
+    model_serving_architect: str | None = None
+
+
+class _File(msgspec.Struct, forbid_unknown_fields=True):
+    run: _Run = msgspec.field(default_factory=_Run)
+    thresholds: _Thresholds = msgspec.field(default_factory=_Thresholds)
+    slices: list[SliceConfig] = []
+    owners: _Owners = msgspec.field(default_factory=_Owners)
+    signoffs: _Owners = msgspec.field(default_factory=_Owners)
+
+
+@dataclass(frozen=True)
+class Config:
+    """A loaded, validated configuration with absolute paths."""
+
+    path: Path | None
+    dataset: Path
+    out: Path
+    sources: tuple[str, ...]
+    on_error: ErrorPolicy
+    thresholds: Thresholds
+    slices: tuple[SliceConfig, ...]
+    owners: dict[str, str]
+    signoffs: dict[str, str]
+
+    def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
+        """The configured SLA block of a slice (an exact match, else the workload's generic)."""
+        exact = [s for s in self.slices if s.workload == workload and s.slice == slice_]
+        generic = [s for s in self.slices if s.workload == workload and s.slice == ""]
+        found = exact or generic
+        return found[0] if found else None
+
+    def source_files(self) -> list[Path]:
+        """The configured source globs expanded, sorted; a glob matching nothing is an error."""
+        base = self.path.parent if self.path else Path.cwd()
+        files: list[Path] = []
+        for pattern in self.sources:
+            full = pattern if Path(pattern).is_absolute() else str(base / pattern)
+            matched = sorted(Path(p) for p in glob.glob(full, recursive=True) if Path(p).is_file())
+            if not matched:
+                raise ConfigError(f"{self.path}: run.sources: {pattern!r} matches no file")
+            files += [m for m in matched if m not in files]
+        return files
+
+
+def default_config() -> Config:
+    """The configuration used when no file is given: defaults, no SLA, no owners."""
+    return _build(_File(), None)
+
+
+def _build(raw: _File, path: Path | None) -> Config:
+    base = path.parent if path else Path.cwd()
+    th = raw.thresholds
+    if not 0 < th.tolerance < 10:
+        raise ConfigError(f"{path}: thresholds.tolerance must be in (0, 10), got {th.tolerance}")
+    if th.bootstrap_resamples < 1000:
+        raise ConfigError(f"{path}: thresholds.bootstrap_resamples must be >= 1000 (METRICS.md)")
+    if min(th.min_samples, th.min_samples_p95, th.min_samples_p99) < 1:
+        raise ConfigError(f"{path}: thresholds.min_samples* must be >= 1")
+    return Config(
+        path=path,
+        dataset=(base / raw.run.dataset).resolve(),
+        out=(base / raw.run.out).resolve(),
+        sources=tuple(raw.run.sources),
+        on_error=raw.run.on_error,
+        thresholds=Thresholds(**msgspec.structs.asdict(th)),
+        slices=tuple(raw.slices),
+        owners={k: v for k, v in msgspec.structs.asdict(raw.owners).items() if v},
+        signoffs={k: v for k, v in msgspec.structs.asdict(raw.signoffs).items() if v},
+    )
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a TOML configuration file."""
+    path = path.resolve()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such config file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{path}: cannot read: {e}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{path}: invalid TOML: {e}") from None
+    try:
+        raw = msgspec.convert(data, _File)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    return _build(raw, path)
