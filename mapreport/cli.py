@@ -1,0 +1,187 @@
+"""The command line: parse arguments, call the pipeline, turn domain errors into one line.
+
+Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input data;
+4 bad configuration; 5 dataset missing or empty; 6 one or more slice reports failed.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from mapreport import __version__
+from mapreport.config import default_config, load_config
+from mapreport.errors import MapreportError, ReportError
+from mapreport.ingest import READERS, IngestResult
+from mapreport.ingest.sink import ERROR_POLICIES
+from mapreport.pipeline import SliceOutcome, ingest, report, run
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    if quiet or not sys.stderr.isatty():
+        return lambda _msg: None
+    return lambda msg: click.echo(f"  {msg}", err=True)
+
+
+def domain_errors(fn: F) -> F:
+    """Turn a MapreportError into `mapreport: <message>` on stderr and its exit code."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except MapreportError as e:
+            click.echo(f"mapreport: {e}", err=True)
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            click.echo("mapreport: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="mapreport: %(levelname)s %(name)s: %(message)s",
+    )
+    for noisy in ("weasyprint", "fontTools", "choreographer", "kaleido", "logistro"):
+        logging.getLogger(noisy).setLevel(logging.ERROR)
+
+
+def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
+    if quiet:
+        return
+    for r in results:
+        rows = ", ".join(f"{t} {n}" for t, n in sorted(r.rows.items()))
+        rejected = f", {r.rejected} rejected" if r.rejected else ""
+        click.echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected})")
+
+
+def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> None:
+    failed = [o for o in outcomes if o.error]
+    if not quiet:
+        for o in outcomes:
+            if o.error:
+                click.echo(f"FAILED    {o.name}: {o.error}")
+            else:
+                click.echo(f"report    {o.name} -> {o.folder}/report.html, report.pdf, findings.json")
+        click.echo(f"index     {out / 'index.html'}")
+    if failed:
+        raise ReportError(
+            f"{len(failed)} of {len(outcomes)} slice report(s) failed: "
+            + "; ".join(f"{o.name}: {o.error}" for o in failed)
+        )
+
+
+quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+verbose_opt = click.option("--verbose", "-v", is_flag=True, help="Log each step.")
+dataset_opt = click.option(
+    "--dataset",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Canonical Parquet dataset folder.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="mapreport")
+def main() -> None:
+    """mapreport: how accurate was the compile-time mapping, and how much did runtime
+    adaptation gain? Per workload slice and input shape.
+
+    \b
+    Typical use:
+      mapreport run sample_data/mapreport.toml          # the nightly job
+      mapreport ingest --dataset DS traces/*.jsonl      # add files to a dataset
+      mapreport report --dataset DS --out OUT --slice bert-base
+
+    Exit codes: 0 ok, 2 usage, 3 bad input data, 4 bad config, 5 dataset missing or
+    empty, 6 a slice report failed, 1 internal error.
+    """
+
+
+@main.command("ingest")
+@dataset_opt
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
+@click.option(
+    "--on-error",
+    type=click.Choice(ERROR_POLICIES),
+    default="abort",
+    show_default=True,
+    help="abort: the first bad record stops that file (nothing of it is written). "
+    "quarantine: bad records go to the quarantine table and are counted.",
+)
+@click.option("--format", "fmt", type=click.Choice(sorted(READERS)), help="Skip sniffing.")
+@quiet_opt
+@verbose_opt
+@domain_errors
+def ingest_cmd(
+    dataset: Path, files: tuple[Path, ...], on_error: str, fmt: str | None, quiet: bool,
+    verbose: bool,
+) -> None:
+    """Read input FILES (folders are walked) into the dataset. The format is detected from
+    the content; a file already ingested (same SHA-256) is skipped, and a file whose content
+    changed at the same path replaces its earlier version."""
+    _logging(verbose)
+    results = ingest(dataset, list(files), on_error, fmt, _progress(quiet))  # type: ignore[arg-type]
+    _summarise_ingest(results, quiet)
+
+
+@main.command("report")
+@dataset_opt
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
+              help="Output folder: OUT/<workload>[/<slice>]/ and OUT/index.html.")
+@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
+              help="Run configuration (TOML) for SLA targets, owners and thresholds.")
+@click.option("--slice", "only", metavar="WORKLOAD[/SLICE]",
+              help="Regenerate only this slice (all slices of WORKLOAD without /SLICE).")
+@click.option("--no-pdf", is_flag=True, help="Write HTML and findings.json only.")
+@quiet_opt
+@verbose_opt
+@domain_errors
+def report_cmd(
+    dataset: Path, out: Path, config_path: Path | None, only: str | None, no_pdf: bool,
+    quiet: bool, verbose: bool,
+) -> None:
+    """Write report.html, report.pdf and findings.json per workload slice from the dataset,
+    without re-ingesting anything."""
+    _logging(verbose)
+    config = load_config(config_path) if config_path else default_config()
+    outcomes = report(dataset, out, config, only, not no_pdf, _progress(quiet))
+    _summarise_reports(outcomes, out, quiet)
+
+
+@main.command("run")
+@click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@quiet_opt
+@verbose_opt
+@domain_errors
+def run_cmd(config_path: Path, quiet: bool, verbose: bool) -> None:
+    """The nightly job: ingest the sources CONFIG lists, then report every slice. A slice that
+    fails is listed in index.html and makes the exit code non-zero; the others are written."""
+    _logging(verbose)
+    config = load_config(config_path)
+    ingested, outcomes = run(config, _progress(quiet))
+    _summarise_ingest(ingested, quiet)
+    _summarise_reports(outcomes, config.out, quiet)
+
+
+@main.command("formats")
+def formats_cmd() -> None:
+    """List the input formats mapreport reads and the tables each writes."""
+    for r in READERS.values():
+        click.echo(f"{r.name:16} {r.summary}")
+        click.echo(f"{'':16} -> {', '.join(r.tables)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""The nightly run and single-slice regeneration, shared by every CLI command."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mapreport.analysis import analyze_slice, list_slices
+from mapreport.config import Config
+from mapreport.errors import DatasetError, MapreportError
+from mapreport.ingest import IngestResult, ingest_file
+from mapreport.ingest.sink import ErrorPolicy
+from mapreport.report import write_index, write_slice_report
+from mapreport.report.export import SvgExporter
+from mapreport.store import Dataset, iter_files
+
+log = logging.getLogger(__name__)
+Progress = Callable[[str], None]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def safe_name(name: str) -> str:
+    """A workload or slice name as one safe path component (never '.', '..' or absolute);
+    a name that had to change gets a short hash so two names cannot collide."""
+    clean = _UNSAFE.sub("_", name).strip("._") or "_"
+    if clean != name:
+        clean = f"{clean[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    return clean[:120]
+
+
+def slice_dir(out: Path, workload: str, slice_: str) -> Path:
+    """OUT/<workload>[/<slice>], with names sanitised; guaranteed to stay inside OUT."""
+    d = out / safe_name(workload)
+    if slice_:
+        d = d / safe_name(slice_)
+    resolved_out = out.resolve()
+    if not d.resolve().is_relative_to(resolved_out):
+        raise MapreportError(f"refusing to write outside {out}: {d}")
+    return d
+
+
+def ingest(
+    dataset_dir: Path,
+    paths: Sequence[Path],
+    policy: ErrorPolicy = "abort",
+    fmt: str | None = None,
+    progress: Progress = _quiet,
+) -> list[IngestResult]:
+    """Ingest files (folders are walked) into the dataset; each file commits atomically."""
+    ds = Dataset(dataset_dir, create=True)
+    ds.recover()
+    results = []
+    files = list(iter_files(list(paths)))
+    for i, f in enumerate(files, 1):
+        progress(f"ingest {i}/{len(files)} {f}")
+        results.append(ingest_file(ds, f, policy, fmt))
+    return results
+
+
+@dataclass(frozen=True)
+class SliceOutcome:
+    """What reporting one slice did."""
+
+    workload: str
+    slice: str
+    folder: Path
+    error: str | None = None
+    summary: dict[str, Any] | None = None
+
+    @property
+    def name(self) -> str:
+        """`workload` or `workload/slice`."""
+        return f"{self.workload}/{self.slice}" if self.slice else self.workload
+
+
+def parse_slice(text: str) -> tuple[str, str | None]:
+    """`workload` or `workload/slice` as given to --slice (slice None: every slice of it)."""
+    workload, sep, slice_ = text.partition("/")
+    if not workload:
+        raise MapreportError(f"--slice must be WORKLOAD or WORKLOAD/SLICE, got {text!r}")
+    return workload, (slice_ if sep else None)
+
+
+def report(
+    dataset_dir: Path,
+    out: Path,
+    config: Config,
+    only: str | None = None,
+    pdf: bool = True,
+    progress: Progress = _quiet,
+) -> list[SliceOutcome]:
+    """Report every slice of the dataset (or only the --slice one) and rewrite OUT/index.html."""
+    ds = Dataset(dataset_dir)
+    wanted = parse_slice(only) if only else None
+    con = ds.connect(wanted[0] if wanted else None)
+    slices = list_slices(con)
+    if wanted:
+        slices = [s for s in slices if s[0] == wanted[0] and wanted[1] in (None, s[1])]
+        if not slices:
+            every = ", ".join(
+                f"{w}/{s}" if s else w for w, s in list_slices(ds.connect())
+            ) or "none"
+            raise DatasetError(f"no slice {only!r} in {dataset_dir} (slices: {every})")
+    elif not slices:
+        raise DatasetError(f"{dataset_dir} holds no requests to report on")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise MapreportError(f"cannot create output folder {out}: {e.strerror}") from None
+    exporter = SvgExporter()
+    outcomes = []
+    try:
+        for i, (workload, slice_) in enumerate(slices, 1):
+            name = f"{workload}/{slice_}" if slice_ else workload
+            progress(f"report {i}/{len(slices)} {name}")
+            folder = slice_dir(out, workload, slice_)
+            try:
+                result = analyze_slice(con, workload, slice_, config.thresholds)
+                write_slice_report(
+                    result, config.slice_config(workload, slice_), folder, exporter, pdf
+                )
+                outcomes.append(SliceOutcome(workload, slice_, folder))
+            except Exception as e:  # noqa: BLE001 - one failing slice must not stop the others
+                log.exception("report of %s failed", name)
+                outcomes.append(
+                    SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}")
+                )
+    finally:
+        exporter.close()
+    _index(ds, out, outcomes, dataset_dir)
+    return outcomes
+
+
+def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Path) -> None:
+    """Rewrite the index over every slice of the dataset, reading earlier runs' findings."""
+    now = {(o.workload, o.slice): o for o in outcomes}
+    entries = []
+    for workload, slice_ in list_slices(ds.connect()):
+        folder = slice_dir(out, workload, slice_)
+        o = now.get((workload, slice_))
+        entry: dict[str, Any] = {
+            "name": f"{workload}/{slice_}" if slice_ else workload,
+            "dir": folder.relative_to(out).as_posix(),
+            "error": o.error if o else None,
+        }
+        f = folder / "findings.json"
+        if entry["error"] is None:
+            if not f.is_file():
+                entry["error"] = "not reported yet"
+            else:
+                doc = json.loads(f.read_text())
+                entry.update(
+                    requests=doc["scope"]["requests"],
+                    covered=doc["coverage"]["covered_traffic_share"],
+                    mape=doc["accuracy"]["mape_weighted"],
+                    decisions={
+                        k: len(v["shapes"]) for k, v in doc["decisions"].items() if v["shapes"]
+                    },
+                )
+        entries.append(entry)
+    write_index(out, entries, str(dataset_dir))
+
+
+def run(config: Config, progress: Progress = _quiet) -> tuple[list[IngestResult], list[SliceOutcome]]:
+    """The nightly job: ingest the configured sources, then report every slice."""
+    if not config.sources:
+        raise MapreportError(f"{config.path}: run.sources lists no input files")
+    ingested = ingest(config.dataset, config.source_files(), config.on_error, progress=progress)
+    return ingested, report(config.dataset, config.out, config, progress=progress)

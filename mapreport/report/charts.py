@@ -1,0 +1,147 @@
+"""Charts: plotly figures built from results only. The same figure is shown interactive in
+HTML and exported to SVG for the PDF."""
+
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from mapreport.analysis.results import DECISIONS, SliceResult
+from mapreport.report.filters import label
+
+COLORS = {
+    "specialise": "#1b7837",
+    "static_sufficient": "#5aae61",
+    "close_the_loop": "#2166ac",
+    "find_bottleneck": "#d6604d",
+    "insufficient_evidence": "#9e9e9e",
+}
+INSUFFICIENT = "#d9d9d9"
+FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
+
+
+def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
+    fig.update_layout(
+        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
+        template="plotly_white",
+        font={"family": FONT, "size": 12},
+        height=height,
+        width=900,
+        margin={"l": 70, "r": 30, "t": 60, "b": 90},
+        legend={"orientation": "h", "y": -0.22, "x": 0.0},
+    )
+    return fig
+
+
+def accuracy_vs_gain(r: SliceResult) -> go.Figure:
+    """One point per shape: signed prediction error (x) against net p50 gain (y), sized by
+    traffic share, coloured by decision, with the gain's 95% CI as error bars."""
+    fig = go.Figure()
+    tol = r.thresholds.tolerance * 100
+    fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0)
+    fig.add_hline(y=0, line={"color": "#777", "width": 1})
+    for decision in DECISIONS:
+        pts = [
+            m for m in r.shapes
+            if m.decision == decision and m.signed_error is not None and m.net_gain_p50 is not None
+        ]
+        if not pts:
+            continue
+        fig.add_trace(
+            go.Scatter(
+                x=[m.signed_error * 100 for m in pts if m.signed_error is not None],
+                y=[m.net_gain_p50 * 100 for m in pts if m.net_gain_p50 is not None],
+                mode="markers+text",
+                text=[m.shape for m in pts],
+                textposition="top center",
+                textfont={"size": 10},
+                name=label(decision),
+                marker={
+                    "size": [max(8.0, 60 * m.traffic_share**0.5) for m in pts],
+                    "color": COLORS[decision],
+                    "opacity": 0.8,
+                    "line": {"width": 1, "color": "#333"},
+                },
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [
+                        (m.net_gain_p50_ci.high - m.net_gain_p50) * 100
+                        for m in pts if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                    ],
+                    "arrayminus": [
+                        (m.net_gain_p50 - m.net_gain_p50_ci.low) * 100
+                        for m in pts if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                    ],
+                    "color": "#555",
+                },
+                hovertemplate="%{text}<br>error %{x:.1f}%<br>net gain %{y:.1f}%<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title="signed prediction error (predicted − measured) / measured, %",
+                     zeroline=True)
+    fig.update_yaxes(title="net p50 gain of adaptation, % (95% CI)")
+    return _layout(fig, "Accuracy versus gain per shape (size = traffic share; band = tolerance)")
+
+
+def latency_percentiles(r: SliceResult) -> go.Figure:
+    """Latency p50/p95/p99 per shape in ms; statistics below their evidence threshold grey."""
+    fig = go.Figure()
+    shapes = [m.shape for m in r.shapes]
+    for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
+        values = [getattr(m.latency, q) for m in r.shapes]
+        weak = [f"latency_{q}_us" in m.insufficient for m in r.shapes]
+        fig.add_trace(
+            go.Bar(
+                x=shapes,
+                y=[None if v is None else v / 1000 for v in values],
+                name=q,
+                marker={
+                    "color": [INSUFFICIENT if w else color for w in weak],
+                    "line": {"color": "#666", "width": [1 if w else 0 for w in weak]},
+                },
+                hovertemplate=f"%{{x}}<br>{q} %{{y:.2f}} ms<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title="end-to-end latency, ms")
+    fig.update_xaxes(title="input shape", tickangle=-30)
+    return _layout(fig, "Latency percentiles per shape (grey: insufficient evidence)")
+
+
+def predicted_vs_measured(r: SliceResult) -> go.Figure:
+    """Compile-time prediction against measured static median compute per covered shape."""
+    pts = [m for m in r.shapes if m.predicted_us is not None]
+    fig = go.Figure()
+    fig.add_trace(
+        go.Bar(
+            x=[m.shape for m in pts],
+            y=[(m.predicted_us or 0) / 1000 for m in pts],
+            name="predicted (compile plan)",
+            marker={"color": "#fdae6b"},
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[m.shape for m in pts],
+            y=[None if m.measured_static_p50_us is None else m.measured_static_p50_us / 1000
+               for m in pts],
+            name="measured static p50",
+            marker={"color": "#6baed6"},
+            text=[
+                "" if m.ape is None else f"APE {m.ape * 100:.0f}%" for m in pts
+            ],
+            textposition="outside",
+        )
+    )
+    fig.update_layout(barmode="group")
+    fig.update_yaxes(title="compute time, ms")
+    fig.update_xaxes(title="input shape", tickangle=-30)
+    return _layout(fig, "Predicted versus measured compute per shape (static plan)")
+
+
+CHARTS = {
+    "accuracy_vs_gain": accuracy_vs_gain,
+    "latency_percentiles": latency_percentiles,
+    "predicted_vs_measured": predicted_vs_measured,
+}
+"""Chart id -> builder. Sections name the charts they show by id."""

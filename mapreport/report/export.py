@@ -1,0 +1,58 @@
+"""Static chart export: plotly figures to SVG through kaleido and one warm Chromium per run."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+
+import plotly.graph_objects as go
+import plotly.io as pio
+
+log = logging.getLogger(__name__)
+
+CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+
+
+@dataclass
+class SvgExporter:
+    """Exports figures to SVG, starting Chromium once; a failure disables export for the rest
+    of the run and is kept in `failure` so reports can say why their charts are missing."""
+
+    failure: str | None = None
+    timings_s: list[float] = field(default_factory=list)
+    _started: bool = False
+
+    def _start(self) -> None:
+        import kaleido  # imported late: it is slow to import and only the PDF needs it
+
+        if not any(shutil.which(n) for n in CHROMIUM_NAMES):
+            raise RuntimeError("no Chromium found on PATH (install Debian's 'chromium')")
+        pio.defaults.mathjax = False  # MathJax would be fetched from a CDN and stalls offline
+        kaleido.start_sync_server(mathjax=False, silence_warnings=True)
+        self._started = True
+
+    def svg(self, fig: go.Figure) -> bytes | None:
+        """The figure as SVG bytes, or None when export is unavailable (see `failure`)."""
+        if self.failure is not None:
+            return None
+        try:
+            if not self._started:
+                self._start()
+            t0 = time.perf_counter()
+            out = fig.to_image(format="svg", width=fig.layout.width, height=fig.layout.height)
+            self.timings_s.append(time.perf_counter() - t0)
+            return bytes(out)
+        except Exception as e:  # noqa: BLE001 - any exporter failure degrades, never aborts
+            self.failure = f"{type(e).__name__}: {e}".splitlines()[0][:300]
+            log.warning("chart export disabled: %s", self.failure)
+            return None
+
+    def close(self) -> None:
+        """Stop the warm browser."""
+        if self._started:
+            import kaleido
+
+            kaleido.stop_sync_server(silence_warnings=True)
+            self._started = False

@@ -1,0 +1,91 @@
+"""HTML: the Jinja environment (autoescape on everywhere) and the two renderings of one report,
+interactive for screens and with SVG charts for print."""
+
+from __future__ import annotations
+
+import base64
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import plotly.graph_objects as go
+from markupsafe import Markup
+
+from mapreport.report.filters import FILTERS
+
+
+def _templates_dir() -> Path:
+    installed = Path(__file__).resolve().parent.parent / "templates"
+    source = Path(__file__).resolve().parents[2] / "templates"
+    return installed if installed.is_dir() else source
+
+
+TEMPLATES_DIR = _templates_dir()
+STATIC_DIR = TEMPLATES_DIR / "static"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    """The one Jinja environment: autoescaping for every template, strict undefined."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES_DIR),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(FILTERS)
+    return env
+
+
+@cache
+def css() -> str:
+    """The report stylesheet (screen and print rules), inlined into every report."""
+    return (STATIC_DIR / "report.css").read_text(encoding="utf-8")
+
+
+@cache
+def plotly_js() -> str:
+    """plotly.js, inlined once per HTML file (no CDN: reports are read offline)."""
+    from plotly.offline import get_plotlyjs
+
+    return str(get_plotlyjs())
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe inside a <script> element: no '<', '>' or '&' can end it early."""
+    text = json.dumps(obj, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def interactive_chart(chart_id: str, fig: go.Figure) -> Markup:
+    """A div and the script that draws the figure into it with plotly.js."""
+    spec = fig.to_plotly_json()
+    spec["layout"].pop("width", None)
+    payload = _script_json({"data": spec["data"], "layout": spec["layout"]})
+    dom_id = f"chart-{chart_id}"
+    return Markup(
+        f'<div class="chart" id="{dom_id}"></div>'
+        f'<script>(function(){{var s={payload};'
+        f'Plotly.newPlot("{dom_id}",s.data,s.layout,'
+        f'{{"responsive":true,"displaylogo":false}});}})();</script>'
+    )
+
+
+def static_chart(chart_id: str, svg: bytes | None, failure: str | None) -> Markup:
+    """An <img> of the SVG export, or a visible note that the chart could not be exported."""
+    if svg is None:
+        why = Markup.escape(failure or "chart export unavailable")
+        return Markup(
+            f'<p class="degraded">Chart “{Markup.escape(chart_id)}” is missing from this PDF: '
+            f"{why}. The HTML report has it.</p>"
+        )
+    data = base64.b64encode(svg).decode()
+    return Markup(f'<img class="chart" alt="{chart_id}" src="data:image/svg+xml;base64,{data}">')
+
+
+def render(template: str, **context: Any) -> str:
+    """Render a template with the shared environment."""
+    return environment().get_template(template).render(**context)

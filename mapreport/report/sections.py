@@ -1,0 +1,43 @@
+"""The report's sections, in order: each names its partial template and the charts it shows.
+
+A section registered here appears in the HTML, the PDF (with a bookmark and a table-of-
+contents entry) and is checked by the completeness tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Section:
+    """One report section."""
+
+    id: str
+    title: str
+    template: str
+    charts: tuple[str, ...] = ()
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("scope", "Scope and SLA targets", "sections/scope.html.j2"),
+    Section("environment", "Environment lock", "sections/environment.html.j2"),
+    Section("coverage", "Shape coverage", "sections/coverage.html.j2"),
+    Section(
+        "accuracy",
+        "Compile-time mapping accuracy",
+        "sections/accuracy.html.j2",
+        ("predicted_vs_measured",),
+    ),
+    Section(
+        "adaptation",
+        "Runtime adaptation gain",
+        "sections/adaptation.html.j2",
+        ("accuracy_vs_gain",),
+    ),
+    Section("decisions", "Accuracy versus gain: decision per shape", "sections/decisions.html.j2"),
+    Section(
+        "shapes", "Per-shape latency", "sections/shapes.html.j2", ("latency_percentiles",)
+    ),
+    Section("data", "Data sources", "sections/data.html.j2"),
+    Section("method", "Method and evidence rules", "sections/method.html.j2"),
+)
