@@ -73,7 +73,9 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
             if o.error:
                 click.echo(f"FAILED    {o.name}: {o.error}")
             else:
-                click.echo(f"report    {o.name} -> {o.folder}/report.html, report.pdf, findings.json")
+                click.echo(
+                    f"report    {o.name} -> {o.folder}/report.html, report.pdf, findings.json"
+                )
         click.echo(f"index     {out / 'index.html'}")
     if failed:
         raise ReportError(
@@ -125,7 +127,11 @@ def main() -> None:
 @verbose_opt
 @domain_errors
 def ingest_cmd(
-    dataset: Path, files: tuple[Path, ...], on_error: str, fmt: str | None, quiet: bool,
+    dataset: Path,
+    files: tuple[Path, ...],
+    on_error: str,
+    fmt: str | None,
+    quiet: bool,
     verbose: bool,
 ) -> None:
     """Read input FILES (folders are walked) into the dataset. The format is detected from
@@ -138,19 +144,36 @@ def ingest_cmd(
 
 @main.command("report")
 @dataset_opt
-@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False),
-              help="Output folder: OUT/<workload>[/<slice>]/ and OUT/index.html.")
-@click.option("--config", "config_path", type=click.Path(path_type=Path, dir_okay=False),
-              help="Run configuration (TOML) for SLA targets, owners and thresholds.")
-@click.option("--slice", "only", metavar="WORKLOAD[/SLICE]",
-              help="Regenerate only this slice (all slices of WORKLOAD without /SLICE).")
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Output folder: OUT/<workload>[/<slice>]/ and OUT/index.html.",
+)
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(path_type=Path, dir_okay=False),
+    help="Run configuration (TOML) for SLA targets, owners and thresholds.",
+)
+@click.option(
+    "--slice",
+    "only",
+    metavar="WORKLOAD[/SLICE]",
+    help="Regenerate only this slice (all slices of WORKLOAD without /SLICE).",
+)
 @click.option("--no-pdf", is_flag=True, help="Write HTML and findings.json only.")
 @quiet_opt
 @verbose_opt
 @domain_errors
 def report_cmd(
-    dataset: Path, out: Path, config_path: Path | None, only: str | None, no_pdf: bool,
-    quiet: bool, verbose: bool,
+    dataset: Path,
+    out: Path,
+    config_path: Path | None,
+    only: str | None,
+    no_pdf: bool,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
     """Write report.html, report.pdf and findings.json per workload slice from the dataset,
     without re-ingesting anything."""

@@ -108,9 +108,9 @@ def report(
     if wanted:
         slices = [s for s in slices if s[0] == wanted[0] and wanted[1] in (None, s[1])]
         if not slices:
-            every = ", ".join(
-                f"{w}/{s}" if s else w for w, s in list_slices(ds.connect())
-            ) or "none"
+            every = (
+                ", ".join(f"{w}/{s}" if s else w for w, s in list_slices(ds.connect())) or "none"
+            )
             raise DatasetError(f"no slice {only!r} in {dataset_dir} (slices: {every})")
     elif not slices:
         raise DatasetError(f"{dataset_dir} holds no requests to report on")
@@ -131,11 +131,9 @@ def report(
                     result, config.slice_config(workload, slice_), folder, exporter, pdf
                 )
                 outcomes.append(SliceOutcome(workload, slice_, folder))
-            except Exception as e:  # noqa: BLE001 - one failing slice must not stop the others
+            except Exception as e:
                 log.exception("report of %s failed", name)
-                outcomes.append(
-                    SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}")
-                )
+                outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))
     finally:
         exporter.close()
     _index(ds, out, outcomes, dataset_dir)
@@ -172,7 +170,9 @@ def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Pa
     write_index(out, entries, str(dataset_dir))
 
 
-def run(config: Config, progress: Progress = _quiet) -> tuple[list[IngestResult], list[SliceOutcome]]:
+def run(
+    config: Config, progress: Progress = _quiet
+) -> tuple[list[IngestResult], list[SliceOutcome]]:
     """The nightly job: ingest the configured sources, then report every slice."""
     if not config.sources:
         raise MapreportError(f"{config.path}: run.sources lists no input files")

@@ -11,6 +11,7 @@ from typing import Any
 MAX_DIMS = 64
 """A shape with more dimensions than this is rejected: no model input has that many."""
 
+SCALAR = "()"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
 
@@ -49,10 +50,13 @@ def canonical_shape(value: Any) -> str:
         return ",".join(sorted(parts))
     if isinstance(value, list | tuple):
         tensors = [t if isinstance(t, list | tuple) else [t] for t in value]
+        if not tensors:
+            raise ShapeError("positional shape has no tensors")
         if sum(len(t) for t in tensors) > MAX_DIMS:
             raise ShapeError(f"shape has more than {MAX_DIMS} dimensions")
+        # a zero-dimensional (scalar) tensor is written "()" so no shape is the empty string
         return ";".join(
-            "x".join(str(_dim_value(f"[{i}][{j}]", d)) for j, d in enumerate(t))
+            "x".join(str(_dim_value(f"[{i}][{j}]", d)) for j, d in enumerate(t)) or SCALAR
             for i, t in enumerate(tensors)
         )
     raise ShapeError(f"shape must be an object or a list, got {type(value).__name__}")
@@ -73,7 +77,7 @@ def parse_shape(text: str) -> dict[str, int] | list[list[int]]:
         return out
     tensors: list[list[int]] = []
     for tensor in text.split(";"):
-        dims = tensor.split("x") if tensor else []
+        dims = tensor.split("x") if tensor != SCALAR else []
         if not all(d.strip().isdigit() for d in dims):
             raise ShapeError(f"bad positional shape {text!r}")
         tensors.append([int(d) for d in dims])

@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 SEED = 20261129
+WINDOW_START_US = 1_795_831_200_000_000.0
+"""2026-11-28 02:00 UTC, when the demo telemetry was "captured"."""
 
 
 @dataclass(frozen=True)
@@ -310,7 +312,7 @@ def runtime_records(
         compute = np.array([medians[v] for v in variants]) * rng.lognormal(0.0, 0.08, n)
         queue = rng.lognormal(np.log(180.0), 0.5, n)
         admission = rng.lognormal(np.log(15.0), 0.3, n)
-        arrival = np.sort(rng.uniform(0, 3.6e9, n)) + 1.7647e15
+        arrival = np.sort(rng.uniform(0, 3.6e9, n)) + WINDOW_START_US
         cores = rng.integers(0, 4, n)
         errors = rng.random(n) < 0.004
         mem = (s.static_us * 4096 * rng.lognormal(0.0, 0.05, n)).astype(np.int64)

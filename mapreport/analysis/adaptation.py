@@ -52,7 +52,8 @@ def shape_gain(
         return _with(none, "no adapted requests")
     if nb == 0:
         return _with(none, f"no {base_variant} requests to compare with")
-    assert adapted is not None and base is not None
+    assert adapted is not None
+    assert base is not None
     if na < th.min_samples or nb < th.min_samples:
         return _with(
             none, f"too few samples: {na} adapted, {nb} {base_variant} (need {th.min_samples})"

@@ -37,11 +37,12 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
     traffic share, coloured by decision, with the gain's 95% CI as error bars."""
     fig = go.Figure()
     tol = r.thresholds.tolerance * 100
-    fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0)
+    fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0, layer="below")
     fig.add_hline(y=0, line={"color": "#777", "width": 1})
     for decision in DECISIONS:
         pts = [
-            m for m in r.shapes
+            m
+            for m in r.shapes
             if m.decision == decision and m.signed_error is not None and m.net_gain_p50 is not None
         ]
         if not pts:
@@ -66,19 +67,22 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
                     "symmetric": False,
                     "array": [
                         (m.net_gain_p50_ci.high - m.net_gain_p50) * 100
-                        for m in pts if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                        for m in pts
+                        if m.net_gain_p50_ci and m.net_gain_p50 is not None
                     ],
                     "arrayminus": [
                         (m.net_gain_p50 - m.net_gain_p50_ci.low) * 100
-                        for m in pts if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                        for m in pts
+                        if m.net_gain_p50_ci and m.net_gain_p50 is not None
                     ],
                     "color": "#555",
                 },
                 hovertemplate="%{text}<br>error %{x:.1f}%<br>net gain %{y:.1f}%<extra></extra>",
             )
         )
-    fig.update_xaxes(title="signed prediction error (predicted − measured) / measured, %",
-                     zeroline=True)
+    fig.update_xaxes(
+        title="signed prediction error (predicted − measured) / measured, %", zeroline=True
+    )
     fig.update_yaxes(title="net p50 gain of adaptation, % (95% CI)")
     return _layout(fig, "Accuracy versus gain per shape (size = traffic share; band = tolerance)")
 
@@ -123,13 +127,13 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
     fig.add_trace(
         go.Bar(
             x=[m.shape for m in pts],
-            y=[None if m.measured_static_p50_us is None else m.measured_static_p50_us / 1000
-               for m in pts],
+            y=[
+                None if m.measured_static_p50_us is None else m.measured_static_p50_us / 1000
+                for m in pts
+            ],
             name="measured static p50",
             marker={"color": "#6baed6"},
-            text=[
-                "" if m.ape is None else f"APE {m.ape * 100:.0f}%" for m in pts
-            ],
+            text=["" if m.ape is None else f"APE {m.ape * 100:.0f}%" for m in pts],
             textposition="outside",
         )
     )

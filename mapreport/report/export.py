@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import plotly.graph_objects as go
@@ -41,7 +42,12 @@ class SvgExporter:
             if not self._started:
                 self._start()
             t0 = time.perf_counter()
-            out = fig.to_image(format="svg", width=fig.layout.width, height=fig.layout.height)
+            with warnings.catch_warnings():
+                # plotly warns that per-call options are ignored with a warm server: intended
+                warnings.simplefilter("ignore", UserWarning)
+                out = fig.to_image(
+                    format="svg", width=fig.layout.width, height=fig.layout.height
+                )
             self.timings_s.append(time.perf_counter() - t0)
             return bytes(out)
         except Exception as e:  # noqa: BLE001 - any exporter failure degrades, never aborts

@@ -1,0 +1,63 @@
+# mapreport: `make demo` and `make test` on a fresh Debian machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+# Debian packages: pango for WeasyPrint, chromium for static chart export (kaleido),
+# poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts.
+SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils fonts-dejavu-core
+
+.PHONY: help setup system venv demo test lint typecheck unit sample bench clean
+
+help:
+	@echo "make demo    set up, run the nightly job on sample_data/, write demo/reports/"
+	@echo "make test    set up, then ruff, mypy and the whole pytest suite"
+	@echo "make sample  regenerate sample_data/ from the seeded generator"
+
+setup: system venv
+
+system:
+	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing system packages:$$missing"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else \
+	    echo "error: missing system packages:$$missing (run as root or install them: apt-get install$$missing)" >&2; exit 1; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null \
+	    || { echo "error: could not install:$$missing (try: apt-get install$$missing)" >&2; exit 1; }; \
+	fi
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
+	@$(BIN)/python -m pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" || true
+	@$(BIN)/python -c "import mapreport, duckdb, weasyprint, kaleido, msgspec" \
+	  || { echo "error: the Python environment in $(VENV) is incomplete" >&2; exit 1; }
+	@touch $(STAMP)
+
+demo: setup
+	@rm -rf demo
+	$(BIN)/mapreport run sample_data/mapreport.toml
+	@echo
+	@echo "Open demo/reports/index.html (HTML reports, PDFs and findings.json per slice)."
+
+lint: venv
+	$(BIN)/ruff check mapreport tests benchmarks
+
+typecheck: venv
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/pytest -q
+
+test: setup lint typecheck unit
+
+sample: venv
+	$(BIN)/python -c "from pathlib import Path; from mapreport.synth import generate; generate(Path('sample_data'))"
+
+clean:
+	rm -rf demo out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,73 @@
+"""Shared fixtures: the demo data generated once per session, ingested, analysed and reported."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from mapreport.analysis import SliceResult, Thresholds, analyze_slice, list_slices
+from mapreport.config import load_config
+from mapreport.pipeline import ingest, run
+from mapreport.store import Dataset
+from mapreport.synth import generate
+
+REPO = Path(__file__).resolve().parents[1]
+REALDATA = REPO.parent / "shared" / "realdata"
+SAMPLE_DATA = REPO / "sample_data"
+
+
+@pytest.fixture(scope="session")
+def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh copy of the demo inputs from the seeded generator."""
+    out = tmp_path_factory.mktemp("sample")
+    generate(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def demo_dataset(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
+    """The demo inputs ingested into a dataset."""
+    ds = tmp_path_factory.mktemp("dataset")
+    ingest(ds, sorted(sample_dir.iterdir()))
+    return ds
+
+
+@pytest.fixture(scope="session")
+def demo_results(demo_dataset: Path) -> dict[str, SliceResult]:
+    """Every demo slice analysed with default thresholds, by slice name."""
+    con = Dataset(demo_dataset).connect()
+    results = [analyze_slice(con, w, s, Thresholds()) for w, s in list_slices(con)]
+    return {r.name: r for r in results}
+
+
+def write_config(folder: Path, sources: Path, extra: str = "") -> Path:
+    """A copy of the demo config that reads `sources` and writes below `folder`."""
+    text = (SAMPLE_DATA / "mapreport.toml").read_text()
+    text = text.replace('dataset = "../demo/dataset"', f'dataset = "{folder / "dataset"}"')
+    text = text.replace('out = "../demo/reports"', f'out = "{folder / "reports"}"')
+    text = text.replace(
+        'sources = ["*.compile.jsonl", "*.runtime.*", "quality.jsonl"]',
+        f'sources = ["{sources}/*.compile.jsonl", "{sources}/*.runtime.*", '
+        f'"{sources}/quality.jsonl"]',
+    )
+    path = folder / "mapreport.toml"
+    path.write_text(text + extra)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_reports(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
+    """The nightly job run on the demo inputs (HTML, PDF, findings.json); returns OUT."""
+    folder = tmp_path_factory.mktemp("run")
+    config = load_config(write_config(folder, sample_dir))
+    _, outcomes = run(config)
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    return config.out
+
+
+def copy_sample(sample_dir: Path, target: Path) -> Path:
+    """A private copy of the demo inputs a test may modify."""
+    shutil.copytree(sample_dir, target)
+    return target

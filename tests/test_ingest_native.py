@@ -1,0 +1,254 @@
+"""Native readers: detection, field mapping, invalid input, quarantine, idempotent re-ingest."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from mapreport.errors import InputError
+from mapreport.ingest import detect, ingest_file
+from mapreport.store import Dataset
+
+REQ = {
+    "workload": "w",
+    "request_id": "r1",
+    "shape": {"batch": 4, "seq": 96},
+    "arrival_us": 100.0,
+    "compute_start_us": 150.0,
+    "compute_end_us": 400.0,
+}
+PLAN = {
+    "workload": "w",
+    "plan_id": "p",
+    "shape_bucket": {"batch": [1, 8], "seq": [65, 128]},
+    "op": "__total__",
+    "predicted_us": 250.0,
+}
+QUAL = {"workload": "w", "precision": "int8", "metric": "top1", "baseline": 0.76, "value": 0.75}
+
+
+def jsonl(path: Path, *records: Any) -> Path:
+    path.write_text("".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in records))
+    return path
+
+
+@pytest.fixture
+def ds(tmp_path: Path) -> Dataset:
+    return Dataset(tmp_path / "ds", create=True)
+
+
+def rows(ds: Dataset, table: str) -> list[dict[str, Any]]:
+    con = ds.connect()
+    cur = con.execute(f"SELECT * FROM {table} ORDER BY line")
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
+
+
+def test_runtime_jsonl_maps_fields_and_keeps_unknown(ds: Dataset, tmp_path: Path) -> None:
+    env = {"environment": {"compiler": "xla", "hardware": "npu-v5", "rack": "r7"}}
+    event = {
+        "event": "retune",
+        "workload": "w",
+        "ts_us": 120.0,
+        "dur_us": 30.0,
+        "shape": {"seq": 96, "batch": 4},
+    }
+    f = jsonl(tmp_path / "t.jsonl", env, {**REQ, "tenant": "acme"}, event)
+    res = ingest_file(ds, f)
+    assert res.format == "native-runtime"
+    assert res.rows == {"environment": 1, "request": 1, "adaptation_event": 1}
+    (req,) = rows(ds, "request")
+    assert req["shape"] == "batch=4,seq=96"
+    assert req["queue_start_us"] == 100.0  # defaults to arrival
+    assert req["status"] == "ok"
+    assert req["slice"] == ""
+    assert json.loads(req["extra"]) == {"tenant": "acme"}
+    assert req["line"] == 2
+    assert req["source_id"] == res.source_id
+    (ev,) = rows(ds, "adaptation_event")
+    assert ev["shape"] == "batch=4,seq=96"
+    assert ev["dur_us"] == 30.0
+    (e,) = rows(ds, "environment")
+    assert e["side"] == "runtime"
+    assert e["hardware"] == "npu-v5"
+    assert json.loads(e["extra"]) == {"rack": "r7"}
+
+
+def test_compile_profile_and_quality(ds: Dataset, tmp_path: Path) -> None:
+    assert ingest_file(ds, jsonl(tmp_path / "c.jsonl", PLAN)).format == "native-compile"
+    assert ingest_file(ds, jsonl(tmp_path / "q.jsonl", QUAL)).format == "native-quality"
+    (plan,) = rows(ds, "compile_plan")
+    assert plan["shape_bucket"] == "batch=1-8,seq=65-128"
+    (q,) = rows(ds, "quality")
+    assert q["precision"] == "int8"
+    assert q["value"] == 0.75
+
+
+def test_gzip_csv_and_parquet_containers(ds: Dataset, tmp_path: Path) -> None:
+    gz = tmp_path / "t.jsonl.gz"
+    gz.write_bytes(gzip.compress((json.dumps(REQ) + "\n").encode()))
+    csv = tmp_path / "t.csv"
+    csv.write_text(
+        "workload,request_id,shape,arrival_us,compute_start_us,compute_end_us,core,plan_variant\n"
+        'w,r2,"batch=4,seq=96",1,2,5,3,adapted\n'
+    )
+    parquet = tmp_path / "t.parquet"
+    pq.write_table(
+        pa.Table.from_pylist([{**REQ, "request_id": "r3", "shape": "batch=2,seq=8"}]), parquet
+    )
+    for f in (gz, csv, parquet):
+        assert detect(f).name == "native-runtime"
+        ingest_file(ds, f)
+    got = {r["request_id"]: r for r in rows(ds, "request")}
+    assert set(got) == {"r1", "r2", "r3"}
+    assert got["r2"]["core"] == 3
+    assert got["r2"]["plan_variant"] == "adapted"
+    assert got["r3"]["shape"] == "batch=2,seq=8"
+
+
+BAD: list[tuple[str, Any, int, str | None, str]] = [
+    (
+        "missing required",
+        {k: v for k, v in REQ.items() if k != "arrival_us"},
+        1,
+        "arrival_us",
+        "required",
+    ),
+    ("wrong type", {**REQ, "arrival_us": "soon"}, 1, "arrival_us", "expected a number"),
+    ("bool as number", {**REQ, "core": True}, 1, "core", "expected a number"),
+    ("reversed compute", {**REQ, "compute_end_us": 10.0}, 1, "compute_end_us", "before"),
+    ("start before arrival", {**REQ, "compute_start_us": 50.0}, 1, "compute_start_us", "before"),
+    ("queue after start", {**REQ, "queue_start_us": 160.0}, 1, "queue_start_us", "after"),
+    ("unknown variant", {**REQ, "plan_variant": "turbo"}, 1, "plan_variant", "one of"),
+    ("negative dim", {**REQ, "shape": {"batch": -4}}, 1, "shape", "non-negative"),
+    ("fractional dim", {**REQ, "shape": {"batch": 2.5}}, 1, "shape", "integer"),
+    ("huge number", {**REQ, "arrival_us": 1e400}, 1, None, "invalid JSON"),
+    (
+        "NaN literal",
+        '{"workload": "w", "request_id": "x", "arrival_us": NaN}',
+        1,
+        None,
+        "invalid JSON",
+    ),
+    ("not an object", "[1, 2, 3]", 1, None, "not a JSON object"),
+    ("negative batch", {**REQ, "batch_size": 0}, 1, "batch_size", ">= 1"),
+]
+
+
+@pytest.mark.parametrize(("case", "bad", "line", "field", "reason"), BAD, ids=[b[0] for b in BAD])
+def test_invalid_records_name_file_line_field(
+    ds: Dataset, tmp_path: Path, case: str, bad: Any, line: int, field: str | None, reason: str
+) -> None:
+    f = jsonl(tmp_path / "bad.jsonl", REQ, bad)
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, f)
+    e = err.value
+    assert e.path == str(f.resolve())
+    assert e.line == line + 1
+    assert e.field == field
+    assert reason in e.reason
+    assert str(f.resolve()) in str(e)
+    assert f":{line + 1}:" in str(e)
+    assert rows(ds, "request") == []  # nothing of an aborted file is written
+    assert not list((ds.root / ".staging").glob("*/**/*.parquet"))
+
+
+def test_bad_event_kind(ds: Dataset, tmp_path: Path) -> None:
+    f = jsonl(tmp_path / "e.jsonl", REQ, {"event": "reboot", "workload": "w", "ts_us": 1.0})
+    with pytest.raises(InputError, match="field 'event'"):
+        ingest_file(ds, f)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "reason"),
+    [
+        ("empty.jsonl", b"", "empty"),
+        ("empty.jsonl.gz", gzip.compress(b""), "empty"),
+        ("zero.jsonl.gz", b"\x1f\x8b", "empty"),
+        ("garbage.bin", bytes(range(256)) * 4, "not recognised"),
+        ("other.json", b'{"hello": "world"}\n', "not recognised"),
+    ],
+)
+def test_unreadable_files(
+    ds: Dataset, tmp_path: Path, name: str, content: bytes, reason: str
+) -> None:
+    f = tmp_path / name
+    f.write_bytes(content)
+    with pytest.raises(InputError, match=reason):
+        ingest_file(ds, f)
+
+
+def test_truncated_gzip_reports_line(ds: Dataset, tmp_path: Path) -> None:
+    data = gzip.compress(
+        "".join(json.dumps({**REQ, "request_id": f"r{i}"}) + "\n" for i in range(2000)).encode()
+    )
+    f = tmp_path / "cut.jsonl.gz"
+    f.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InputError, match="truncated or corrupt gzip"):
+        ingest_file(ds, f)
+
+
+def test_csv_row_with_missing_cell(ds: Dataset, tmp_path: Path) -> None:
+    f = tmp_path / "t.csv"
+    f.write_text(
+        "workload,request_id,shape,arrival_us,compute_start_us,compute_end_us\n"
+        "w,r1,batch=1,1,2,3\nw,r2,batch=1,1,2\n"
+    )
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, f)
+    assert err.value.line == 3
+    assert "cells" in err.value.reason
+
+
+def test_quarantine_keeps_good_rows_and_counts_bad(ds: Dataset, tmp_path: Path) -> None:
+    f = jsonl(
+        tmp_path / "mixed.jsonl",
+        REQ,
+        {**REQ, "request_id": "r2", "arrival_us": "x"},
+        "{not json",
+        {**REQ, "request_id": "r3"},
+    )
+    res = ingest_file(ds, f, policy="quarantine")
+    assert res.rows["request"] == 2
+    assert res.rejected == 2
+    q = rows(ds, "quarantine")
+    assert [(r["line"], r["field"]) for r in q] == [(2, "arrival_us"), (3, None)]
+    (entry,) = ds.log()
+    assert entry.rejected == 2
+    assert entry.rejections[0]["field"] == "arrival_us"
+
+
+def test_reingest_is_idempotent_and_changed_file_replaces(ds: Dataset, tmp_path: Path) -> None:
+    f = jsonl(tmp_path / "t.jsonl", REQ)
+    first = ingest_file(ds, f)
+    again = ingest_file(ds, f)
+    assert again.status == "unchanged"
+    assert again.source_id == first.source_id
+    assert len(rows(ds, "request")) == 1
+    jsonl(f, REQ, {**REQ, "request_id": "r2"})
+    changed = ingest_file(ds, f)
+    assert changed.status == "ingested"
+    assert changed.source_id != first.source_id
+    assert sorted(r["request_id"] for r in rows(ds, "request")) == ["r1", "r2"]
+    assert [e.source_id for e in ds.live().values()] == [changed.source_id]
+    assert not list(ds.root.rglob(f"{first.source_id}-*.parquet"))
+
+
+def test_uncommitted_files_are_invisible_and_recovered(ds: Dataset, tmp_path: Path) -> None:
+    ingest_file(ds, jsonl(tmp_path / "t.jsonl", REQ))
+    # what a run killed between moving data files and writing its log record leaves behind
+    orphan_dir = ds.root / "request" / "workload=w"
+    src = next(orphan_dir.glob("*.parquet"))
+    orphan = orphan_dir / "deadbeefdeadbeefdead-00001.parquet"
+    orphan.write_bytes(src.read_bytes())
+    (ds.root / ".staging" / "x.1").mkdir(parents=True)
+    assert len(rows(ds, "request")) == 1
+    assert ds.recover() == 1
+    assert not orphan.exists()
+    assert not (ds.root / ".staging").exists()

@@ -1,0 +1,217 @@
+"""Metrics against values computed independently from the raw demo files, and the planted
+effects of the generator recovered as the right decisions."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mapreport import synth
+from mapreport.analysis import SliceResult
+from mapreport.analysis.stats import bootstrap_ratio_gain, kendall_tau_b
+
+
+def raw_requests(sample_dir: Path, w: synth.WorkloadTruth) -> pd.DataFrame:
+    """The workload's request records read straight from its file, without mapreport's readers."""
+    path = sample_dir / w.runtime_file
+    if path.suffix == ".csv":
+        df = pd.read_csv(path, dtype={"shape": str})
+        df = df[df["request_id"].notna()].copy()
+    else:
+        opener: Any = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt") as fh:
+            recs = [json.loads(line) for line in fh]
+        df = pd.DataFrame([r for r in recs if "request_id" in r])
+        df["shape"] = df["shape"].map(synth.shape_key)
+    df["latency"] = df["compute_end_us"] - df["arrival_us"]
+    df["compute"] = df["compute_end_us"] - df["compute_start_us"]
+    df["queue"] = df["compute_start_us"] - df["queue_start_us"]
+    return df
+
+
+def truth_by_name() -> dict[str, synth.WorkloadTruth]:
+    return {(f"{w.workload}/{w.slice}" if w.slice else w.workload): w for w in synth.WORKLOADS}
+
+
+CASES = sorted(truth_by_name())
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_percentiles_match_numpy(
+    name: str, sample_dir: Path, demo_results: dict[str, SliceResult]
+) -> None:
+    w = truth_by_name()[name]
+    df = raw_requests(sample_dir, w)
+    ok = df[df["status"] == "ok"]
+    r = demo_results[name]
+    assert r.requests == len(df)
+    assert r.failed == int((df["status"] != "ok").sum())
+    for m in r.shapes:
+        s = ok[ok["shape"] == m.shape]
+        assert m.n == len(s)
+        assert m.n_total == int((df["shape"] == m.shape).sum())
+        for q, got in ((0.5, m.latency.p50), (0.95, m.latency.p95), (0.99, m.latency.p99)):
+            assert got == pytest.approx(np.quantile(s["latency"], q), rel=1e-9)
+        assert m.queue.p95 == pytest.approx(np.quantile(s["queue"], 0.95), rel=1e-9)
+        assert m.compute.p50 == pytest.approx(np.quantile(s["compute"], 0.5), rel=1e-9)
+        assert m.traffic_share == pytest.approx(m.n_total / len(df))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_accuracy_matches_independent_computation(
+    name: str, sample_dir: Path, demo_results: dict[str, SliceResult]
+) -> None:
+    w = truth_by_name()[name]
+    ok = raw_requests(sample_dir, w).query("status == 'ok'")
+    r = demo_results[name]
+    truths = {synth.shape_key(s.dims): s for s in w.shapes}
+    errors, weights, pred, meas = [], [], [], []
+    for m in r.shapes:
+        t = truths[m.shape]
+        bucket = synth.true_bucket(w, t)
+        assert m.covered == (bucket is not None)
+        if bucket is None:
+            assert m.accuracy == "uncovered"
+            assert m.predicted_us is None
+            continue
+        expected_pred = synth.bucket_prediction(w, bucket)
+        assert m.predicted_us == pytest.approx(expected_pred, rel=1e-9)
+        static = ok[(ok["shape"] == m.shape) & (ok["plan_variant"] == "static")]["compute"]
+        if len(static) < r.thresholds.min_samples:
+            assert m.ape is None
+            assert m.accuracy == "not_measured"
+            continue
+        measured = float(np.median(static))
+        e = (expected_pred - measured) / measured
+        assert m.measured_static_p50_us == pytest.approx(measured, rel=1e-9)
+        assert m.signed_error == pytest.approx(e, rel=1e-9)
+        assert m.ape == pytest.approx(abs(e), rel=1e-9)
+        errors.append(abs(e))
+        weights.append(m.traffic_share)
+        pred.append(expected_pred)
+        meas.append(measured)
+    assert r.accuracy.mape_weighted == pytest.approx(np.average(errors, weights=weights))
+    within = np.average([1.0 if e <= 0.15 else 0.0 for e in errors], weights=weights)
+    assert r.accuracy.within_tolerance_share == pytest.approx(within)
+    assert r.accuracy.kendall_tau == pytest.approx(brute_force_tau_b(pred, meas))
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_gain_point_estimates(
+    name: str, sample_dir: Path, demo_results: dict[str, SliceResult]
+) -> None:
+    w = truth_by_name()[name]
+    ok = raw_requests(sample_dir, w).query("status == 'ok'")
+    for m in demo_results[name].shapes:
+        if m.gain_p50 is None:
+            continue
+        s = ok[ok["shape"] == m.shape]
+        a = s[s["plan_variant"] == "adapted"]["compute"]
+        b = s[s["plan_variant"] == m.baseline_variant]["compute"]
+        assert m.gain_p50 == pytest.approx(1 - np.median(a) / np.median(b), rel=1e-9)
+        assert m.gain_p50_ci is not None
+        assert m.gain_p50_ci.low <= m.gain_p50 <= m.gain_p50_ci.high
+        assert m.adaptation_cost_per_request_us == pytest.approx(m.adaptation_cost_us / len(a))
+        net = 1 - (np.median(a) + m.adaptation_cost_us / len(a)) / np.median(b)
+        assert m.net_gain_p50 == pytest.approx(net, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_planted_decisions_are_recovered(name: str, demo_results: dict[str, SliceResult]) -> None:
+    w = truth_by_name()[name]
+    got = {m.shape: m.decision for m in demo_results[name].shapes}
+    want = {synth.shape_key(s.dims): s.expect for s in w.shapes}
+    assert got == want
+
+
+def test_planted_gains_recovered_within_ci(demo_results: dict[str, SliceResult]) -> None:
+    for name, w in truth_by_name().items():
+        for t in w.shapes:
+            m = next(x for x in demo_results[name].shapes if x.shape == synth.shape_key(t.dims))
+            if m.gain_p50_ci is None or t.requests < 100:
+                continue
+            # the planted gain lies within the CI widened by sampling noise of the medians
+            assert m.gain_p50_ci.low - 0.03 <= t.adapted_gain <= m.gain_p50_ci.high + 0.03, name
+
+
+def test_coverage_and_synthetic_buckets(demo_results: dict[str, SliceResult]) -> None:
+    for name, w in truth_by_name().items():
+        r = demo_results[name]
+        uncovered = {synth.shape_key(s.dims) for s in w.shapes if synth.true_bucket(w, s) is None}
+        assert {u.shape for u in r.coverage.uncovered_shapes} == uncovered
+        share = sum(m.traffic_share for m in r.shapes if m.shape not in uncovered)
+        assert r.coverage.covered_traffic_share == pytest.approx(share)
+        from mapreport.shapes import canonical_bucket
+
+        assert {b.bucket for b in r.coverage.synthetic_only_buckets} == {
+            canonical_bucket(b) for b in w.synthetic_only
+        }
+
+
+def test_environment_lock(demo_results: dict[str, SliceResult]) -> None:
+    bert = demo_results["bert-base"].environment
+    assert bert.locked
+    assert "driver" in bert.compared_keys
+    rn = demo_results["resnet50-int8/prod"].environment
+    assert [(m.key, m.compile, m.runtime) for m in rn.mismatches] == [
+        ("driver", ("535.104",), ("550.54",))
+    ]
+    llama = demo_results["llama-decode/chat"].environment
+    assert llama.missing_sides == ("runtime",)
+    assert not llama.locked
+
+
+def test_insufficient_evidence_flags(demo_results: dict[str, SliceResult]) -> None:
+    r = demo_results["bert-base"]
+    small = next(m for m in r.shapes if m.shape == "batch=3,seq=50")
+    assert small.n < 20
+    assert "latency_p95_us" in small.insufficient
+    assert small.gain == "not_measured"
+    assert small.gain_p50 is None
+    rn = next(m for m in demo_results["resnet50-int8/prod"].shapes if m.shape == "batch=32,hw=224")
+    assert 20 <= rn.n < 100
+    assert "latency_p99_us" in rn.insufficient
+    assert "latency_p95_us" not in rn.insufficient
+
+
+def brute_force_tau_b(x: list[float], y: list[float]) -> float:
+    conc = disc = tx = ty = 0
+    for (x1, y1), (x2, y2) in itertools.combinations(zip(x, y, strict=True), 2):
+        dx, dy = np.sign(x1 - x2), np.sign(y1 - y2)
+        if dx == 0 and dy == 0:
+            continue
+        if dx == 0:
+            tx += 1
+        elif dy == 0:
+            ty += 1
+        elif dx == dy:
+            conc += 1
+        else:
+            disc += 1
+    return (conc - disc) / np.sqrt((conc + disc + tx) * (conc + disc + ty))
+
+
+def test_kendall_tau_b_with_ties() -> None:
+    x, y = [1, 2, 2, 3, 5, 4], [1, 3, 2, 2, 6, 5]
+    assert kendall_tau_b(x, y) == pytest.approx(brute_force_tau_b(x, y))
+    assert kendall_tau_b([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert kendall_tau_b([1], [1]) is None
+    assert kendall_tau_b([1, 1], [1, 2]) is None
+
+
+def test_bootstrap_is_seeded_and_order_free() -> None:
+    rng = np.random.default_rng(1)
+    a, b = rng.lognormal(0, 0.1, 300) * 80, rng.lognormal(0, 0.1, 400) * 100
+    one = bootstrap_ratio_gain(a, b, 0.5, 1000, seed=7)
+    assert one == bootstrap_ratio_gain(rng.permutation(a), rng.permutation(b), 0.5, 1000, seed=7)
+    assert one[1] < one[0] < one[2]
+    assert one[1] > 0.1
+    same = bootstrap_ratio_gain(b[:300], b[:300], 0.5, 1000, seed=7)
+    assert same[1] < 0 < same[2]  # no difference: the CI straddles zero
