@@ -1,0 +1,168 @@
+"""The command line end to end: ingest, report, run, --slice, errors and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from mapreport import pipeline
+from mapreport.cli import main
+from tests.conftest import REPO, write_config
+
+MAPREPORT = [sys.executable, "-m", "mapreport.cli"]
+
+
+def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run the real entry point in a subprocess."""
+    return subprocess.run(
+        [*MAPREPORT, *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=300,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+
+
+def test_help_documents_every_command() -> None:
+    runner = CliRunner()
+    top = runner.invoke(main, ["--help"])
+    assert top.exit_code == 0
+    for cmd in ("ingest", "report", "run", "formats"):
+        assert cmd in top.output
+        sub = runner.invoke(main, [cmd, "--help"])
+        assert sub.exit_code == 0, cmd
+        assert "Usage:" in sub.output
+    assert "Exit codes" in top.output
+    assert "--slice" in runner.invoke(main, ["report", "--help"]).output
+    assert "--on-error" in runner.invoke(main, ["ingest", "--help"]).output
+
+
+def test_formats_lists_readers() -> None:
+    out = CliRunner().invoke(main, ["formats"]).output
+    for name in ("native-compile", "native-runtime", "native-quality"):
+        assert name in out
+
+
+def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None:
+    ds, out = tmp_path / "ds", tmp_path / "out"
+    first = cli("ingest", "--dataset", ds, sample_dir)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.count("ingested") == 7
+    again = cli("ingest", "--dataset", ds, *sorted(sample_dir.iterdir()))
+    assert again.returncode == 0
+    assert again.stdout.count("unchanged") == 7
+
+    one = cli("report", "--dataset", ds, "--out", out, "--slice", "resnet50-int8/prod", "--no-pdf")
+    assert one.returncode == 0, one.stderr
+    assert (out / "resnet50-int8" / "prod" / "findings.json").is_file()
+    assert not (out / "bert-base").exists()  # --slice touches only that slice
+    index = (out / "index.html").read_text()
+    assert "resnet50-int8/prod" in index
+    assert "not reported yet" in index  # the other slices are listed, not hidden
+
+    before = (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns
+    every = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
+    assert every.returncode == 0, every.stderr
+    assert every.stdout == ""
+    assert (out / "bert-base" / "report.html").is_file()
+    assert (out / "llama-decode" / "chat" / "findings.json").is_file()
+    assert (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns > before
+    assert "not reported yet" not in (out / "index.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["report", "--dataset", "/nonexistent/ds", "--out", "/tmp/x"], 5, "not a mapreport dataset"),
+        (["run", "/nonexistent/config.toml"], 4, "no such config file"),
+        (["ingest", "--dataset", "DS", "--format", "nope", "README.md"], 2, "Invalid value"),
+    ],
+)
+def test_errors_are_one_line_with_exit_code(args: list[str], code: int, message: str) -> None:
+    res = cli(*args)
+    assert res.returncode == code
+    assert message in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_bad_input_names_file_line_and_field(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(
+        '{"workload":"w","request_id":"a","shape":{"b":1},"arrival_us":1,'
+        '"compute_start_us":2,"compute_end_us":3}\n'
+        '{"workload":"w","request_id":"b","shape":{"b":1},"arrival_us":"x",'
+        '"compute_start_us":2,"compute_end_us":3}\n'
+    )
+    res = cli("ingest", "--dataset", tmp_path / "ds", bad)
+    assert res.returncode == 3
+    assert res.stderr.strip().splitlines() == [
+        f"mapreport: {bad}:2: field 'arrival_us': expected a number, got 'x'"
+    ]
+    ok = cli("ingest", "--dataset", tmp_path / "ds", "--on-error", "quarantine", bad)
+    assert ok.returncode == 0
+    assert "1 rejected" in ok.stdout
+
+
+def test_unknown_slice_lists_known_ones(demo_dataset: Path, tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        main, ["report", "--dataset", str(demo_dataset), "--out", str(tmp_path), "--slice", "gpt"]
+    )
+    assert res.exit_code == 5
+    assert "no slice 'gpt'" in res.output
+    assert "bert-base" in res.output
+
+
+def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
+    cfg = write_config(tmp_path, sample_dir, "\n[extra_section]\nx = 1\n")
+    res = cli("run", cfg)
+    assert res.returncode == 4
+    assert "extra_section" in res.stderr
+    cfg.write_text(cfg.read_text().replace("tolerance = 0.15", 'tolerance = "wide"'))
+    res = cli("run", cfg)
+    assert res.returncode == 4
+    assert "tolerance" in res.stderr
+
+
+def test_run_continues_past_a_failing_slice(
+    tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = pipeline.analyze_slice
+
+    def flaky(con, workload, slice_, th):  # type: ignore[no-untyped-def]
+        if workload == "llama-decode":
+            raise RuntimeError("simulated analysis failure")
+        return real(con, workload, slice_, th)
+
+    monkeypatch.setattr(pipeline, "analyze_slice", flaky)
+    cfg = write_config(tmp_path, sample_dir)
+    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
+                                    str(tmp_path / "out"), "--no-pdf"])
+    assert res.exit_code == 5  # no dataset yet
+    pipeline.ingest(tmp_path / "ds", [sample_dir])
+    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
+                                    str(tmp_path / "out"), "--no-pdf", "--config", str(cfg)])
+    assert res.exit_code == 6
+    assert "llama-decode/chat: RuntimeError: simulated analysis failure" in res.output
+    assert (tmp_path / "out" / "bert-base" / "report.html").is_file()
+    assert (tmp_path / "out" / "resnet50-int8" / "prod" / "findings.json").is_file()
+    index = (tmp_path / "out" / "index.html").read_text()
+    assert "simulated analysis failure" in index
+
+
+def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
+    rec = {"request_id": "r", "shape": {"b": 1}, "arrival_us": 1, "compute_start_us": 2,
+           "compute_end_us": 3}
+    f = tmp_path / "evil.jsonl"
+    f.write_text("\n".join(json.dumps({**rec, "workload": w, "slice": s}) for w, s in
+                           [("../../etc", "../x"), ("/abs/path", ""), ("..", ".")]) + "\n")
+    pipeline.ingest(tmp_path / "ds", [f])
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
+                                    str(out), "--no-pdf"])
+    assert res.exit_code == 0, res.output
+    written = [p for p in tmp_path.rglob("findings.json")]
+    assert len(written) == 3
+    assert all(p.resolve().is_relative_to(out.resolve()) for p in written)

@@ -1,0 +1,111 @@
+"""Rendered artifacts as a reviewer sees them: the PDF (pages, headings, bookmarks, page
+numbers, charts), the HTML in headless Chromium, findings.json against its schema."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import jsonschema
+import pypdf
+import pytest
+
+from mapreport.report.sections import SECTIONS
+
+SLICES = ["bert-base", "resnet50-int8/prod", "llama-decode/chat"]
+SCHEMA = json.loads(
+    (Path(__file__).resolve().parents[1] / "mapreport" / "findings.schema.json").read_text()
+)
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def pdftotext(pdf: Path) -> str:
+    return subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
+                          text=True, check=True).stdout
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, name: str) -> None:
+    pdf = demo_reports / name / "report.pdf"
+    reader = pypdf.PdfReader(pdf)
+    pages = len(reader.pages)
+    assert 5 <= pages <= 20
+    text = pdftotext(pdf)
+    for s in SECTIONS:
+        assert s.title in text, s.title
+    assert "Contents" in text
+    assert f"page 2 of {pages}" in text
+    assert name.split("/")[0] in reader.pages[1].extract_text()  # running header
+
+    def titles(outline: list[object]) -> list[str]:
+        out: list[str] = []
+        for o in outline:
+            out += titles(o) if isinstance(o, list) else [o.title]  # type: ignore[attr-defined]
+        return out
+
+    marks = titles(reader.outline)
+    assert all(s.title in marks for s in SECTIONS)
+    # the charts are embedded as vector SVG: their titles are text in the PDF, not pixels
+    assert "Accuracy versus gain per shape" in text
+    assert "Latency percentiles per shape" in text
+    assert "Predicted versus measured compute per shape" in text
+    assert "missing from this PDF" not in text
+
+
+def test_pdf_pages_rasterise(demo_reports: Path, tmp_path: Path) -> None:
+    subprocess.run(["pdftoppm", "-r", "40", "-png", str(demo_reports / "bert-base" /
+                    "report.pdf"), str(tmp_path / "p")], check=True)
+    pngs = sorted(tmp_path.glob("p-*.png"))
+    assert len(pngs) == len(pypdf.PdfReader(demo_reports / "bert-base" / "report.pdf").pages)
+    assert all(p.stat().st_size > 5_000 for p in pngs)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is installed by `make test`")
+@pytest.mark.parametrize("name", SLICES)
+def test_html_runs_clean_in_chromium(demo_reports: Path, name: str, tmp_path: Path) -> None:
+    html = demo_reports / name / "report.html"
+    assert CHROMIUM is not None
+    res = subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+         "--v=0", "--virtual-time-budget=5000", "--dump-dom", html.as_uri()],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    console = [line for line in res.stderr.splitlines() if "CONSOLE" in line]
+    assert console == []
+    dom = res.stdout
+    for chart in ("accuracy_vs_gain", "latency_percentiles", "predicted_vs_measured"):
+        start = dom.index(f'id="chart-{chart}"')
+        assert 'class="main-svg"' in dom[start:start + 5000], chart  # plotly drew it
+    for s in SECTIONS:
+        assert f'id="{s.id}"' in dom
+    # self-contained: nothing in the page loads from the network (plotly.js is inlined)
+    source = html.read_text()
+    assert re.search(r"<(script|link|img|iframe)[^>]+(src|href)=[\"']?(https?:)?//", source) is None
+    assert source.count("Plotly.newPlot") == 3
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_findings_match_schema(demo_reports: Path, name: str) -> None:
+    doc = json.loads((demo_reports / name / "findings.json").read_text())
+    jsonschema.validate(doc, SCHEMA)
+    assert doc["workload"] == name.split("/")[0]
+    required = {"shape", "n", "traffic_share", "covered", "bucket", "latency_p50_us",
+                "latency_p95_us", "latency_p99_us", "queue_p95_us", "compute_p50_us",
+                "predicted_us", "measured_static_p50_us", "signed_error", "ape", "gain_p50",
+                "gain_p50_ci", "gain_p95", "net_gain_p50", "decision"}
+    assert all(required <= set(s) for s in doc["shapes"])
+
+
+def test_index_links_every_report(demo_reports: Path) -> None:
+    index = (demo_reports / "index.html").read_text()
+    for name in SLICES:
+        for f in ("report.html", "report.pdf", "findings.json"):
+            assert f'href="{name}/{f}"' in index
+            assert (demo_reports / name / f).is_file()
+    assert not list(demo_reports.rglob(".*tmp*"))  # no temporary files left behind
