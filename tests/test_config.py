@@ -1,0 +1,74 @@
+"""The run configuration: defaults, path resolution and errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mapreport.config import default_config, load_config
+from mapreport.errors import ConfigError
+from tests.conftest import SAMPLE_DATA
+
+
+def test_sample_config_loads_with_paths_relative_to_it() -> None:
+    cfg = load_config(SAMPLE_DATA / "mapreport.toml")
+    assert cfg.dataset == (SAMPLE_DATA.parent / "demo" / "dataset").resolve()
+    assert cfg.thresholds.tolerance == 0.15
+    assert cfg.thresholds.bootstrap_resamples >= 1000
+    assert set(cfg.owners) == {"compiler_lead", "runtime_lead", "observability_engineer",
+                               "model_serving_architect"}
+    assert set(cfg.signoffs) == {"compiler_lead", "runtime_lead"}
+    files = cfg.source_files()
+    assert len(files) == 7
+    assert all(f.is_file() for f in files)
+    bert = cfg.slice_config("bert-base", "")
+    assert bert is not None
+    assert bert.sla_p99_us == 12000
+    assert cfg.slice_config("resnet50-int8", "canary") is None
+    assert cfg.slice_config("nope", "") is None
+
+
+def test_workload_sla_applies_to_its_slices(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[[slices]]\nworkload = "w"\nsla_p99_us = 5\n')
+    cfg = load_config(p)
+    found = cfg.slice_config("w", "eu")
+    assert found is not None
+    assert found.sla_p99_us == 5
+
+
+def test_defaults() -> None:
+    cfg = default_config()
+    assert cfg.thresholds.min_samples_p95 == 20
+    assert cfg.thresholds.min_samples_p99 == 100
+    assert cfg.owners == {}
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[run]\nsources = 3\n", "run.sources"),
+        ("[thresholds]\ntolerance = 'x'\n", "thresholds.tolerance"),
+        ("[thresholds]\nbootstrap_resamples = 100\n", "bootstrap_resamples must be >= 1000"),
+        ("[thresholds]\ntolerance = -1\n", "tolerance must be in"),
+        ("[owners]\nceo = 'me'\n", "ceo"),
+        ("[run]\non_error = 'ignore'\n", "on_error"),
+        ("[[slices]]\nslice = 'x'\n", "workload"),
+        ("not toml = = =", "invalid TOML"),
+    ],
+)
+def test_errors_name_the_key(tmp_path: Path, text: str, message: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(p)
+    assert message in str(err.value)
+    assert str(p) in str(err.value)
+
+
+def test_source_glob_matching_nothing(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text('[run]\nsources = ["missing/*.jsonl"]\n')
+    with pytest.raises(ConfigError, match="matches no file"):
+        load_config(p).source_files()
