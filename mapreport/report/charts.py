@@ -26,7 +26,7 @@ def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
         font={"family": FONT, "size": 12},
         height=height,
         width=900,
-        margin={"l": 70, "r": 30, "t": 60, "b": 90},
+        margin={"l": 90, "r": 30, "t": 60, "b": 110},
         legend={"orientation": "h", "y": -0.22, "x": 0.0},
     )
     return fig
@@ -108,7 +108,7 @@ def latency_percentiles(r: SliceResult) -> go.Figure:
         )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="end-to-end latency, ms")
-    fig.update_xaxes(title="input shape", tickangle=-30)
+    fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
     return _layout(fig, "Latency percentiles per shape (grey: insufficient evidence)")
 
 
@@ -139,7 +139,7 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
     )
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="compute time, ms")
-    fig.update_xaxes(title="input shape", tickangle=-30)
+    fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
     return _layout(fig, "Predicted versus measured compute per shape (static plan)")
 
 
