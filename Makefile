@@ -46,7 +46,7 @@ demo: setup
 	@echo "Open demo/reports/index.html (HTML reports, PDFs and findings.json per slice)."
 
 lint: venv
-	$(BIN)/ruff check mapreport tests benchmarks
+	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
 
 typecheck: venv
 	$(BIN)/mypy

@@ -21,7 +21,11 @@ MAPREPORT = [sys.executable, "-m", "mapreport.cli"]
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
     """Run the real entry point in a subprocess."""
     return subprocess.run(
-        [*MAPREPORT, *map(str, args)], capture_output=True, text=True, cwd=REPO, timeout=300,
+        [*MAPREPORT, *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
         env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
 
@@ -76,7 +80,11 @@ def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
-        (["report", "--dataset", "/nonexistent/ds", "--out", "/tmp/x"], 5, "not a mapreport dataset"),
+        (
+            ["report", "--dataset", "/nonexistent/ds", "--out", "/tmp/x"],
+            5,
+            "not a mapreport dataset",
+        ),
         (["run", "/nonexistent/config.toml"], 4, "no such config file"),
         (["ingest", "--dataset", "DS", "--format", "nope", "README.md"], 2, "Invalid value"),
     ],
@@ -138,12 +146,25 @@ def test_run_continues_past_a_failing_slice(
 
     monkeypatch.setattr(pipeline, "analyze_slice", flaky)
     cfg = write_config(tmp_path, sample_dir)
-    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
-                                    str(tmp_path / "out"), "--no-pdf"])
+    res = CliRunner().invoke(
+        main,
+        ["report", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out"), "--no-pdf"],
+    )
     assert res.exit_code == 5  # no dataset yet
     pipeline.ingest(tmp_path / "ds", [sample_dir])
-    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
-                                    str(tmp_path / "out"), "--no-pdf", "--config", str(cfg)])
+    res = CliRunner().invoke(
+        main,
+        [
+            "report",
+            "--dataset",
+            str(tmp_path / "ds"),
+            "--out",
+            str(tmp_path / "out"),
+            "--no-pdf",
+            "--config",
+            str(cfg),
+        ],
+    )
     assert res.exit_code == 6
     assert "llama-decode/chat: RuntimeError: simulated analysis failure" in res.output
     assert (tmp_path / "out" / "bert-base" / "report.html").is_file()
@@ -153,16 +174,27 @@ def test_run_continues_past_a_failing_slice(
 
 
 def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
-    rec = {"request_id": "r", "shape": {"b": 1}, "arrival_us": 1, "compute_start_us": 2,
-           "compute_end_us": 3}
+    rec = {
+        "request_id": "r",
+        "shape": {"b": 1},
+        "arrival_us": 1,
+        "compute_start_us": 2,
+        "compute_end_us": 3,
+    }
     f = tmp_path / "evil.jsonl"
-    f.write_text("\n".join(json.dumps({**rec, "workload": w, "slice": s}) for w, s in
-                           [("../../etc", "../x"), ("/abs/path", ""), ("..", ".")]) + "\n")
+    f.write_text(
+        "\n".join(
+            json.dumps({**rec, "workload": w, "slice": s})
+            for w, s in [("../../etc", "../x"), ("/abs/path", ""), ("..", ".")]
+        )
+        + "\n"
+    )
     pipeline.ingest(tmp_path / "ds", [f])
     out = tmp_path / "out"
-    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path / "ds"), "--out",
-                                    str(out), "--no-pdf"])
+    res = CliRunner().invoke(
+        main, ["report", "--dataset", str(tmp_path / "ds"), "--out", str(out), "--no-pdf"]
+    )
     assert res.exit_code == 0, res.output
-    written = [p for p in tmp_path.rglob("findings.json")]
+    written = list(tmp_path.rglob("findings.json"))
     assert len(written) == 3
     assert all(p.resolve().is_relative_to(out.resolve()) for p in written)
