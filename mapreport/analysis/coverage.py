@@ -18,14 +18,6 @@ class Placement:
     bucket: BucketRow | None
 
 
-def primary_plan(row: ShapeRow) -> str | None:
-    """The named plan that served most of the shape's requests (ties: smallest id)."""
-    named = [(n, p) for p, n in row.plans.items() if p is not None]
-    if not named:
-        return None
-    return sorted(named, key=lambda t: (-t[0], t[1]))[0][1]
-
-
 def place(rows: Sequence[ShapeRow], buckets: Sequence[BucketRow]) -> dict[str, Placement]:
     """Resolve every shape to its bucket: the plan that served it decides which buckets count
     (all of the slice's plans when requests name none); among those the tightest wins."""
@@ -40,7 +32,7 @@ def place(rows: Sequence[ShapeRow], buckets: Sequence[BucketRow]) -> dict[str, P
             continue
     out: dict[str, Placement] = {}
     for row in rows:
-        plan = primary_plan(row)
+        plan = row.plan
         candidates = by_plan.get(plan, []) if plan is not None else list(buckets)
         keyed = {parsed[(b.plan_id, b.bucket)]: b for b in candidates if (b.plan_id, b.bucket)
                  in parsed}

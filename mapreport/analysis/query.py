@@ -28,6 +28,23 @@ REQUESTS = """
 """
 
 
+PRIMARY_PLAN = f"""
+    SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
+    FROM (SELECT shape, plan_id, count(*) AS c FROM ({REQUESTS}) WHERE plan_id IS NOT NULL
+          GROUP BY shape, plan_id)
+    GROUP BY shape
+"""
+"""Each shape's primary plan: the named plan that served most of its requests (ties: the
+smallest id). The plan's prediction is what the shape is measured against."""
+
+ON_PRIMARY = f"""
+    SELECT r.* FROM ({REQUESTS}) r LEFT JOIN ({PRIMARY_PLAN}) pp USING (shape)
+    WHERE r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan
+"""
+"""Requests that ran their shape's primary plan (or named no plan): the variant statistics
+(static, adapted, fallback) compare like with like."""
+
+
 def _pct(n: int, q: list[float] | None) -> Percentiles:
     if not q:
         return Percentiles(n, None, None, None)
@@ -45,8 +62,10 @@ class ShapeRow:
     queue: Percentiles
     compute: Percentiles
     variants: dict[str, tuple[int, float | None, float | None]]
-    """variant -> (n ok, p50 compute, p95 compute)."""
+    """variant -> (n ok, p50 compute, p95 compute) over requests of the primary plan."""
     plans: dict[str | None, int]
+    plan: str | None
+    """The primary plan."""
     sources: tuple[str, ...]
 
 
@@ -76,10 +95,8 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
     variants: dict[str, dict[str, tuple[int, float | None, float | None]]] = {}
     for shape, variant, n, q in con.execute(
         f"""
-        WITH r AS ({REQUESTS})
-        SELECT shape, variant, count(*),
-            quantile_cont(compute_us, [0.5, 0.95])
-        FROM r WHERE status = 'ok' GROUP BY shape, variant
+        SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
+        FROM ({ON_PRIMARY}) WHERE status = 'ok' GROUP BY shape, variant
         """,
         p,
     ).fetchall():
@@ -90,6 +107,7 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
         p,
     ).fetchall():
         plans.setdefault(shape, {})[plan] = int(n)
+    primary = dict(con.execute(PRIMARY_PLAN, p).fetchall())
     return [
         ShapeRow(
             shape=shape,
@@ -100,6 +118,7 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
             compute=_pct(int(n), com),
             variants=variants.get(shape, {}),
             plans=plans.get(shape, {}),
+            plan=primary.get(shape),
             sources=tuple(sources),
         )
         for shape, n_total, n, lat, que, com, sources in main
@@ -129,14 +148,14 @@ def slice_latency(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) ->
 def compute_samples(
     con: duckdb.DuckDBPyConnection, workload: str, slice_: str, shapes: list[str]
 ) -> dict[tuple[str, str], FloatArray]:
-    """Measured compute times of ok requests per (shape, variant), for the bootstrap."""
+    """Measured compute times of ok requests of the primary plan per (shape, variant), for
+    the bootstrap."""
     if not shapes:
         return {}
     rows = con.execute(
         f"""
-        WITH r AS ({REQUESTS})
         SELECT shape, variant, list(compute_us ORDER BY compute_us)
-        FROM r WHERE status = 'ok' AND list_contains($shapes, shape)
+        FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
         GROUP BY shape, variant
         """,
         {"w": workload, "s": slice_, "shapes": shapes},
