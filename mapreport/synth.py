@@ -13,13 +13,15 @@ import gzip
 import io
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 SEED = 20261129
+MEM_PER_US = 4096
+"""Peak bytes per microsecond of static compute: the generator's stand-in memory model."""
 WINDOW_START_US = 1_795_831_200_000_000.0
 """2026-11-28 02:00 UTC, when the demo telemetry was "captured"."""
 
@@ -43,6 +45,16 @@ class ShapeTruth:
     """Summed duration of the adaptation events for this shape."""
     expect: str = ""
     """The accuracy-versus-gain decision the analysis must reach."""
+    queue_burst: float = 0.0
+    """Share of requests caught in a queueing burst (8-20 ms extra queue wait)."""
+    slow_core: float = 1.0
+    """Compute factor of this shape's requests on core 3 (a slow or contended core)."""
+    mem_burst: float = 0.0
+    """Share of requests whose peak memory exceeds the bucket budget (and run 1.9x slower)."""
+    expect_class: str = "none"
+    """The bottleneck class the analysis must reach."""
+    actions: tuple[str, ...] = ()
+    """The action kinds the analysis must propose for this shape, and no others."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +74,8 @@ class WorkloadTruth:
     totals: bool = True
     """Write a `__total__` line per bucket; else the prediction is the sum of its ops."""
     synthetic_only: tuple[dict[str, Any], ...] = ()
-    extra: dict[str, Any] = field(default_factory=dict)
+    slice_actions: tuple[str, ...] = ()
+    """Slice-wide action kinds the analysis must propose (environment, telemetry, quality)."""
 
 
 _ENV = {
@@ -88,15 +101,21 @@ def _shape(
     cost_us: float = 0.0,
     slowdown: float = 1.8,
     expect: str = "insufficient_evidence",
+    cls: str = "none",
+    actions: tuple[str, ...] = (),
+    **planted: float,
 ) -> ShapeTruth:
-    """Shorthand: `mix` is the (static, adapted, fallback) share of the shape's requests."""
+    """Shorthand: `mix` is the (static, adapted, fallback) share of the shape's requests;
+    `cls` and `actions` are what the diagnosis must find; `planted` adds tail causes."""
     return ShapeTruth(dims, requests, static_us, ratio, *mix, adapted_gain=gain,
-                      fallback_slowdown=slowdown, adaptation_cost_us=cost_us, expect=expect)
+                      fallback_slowdown=slowdown, adaptation_cost_us=cost_us, expect=expect,
+                      expect_class=cls, actions=actions, **planted)
 
 
 # fmt: off
 ADAPT = (0.6, 0.4, 0.0)
-UNCOVERED = (0.0, 0.5, 0.5)
+UNCOVERED = (0.0, 0.6, 0.4)
+OVERHEAD = ("adaptation_overhead",)
 
 WORKLOADS: tuple[WorkloadTruth, ...] = (
     WorkloadTruth(
@@ -115,18 +134,26 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         synthetic_only=({"batch": [33, 64], "seq": [257, 512]},),
         shapes=(
             _shape({"batch": 1, "seq": 32}, 900, 820.0, 1.05, (0.7, 0.3, 0.0), 0.0, 14_000.0,
-                   expect="static_sufficient"),
+                   expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
             _shape({"batch": 4, "seq": 96}, 800, 2_150.0, 0.97, ADAPT, 0.25, 9_000.0,
-                   expect="specialise"),
+                   expect="specialise", actions=("specialise",)),
             _shape({"batch": 8, "seq": 128}, 700, 4_400.0, 0.6, ADAPT, 0.3, 12_000.0,
-                   expect="close_the_loop"),
+                   expect="close_the_loop", actions=("close_the_loop",)),
             _shape({"batch": 16, "seq": 64}, 500, 3_900.0, 1.6, (0.7, 0.3, 0.0), 0.0, 6_000.0,
-                   expect="find_bottleneck"),
-            _shape({"batch": 8, "seq": 200}, 400, 6_300.0, 1.08),
-            _shape({"batch": 4, "seq": 384}, 300, 5_200.0, 0.9),
+                   expect="find_bottleneck", cls="mapping_inaccuracy",
+                   actions=("mapping_inaccuracy",)),
+            # queueing bursts: 8% of requests wait 8-20 ms in the scheduler queue
+            _shape({"batch": 8, "seq": 200}, 400, 6_300.0, 1.08, cls="queueing",
+                   actions=("queueing",), queue_burst=0.08),
+            # a slow core: on core 3 this shape computes 1.7x slower
+            _shape({"batch": 4, "seq": 384}, 300, 5_200.0, 0.9, cls="core_imbalance",
+                   actions=("core_imbalance",), slow_core=1.7),
             _shape({"batch": 2, "seq": 640}, 300, 4_000.0, 1.0, UNCOVERED, 0.45, 20_000.0,
-                   slowdown=1.8, expect="close_the_loop"),
-            _shape({"batch": 3, "seq": 50}, 8, 900.0, 1.0, (0.5, 0.5, 0.0), 0.2, 500.0),
+                   slowdown=1.8, expect="close_the_loop", cls="mapping_fallback",
+                   actions=("mapping_fallback",)),
+            # too few samples for any finding
+            _shape({"batch": 3, "seq": 50}, 8, 900.0, 1.0, (0.5, 0.5, 0.0), 0.2, 500.0,
+                   cls="insufficient_evidence"),
         ),
         compile_env=dict(_ENV),
         runtime_env=dict(_ENV, host="node-a17"),
@@ -148,27 +175,31 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         ),
         synthetic_only=({"batch": [64, 128], "hw": 224},),
         shapes=(
-            _shape({"batch": 1, "hw": 224}, 1500, 610.0, 1.02),
+            # fallback traffic on a covered shape: 8% of requests take the generic path
+            _shape({"batch": 1, "hw": 224}, 1500, 610.0, 1.02, (0.92, 0.0, 0.08), slowdown=2.2,
+                   cls="mapping_fallback", actions=("mapping_fallback",)),
             _shape({"batch": 4, "hw": 224}, 800, 1_350.0, 0.95, ADAPT, 0.2, 8_000.0,
-                   expect="specialise"),
+                   expect="specialise", actions=("specialise",)),
             _shape({"batch": 16, "hw": 224}, 600, 4_100.0, 1.1, ADAPT, 0.0, 30_000.0,
-                   expect="static_sufficient"),
+                   expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
             _shape({"batch": 8, "hw": 320}, 500, 4_800.0, 0.55, (0.5, 0.5, 0.0), 0.35, 10_000.0,
-                   expect="close_the_loop"),
+                   expect="close_the_loop", actions=("close_the_loop",)),
             _shape({"batch": 32, "hw": 224}, 60, 7_900.0, 1.04),
-            _shape({"batch": 2, "hw": 512}, 300, 2_900.0, 1.0, (0.0, 0.4, 0.6), 0.375, 9_000.0,
-                   slowdown=1.6, expect="close_the_loop"),
+            _shape({"batch": 2, "hw": 512}, 300, 2_900.0, 1.0, UNCOVERED, 0.375, 9_000.0,
+                   slowdown=1.6, expect="close_the_loop", cls="mapping_fallback",
+                   actions=("mapping_fallback",)),
         ),
         compile_env=dict(_ENV, driver="535.104"),
         runtime_env=dict(_ENV, host="node-b03"),
         runtime_file="resnet50-int8.runtime.jsonl",
         ops=(("stem", 0.08), ("stage1-3", 0.62), ("stage4", 0.24), ("head", 0.06)),
+        slice_actions=("environment_mismatch",),
     ),
     WorkloadTruth(
         workload="llama-decode",
         slice="chat",
-        plan_id="llama-fp8-v1",
-        precision="fp8",
+        plan_id="llama-int8-v1",
+        precision="int8",
         buckets=(
             {"batch": [1, 2], "ctx": [1, 2048]},
             {"batch": [3, 4], "ctx": [1, 2048]},
@@ -179,26 +210,40 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         synthetic_only=(),
         shapes=(
             _shape({"batch": 1, "ctx": 512}, 700, 9_500.0, 0.98, (0.7, 0.3, 0.0), 0.0, 60_000.0,
-                   expect="static_sufficient"),
+                   expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
             _shape({"batch": 4, "ctx": 1024}, 600, 12_800.0, 1.03, ADAPT, 0.18, 30_000.0,
-                   expect="specialise"),
+                   expect="specialise", actions=("specialise",)),
             _shape({"batch": 8, "ctx": 2048}, 500, 21_000.0, 0.7, ADAPT, 0.22, 40_000.0,
-                   expect="close_the_loop"),
+                   expect="close_the_loop", actions=("close_the_loop",)),
             _shape({"batch": 16, "ctx": 1024}, 400, 24_000.0, 1.35, (0.7, 0.3, 0.0), 0.0,
-                   25_000.0, expect="find_bottleneck"),
-            _shape({"batch": 2, "ctx": 4096}, 300, 19_000.0, 1.12),
+                   25_000.0, expect="find_bottleneck", cls="mapping_inaccuracy",
+                   actions=("mapping_inaccuracy",)),
+            # memory bursts: 7% of requests peak over the bucket's budget and run 1.9x slower
+            _shape({"batch": 2, "ctx": 4096}, 300, 19_000.0, 1.12, cls="memory_burst",
+                   actions=("memory_burst",), mem_burst=0.07),
             _shape({"batch": 1, "ctx": 12000}, 200, 26_000.0, 1.0, UNCOVERED, 0.33, 50_000.0,
-                   slowdown=1.5, expect="close_the_loop"),
+                   slowdown=1.5, expect="close_the_loop", cls="mapping_fallback",
+                   actions=("mapping_fallback",)),
         ),
         compile_env=dict(_ENV, compiler="tvm-unity", compiler_version="0.19.0"),
         runtime_env=dict(_ENV, compiler="tvm-unity", compiler_version="0.19.0", host="node-c11"),
         runtime_file="llama-decode.runtime.csv",
         ops=(("prefill_attn", 0.3), ("decode_attn", 0.35), ("mlp", 0.35)),
+        # the CSV runtime trace carries no environment line; the int8 plan has no quality record
+        slice_actions=("observability", "precision_without_quality"),
     ),
 )
 # fmt: on
 
 QUALITY = (
+    {
+        "workload": "bert-base",
+        "precision": "bf16",
+        "metric": "f1",
+        "baseline": 0.884,
+        "value": 0.882,
+        "max_drop": 0.004,
+    },
     {
         "workload": "resnet50-int8",
         "slice": "prod",
@@ -209,7 +254,7 @@ QUALITY = (
         "max_drop": 0.005,
     },
 )
-"""Quality evidence exists for the int8 plan; the fp8 llama plan has none (a checklist failure)."""
+"""Quality evidence for the bf16 and the resnet int8 plans; the llama int8 plan has none."""
 
 
 def shape_key(dims: dict[str, int]) -> str:
@@ -251,11 +296,18 @@ def bucket_prediction(w: WorkloadTruth, bucket: dict[str, Any]) -> float:
     return round(top.static_us * top.predicted_ratio, 3)
 
 
+def bucket_budget(w: WorkloadTruth, bucket: dict[str, Any]) -> int:
+    """The bucket's memory budget: 1.5x the peak memory of its largest shape."""
+    inside = [s for s in w.shapes if true_bucket(w, s) == bucket]
+    return int(max((s.static_us for s in inside), default=15_000.0) * MEM_PER_US * 1.5)
+
+
 def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
     """Compile profile lines: per bucket, its ops (and a __total__ unless `totals` is off)."""
     yield {"environment": w.compile_env}
     for bucket in (*w.buckets, *w.synthetic_only):
         base = bucket_prediction(w, bucket)
+        budget = bucket_budget(w, bucket)
         for core, (op, frac) in enumerate(w.ops):
             yield {
                 "workload": w.workload,
@@ -270,8 +322,8 @@ def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
                 "core": core % 4,
                 "fusion_group": "attn_block" if op in ("attention", "layernorm") else None,
                 "precision": w.precision,
-                "predicted_peak_mem_bytes": int(base * frac * 4096),
-                "mem_budget_bytes": int(base * 4096 * 1.5),
+                "predicted_peak_mem_bytes": int(base * frac * MEM_PER_US),
+                "mem_budget_bytes": budget,
                 "compile_ms": 120.0 + 40 * core,
                 "compiler_pass": "auto-mapper-v2",
             }
@@ -315,7 +367,16 @@ def runtime_records(
         arrival = np.sort(rng.uniform(0, 3.6e9, n)) + WINDOW_START_US
         cores = rng.integers(0, 4, n)
         errors = rng.random(n) < 0.004
-        mem = (s.static_us * 4096 * rng.lognormal(0.0, 0.05, n)).astype(np.int64)
+        mem = s.static_us * MEM_PER_US * rng.lognormal(0.0, 0.05, n)
+        # planted tail causes (each off unless the shape declares it)
+        queue = queue + (rng.random(n) < s.queue_burst) * rng.uniform(8_000, 20_000, n)
+        compute = compute * np.where(cores == 3, s.slow_core, 1.0)
+        bucket = true_bucket(w, s)
+        burst = rng.random(n) < s.mem_burst
+        if bucket is not None:
+            mem = np.where(burst, bucket_budget(w, bucket) * rng.uniform(1.2, 1.5, n), mem)
+        compute = compute * np.where(burst, 1.9, 1.0)
+        mem = mem.astype(np.int64)
         for i in range(n):
             start = arrival[i] + admission[i] + queue[i]
             rows.append(

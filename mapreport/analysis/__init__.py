@@ -11,16 +11,34 @@ from collections import Counter
 
 import duckdb
 
+from dataclasses import replace
+
+import numpy as np
+
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import shape_accuracy, summarise
+from mapreport.analysis.actions import shape_actions, slice_actions
 from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.checklist import checklist, pitfalls, precision_changes
+from mapreport.analysis.classify import classify
 from mapreport.analysis.coverage import coverage, place
 from mapreport.analysis.decision import decide
 from mapreport.analysis.environment import check_environment
-from mapreport.analysis.results import ShapeMetrics, SliceResult, SourceFile, Thresholds
+from mapreport.analysis.results import (
+    Interval,
+    Review,
+    ShapeMetrics,
+    SliceResult,
+    SourceFile,
+    Thresholds,
+)
+from mapreport.analysis.scheduling import scheduling
+from mapreport.analysis.stats import bootstrap_relative_error, seed_for
+from mapreport.analysis.summary import summary
+from mapreport.analysis.tail import combine, tail_drivers
 from mapreport.shapes import sort_key
 
-__all__ = ["SliceResult", "Thresholds", "analyze_slice", "list_slices"]
+__all__ = ["Review", "SliceResult", "Thresholds", "analyze_slice", "list_slices"]
 
 
 def list_slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -38,16 +56,23 @@ def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
 
 
 def analyze_slice(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, th: Thresholds
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review | None = None,
 ) -> SliceResult:
-    """Every metric of METRICS.md up to the accuracy-versus-gain decision, for one slice."""
+    """Every metric of METRICS.md for one slice: coverage, accuracy, adaptation gain and the
+    decision per shape, then the diagnosis (tail drivers, scheduling, classes, actions,
+    checklist)."""
+    review = review or Review()
     rows = sorted(query.shape_rows(con, workload, slice_), key=lambda r: sort_key(r.shape))
     buckets = query.bucket_rows(con, workload, slice_)
     placements = place(rows, buckets)
     cov = coverage(rows, buckets, placements)
     costs = query.adaptation_costs(con, workload, slice_)
-    adapted_shapes = [r.shape for r in rows if "adapted" in r.variants]
-    samples = query.compute_samples(con, workload, slice_, adapted_shapes)
+    sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
+    samples = query.compute_samples(con, workload, slice_, sampled)
     total = sum(r.n_total for r in rows)
     shapes = []
     acc_pairs = []
@@ -69,6 +94,13 @@ def analyze_slice(
             th,
         )
         decision, reason = decide(acc.state, gain.state, gain.reason)
+        static_x = samples.get((r.shape, "static"))
+        err_ci = None
+        if acc.signed_error is not None and acc.predicted_us is not None and static_x is not None:
+            err_ci = Interval(*bootstrap_relative_error(
+                static_x, acc.predicted_us, th.bootstrap_resamples,
+                seed_for(th.seed, workload, slice_, r.shape, "error"),
+            ))
         sources = tuple(sorted(set(r.sources) | set(pl.bucket.sources if pl.bucket else ())))
         shapes.append(
             ShapeMetrics(
@@ -108,6 +140,7 @@ def analyze_slice(
                 decision_reason=reason,
                 insufficient=_insufficient(r.n, th),
                 sources=sources,
+                signed_error_ci=err_ci,
             )
         )
     source_ids = sorted({s for m in shapes for s in m.sources} | {
@@ -115,7 +148,33 @@ def analyze_slice(
     })
     files = query.source_files(con, source_ids)
     overall = query.slice_latency(con, workload, slice_)
-    return SliceResult(
+    # -- diagnosis: tail drivers and the class of each shape ------------------------------
+    budgets = {
+        m.shape: pl.bucket.mem_budget_bytes
+        for m in shapes
+        if (pl := placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
+    }
+    tails = query.tail_rows(con, workload, slice_, budgets)
+    classified = []
+    evaluated = []
+    for m in shapes:
+        t = tails.get(m.shape)
+        drivers = (
+            tail_drivers(t, th, review, seed_for(th.seed, workload, slice_, m.shape, "tail"))
+            if t is not None else None
+        )
+        if t is not None:
+            evaluated.append((t, drivers))
+        cls, ev, why = classify(replace(m, tail=drivers), drivers, th)
+        classified.append(
+            replace(m, tail=drivers, bottleneck_class=cls, class_evidence=ev, class_reason=why)
+        )
+    shapes = classified
+    lat = overall["latency"]
+    slice_tail = combine(evaluated, lat.p50, lat.p95, lat.p99, lat.n, th, review,
+                         seed_for(th.seed, workload, slice_, "tail"))
+    env = check_environment(query.environments(con, source_ids))
+    base = SliceResult(
         workload=workload,
         slice=slice_,
         thresholds=th,
@@ -127,11 +186,49 @@ def analyze_slice(
         shapes=tuple(shapes),
         coverage=cov,
         accuracy=summarise(acc_pairs, th),
-        environment=check_environment(query.environments(con, source_ids)),
+        environment=env,
         sources=tuple(
             SourceFile(f["source_id"], f["path"], f["format"], json.loads(f["rows"]),
                        int(f["rejected"]))
             for f in files
         ),
         decisions=dict(Counter(m.decision for m in shapes)),
+        review=review,
+        tail=slice_tail,
+        scheduling=scheduling(
+            con, workload, slice_, buckets,
+            {m.shape: m.bucket for m in shapes if m.bucket is not None},
+        ),
     )
+    # -- actions, checklist, pitfalls, summary -------------------------------------------
+    precisions = [b.precision for b in buckets if b.precision]
+    _, missing_q, failing_q = precision_changes(
+        precisions, query.quality_records(con, workload, slice_)
+    )
+    plan_precision = missing_q[0] if missing_q else (precisions[0] if precisions else None)
+    changed = plan_precision if plan_precision and plan_precision.lower() not in (
+        "fp32", "tf32", "float32") else None
+    cores = query.core_medians(con, workload, slice_)
+    actions = []
+    for m in shapes:
+        slowest = None
+        per_core = cores.get(m.shape, [])
+        if len(per_core) > 1 and m.compute.p50:
+            core, p50 = max(per_core, key=lambda c: c[1])
+            slowest = (core, p50 / float(np.median([c[1] for c in per_core])) - 1)
+        actions += shape_actions(base, m, changed, slowest)
+    unmeasured = [
+        (m.shape, {"core_imbalance": "core", "memory_burst": "mem_peak_bytes"}[u])
+        for m in shapes
+        if m.tail is not None and m.tail.material and m.bottleneck_class == "insufficient_evidence"
+        for u in m.tail.unmeasured
+    ]
+    actions += slice_actions(base, env, missing_q, unmeasured)
+    actions.sort(key=lambda a: (-a.impact, a.shape, a.cls))
+    result = replace(
+        base,
+        actions=tuple(actions),
+        checklist=tuple(checklist(base, actions)),
+        pitfalls=tuple(pitfalls(base, actions, shapes, missing_q, failing_q)),
+    )
+    return replace(result, summary=summary(result))

@@ -7,16 +7,20 @@ interpolates linearly between order statistics, as numpy's default does.
 
 from __future__ import annotations
 
+import itertools
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
 
 from mapreport.analysis.results import Percentiles
 from mapreport.analysis.stats import FloatArray
 
 QS = "[0.5, 0.95, 0.99]"
+_REGISTERED = itertools.count()
 
 REQUESTS = """
     SELECT *,
@@ -174,6 +178,9 @@ class BucketRow:
     ops: int
     precision: str | None
     sources: tuple[str, ...]
+    mem_budget_bytes: float | None = None
+    fusion_groups: tuple[tuple[str, int], ...] = ()
+    """(fusion group, ops in it) of the bucket's plan entries."""
 
 
 def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[BucketRow]:
@@ -190,7 +197,8 @@ def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> l
             FROM compile_plan WHERE workload = $w AND (slice = $s OR slice = '')
         ), ops AS (
             SELECT plan_id, shape_bucket, op, max(predicted_us) AS predicted_us,
-                any_value(precision) AS precision, list(DISTINCT source_id) AS sources
+                any_value(precision) AS precision, list(DISTINCT source_id) AS sources,
+                max(mem_budget_bytes) AS budget, any_value(fusion_group) AS fusion_group
             FROM scoped WHERE pick = 1 GROUP BY plan_id, shape_bucket, op
         )
         SELECT plan_id, shape_bucket,
@@ -198,7 +206,9 @@ def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> l
             sum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
             count(*) FILTER (WHERE op <> '__total__') AS n_ops,
             any_value(precision) AS precision,
-            flatten(list(sources)) AS sources
+            flatten(list(sources)) AS sources,
+            coalesce(max(budget) FILTER (WHERE op = '__total__'), max(budget)) AS budget,
+            list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups
         FROM ops GROUP BY plan_id, shape_bucket ORDER BY plan_id, shape_bucket
         """,
         {"w": workload, "s": slice_},
@@ -213,8 +223,10 @@ def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> l
             ops=int(n_ops),
             precision=precision,
             sources=tuple(sorted(set(sources))),
+            mem_budget_bytes=None if budget is None else float(budget),
+            fusion_groups=tuple(sorted(Counter(groups or []).items())),
         )
-        for plan, bucket, total, ops_sum, n_ops, precision, sources in rows
+        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups in rows
     ]
 
 
@@ -248,6 +260,126 @@ def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[
         """SELECT source_id, path, format, rows, rejected FROM ingest_log
            WHERE list_contains($ids, source_id) ORDER BY path""",
         {"ids": source_ids},
+    )
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+@dataclass(frozen=True)
+class TailRows:
+    """A shape's tail requests with the raw size of each driver, before attribution."""
+
+    n: int
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    n_core: int
+    n_mem: int
+    raw: FloatArray
+    """One row per tail request: excess, queueing, fallback, memory, core (microseconds)."""
+    sources: tuple[str, ...]
+
+
+def tail_rows(
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    budgets: dict[str, float],
+) -> dict[str, TailRows]:
+    """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
+
+    excess = latency - p50(latency); queueing = queue - p50(queue); fallback = compute excess
+    of requests that ran `fallback`; memory = compute excess of requests whose peak memory
+    exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
+    on the request's core - p50 compute on all cores. Each is clipped at zero here; the
+    attribution clips them to the excess.
+    """
+    name = f"_budgets_{next(_REGISTERED)}"
+    con.register(
+        name,
+        pa.table({"shape": list(budgets), "budget": [float(b) for b in budgets.values()]},
+                 schema=pa.schema([("shape", pa.string()), ("budget", pa.float64())])),
+    )
+    try:
+        p = {"w": workload, "s": slice_}
+        stats = con.execute(
+            f"""
+            SELECT shape, count(*), quantile_cont(latency_us, [0.5, 0.95, 0.99]),
+                count(core), count(mem_peak_bytes)
+            FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY shape
+            """,
+            p,
+        ).fetchall()
+        rows = con.execute(
+            f"""
+            WITH ok AS (SELECT * FROM ({REQUESTS}) WHERE status = 'ok'),
+            s AS (
+                SELECT shape, quantile_cont(latency_us, 0.5) AS lat50,
+                    quantile_cont(latency_us, 0.95) AS lat95,
+                    quantile_cont(queue_us, 0.5) AS q50, quantile_cont(compute_us, 0.5) AS c50,
+                    quantile_cont(mem_peak_bytes, 0.5) AS m50
+                FROM ok GROUP BY shape
+            ),
+            c AS (
+                SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
+                FROM ok WHERE core IS NOT NULL GROUP BY shape, core
+            )
+            SELECT ok.shape,
+                list([
+                    ok.latency_us - s.lat50,
+                    greatest(ok.queue_us - s.q50, 0),
+                    CASE WHEN ok.variant = 'fallback'
+                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
+                    CASE WHEN ok.mem_peak_bytes > coalesce(b.budget, 1.5 * s.m50)
+                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
+                    greatest(coalesce(c.c50_core - s.c50, 0), 0)
+                ] ORDER BY ok.latency_us, ok.source_id, ok.line),
+                list(DISTINCT ok.source_id ORDER BY ok.source_id)
+            FROM ok JOIN s USING (shape)
+            LEFT JOIN c ON c.shape = ok.shape AND c.core = ok.core
+            LEFT JOIN {name} b ON b.shape = ok.shape
+            WHERE ok.latency_us > s.lat95
+            GROUP BY ok.shape
+            """,
+            p,
+        ).fetchall()
+    finally:
+        con.unregister(name)
+    tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
+    out = {}
+    for shape, n, q, n_core, n_mem in stats:
+        raw, src = tails.get(shape, (np.zeros((0, 5)), []))
+        out[shape] = TailRows(
+            n=int(n), p50_us=float(q[0]), p95_us=float(q[1]), p99_us=float(q[2]),
+            n_core=int(n_core), n_mem=int(n_mem), raw=raw.reshape(-1, 5), sources=tuple(src),
+        )
+    return out
+
+
+def core_medians(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> dict[str, list[tuple[int, float]]]:
+    """Per shape: median compute of ok requests on each core."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for shape, core, p50 in con.execute(
+        f"""
+        SELECT shape, core, quantile_cont(compute_us, 0.5) FROM ({REQUESTS})
+        WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core ORDER BY shape, core
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall():
+        out.setdefault(shape, []).append((int(core), float(p50)))
+    return out
+
+
+def quality_records(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> list[dict[str, Any]]:
+    """Quality evidence of a slice (records without a slice apply to every slice)."""
+    cur = con.execute(
+        """SELECT precision, metric, baseline, value, max_drop, source_id FROM quality
+           WHERE workload = $w AND (slice = $s OR slice = '')""",
+        {"w": workload, "s": slice_},
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]

@@ -19,6 +19,45 @@ DECISIONS: tuple[Decision, ...] = (
     "find_bottleneck",
     "insufficient_evidence",
 )
+BottleneckClass = Literal[
+    "queueing",
+    "core_imbalance",
+    "mapping_fallback",
+    "memory_burst",
+    "mapping_inaccuracy",
+    "adaptation_overhead",
+    "none",
+    "insufficient_evidence",
+]
+BOTTLENECK_CLASSES: tuple[BottleneckClass, ...] = (
+    "queueing",
+    "core_imbalance",
+    "mapping_fallback",
+    "memory_burst",
+    "mapping_inaccuracy",
+    "adaptation_overhead",
+    "none",
+    "insufficient_evidence",
+)
+Driver = Literal["queueing", "mapping_fallback", "memory_burst", "core_imbalance", "residual"]
+DRIVERS: tuple[Driver, ...] = (
+    "queueing",
+    "mapping_fallback",
+    "memory_burst",
+    "core_imbalance",
+    "residual",
+)
+"""Tail drivers in attribution order: each takes what it can of the excess left by the ones
+before it, and the residual is what none explains."""
+OwnerRole = Literal[
+    "compiler_lead", "runtime_lead", "observability_engineer", "model_serving_architect"
+]
+OWNER_ROLES: tuple[OwnerRole, ...] = (
+    "compiler_lead",
+    "runtime_lead",
+    "observability_engineer",
+    "model_serving_architect",
+)
 AccuracyState = Literal["accurate", "inaccurate", "uncovered", "not_measured"]
 GainState = Literal["significant", "not_significant", "regression", "not_measured"]
 
@@ -42,6 +81,52 @@ class Interval:
 
     low: float
     high: float
+
+    def excludes_zero(self) -> bool:
+        """True when the whole interval lies on one side of zero."""
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True)
+class Review:
+    """What a slice is reviewed against, from the run configuration."""
+
+    sla_p95_us: float | None = None
+    sla_p99_us: float | None = None
+    owners: dict[str, str] = field(default_factory=dict)
+    signoffs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TailDrivers:
+    """The excess of a shape's (or slice's) tail requests split by driver."""
+
+    n: int
+    """Requests measured (ok) behind the tail."""
+    n_tail: int
+    """Requests above the p95 latency."""
+    excess_us: float
+    """Summed excess (latency - p50 latency) of the tail requests."""
+    shares: dict[str, float]
+    share_ci: dict[str, Interval]
+    material: bool
+    """False when p95 <= tail_ratio x p50 and within the SLA: noise, not a bottleneck."""
+    p50_us: float | None
+    p95_us: float | None
+    unmeasured: tuple[str, ...]
+    """Drivers that could not be measured (missing telemetry: core, mem_peak_bytes)."""
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a class or an action rests on, so it can be reproduced."""
+
+    metric: str
+    value: float | None
+    n: int
+    ci: Interval | None
+    sources: tuple[str, ...]
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +180,11 @@ class ShapeMetrics:
     insufficient: tuple[str, ...]
     """Statistics shown but below their evidence threshold (METRICS.md evidence rules)."""
     sources: tuple[str, ...]
+    signed_error_ci: Interval | None = None
+    tail: TailDrivers | None = None
+    bottleneck_class: BottleneckClass = "insufficient_evidence"
+    class_evidence: Evidence | None = None
+    class_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -175,6 +265,138 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class ValidationRow:
+    """One cell row of a validation matrix: a shape, a metric, what passes."""
+
+    shape: str
+    metric: str
+    baseline: float | None
+    criterion: str
+
+
+@dataclass(frozen=True)
+class RollbackTrigger:
+    """When to roll a change back: metric, threshold, window."""
+
+    metric: str
+    threshold: float | None
+    window: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Action:
+    """A retuning action: what to change, who owns it, how to undo it, how to validate it."""
+
+    id: str
+    title: str
+    shape: str
+    cls: str
+    owner_role: OwnerRole
+    owner: str | None
+    evidence: Evidence
+    rollback_trigger: RollbackTrigger
+    validation_matrix: tuple[ValidationRow, ...]
+    impact: float
+    """Ordering key: traffic share times the size of the effect (0 for slice-wide actions)."""
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    """One review-checklist item, evaluated from data and configuration."""
+
+    item: str
+    passed: bool
+    reason: str
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """A known pitfall and whether this slice falls into it."""
+
+    name: str
+    present: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class QueueProfile:
+    """Queue wait percentiles of one group (a stream) and its CDF points."""
+
+    group: str
+    n: int
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    cdf_us: tuple[float, ...]
+    """Queue wait at the 1st..99th percentile."""
+
+
+@dataclass(frozen=True)
+class BatchImpact:
+    """Latency and throughput at one batch size."""
+
+    batch_size: int
+    n: int
+    latency_p50_us: float | None
+    latency_p95_us: float | None
+    requests_per_s: float | None
+    items_per_s: float | None
+
+
+@dataclass(frozen=True)
+class StreamShare:
+    """Served versus arrived requests of one stream."""
+
+    stream: str
+    arrived: int
+    served: int
+    served_ratio: float
+
+
+@dataclass(frozen=True)
+class CoreLoad:
+    """Busy time and median compute of one core."""
+
+    core: int
+    n: int
+    busy_us: float
+    compute_p50_us: float | None
+
+
+@dataclass(frozen=True)
+class FusionEffect:
+    """A fused group measured against an unfused plan of the same bucket, when both ran."""
+
+    plan_fused: str
+    plan_unfused: str
+    bucket: str
+    fusion_group: str
+    launches_saved: int
+    p95_fused_us: float | None
+    p95_unfused_us: float | None
+    p95_change: float | None
+    mem_p50_fused_bytes: float | None
+    mem_p50_unfused_bytes: float | None
+    n_fused: int
+    n_unfused: int
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Scheduling quality of a slice."""
+
+    queue_by_stream: tuple[QueueProfile, ...]
+    batch_impact: tuple[BatchImpact, ...]
+    cores: tuple[CoreLoad, ...]
+    jain_index_cores: float | None
+    streams: tuple[StreamShare, ...]
+    jain_index_streams: float | None
+    fusion: tuple[FusionEffect, ...]
+    fusion_note: str
+
+
+@dataclass(frozen=True)
 class SliceResult:
     """The analysis of one workload slice: the input of every renderer."""
 
@@ -192,6 +414,13 @@ class SliceResult:
     environment: EnvironmentCheck
     sources: tuple[SourceFile, ...]
     decisions: dict[str, int] = field(default_factory=dict)
+    review: Review = field(default_factory=Review)
+    tail: TailDrivers | None = None
+    scheduling: Scheduling | None = None
+    actions: tuple[Action, ...] = ()
+    checklist: tuple[ChecklistItem, ...] = ()
+    pitfalls: tuple[Pitfall, ...] = ()
+    summary: str = ""
 
     @property
     def name(self) -> str:

@@ -94,3 +94,26 @@ def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | 
 
 
 Stat = Callable[[FloatArray], float]
+
+
+def bootstrap_relative_error(
+    measured: FloatArray, predicted: float, resamples: int, seed: int
+) -> tuple[float, float]:
+    """95% CI of `(predicted - median(measured)) / median(measured)`, resampling measured."""
+    x = np.sort(np.asarray(measured, dtype=np.float64))
+    med = _resampled_stat(x, 0.5, resamples, np.random.default_rng(seed))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        err = (predicted - med) / med
+    err = err[np.isfinite(err)]
+    alpha = (1.0 - CI_LEVEL) / 2
+    lo, hi = np.quantile(err, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+def jain_index(loads: Sequence[float]) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 for equal loads, 1/n for one busy
+    participant; None without participants or load."""
+    x = np.asarray(loads, dtype=np.float64)
+    if len(x) == 0 or float(np.sum(x * x)) == 0:
+        return None
+    return float(np.sum(x) ** 2 / (len(x) * np.sum(x * x)))

@@ -1,0 +1,148 @@
+"""Scheduling quality: queue wait per stream, batch-policy impact, core and stream fairness,
+and the effect of operator fusion where fused and unfused plans both ran."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import duckdb
+
+from mapreport.analysis.query import REQUESTS, BucketRow
+from mapreport.analysis.results import (
+    BatchImpact,
+    CoreLoad,
+    FusionEffect,
+    QueueProfile,
+    Scheduling,
+    StreamShare,
+)
+from mapreport.analysis.stats import jain_index
+
+CDF_POINTS = "[" + ", ".join(f"{i / 100:.2f}" for i in range(1, 100)) + "]"
+
+
+def _queue_by_stream(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[QueueProfile]:
+    rows = con.execute(
+        f"""
+        SELECT coalesce(stream, '(none)') AS g, count(*),
+            quantile_cont(queue_us, [0.5, 0.95, 0.99]), quantile_cont(queue_us, {CDF_POINTS})
+        FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY g ORDER BY g
+        """,
+        p,
+    ).fetchall()
+    return [
+        QueueProfile(g, int(n), float(q[0]), float(q[1]), float(q[2]),
+                     tuple(float(v) for v in cdf))
+        for g, n, q, cdf in rows
+    ]
+
+
+def _batch_impact(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[BatchImpact]:
+    rows = con.execute(
+        f"""
+        WITH r AS ({REQUESTS}),
+        w AS (SELECT (max(compute_end_us) - min(arrival_us)) / 1e6 AS secs FROM r)
+        SELECT batch_size, count(*), quantile_cont(latency_us, [0.5, 0.95]),
+            count(*) / any_value(w.secs), sum(batch_size) / any_value(w.secs)
+        FROM r, w WHERE status = 'ok' AND batch_size IS NOT NULL
+        GROUP BY batch_size ORDER BY batch_size
+        """,
+        p,
+    ).fetchall()
+    return [
+        BatchImpact(int(b), int(n), float(q[0]), float(q[1]),
+                    None if rps is None else float(rps), None if ips is None else float(ips))
+        for b, n, q, rps, ips in rows
+    ]
+
+
+def _cores(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[CoreLoad]:
+    rows = con.execute(
+        f"""
+        SELECT core, count(*), sum(compute_us), quantile_cont(compute_us, 0.5)
+        FROM ({REQUESTS}) WHERE core IS NOT NULL GROUP BY core ORDER BY core
+        """,
+        p,
+    ).fetchall()
+    return [CoreLoad(int(c), int(n), float(b), float(q)) for c, n, b, q in rows]
+
+
+def _streams(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[StreamShare]:
+    rows = con.execute(
+        f"""
+        SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok')
+        FROM ({REQUESTS}) GROUP BY g ORDER BY g
+        """,
+        p,
+    ).fetchall()
+    return [StreamShare(g, int(a), int(s), int(s) / int(a)) for g, a, s in rows if a]
+
+
+def _fusion(
+    con: duckdb.DuckDBPyConnection, p: dict[str, str], buckets: Sequence[BucketRow],
+    shape_buckets: dict[str, str],
+) -> list[FusionEffect]:
+    """Per bucket compiled by a plan with fusion groups and by one without: latency p95 and
+    memory p50 of the bucket's shapes under each plan, when both served requests."""
+    by_bucket: dict[str, list[BucketRow]] = {}
+    for b in buckets:
+        by_bucket.setdefault(b.bucket, []).append(b)
+    stats = {
+        (plan, shape): (int(n), q, m)
+        for shape, plan, n, q, m in con.execute(
+            f"""
+            SELECT shape, plan_id, count(*), quantile_cont(latency_us, 0.95),
+                quantile_cont(mem_peak_bytes, 0.5)
+            FROM ({REQUESTS}) WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY ALL
+            """,
+            p,
+        ).fetchall()
+    }
+    out = []
+    for bucket, rows in sorted(by_bucket.items()):
+        fused = [b for b in rows if b.fusion_groups]
+        unfused = [b for b in rows if not b.fusion_groups]
+        shapes = [s for s, bk in shape_buckets.items() if bk == bucket]
+        for f in fused:
+            for u in unfused:
+                for shape in shapes:
+                    fs, us = stats.get((f.plan_id, shape)), stats.get((u.plan_id, shape))
+                    if fs is None or us is None:
+                        continue
+                    for group, ops in f.fusion_groups:
+                        out.append(FusionEffect(
+                            plan_fused=f.plan_id, plan_unfused=u.plan_id, bucket=bucket,
+                            fusion_group=group, launches_saved=ops - 1,
+                            p95_fused_us=fs[1], p95_unfused_us=us[1],
+                            p95_change=None if not us[1] else fs[1] / us[1] - 1,
+                            mem_p50_fused_bytes=fs[2], mem_p50_unfused_bytes=us[2],
+                            n_fused=fs[0], n_unfused=us[0],
+                        ))
+    return out
+
+
+def scheduling(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, buckets: Sequence[BucketRow],
+    shape_buckets: dict[str, str],
+) -> Scheduling:
+    """Every scheduling-quality figure of a slice."""
+    p = {"w": workload, "s": slice_}
+    cores = _cores(con, p)
+    streams = _streams(con, p)
+    fusion = _fusion(con, p, buckets, shape_buckets)
+    grouped = sum(1 for b in buckets if b.fusion_groups)
+    note = (
+        "" if fusion else
+        f"not measured: {grouped} compiled bucket(s) fuse ops, but no shape ran both a fused and "
+        "an unfused plan of the same bucket" if grouped else "not measured: no fusion groups"
+    )
+    return Scheduling(
+        queue_by_stream=tuple(_queue_by_stream(con, p)),
+        batch_impact=tuple(_batch_impact(con, p)),
+        cores=tuple(cores),
+        jain_index_cores=jain_index([c.busy_us for c in cores]),
+        streams=tuple(streams),
+        jain_index_streams=jain_index([s.served_ratio for s in streams]),
+        fusion=tuple(fusion),
+        fusion_note=note,
+    )

@@ -1,0 +1,28 @@
+"""The executive summary sentence of a slice: its primary metric and its biggest fix."""
+
+from __future__ import annotations
+
+from mapreport.analysis.results import SliceResult
+from mapreport.units import duration, pct
+
+
+def summary(r: SliceResult) -> str:
+    """One sentence: tail latency against the SLA, coverage, cost-model error, and the top
+    action (or that none is called for)."""
+    lat = r.latency
+    use_p99 = lat.n >= r.thresholds.min_samples_p99
+    q, value = ("p99", lat.p99) if use_p99 else ("p95", lat.p95)
+    sla = r.review.sla_p99_us if use_p99 else r.review.sla_p95_us
+    against = (
+        f" against an SLA of {duration(sla)} ({'met' if value is not None and value <= sla else 'missed'})"
+        if sla is not None else " (no SLA configured)"
+    )
+    head = (
+        f"{r.name}: {q} latency {duration(value)}{against} over {lat.n:,} requests; "
+        f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
+        f"cost-model MAPE {pct(r.accuracy.mape_weighted)}."
+    )
+    if not r.actions:
+        return head + " No action is called for."
+    top = r.actions[0]
+    return head + f" {len(r.actions)} action(s); the biggest: {top.title}."

@@ -1,0 +1,130 @@
+"""Tail-latency drivers: the excess of requests above p95 split into queueing, mapping
+fallback, memory burst, core imbalance and residual."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from mapreport.analysis.query import TailRows
+from mapreport.analysis.results import DRIVERS, Interval, Review, TailDrivers, Thresholds
+from mapreport.analysis.stats import CI_LEVEL, FloatArray
+
+RAW_COLUMNS = ("excess", "queueing", "mapping_fallback", "memory_burst", "core_imbalance")
+
+
+def attribute(raw: FloatArray) -> FloatArray:
+    """Split each tail request's excess into the drivers, in DRIVERS order.
+
+    Input rows: excess, queueing, fallback, memory, core. Each driver takes at most what the
+    drivers before it left of the excess; the residual is the rest. Every part is
+    non-negative and the parts of a row sum to its excess (clipped at zero).
+    """
+    raw = np.asarray(raw, dtype=np.float64).reshape(-1, 5)
+    remaining = np.maximum(raw[:, 0], 0.0)
+    out = np.empty((len(raw), 5))
+    for i in range(4):
+        take = np.minimum(np.maximum(raw[:, i + 1], 0.0), remaining)
+        out[:, i] = take
+        remaining = remaining - take
+    out[:, 4] = remaining
+    return out
+
+
+def shares(parts: FloatArray) -> dict[str, float] | None:
+    """Each driver's share of the summed excess; None when there is no excess."""
+    total = float(parts.sum())
+    if total <= 0:
+        return None
+    sums = parts.sum(axis=0)
+    return {d: float(sums[i] / total) for i, d in enumerate(DRIVERS)}
+
+
+def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[str, Interval]:
+    """Percentile bootstrap 95% CIs of the shares, resampling tail requests."""
+    k = len(parts)
+    if k < 2:
+        return {}
+    rng = np.random.default_rng(seed)
+    out = np.empty((resamples, 5))
+    chunk = max(1, 2_000_000 // (k * 5))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, k, size=(stop - start, k))
+        sums = parts[idx].sum(axis=1)
+        totals = sums.sum(axis=1, keepdims=True)
+        out[start:stop] = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(out, [alpha, 1 - alpha], axis=0)
+    return {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
+
+
+def material(p50: float | None, p95: float | None, p99: float | None, n: int,
+             th: Thresholds, review: Review) -> bool:
+    """A tail matters when p95 > tail_ratio x p50, or a configured SLA is missed."""
+    if p50 is None or p95 is None:
+        return False
+    if p95 > th.tail_ratio * p50:
+        return True
+    if review.sla_p95_us is not None and p95 > review.sla_p95_us:
+        return True
+    return (
+        review.sla_p99_us is not None and p99 is not None and n >= th.min_samples_p99
+        and p99 > review.sla_p99_us
+    )
+
+
+def _sorted_rows(parts: FloatArray) -> FloatArray:
+    """Rows in a canonical order, so the bootstrap does not depend on input row order."""
+    if len(parts) == 0:
+        return parts
+    return parts[np.lexsort(parts.T[::-1])]
+
+
+def tail_drivers(t: TailRows, th: Thresholds, review: Review, seed: int) -> TailDrivers | None:
+    """The tail drivers of one shape; None below the p95 evidence threshold."""
+    if t.n < th.min_samples_p95:
+        return None
+    parts = _sorted_rows(attribute(t.raw))
+    sh = shares(parts)
+    unmeasured = []
+    if t.n_core == 0:
+        unmeasured.append("core_imbalance")
+    if t.n_mem == 0:
+        unmeasured.append("memory_burst")
+    return TailDrivers(
+        n=t.n,
+        n_tail=len(parts),
+        excess_us=float(parts.sum()),
+        shares=sh or {},
+        share_ci=share_intervals(parts, th.bootstrap_resamples, seed) if sh else {},
+        material=material(t.p50_us, t.p95_us, t.p99_us, t.n, th, review),
+        p50_us=t.p50_us,
+        p95_us=t.p95_us,
+        unmeasured=tuple(unmeasured),
+    )
+
+
+def combine(per_shape: Sequence[tuple[TailRows, TailDrivers | None]], p50: float | None,
+            p95: float | None, p99: float | None, n: int, th: Thresholds, review: Review,
+            seed: int) -> TailDrivers | None:
+    """Slice-level drivers: every evaluated shape's tail requests pooled (each against its
+    own shape's p50 and p95), with materiality judged on the slice's latency."""
+    pooled = [attribute(t.raw) for t, d in per_shape if d is not None and len(t.raw)]
+    if not pooled:
+        return None
+    parts = _sorted_rows(np.concatenate(pooled))
+    sh = shares(parts)
+    unmeasured = sorted({u for _, d in per_shape if d is not None for u in d.unmeasured})
+    return TailDrivers(
+        n=n,
+        n_tail=len(parts),
+        excess_us=float(parts.sum()),
+        shares=sh or {},
+        share_ci=share_intervals(parts, th.bootstrap_resamples, seed) if sh else {},
+        material=material(p50, p95, p99, n, th, review),
+        p50_us=p50,
+        p95_us=p95,
+        unmeasured=tuple(unmeasured),
+    )
