@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mapreport.analysis import analyze_slice, list_slices
+from mapreport.analysis import Review, analyze_slice, list_slices
 from mapreport.config import Config
 from mapreport.errors import DatasetError, MapreportError
 from mapreport.ingest import IngestResult, ingest_file
@@ -84,6 +84,17 @@ class SliceOutcome:
         return f"{self.workload}/{self.slice}" if self.slice else self.workload
 
 
+def review_of(config: Config, workload: str, slice_: str) -> Review:
+    """What a slice is reviewed against: its SLA targets, the owners and the sign-offs."""
+    sla = config.slice_config(workload, slice_)
+    return Review(
+        sla_p95_us=sla.sla_p95_us if sla else None,
+        sla_p99_us=sla.sla_p99_us if sla else None,
+        owners=dict(config.owners),
+        signoffs=dict(config.signoffs),
+    )
+
+
 def parse_slice(text: str) -> tuple[str, str | None]:
     """`workload` or `workload/slice` as given to --slice (slice None: every slice of it)."""
     workload, sep, slice_ = text.partition("/")
@@ -126,7 +137,9 @@ def report(
             progress(f"report {i}/{len(slices)} {name}")
             folder = slice_dir(out, workload, slice_)
             try:
-                result = analyze_slice(con, workload, slice_, config.thresholds)
+                result = analyze_slice(
+                    con, workload, slice_, config.thresholds, review_of(config, workload, slice_)
+                )
                 write_slice_report(
                     result, config.slice_config(workload, slice_), folder, exporter, pdf
                 )
@@ -165,6 +178,9 @@ def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Pa
                     decisions={
                         k: len(v["shapes"]) for k, v in doc["decisions"].items() if v["shapes"]
                     },
+                    summary=doc.get("summary", ""),
+                    actions=len(doc.get("actions", [])),
+                    checklist_failed=sum(1 for c in doc.get("checklist", []) if not c["passed"]),
                 )
         entries.append(entry)
     write_index(out, entries, str(dataset_dir))

@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-
-import duckdb
-
 from dataclasses import replace
 
+import duckdb
 import numpy as np
 
 from mapreport.analysis import query
@@ -97,10 +95,14 @@ def analyze_slice(
         static_x = samples.get((r.shape, "static"))
         err_ci = None
         if acc.signed_error is not None and acc.predicted_us is not None and static_x is not None:
-            err_ci = Interval(*bootstrap_relative_error(
-                static_x, acc.predicted_us, th.bootstrap_resamples,
-                seed_for(th.seed, workload, slice_, r.shape, "error"),
-            ))
+            err_ci = Interval(
+                *bootstrap_relative_error(
+                    static_x,
+                    acc.predicted_us,
+                    th.bootstrap_resamples,
+                    seed_for(th.seed, workload, slice_, r.shape, "error"),
+                )
+            )
         sources = tuple(sorted(set(r.sources) | set(pl.bucket.sources if pl.bucket else ())))
         shapes.append(
             ShapeMetrics(
@@ -143,9 +145,9 @@ def analyze_slice(
                 signed_error_ci=err_ci,
             )
         )
-    source_ids = sorted({s for m in shapes for s in m.sources} | {
-        s for b in buckets for s in b.sources
-    })
+    source_ids = sorted(
+        {s for m in shapes for s in m.sources} | {s for b in buckets for s in b.sources}
+    )
     files = query.source_files(con, source_ids)
     overall = query.slice_latency(con, workload, slice_)
     # -- diagnosis: tail drivers and the class of each shape ------------------------------
@@ -161,7 +163,8 @@ def analyze_slice(
         t = tails.get(m.shape)
         drivers = (
             tail_drivers(t, th, review, seed_for(th.seed, workload, slice_, m.shape, "tail"))
-            if t is not None else None
+            if t is not None
+            else None
         )
         if t is not None:
             evaluated.append((t, drivers))
@@ -171,8 +174,16 @@ def analyze_slice(
         )
     shapes = classified
     lat = overall["latency"]
-    slice_tail = combine(evaluated, lat.p50, lat.p95, lat.p99, lat.n, th, review,
-                         seed_for(th.seed, workload, slice_, "tail"))
+    slice_tail = combine(
+        evaluated,
+        lat.p50,
+        lat.p95,
+        lat.p99,
+        lat.n,
+        th,
+        review,
+        seed_for(th.seed, workload, slice_, "tail"),
+    )
     env = check_environment(query.environments(con, source_ids))
     base = SliceResult(
         workload=workload,
@@ -188,15 +199,19 @@ def analyze_slice(
         accuracy=summarise(acc_pairs, th),
         environment=env,
         sources=tuple(
-            SourceFile(f["source_id"], f["path"], f["format"], json.loads(f["rows"]),
-                       int(f["rejected"]))
+            SourceFile(
+                f["source_id"], f["path"], f["format"], json.loads(f["rows"]), int(f["rejected"])
+            )
             for f in files
         ),
         decisions=dict(Counter(m.decision for m in shapes)),
         review=review,
         tail=slice_tail,
         scheduling=scheduling(
-            con, workload, slice_, buckets,
+            con,
+            workload,
+            slice_,
+            buckets,
             {m.shape: m.bucket for m in shapes if m.bucket is not None},
         ),
     )
@@ -206,8 +221,11 @@ def analyze_slice(
         precisions, query.quality_records(con, workload, slice_)
     )
     plan_precision = missing_q[0] if missing_q else (precisions[0] if precisions else None)
-    changed = plan_precision if plan_precision and plan_precision.lower() not in (
-        "fp32", "tf32", "float32") else None
+    changed = (
+        plan_precision
+        if plan_precision and plan_precision.lower() not in ("fp32", "tf32", "float32")
+        else None
+    )
     cores = query.core_medians(con, workload, slice_)
     actions = []
     for m in shapes:

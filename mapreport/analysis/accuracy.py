@@ -42,9 +42,7 @@ def shape_accuracy(
     return ShapeAccuracy(predicted_us, measured, e, abs(e), state)
 
 
-def summarise(
-    per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds
-) -> Accuracy:
+def summarise(per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds) -> Accuracy:
     """Traffic-weighted MAPE, traffic share within tolerance, Kendall tau across shapes.
 
     `per_shape` pairs each shape's traffic share with its accuracy. MAPE and the within-

@@ -46,8 +46,20 @@ def shape_gain(
     base = samples.get(base_variant)
     na = 0 if adapted is None else len(adapted)
     nb = 0 if base is None else len(base)
-    none = ShapeGain(base_variant if nb else None, None, None, None, None, None, None, None,
-                     None, None, "not_measured", "")
+    none = ShapeGain(
+        base_variant if nb else None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "not_measured",
+        "",
+    )
     if na == 0:
         return _with(none, "no adapted requests")
     if nb == 0:
@@ -70,9 +82,7 @@ def shape_gain(
             adapted, base, 0.95, th.bootstrap_resamples, seed + 1
         )
         ci95 = Interval(lo95, hi95)
-    state: GainState = (
-        "significant" if nlo > 0 else "regression" if nhi < 0 else "not_significant"
-    )
+    state: GainState = "significant" if nlo > 0 else "regression" if nhi < 0 else "not_significant"
     reason = f"net p50 gain {net:+.1%} (95% CI {nlo:+.1%} to {nhi:+.1%}), n={na} vs {nb}"
     return ShapeGain(
         baseline_variant=base_variant,

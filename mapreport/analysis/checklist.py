@@ -32,8 +32,9 @@ def precision_changes(
         recs = [q for q in quality if q["precision"] == p]
         if not recs:
             missing.append(p)
-        elif all(q["max_drop"] is None or q["baseline"] - q["value"] <= q["max_drop"]
-                 for q in recs):
+        elif all(
+            q["max_drop"] is None or q["baseline"] - q["value"] <= q["max_drop"] for q in recs
+        ):
             ok.append(p)
         else:
             failing.append(p)
@@ -47,8 +48,11 @@ def _meets_evidence_rules(a: Action, r: SliceResult) -> str | None:
     ev = a.evidence
     if ev.ci is None or not ev.ci.excludes_zero():
         return f"{a.id} ({a.cls} at {a.shape}): confidence interval missing or includes zero"
-    needed = r.thresholds.min_samples_p95 if ev.metric.startswith("tail_share") else (
-        r.thresholds.min_samples)
+    needed = (
+        r.thresholds.min_samples_p95
+        if ev.metric.startswith("tail_share")
+        else (r.thresholds.min_samples)
+    )
     if ev.n < needed and not ev.metric.startswith("tail_share"):
         return f"{a.id}: n = {ev.n} below {needed}"
     return None
@@ -63,10 +67,14 @@ def checklist(r: SliceResult, actions: Sequence[Action]) -> list[ChecklistItem]:
     sla_text = ", ".join(s for s in sla if s)
     env = r.environment
     env_reason = (
-        f"both sides match on {', '.join(env.compared_keys)}" if env.locked else "; ".join(
+        f"both sides match on {', '.join(env.compared_keys)}"
+        if env.locked
+        else "; ".join(
             [f"no environment record on the {s} side" for s in env.missing_sides]
-            + [f"{m.key} differs ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})"
-               for m in env.mismatches]
+            + [
+                f"{m.key} differs ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})"
+                for m in env.mismatches
+            ]
         )
     )
     broken = [why for a in actions if (why := _meets_evidence_rules(a, r))]
@@ -76,40 +84,52 @@ def checklist(r: SliceResult, actions: Sequence[Action]) -> list[ChecklistItem]:
         ChecklistItem(
             "Workload scope and SLA targets are explicit",
             bool(sla_text),
-            f"SLA configured: {sla_text}" if sla_text else
-            f"no SLA target configured for {r.name} ([[slices]] in the config)",
+            f"SLA configured: {sla_text}"
+            if sla_text
+            else f"no SLA target configured for {r.name} ([[slices]] in the config)",
         ),
         ChecklistItem("Environment metadata is locked and reproducible", env.locked, env_reason),
         ChecklistItem(
             "Mechanism classification is evidence-backed",
             not broken,
-            "every action rests on n and a CI that excludes zero" if not broken
+            "every action rests on n and a CI that excludes zero"
+            if not broken
             else "; ".join(broken),
         ),
         ChecklistItem(
             "Owner, rollback trigger and validation matrix documented for every action",
             not unowned and all(a.validation_matrix for a in actions),
             f"{len(actions)} action(s), each with an owner, a rollback trigger and a validation "
-            "matrix" if not unowned else
-            "no owner configured for role(s): " + ", ".join(unowned) + " ([owners] in the config)",
+            "matrix"
+            if not unowned
+            else "no owner configured for role(s): "
+            + ", ".join(unowned)
+            + " ([owners] in the config)",
         ),
         ChecklistItem(
             "Owners signed",
             not unsigned,
             "signed by " + ", ".join(f"{k}: {v}" for k, v in sorted(r.review.signoffs.items()))
-            if not unsigned else "missing sign-off: " + ", ".join(unsigned),
+            if not unsigned
+            else "missing sign-off: " + ", ".join(unsigned),
         ),
     ]
 
 
-def pitfalls(r: SliceResult, actions: Sequence[Action], shapes: Sequence[ShapeMetrics],
-             missing_quality: Sequence[str], failing_quality: Sequence[str]) -> list[Pitfall]:
+def pitfalls(
+    r: SliceResult,
+    actions: Sequence[Action],
+    shapes: Sequence[ShapeMetrics],
+    missing_quality: Sequence[str],
+    failing_quality: Sequence[str],
+) -> list[Pitfall]:
     """The seed's pitfalls: synthetic-only shapes, average-only claims, precision changes
     without quality evidence."""
     synthetic = r.coverage.synthetic_only_buckets
     by_shape = {m.shape: m for m in shapes}
     average_only = [
-        a for a in actions
+        a
+        for a in actions
         if a.shape in by_shape and "latency_p95_us" in by_shape[a.shape].insufficient
     ]
     return [
@@ -117,13 +137,16 @@ def pitfalls(r: SliceResult, actions: Sequence[Action], shapes: Sequence[ShapeMe
             "Optimising synthetic kernels without production-shape validation",
             bool(synthetic),
             ", ".join(f"{b.plan_id}: {b.bucket}" for b in synthetic) + " compiled, never served"
-            if synthetic else "every compiled bucket served production traffic",
+            if synthetic
+            else "every compiled bucket served production traffic",
         ),
         Pitfall(
             "Average-only claims (no tail statistic behind a claim)",
             bool(average_only),
             ", ".join(f"{a.id} at {a.shape}" for a in average_only) + " rest on shapes without "
-            "a p95" if average_only else "every action's shape has a p95 with enough samples",
+            "a p95"
+            if average_only
+            else "every action's shape has a p95 with enough samples",
         ),
         Pitfall(
             "Precision change without quality evidence",
@@ -131,6 +154,7 @@ def pitfalls(r: SliceResult, actions: Sequence[Action], shapes: Sequence[ShapeMe
             "; ".join(
                 [f"{p}: no quality record" for p in missing_quality]
                 + [f"{p}: quality drop exceeds max_drop" for p in failing_quality]
-            ) or "every precision change has passing quality evidence",
+            )
+            or "every precision change has passing quality evidence",
         ),
     ]

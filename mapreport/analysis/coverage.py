@@ -34,11 +34,13 @@ def place(rows: Sequence[ShapeRow], buckets: Sequence[BucketRow]) -> dict[str, P
     for row in rows:
         plan = row.plan
         candidates = by_plan.get(plan, []) if plan is not None else list(buckets)
-        keyed = {parsed[(b.plan_id, b.bucket)]: b for b in candidates if (b.plan_id, b.bucket)
-                 in parsed}
+        keyed = {
+            parsed[(b.plan_id, b.bucket)]: b for b in candidates if (b.plan_id, b.bucket) in parsed
+        }
         best = tightest(row.shape, keyed)
-        out[row.shape] = Placement(plan if plan else (keyed[best].plan_id if best else None),
-                                   keyed[best] if best else None)
+        out[row.shape] = Placement(
+            plan if plan else (keyed[best].plan_id if best else None), keyed[best] if best else None
+        )
     return out
 
 

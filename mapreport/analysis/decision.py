@@ -32,7 +32,9 @@ def decide(accuracy: AccuracyState, gain: GainState, gain_reason: str) -> tuple[
     significant = gain == "significant"
     if accuracy == "accurate":
         return ("specialise" if significant else "static_sufficient"), gain_reason
-    miss = "no compile bucket holds this shape" if accuracy == "uncovered" else (
-        "prediction outside tolerance"
+    miss = (
+        "no compile bucket holds this shape"
+        if accuracy == "uncovered"
+        else ("prediction outside tolerance")
     )
     return ("close_the_loop" if significant else "find_bottleneck"), f"{miss}; {gain_reason}"

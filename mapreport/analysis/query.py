@@ -217,8 +217,9 @@ def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> l
         BucketRow(
             plan_id=plan,
             bucket=bucket,
-            predicted_us=float(total) if total is not None else
-            (float(ops_sum) if ops_sum is not None else None),
+            predicted_us=float(total)
+            if total is not None
+            else (float(ops_sum) if ops_sum is not None else None),
             from_total=total is not None,
             ops=int(n_ops),
             precision=precision,
@@ -297,8 +298,10 @@ def tail_rows(
     name = f"_budgets_{next(_REGISTERED)}"
     con.register(
         name,
-        pa.table({"shape": list(budgets), "budget": [float(b) for b in budgets.values()]},
-                 schema=pa.schema([("shape", pa.string()), ("budget", pa.float64())])),
+        pa.table(
+            {"shape": list(budgets), "budget": [float(b) for b in budgets.values()]},
+            schema=pa.schema([("shape", pa.string()), ("budget", pa.float64())]),
+        ),
     )
     try:
         p = {"w": workload, "s": slice_}
@@ -350,8 +353,14 @@ def tail_rows(
     for shape, n, q, n_core, n_mem in stats:
         raw, src = tails.get(shape, (np.zeros((0, 5)), []))
         out[shape] = TailRows(
-            n=int(n), p50_us=float(q[0]), p95_us=float(q[1]), p99_us=float(q[2]),
-            n_core=int(n_core), n_mem=int(n_mem), raw=raw.reshape(-1, 5), sources=tuple(src),
+            n=int(n),
+            p50_us=float(q[0]),
+            p95_us=float(q[1]),
+            p99_us=float(q[2]),
+            n_core=int(n_core),
+            n_mem=int(n_mem),
+            raw=raw.reshape(-1, 5),
+            sources=tuple(src),
         )
     return out
 

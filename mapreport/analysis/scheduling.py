@@ -31,8 +31,7 @@ def _queue_by_stream(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[
         p,
     ).fetchall()
     return [
-        QueueProfile(g, int(n), float(q[0]), float(q[1]), float(q[2]),
-                     tuple(float(v) for v in cdf))
+        QueueProfile(g, int(n), float(q[0]), float(q[1]), float(q[2]), tuple(float(v) for v in cdf))
         for g, n, q, cdf in rows
     ]
 
@@ -50,8 +49,14 @@ def _batch_impact(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[Bat
         p,
     ).fetchall()
     return [
-        BatchImpact(int(b), int(n), float(q[0]), float(q[1]),
-                    None if rps is None else float(rps), None if ips is None else float(ips))
+        BatchImpact(
+            int(b),
+            int(n),
+            float(q[0]),
+            float(q[1]),
+            None if rps is None else float(rps),
+            None if ips is None else float(ips),
+        )
         for b, n, q, rps, ips in rows
     ]
 
@@ -79,7 +84,9 @@ def _streams(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[StreamSh
 
 
 def _fusion(
-    con: duckdb.DuckDBPyConnection, p: dict[str, str], buckets: Sequence[BucketRow],
+    con: duckdb.DuckDBPyConnection,
+    p: dict[str, str],
+    buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
 ) -> list[FusionEffect]:
     """Per bucket compiled by a plan with fusion groups and by one without: latency p95 and
@@ -110,19 +117,30 @@ def _fusion(
                     if fs is None or us is None:
                         continue
                     for group, ops in f.fusion_groups:
-                        out.append(FusionEffect(
-                            plan_fused=f.plan_id, plan_unfused=u.plan_id, bucket=bucket,
-                            fusion_group=group, launches_saved=ops - 1,
-                            p95_fused_us=fs[1], p95_unfused_us=us[1],
-                            p95_change=None if not us[1] else fs[1] / us[1] - 1,
-                            mem_p50_fused_bytes=fs[2], mem_p50_unfused_bytes=us[2],
-                            n_fused=fs[0], n_unfused=us[0],
-                        ))
+                        out.append(
+                            FusionEffect(
+                                plan_fused=f.plan_id,
+                                plan_unfused=u.plan_id,
+                                bucket=bucket,
+                                fusion_group=group,
+                                launches_saved=ops - 1,
+                                p95_fused_us=fs[1],
+                                p95_unfused_us=us[1],
+                                p95_change=None if not us[1] else fs[1] / us[1] - 1,
+                                mem_p50_fused_bytes=fs[2],
+                                mem_p50_unfused_bytes=us[2],
+                                n_fused=fs[0],
+                                n_unfused=us[0],
+                            )
+                        )
     return out
 
 
 def scheduling(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, buckets: Sequence[BucketRow],
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
 ) -> Scheduling:
     """Every scheduling-quality figure of a slice."""
@@ -131,11 +149,15 @@ def scheduling(
     streams = _streams(con, p)
     fusion = _fusion(con, p, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
-    note = (
-        "" if fusion else
-        f"not measured: {grouped} compiled bucket(s) fuse ops, but no shape ran both a fused and "
-        "an unfused plan of the same bucket" if grouped else "not measured: no fusion groups"
-    )
+    if fusion:
+        note = ""
+    elif grouped:
+        note = (
+            f"not measured: {grouped} compiled bucket(s) fuse ops, but no shape ran both a "
+            "fused and an unfused plan of the same bucket"
+        )
+    else:
+        note = "not measured: no fusion groups"
     return Scheduling(
         queue_by_stream=tuple(_queue_by_stream(con, p)),
         batch_impact=tuple(_batch_impact(con, p)),

@@ -13,10 +13,11 @@ def summary(r: SliceResult) -> str:
     use_p99 = lat.n >= r.thresholds.min_samples_p99
     q, value = ("p99", lat.p99) if use_p99 else ("p95", lat.p95)
     sla = r.review.sla_p99_us if use_p99 else r.review.sla_p95_us
-    against = (
-        f" against an SLA of {duration(sla)} ({'met' if value is not None and value <= sla else 'missed'})"
-        if sla is not None else " (no SLA configured)"
-    )
+    if sla is None:
+        against = " (no SLA configured)"
+    else:
+        met = "met" if value is not None and value <= sla else "missed"
+        against = f" against an SLA of {duration(sla)} ({met})"
     head = (
         f"{r.name}: {q} latency {duration(value)}{against} over {lat.n:,} requests; "
         f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "

@@ -38,7 +38,7 @@ def shares(parts: FloatArray) -> dict[str, float] | None:
     if total <= 0:
         return None
     sums = parts.sum(axis=0)
-    return {d: float(sums[i] / total) for i, d in enumerate(DRIVERS)}
+    return {d: min(1.0, float(sums[i] / total)) for i, d in enumerate(DRIVERS)}
 
 
 def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[str, Interval]:
@@ -60,8 +60,9 @@ def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[str, I
     return {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
 
 
-def material(p50: float | None, p95: float | None, p99: float | None, n: int,
-             th: Thresholds, review: Review) -> bool:
+def material(
+    p50: float | None, p95: float | None, p99: float | None, n: int, th: Thresholds, review: Review
+) -> bool:
     """A tail matters when p95 > tail_ratio x p50, or a configured SLA is missed."""
     if p50 is None or p95 is None:
         return False
@@ -70,7 +71,9 @@ def material(p50: float | None, p95: float | None, p99: float | None, n: int,
     if review.sla_p95_us is not None and p95 > review.sla_p95_us:
         return True
     return (
-        review.sla_p99_us is not None and p99 is not None and n >= th.min_samples_p99
+        review.sla_p99_us is not None
+        and p99 is not None
+        and n >= th.min_samples_p99
         and p99 > review.sla_p99_us
     )
 
@@ -106,9 +109,16 @@ def tail_drivers(t: TailRows, th: Thresholds, review: Review, seed: int) -> Tail
     )
 
 
-def combine(per_shape: Sequence[tuple[TailRows, TailDrivers | None]], p50: float | None,
-            p95: float | None, p99: float | None, n: int, th: Thresholds, review: Review,
-            seed: int) -> TailDrivers | None:
+def combine(
+    per_shape: Sequence[tuple[TailRows, TailDrivers | None]],
+    p50: float | None,
+    p95: float | None,
+    p99: float | None,
+    n: int,
+    th: Thresholds,
+    review: Review,
+    seed: int,
+) -> TailDrivers | None:
     """Slice-level drivers: every evaluated shape's tail requests pooled (each against its
     own shape's p50 and p95), with materiality judged on the slice's latency."""
     pooled = [attribute(t.raw) for t, d in per_shape if d is not None and len(t.raw)]

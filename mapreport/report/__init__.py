@@ -17,7 +17,7 @@ from markupsafe import Markup
 from mapreport import __version__
 from mapreport.analysis.decision import ACTIONS
 from mapreport.analysis.environment import SHOWN
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.results import DRIVERS, OWNER_ROLES, SliceResult
 from mapreport.config import SliceConfig
 from mapreport.report import charts as chart_builders
 from mapreport.report import html
@@ -45,8 +45,12 @@ def _window(r: SliceResult) -> str:
 
 
 def _context(
-    r: SliceResult, sla: SliceConfig | None, generated_at: str, media: str,
-    chart_markup: dict[str, Markup], notes: list[str],
+    r: SliceResult,
+    sla: SliceConfig | None,
+    generated_at: str,
+    media: str,
+    chart_markup: dict[str, Markup],
+    notes: list[str],
 ) -> dict[str, Any]:
     return {
         "r": r,
@@ -63,6 +67,8 @@ def _context(
         "env_keys": [k for k in SHOWN if k in r.environment.compile or k in r.environment.runtime],
         "mismatch_keys": {m.key for m in r.environment.mismatches},
         "notes": notes,
+        "drivers": DRIVERS,
+        "roles": OWNER_ROLES,
     }
 
 
@@ -95,8 +101,14 @@ def write_slice_report(
     atomic_write(folder / "findings.json", json.dumps(doc, indent=2).encode())
     screen = html.render(
         "report.html.j2",
-        **_context(r, sla, generated_at, "screen",
-                   {c: html.interactive_chart(c, f) for c, f in figs.items()}, []),
+        **_context(
+            r,
+            sla,
+            generated_at,
+            "screen",
+            {c: html.interactive_chart(c, f) for c, f in figs.items()},
+            [],
+        ),
     )
     atomic_write(folder / "report.html", screen.encode())
     if not pdf:
@@ -109,15 +121,24 @@ def write_slice_report(
         )
     printable = html.render(
         "report.html.j2",
-        **_context(r, sla, generated_at, "print",
-                   {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs}, notes),
+        **_context(
+            r,
+            sla,
+            generated_at,
+            "print",
+            {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
+            notes,
+        ),
     )
     tmp = folder / f".report.pdf.tmp{os.getpid()}"
     blocked = write_pdf(printable, tmp)
     os.replace(tmp, folder / "report.pdf")
     return Written(
-        folder / "report.html", folder / "report.pdf", folder / "findings.json",
-        tuple(notes), tuple(blocked),
+        folder / "report.html",
+        folder / "report.pdf",
+        folder / "findings.json",
+        tuple(notes),
+        tuple(blocked),
     )
 
 

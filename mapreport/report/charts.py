@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from mapreport.analysis.results import DECISIONS, SliceResult
+from mapreport.analysis.results import DECISIONS, DRIVERS, SliceResult
 from mapreport.report.filters import label
 
 COLORS = {
@@ -143,7 +143,67 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
     return _layout(fig, "Predicted versus measured compute per shape (static plan)")
 
 
+DRIVER_COLORS = {
+    "queueing": "#e6550d",
+    "mapping_fallback": "#756bb1",
+    "memory_burst": "#31a354",
+    "core_imbalance": "#3182bd",
+    "residual": "#bdbdbd",
+}
+
+
+def tail_drivers(r: SliceResult) -> go.Figure:
+    """The "tail-latency drivers" bar chart: each shape's (and the slice's) tail excess as
+    shares by driver; shapes whose tail is immaterial are marked."""
+    rows = [
+        (m.shape + ("" if m.tail.material else " (noise)"), m.tail.shares)
+        for m in r.shapes
+        if m.tail is not None and m.tail.shares
+    ]
+    if r.tail is not None and r.tail.shares:
+        rows.append(("whole slice", r.tail.shares))
+    fig = go.Figure()
+    for d in DRIVERS:
+        fig.add_trace(
+            go.Bar(
+                y=[name for name, _ in rows],
+                x=[shares.get(d, 0.0) * 100 for _, shares in rows],
+                name=label(d),
+                orientation="h",
+                marker={"color": DRIVER_COLORS[d]},
+                hovertemplate=f"%{{y}}<br>{label(d)} %{{x:.0f}}%<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(
+        title="share of tail excess (latency above p50, requests above p95), %", range=[0, 100]
+    )
+    fig.update_yaxes(autorange="reversed", automargin=True)
+    return _layout(fig, "Tail-latency drivers", height=max(320, 60 + 34 * len(rows)))
+
+
+def queue_cdf(r: SliceResult) -> go.Figure:
+    """Cumulative distribution of queue wait per stream (1st to 99th percentile)."""
+    fig = go.Figure()
+    pts = [i / 100 for i in range(1, 100)]
+    for q in r.scheduling.queue_by_stream if r.scheduling else ():
+        fig.add_trace(
+            go.Scatter(
+                x=[v / 1000 for v in q.cdf_us],
+                y=pts,
+                mode="lines",
+                name=f"{q.group} (n={q.n})",
+                hovertemplate="%{x:.2f} ms at p%{y:.2f}<extra></extra>",
+            )
+        )
+    fig.update_xaxes(title="queue wait, ms", type="log")
+    fig.update_yaxes(title="share of requests", range=[0, 1])
+    return _layout(fig, "Queue wait CDF per stream")
+
+
 CHARTS = {
+    "tail_drivers": tail_drivers,
+    "queue_cdf": queue_cdf,
     "accuracy_vs_gain": accuracy_vs_gain,
     "latency_percentiles": latency_percentiles,
     "predicted_vs_measured": predicted_vs_measured,

@@ -45,9 +45,7 @@ class SvgExporter:
             with warnings.catch_warnings():
                 # plotly warns that per-call options are ignored with a warm server: intended
                 warnings.simplefilter("ignore", UserWarning)
-                out = fig.to_image(
-                    format="svg", width=fig.layout.width, height=fig.layout.height
-                )
+                out = fig.to_image(format="svg", width=fig.layout.width, height=fig.layout.height)
             self.timings_s.append(time.perf_counter() - t0)
             return bytes(out)
         except Exception as e:  # noqa: BLE001 - any exporter failure degrades, never aborts

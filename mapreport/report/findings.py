@@ -7,10 +7,19 @@ from typing import Any
 
 from mapreport import __version__
 from mapreport.analysis.decision import ACTIONS
-from mapreport.analysis.results import Interval, Percentiles, ShapeMetrics, SliceResult
+from mapreport.analysis.results import (
+    Action,
+    Evidence,
+    Interval,
+    Percentiles,
+    Scheduling,
+    ShapeMetrics,
+    SliceResult,
+    TailDrivers,
+)
 from mapreport.config import SliceConfig
 
-FINDINGS_SCHEMA_VERSION = "1.0"
+FINDINGS_SCHEMA_VERSION = "1.1"
 
 
 def _iv(iv: Interval | None) -> list[float] | None:
@@ -19,6 +28,67 @@ def _iv(iv: Interval | None) -> list[float] | None:
 
 def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
     return {f"{prefix}_p50_us": p.p50, f"{prefix}_p95_us": p.p95, f"{prefix}_p99_us": p.p99}
+
+
+def _evidence(e: Evidence | None) -> dict[str, Any] | None:
+    if e is None:
+        return None
+    return {
+        "metric": e.metric,
+        "value": e.value,
+        "n": e.n,
+        "ci": _iv(e.ci),
+        "sources": list(e.sources),
+        "note": e.note,
+    }
+
+
+def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "shares": t.shares,
+        "share_ci": {k: _iv(v) for k, v in t.share_ci.items()},
+        "material": t.material,
+        "n": t.n,
+        "n_tail": t.n_tail,
+        "excess_us": t.excess_us,
+        "unmeasured": list(t.unmeasured),
+    }
+
+
+def _action(a: Action) -> dict[str, Any]:
+    return {
+        "id": a.id,
+        "title": a.title,
+        "shape": a.shape,
+        "class": a.cls,
+        "owner_role": a.owner_role,
+        "owner": a.owner,
+        "evidence": _evidence(a.evidence),
+        "rollback_trigger": dataclasses.asdict(a.rollback_trigger),
+        "validation_matrix": [dataclasses.asdict(v) for v in a.validation_matrix],
+        "impact": a.impact,
+    }
+
+
+def _scheduling(s: Scheduling | None) -> dict[str, Any] | None:
+    if s is None:
+        return None
+    return {
+        "queue_by_stream": [dataclasses.asdict(q) for q in s.queue_by_stream],
+        "batch_impact": [dataclasses.asdict(b) for b in s.batch_impact],
+        "cores": [dataclasses.asdict(c) for c in s.cores],
+        "jain_index_cores": s.jain_index_cores,
+        "stream_fairness": {
+            "streams": [dataclasses.asdict(x) for x in s.streams],
+            "jain_index": s.jain_index_streams,
+        },
+        "fusion_effect": {
+            "groups": [dataclasses.asdict(f) for f in s.fusion],
+            "note": s.fusion_note,
+        },
+    }
 
 
 def shape_findings(m: ShapeMetrics) -> dict[str, Any]:
@@ -61,6 +131,12 @@ def shape_findings(m: ShapeMetrics) -> dict[str, Any]:
         "decision_reason": m.decision_reason,
         "insufficient_evidence": list(m.insufficient),
         "sources": list(m.sources),
+        "signed_error_ci": _iv(m.signed_error_ci),
+        "tail_drivers": m.tail.shares if m.tail else None,
+        "tail": _tail(m.tail),
+        "bottleneck_class": m.bottleneck_class,
+        "class_evidence": _evidence(m.class_evidence),
+        "class_reason": m.class_reason,
     }
 
 
@@ -73,6 +149,7 @@ def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict
         "generated_at": generated_at,
         "workload": r.workload,
         "slice": r.slice,
+        "summary": r.summary,
         "scope": {
             "requests": r.requests,
             "failed": r.failed,
@@ -109,5 +186,10 @@ def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict
             for d, text in ACTIONS.items()
         },
         "shapes": [shape_findings(m) for m in r.shapes],
+        "tail_drivers": _tail(r.tail),
+        "scheduling": _scheduling(r.scheduling),
+        "actions": [_action(a) for a in r.actions],
+        "checklist": [dataclasses.asdict(c) for c in r.checklist],
+        "pitfalls": [dataclasses.asdict(p) for p in r.pitfalls],
         "sources": [dataclasses.asdict(s) for s in r.sources],
     }

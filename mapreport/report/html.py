@@ -68,7 +68,7 @@ def interactive_chart(chart_id: str, fig: go.Figure) -> Markup:
     dom_id = f"chart-{chart_id}"
     return Markup(
         f'<div class="chart" id="{dom_id}"></div>'
-        f'<script>(function(){{var s={payload};'
+        f"<script>(function(){{var s={payload};"
         f'Plotly.newPlot("{dom_id}",s.data,s.layout,'
         f'{{"responsive":true,"displaylogo":false}});}})();</script>'
     )

@@ -19,6 +19,7 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
+    Section("summary", "Executive summary", "sections/summary.html.j2"),
     Section("scope", "Scope and SLA targets", "sections/scope.html.j2"),
     Section("environment", "Environment lock", "sections/environment.html.j2"),
     Section("coverage", "Shape coverage", "sections/coverage.html.j2"),
@@ -35,9 +36,12 @@ SECTIONS: tuple[Section, ...] = (
         ("accuracy_vs_gain",),
     ),
     Section("decisions", "Accuracy versus gain: decision per shape", "sections/decisions.html.j2"),
-    Section(
-        "shapes", "Per-shape latency", "sections/shapes.html.j2", ("latency_percentiles",)
-    ),
+    Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",)),
+    Section("classes", "Bottleneck class per shape", "sections/classes.html.j2"),
+    Section("scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",)),
+    Section("actions", "Retuning actions", "sections/actions.html.j2"),
+    Section("checklist", "Review checklist", "sections/checklist.html.j2"),
+    Section("shapes", "Per-shape latency", "sections/shapes.html.j2", ("latency_percentiles",)),
     Section("data", "Data sources", "sections/data.html.j2"),
     Section("method", "Method and evidence rules", "sections/method.html.j2"),
 )

@@ -1,0 +1,183 @@
+"""Diagnosis: the generator's planted causes are recovered as the right class, action and
+owner, nothing else gets an action, and the invariants of attribution and fairness hold."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from mapreport import synth
+from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
+from mapreport.analysis.actions import OWNERS, SLICE_WIDE
+from mapreport.analysis.stats import jain_index
+from mapreport.analysis.tail import attribute, shares
+from mapreport.pipeline import ingest
+from mapreport.store import Dataset
+
+TRUTH = {(f"{w.workload}/{w.slice}" if w.slice else w.workload): w for w in synth.WORKLOADS}
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_planted_classes_are_recovered(name: str, demo_results: dict[str, SliceResult]) -> None:
+    got = {m.shape: m.bottleneck_class for m in demo_results[name].shapes}
+    want = {synth.shape_key(s.dims): s.expect_class for s in TRUTH[name].shapes}
+    assert got == want
+
+
+@pytest.mark.parametrize("name", sorted(TRUTH))
+def test_planted_actions_and_nothing_else(name: str, demo_results: dict[str, SliceResult]) -> None:
+    r = demo_results[name]
+    got = sorted((a.shape, a.cls) for a in r.actions)
+    w = TRUTH[name]
+    want = sorted(
+        [(synth.shape_key(s.dims), a) for s in w.shapes for a in s.actions]
+        + [(SLICE_WIDE, a) for a in w.slice_actions]
+    )
+    assert got == want
+    for a in r.actions:
+        assert a.owner_role == OWNERS[a.cls]
+        assert a.rollback_trigger.text
+        assert a.validation_matrix
+        assert len({(x.shape, x.cls) for x in r.actions}) == len(r.actions)  # one per class
+
+
+def test_no_action_rests_on_insufficient_evidence(demo_results: dict[str, SliceResult]) -> None:
+    for r in demo_results.values():
+        thin = {
+            m.shape
+            for m in r.shapes
+            if m.bottleneck_class == "insufficient_evidence"
+            and m.decision == "insufficient_evidence"
+        }
+        assert not [a for a in r.actions if a.shape in thin]
+        for a in r.actions:
+            if a.shape == SLICE_WIDE:
+                continue
+            assert a.evidence.ci is not None
+            assert a.evidence.ci.excludes_zero()
+
+
+def test_queueing_action_names_owner_from_config(demo_reports: Path) -> None:
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    queueing = [a for a in doc["actions"] if a["class"] == "queueing"]
+    assert len(queueing) == 1
+    a = queueing[0]
+    assert a["shape"] == "batch=8,seq=200"
+    assert a["owner_role"] == "model_serving_architect"
+    assert a["owner"] == "Serving architecture (R. Iyer)"
+    assert a["evidence"]["metric"] == "tail_share.queueing"
+    assert a["evidence"]["ci"][0] > 0.4
+    shape = next(s for s in doc["shapes"] if s["shape"] == "batch=8,seq=200")
+    assert shape["bottleneck_class"] == "queueing"
+    assert abs(sum(shape["tail_drivers"].values()) - 1) < 1e-9
+
+
+def test_checklist_and_pitfalls(demo_reports: Path) -> None:
+    def doc(name: str) -> dict:  # type: ignore[type-arg]
+        return json.loads((demo_reports / name / "findings.json").read_text())
+
+    bert, rn, llama = doc("bert-base"), doc("resnet50-int8/prod"), doc("llama-decode/chat")
+    items = {c["item"]: c for c in rn["checklist"]}
+    assert items["Workload scope and SLA targets are explicit"]["passed"]
+    env = items["Environment metadata is locked and reproducible"]
+    assert not env["passed"]
+    assert "driver" in env["reason"]
+    signed = items["Owners signed"]
+    assert not signed["passed"]
+    assert "observability_engineer" in signed["reason"]
+    assert "model_serving_architect" in signed["reason"]
+    assert all(c["passed"] for c in bert["checklist"] if c["item"] != "Owners signed")
+    pit = {p["name"]: p for p in llama["pitfalls"]}
+    assert pit["Precision change without quality evidence"]["present"]
+    assert "int8" in pit["Precision change without quality evidence"]["detail"]
+    assert {p["name"]: p["present"] for p in bert["pitfalls"]} == {
+        "Optimising synthetic kernels without production-shape validation": True,
+        "Average-only claims (no tail statistic behind a claim)": False,
+        "Precision change without quality evidence": False,
+    }
+    llama_env = {c["item"]: c for c in llama["checklist"]}[
+        "Environment metadata is locked and reproducible"
+    ]
+    assert "runtime side" in llama_env["reason"]
+
+
+def test_scheduling_figures(demo_results: dict[str, SliceResult]) -> None:
+    s = demo_results["bert-base"].scheduling
+    assert s is not None
+    assert {q.group for q in s.queue_by_stream} == {"batch", "interactive"}
+    assert [c.core for c in s.cores] == [0, 1, 2, 3]
+    assert s.jain_index_cores is not None
+    assert 0.9 < s.jain_index_cores <= 1.0
+    assert {b.batch_size for b in s.batch_impact} == {1, 2, 3, 4, 8, 16}
+    assert all(
+        b.items_per_s == pytest.approx(b.requests_per_s * b.batch_size)
+        for b in s.batch_impact
+        if b.requests_per_s
+    )
+    assert "not measured" in s.fusion_note
+
+
+def test_classes_stable_under_row_reordering(
+    tmp_path: Path, sample_dir: Path, demo_results: dict[str, SliceResult]
+) -> None:
+    src = sample_dir / "resnet50-int8.runtime.jsonl"
+    lines = src.read_text().splitlines()
+    head, body = lines[:1], lines[1:]
+    random.Random(7).shuffle(body)
+    shuffled = tmp_path / "in" / src.name
+    shuffled.parent.mkdir()
+    shuffled.write_text("\n".join(head + body) + "\n")
+    ingest(
+        tmp_path / "ds",
+        [shuffled, sample_dir / "resnet50-int8.compile.jsonl", sample_dir / "quality.jsonl"],
+    )
+    con = Dataset(tmp_path / "ds").connect()
+    again = analyze_slice(con, "resnet50-int8", "prod", Thresholds(), Review())
+    before = demo_results["resnet50-int8/prod"]
+    assert [(m.shape, m.bottleneck_class, m.decision) for m in again.shapes] == [
+        (m.shape, m.bottleneck_class, m.decision) for m in before.shapes
+    ]
+    for a, b in zip(again.shapes, before.shapes, strict=True):
+        assert (a.tail is None) == (b.tail is None)
+        if a.tail and b.tail:
+            assert a.tail.shares == pytest.approx(b.tail.shares)
+            assert a.tail.share_ci == b.tail.share_ci
+        assert a.gain_p50_ci == b.gain_p50_ci
+
+
+raw_rows = arrays(
+    np.float64,
+    st.tuples(st.integers(1, 40), st.just(5)),
+    elements=st.floats(-1e4, 1e6, allow_nan=False),
+)
+
+
+@given(raw_rows)
+def test_attribution_parts_are_non_negative_and_sum_to_excess(raw: np.ndarray) -> None:
+    parts = attribute(raw)
+    assert (parts >= 0).all()
+    np.testing.assert_allclose(parts.sum(axis=1), np.maximum(raw[:, 0], 0), rtol=1e-9, atol=1e-6)
+    sh = shares(parts)
+    if sh is not None:
+        assert sum(sh.values()) == pytest.approx(1.0)
+        assert all(0 <= v <= 1 for v in sh.values())
+
+
+@given(st.integers(1, 64), st.floats(0.001, 1e9))
+def test_jain_index_bounds(n: int, load: float) -> None:
+    assert jain_index([load] * n) == pytest.approx(1.0)
+    assert jain_index([load] + [0.0] * (n - 1)) == pytest.approx(1 / n)
+
+
+@given(st.lists(st.floats(0, 1e9), min_size=1, max_size=50))
+def test_jain_index_range(loads: list[float]) -> None:
+    j = jain_index(loads)
+    if j is not None:
+        assert 1 / len(loads) - 1e-9 <= j <= 1 + 1e-9
