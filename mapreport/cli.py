@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Callable
+from datetime import datetime
 from functools import wraps
 from pathlib import Path
 from typing import Any, TypeVar
@@ -85,6 +86,18 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
 
 
 quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+run_date_opt = click.option(
+    "--run-date",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Date this run is recorded under in the history (default: today, UTC); a second run "
+    "on the same date replaces the first.",
+)
+run_date_opt = click.option(
+    "--run-date",
+    type=click.DateTime(formats=["%Y-%m-%d"]),
+    help="Date this run is recorded under in the history (default: today, UTC); a second run "
+    "on the same date replaces the first.",
+)
 verbose_opt = click.option("--verbose", "-v", is_flag=True, help="Log each step.")
 dataset_opt = click.option(
     "--dataset",
@@ -163,6 +176,12 @@ def ingest_cmd(
     help="Regenerate only this slice (all slices of WORKLOAD without /SLICE).",
 )
 @click.option("--no-pdf", is_flag=True, help="Write HTML and findings.json only.")
+@click.option(
+    "--record-history",
+    is_flag=True,
+    help="Add this run to the closed-loop history (the nightly `run` always does).",
+)
+@run_date_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -172,28 +191,43 @@ def report_cmd(
     config_path: Path | None,
     only: str | None,
     no_pdf: bool,
+    record_history: bool,
+    run_date: datetime | None,
     quiet: bool,
     verbose: bool,
 ) -> None:
     """Write report.html, report.pdf and findings.json per workload slice from the dataset,
-    without re-ingesting anything."""
+    without re-ingesting anything. Reports show the recorded history of earlier runs."""
     _logging(verbose)
     config = load_config(config_path) if config_path else default_config()
-    outcomes = report(dataset, out, config, only, not no_pdf, _progress(quiet))
+    outcomes = report(
+        dataset,
+        out,
+        config,
+        only,
+        not no_pdf,
+        _progress(quiet),
+        record=record_history,
+        run_date=run_date.date().isoformat() if run_date else None,
+    )
     _summarise_reports(outcomes, out, quiet)
 
 
 @main.command("run")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@run_date_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
-def run_cmd(config_path: Path, quiet: bool, verbose: bool) -> None:
-    """The nightly job: ingest the sources CONFIG lists, then report every slice. A slice that
-    fails is listed in index.html and makes the exit code non-zero; the others are written."""
+def run_cmd(config_path: Path, run_date: datetime | None, quiet: bool, verbose: bool) -> None:
+    """The nightly job: ingest the sources CONFIG lists, report every slice and record the run
+    in the closed-loop history. A slice that fails is listed in index.html and makes the exit
+    code non-zero; the others are written."""
     _logging(verbose)
     config = load_config(config_path)
-    ingested, outcomes = run(config, _progress(quiet))
+    ingested, outcomes = run(
+        config, _progress(quiet), run_date.date().isoformat() if run_date else None
+    )
     _summarise_ingest(ingested, quiet)
     _summarise_reports(outcomes, config.out, quiet)
 

@@ -55,8 +55,14 @@ class _Owners(msgspec.Struct, forbid_unknown_fields=True):
     model_serving_architect: str | None = None
 
 
+class _History(msgspec.Struct, forbid_unknown_fields=True):
+    record: bool = True
+    baseline_run: str | None = None
+
+
 class _File(msgspec.Struct, forbid_unknown_fields=True):
     run: _Run = msgspec.field(default_factory=_Run)
+    history: _History = msgspec.field(default_factory=_History)
     thresholds: _Thresholds = msgspec.field(default_factory=_Thresholds)
     slices: list[SliceConfig] = []
     owners: _Owners = msgspec.field(default_factory=_Owners)
@@ -76,6 +82,8 @@ class Config:
     slices: tuple[SliceConfig, ...]
     owners: dict[str, str]
     signoffs: dict[str, str]
+    record_history: bool = True
+    baseline_run: str | None = None
 
     def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
         """The configured SLA block of a slice (an exact match, else the workload's generic)."""
@@ -121,6 +129,8 @@ def _build(raw: _File, path: Path | None) -> Config:
         slices=tuple(raw.slices),
         owners={k: v for k, v in msgspec.structs.asdict(raw.owners).items() if v},
         signoffs={k: v for k, v in msgspec.structs.asdict(raw.signoffs).items() if v},
+        record_history=raw.history.record,
+        baseline_run=raw.history.baseline_run,
     )
 
 

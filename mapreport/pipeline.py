@@ -5,13 +5,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from mapreport.analysis import Review, analyze_slice, list_slices
+from mapreport.analysis.history import history_rows, history_view
 from mapreport.config import Config
 from mapreport.errors import DatasetError, MapreportError
 from mapreport.ingest import IngestResult, ingest_file
@@ -110,9 +113,17 @@ def report(
     only: str | None = None,
     pdf: bool = True,
     progress: Progress = _quiet,
+    record: bool = False,
+    run_date: str | None = None,
 ) -> list[SliceOutcome]:
-    """Report every slice of the dataset (or only the --slice one) and rewrite OUT/index.html."""
+    """Report every slice of the dataset (or only the --slice one) and rewrite OUT/index.html.
+
+    Every report shows the history of earlier recorded runs; `record` adds this run to it
+    (the nightly job does), dated `run_date` (default: today, UTC)."""
     ds = Dataset(dataset_dir)
+    now = datetime.now(UTC)
+    run_date = run_date or now.date().isoformat()
+    run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}"
     wanted = parse_slice(only) if only else None
     con = ds.connect(wanted[0] if wanted else None)
     slices = list_slices(con)
@@ -140,9 +151,23 @@ def report(
                 result = analyze_slice(
                     con, workload, slice_, config.thresholds, review_of(config, workload, slice_)
                 )
+                hist = history_view(
+                    result,
+                    ds.history("history_run", workload, slice_),
+                    ds.history("history_shape", workload, slice_),
+                    ds.history("history_action", workload, slice_),
+                    run_id,
+                    run_date,
+                    config.baseline_run,
+                )
+                result = replace(result, history=hist)
                 write_slice_report(
                     result, config.slice_config(workload, slice_), folder, exporter, pdf
                 )
+                if record:
+                    ds.write_history(
+                        run_date, workload, slice_, history_rows(result, hist, run_id, run_date)
+                    )
                 outcomes.append(SliceOutcome(workload, slice_, folder))
             except Exception as e:
                 log.exception("report of %s failed", name)
@@ -187,10 +212,13 @@ def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Pa
 
 
 def run(
-    config: Config, progress: Progress = _quiet
+    config: Config, progress: Progress = _quiet, run_date: str | None = None
 ) -> tuple[list[IngestResult], list[SliceOutcome]]:
     """The nightly job: ingest the configured sources, then report every slice."""
     if not config.sources:
         raise MapreportError(f"{config.path}: run.sources lists no input files")
     ingested = ingest(config.dataset, config.source_files(), config.on_error, progress=progress)
-    return ingested, report(config.dataset, config.out, config, progress=progress)
+    return ingested, report(
+        config.dataset, config.out, config, progress=progress, record=config.record_history,
+        run_date=run_date,
+    )

@@ -181,6 +181,67 @@ TABLES: Final[dict[str, pa.Schema]] = {
 }
 """Table name -> schema. The names are a public contract (DESIGN.md)."""
 
+HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
+    "history_run": pa.schema(
+        [
+            pa.field("run_id", _S, nullable=False),
+            pa.field("run_date", _S, nullable=False),
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("requests", _I64, nullable=False),
+            pa.field("latency_p50_us", _F),
+            pa.field("latency_p95_us", _F),
+            pa.field("latency_p99_us", _F),
+            pa.field("covered_traffic_share", _F),
+            pa.field("mape_weighted", _F),
+            pa.field("actions", _I64, nullable=False),
+        ]
+    ),
+    "history_shape": pa.schema(
+        [
+            pa.field("run_id", _S, nullable=False),
+            pa.field("run_date", _S, nullable=False),
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("shape", _S, nullable=False),
+            pa.field("n", _I64, nullable=False),
+            pa.field("latency_p50_us", _F),
+            pa.field("latency_p95_us", _F),
+            pa.field("latency_p99_us", _F),
+            pa.field("queue_p95_us", _F),
+            pa.field("compute_p50_us", _F),
+            pa.field("ape", _F),
+            pa.field("net_gain_p50", _F),
+            pa.field("fallback_share", _F),
+            pa.field("error_rate", _F),
+            pa.field("decision", _S),
+            pa.field("bottleneck_class", _S),
+            pa.field("latency_quantiles_us", pa.list_(_F)),
+        ]
+    ),
+    "history_action": pa.schema(
+        [
+            pa.field("run_id", _S, nullable=False),
+            pa.field("run_date", _S, nullable=False),
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("action_id", _S, nullable=False),
+            pa.field("class", _S, nullable=False),
+            pa.field("shape", _S, nullable=False),
+            pa.field("title", _S, nullable=False),
+            pa.field("owner_role", _S, nullable=False),
+            pa.field("state", _S, nullable=False),
+            pa.field("proposed", _B, nullable=False),
+            pa.field("first_run_id", _S, nullable=False),
+            pa.field("target_metric", _S),
+            pa.field("target_baseline", _F),
+            pa.field("rollback_metric", _S),
+            pa.field("rollback_threshold", _F),
+        ]
+    ),
+}
+"""The closed-loop history: one row set per nightly run, under `history/<table>/run_date=`."""
+
 DATA_TABLES: Final[tuple[str, ...]] = tuple(t for t in TABLES if t != "ingest_log")
 PARTITIONED: Final[frozenset[str]] = frozenset(
     {"compile_plan", "compile_event", "request", "op_exec", "adaptation_event", "quality"}

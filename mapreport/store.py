@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mapreport.errors import DatasetError
-from mapreport.schema import PARTITIONED, SCHEMA_VERSION, TABLES
+from mapreport.schema import HISTORY_TABLES, PARTITIONED, SCHEMA_VERSION, TABLES
 
 STAGING = ".staging"
 LOG = "ingest_log"
@@ -200,6 +200,41 @@ class Dataset:
         if not base.is_dir():
             return []
         return sorted(f for f in base.rglob("*.parquet") if f.name.split("-", 1)[0] in live)
+
+    # -- closed-loop history --------------------------------------------------------------
+
+    def write_history(
+        self, run_date: str, workload: str, slice_: str, rows: dict[str, list[dict[str, Any]]]
+    ) -> None:
+        """Store one slice's history rows of one nightly run under
+        history/<table>/run_date=<date>/. A second run on the same date replaces the first.
+
+        Each file is written atomically; the `history_run` file is written last, and readers
+        only use runs that have one, so a run killed half-way is invisible."""
+        key = f"{workload}\x1f{slice_}"
+        safe = hashlib.sha256(key.encode()).hexdigest()[:16]
+        for table in ("history_shape", "history_action", "history_run"):
+            d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
+            d.mkdir(parents=True, exist_ok=True)
+            write_parquet(
+                pa.Table.from_pylist(rows.get(table, []), schema=HISTORY_TABLES[table]),
+                d / f"{safe}.parquet",
+            )
+
+    def history(self, table: str, workload: str, slice_: str) -> list[dict[str, Any]]:
+        """Rows of a history table for one slice, from complete runs, oldest run first."""
+        base = self.root / "history"
+        runs = {(f.parent.name, f.stem) for f in (base / "history_run").rglob("*.parquet")}
+        files = [
+            f for f in (base / table).rglob("*.parquet") if (f.parent.name, f.stem) in runs
+        ]
+        if not files:
+            return []
+        rows = pa.concat_tables(
+            [pq.read_table(f, schema=HISTORY_TABLES[table]) for f in files]
+        ).to_pylist()
+        keep = [r for r in rows if r["workload"] == workload and r["slice"] == slice_]
+        return sorted(keep, key=lambda r: (r["run_date"], r["run_id"]))
 
     def connect(self, workload: str | None = None) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with one view per canonical table over the committed files."""

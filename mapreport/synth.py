@@ -12,7 +12,7 @@ import csv
 import gzip
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -463,12 +463,17 @@ def _jsonl(records: Iterator[dict[str, Any]]) -> bytes:
     ).encode()
 
 
-def generate(out: Path, scale: float = 1.0, seed: int = SEED) -> list[Path]:
+def generate(
+    out: Path,
+    scale: float = 1.0,
+    seed: int = SEED,
+    workloads: Sequence[WorkloadTruth] = WORKLOADS,
+) -> list[Path]:
     """Write the demo inputs (compile profiles, runtime traces, quality) into `out`."""
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     written = []
-    for w in WORKLOADS:
+    for w in workloads:
         cpath = out / f"{w.workload}.compile.jsonl"
         cpath.write_bytes(_jsonl(compile_records(w)))
         rpath = out / w.runtime_file

@@ -16,7 +16,7 @@ from mapreport import synth
 from tests.conftest import SAMPLE_DATA
 
 GOLDEN = Path(__file__).parent / "golden" / "demo" / "expected"
-IGNORED = {"generated_at", "generator", "path"}
+IGNORED = {"generated_at", "generator", "path", "run_id", "run_date", "first_run_id"}
 """Keys that legitimately differ between runs (time, version, absolute input paths)."""
 REL, ABS, CI_ABS = 1e-6, 1e-9, 0.005
 """Bootstrap intervals get an absolute tolerance: they depend on numpy's random streams."""

@@ -248,5 +248,6 @@ def analyze_slice(
         actions=tuple(actions),
         checklist=tuple(checklist(base, actions)),
         pitfalls=tuple(pitfalls(base, actions, shapes, missing_q, failing_q)),
+        latency_quantiles=query.latency_quantiles(con, workload, slice_),
     )
     return replace(result, summary=summary(result))

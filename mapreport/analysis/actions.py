@@ -55,10 +55,12 @@ def _rollback(r: SliceResult, m: ShapeMetrics) -> RollbackTrigger:
     metric, value = _tail_metric(m, r.thresholds.min_samples_p99)
     sla = r.review.sla_p99_us if metric == "latency_p99_us" else r.review.sla_p95_us
     threshold = None if value is None else value * 1.10
-    if sla is not None and threshold is not None:
+    sla_bounds = sla is not None and value is not None and value <= sla
+    if sla_bounds and threshold is not None and sla is not None:
+        # the SLA is a rollback bound only while the pre-change value meets it
         threshold = min(threshold, sla)
     bound = (
-        f"> SLA {duration_text(sla)} or " if sla is not None else "> "
+        f"> SLA {duration_text(sla)} or " if sla_bounds else "> "
     ) + f"+10% over the pre-change {duration_text(value)}"
     return RollbackTrigger(
         metric=metric,

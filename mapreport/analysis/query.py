@@ -392,3 +392,18 @@ def quality_records(
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def latency_quantiles(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, points: int = 101
+) -> dict[str, tuple[float, ...]]:
+    """Per shape: latency of ok requests at `points` evenly spaced quantiles (0% to 100%)."""
+    grid = "[" + ", ".join(f"{i / (points - 1):.4f}" for i in range(points)) + "]"
+    return {
+        shape: tuple(float(v) for v in q)
+        for shape, q in con.execute(
+            f"""SELECT shape, quantile_cont(latency_us, {grid}) FROM ({REQUESTS})
+                WHERE status = 'ok' GROUP BY shape""",
+            {"w": workload, "s": slice_},
+        ).fetchall()
+    }

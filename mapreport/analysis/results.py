@@ -397,6 +397,71 @@ class Scheduling:
 
 
 @dataclass(frozen=True)
+class RunPoint:
+    """One run's headline numbers for the trend."""
+
+    run_id: str
+    run_date: str
+    requests: int
+    latency_p50_us: float | None
+    latency_p95_us: float | None
+    latency_p99_us: float | None
+    covered_traffic_share: float | None
+    mape_weighted: float | None
+    actions: int
+    current: bool
+
+
+@dataclass(frozen=True)
+class ActionState:
+    """Where one action stands after this run."""
+
+    action_id: str
+    cls: str
+    shape: str
+    title: str
+    owner_role: str
+    state: str
+    """new, open, verified (its target moved as expected), rolled_back (its trigger fired on
+    two consecutive runs), dropped (the finding is gone but the target did not move)."""
+    first_run_id: str
+    first_run_date: str
+    runs_seen: int
+    target_metric: str | None
+    target_baseline: float | None
+    target_now: float | None
+    rollback_metric: str | None
+    rollback_threshold: float | None
+    rollback_now: float | None
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A shape's p95 latency change against an earlier run, with its bootstrap CI."""
+
+    shape: str
+    against_run_id: str
+    against_run_date: str
+    before_us: float
+    now_us: float
+    change: float
+    ci: Interval
+    kind: str
+    """regression, improvement (CI excludes zero) or no_change."""
+
+
+@dataclass(frozen=True)
+class History:
+    """The history view of one slice, this run included."""
+
+    runs: tuple[RunPoint, ...]
+    actions: tuple[ActionState, ...]
+    regressions: tuple[Regression, ...]
+    compared_to: str | None
+    note: str
+
+
+@dataclass(frozen=True)
 class SliceResult:
     """The analysis of one workload slice: the input of every renderer."""
 
@@ -421,6 +486,9 @@ class SliceResult:
     checklist: tuple[ChecklistItem, ...] = ()
     pitfalls: tuple[Pitfall, ...] = ()
     summary: str = ""
+    latency_quantiles: dict[str, tuple[float, ...]] = field(default_factory=dict)
+    """Per shape: latency at 0%, 1%, ..., 100% (kept in the history for later comparisons)."""
+    history: History | None = None
 
     @property
     def name(self) -> str:

@@ -201,7 +201,38 @@ def queue_cdf(r: SliceResult) -> go.Figure:
     return _layout(fig, "Queue wait CDF per stream")
 
 
+def trend(r: SliceResult) -> go.Figure:
+    """The slice's latency p50/p95/p99 across recorded nights, with the SLA targets."""
+    runs = r.history.runs if r.history else ()
+    fig = go.Figure()
+    x = [p.run_date + (" (this run)" if p.current else "") for p in runs]
+    for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[
+                    None if (v := getattr(p, f"latency_{q}_us")) is None else v / 1000 for p in runs
+                ],
+                mode="lines+markers",
+                name=q,
+                line={"color": color},
+            )
+        )
+    for q, sla in (("p95", r.review.sla_p95_us), ("p99", r.review.sla_p99_us)):
+        if sla is not None:
+            fig.add_hline(
+                y=sla / 1000,
+                line={"dash": "dash", "color": "#b2182b"},
+                annotation_text=f"SLA {q}",
+                annotation_position="top left",
+            )
+    fig.update_xaxes(title="run date", type="category")
+    fig.update_yaxes(title="end-to-end latency, ms", rangemode="tozero")
+    return _layout(fig, "Latency across nights")
+
+
 CHARTS = {
+    "trend": trend,
     "tail_drivers": tail_drivers,
     "queue_cdf": queue_cdf,
     "accuracy_vs_gain": accuracy_vs_gain,

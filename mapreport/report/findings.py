@@ -91,6 +91,19 @@ def _scheduling(s: Scheduling | None) -> dict[str, Any] | None:
     }
 
 
+def _history(r: SliceResult) -> dict[str, Any] | None:
+    h = r.history
+    if h is None:
+        return None
+    return {
+        "compared_to": h.compared_to,
+        "note": h.note,
+        "runs": [dataclasses.asdict(p) for p in h.runs],
+        "actions": [dataclasses.asdict(a) for a in h.actions],
+        "regressions": [{**dataclasses.asdict(g), "ci": _iv(g.ci)} for g in h.regressions],
+    }
+
+
 def shape_findings(m: ShapeMetrics) -> dict[str, Any]:
     """One shape's entry of `shapes`."""
     return {
@@ -191,5 +204,6 @@ def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict
         "actions": [_action(a) for a in r.actions],
         "checklist": [dataclasses.asdict(c) for c in r.checklist],
         "pitfalls": [dataclasses.asdict(p) for p in r.pitfalls],
+        "history": _history(r),
         "sources": [dataclasses.asdict(s) for s in r.sources],
     }

@@ -40,6 +40,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("classes", "Bottleneck class per shape", "sections/classes.html.j2"),
     Section("scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",)),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
+    Section("history", "Closed loop across nights", "sections/history.html.j2", ("trend",)),
     Section("checklist", "Review checklist", "sections/checklist.html.j2"),
     Section("shapes", "Per-shape latency", "sections/shapes.html.j2", ("latency_percentiles",)),
     Section("data", "Data sources", "sections/data.html.j2"),
