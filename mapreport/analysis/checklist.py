@@ -13,6 +13,7 @@ from mapreport.analysis.results import (
     ShapeMetrics,
     SliceResult,
 )
+from mapreport.units import duration
 
 REFERENCE_PRECISIONS = frozenset({"fp32", "tf32", "float32"})
 """Precisions that are not a change; any other plan precision needs quality evidence."""
@@ -61,8 +62,8 @@ def _meets_evidence_rules(a: Action, r: SliceResult) -> str | None:
 def checklist(r: SliceResult, actions: Sequence[Action]) -> list[ChecklistItem]:
     """The five review items of METRICS.md, each passed or failed with its reason."""
     sla = [
-        f"p95 {r.review.sla_p95_us:.0f} µs" if r.review.sla_p95_us else "",
-        f"p99 {r.review.sla_p99_us:.0f} µs" if r.review.sla_p99_us else "",
+        f"p95 {duration(r.review.sla_p95_us)}" if r.review.sla_p95_us else "",
+        f"p99 {duration(r.review.sla_p99_us)}" if r.review.sla_p99_us else "",
     ]
     sla_text = ", ".join(s for s in sla if s)
     env = r.environment
