@@ -51,6 +51,9 @@ class ShapeTruth:
     """Compute factor of this shape's requests on core 3 (a slow or contended core)."""
     mem_burst: float = 0.0
     """Share of requests whose peak memory exceeds the bucket budget (and run 1.9x slower)."""
+    unfused_share: float = 0.0
+    """Share of requests served by the workload's unfused plan (fusion off, 12% slower, 10%
+    less peak memory): what the fusion-effect comparison needs."""
     expect_class: str = "none"
     """The bottleneck class the analysis must reach."""
     actions: tuple[str, ...] = ()
@@ -74,6 +77,8 @@ class WorkloadTruth:
     totals: bool = True
     """Write a `__total__` line per bucket; else the prediction is the sum of its ops."""
     synthetic_only: tuple[dict[str, Any], ...] = ()
+    unfused_plan: str = ""
+    """A second build of the plan with operator fusion off, serving `unfused_share` requests."""
     slice_actions: tuple[str, ...] = ()
     """Slice-wide action kinds the analysis must propose (environment, telemetry, quality)."""
 
@@ -135,16 +140,17 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         shapes=(
             _shape({"batch": 1, "seq": 32}, 900, 820.0, 1.05, (0.7, 0.3, 0.0), 0.0, 14_000.0,
                    expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
+            # 15% of this shape's requests run the unfused build (fusion-effect comparison)
             _shape({"batch": 4, "seq": 96}, 800, 2_150.0, 0.97, ADAPT, 0.25, 9_000.0,
-                   expect="specialise", actions=("specialise",)),
+                   expect="specialise", actions=("specialise",), unfused_share=0.15),
             _shape({"batch": 8, "seq": 128}, 700, 4_400.0, 0.6, ADAPT, 0.3, 12_000.0,
                    expect="close_the_loop", actions=("close_the_loop",)),
             _shape({"batch": 16, "seq": 64}, 500, 3_900.0, 1.6, (0.7, 0.3, 0.0), 0.0, 6_000.0,
                    expect="find_bottleneck", cls="mapping_inaccuracy",
                    actions=("mapping_inaccuracy",)),
-            # queueing bursts: 8% of requests wait 8-20 ms in the scheduler queue
+            # queueing bursts: 12% of requests wait 8-20 ms in the scheduler queue
             _shape({"batch": 8, "seq": 200}, 400, 6_300.0, 1.08, cls="queueing",
-                   actions=("queueing",), queue_burst=0.08),
+                   actions=("queueing",), queue_burst=0.12),
             # a slow core: on core 3 this shape computes 1.7x slower
             _shape({"batch": 4, "seq": 384}, 300, 5_200.0, 0.9, cls="core_imbalance",
                    actions=("core_imbalance",), slow_core=1.7),
@@ -160,6 +166,7 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         runtime_file="bert-base.runtime.jsonl.gz",
         ops=(("embedding", 0.06), ("attention", 0.46), ("ffn", 0.38), ("layernorm", 0.10)),
         totals=False,
+        unfused_plan="bert-v3-nofuse",
     ),
     WorkloadTruth(
         workload="resnet50-int8",
@@ -180,7 +187,7 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
                    cls="mapping_fallback", actions=("mapping_fallback",)),
             _shape({"batch": 4, "hw": 224}, 800, 1_350.0, 0.95, ADAPT, 0.2, 8_000.0,
                    expect="specialise", actions=("specialise",)),
-            _shape({"batch": 16, "hw": 224}, 600, 4_100.0, 1.1, ADAPT, 0.0, 30_000.0,
+            _shape({"batch": 16, "hw": 224}, 600, 4_100.0, 1.1, ADAPT, 0.0, 60_000.0,
                    expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
             _shape({"batch": 8, "hw": 320}, 500, 4_800.0, 0.55, (0.5, 0.5, 0.0), 0.35, 10_000.0,
                    expect="close_the_loop", actions=("close_the_loop",)),
@@ -209,7 +216,7 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         ),
         synthetic_only=(),
         shapes=(
-            _shape({"batch": 1, "ctx": 512}, 700, 9_500.0, 0.98, (0.7, 0.3, 0.0), 0.0, 60_000.0,
+            _shape({"batch": 1, "ctx": 512}, 700, 9_500.0, 0.98, (0.7, 0.3, 0.0), 0.0, 120_000.0,
                    expect="static_sufficient", cls="adaptation_overhead", actions=OVERHEAD),
             _shape({"batch": 4, "ctx": 1024}, 600, 12_800.0, 1.03, ADAPT, 0.18, 30_000.0,
                    expect="specialise", actions=("specialise",)),
@@ -218,11 +225,11 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
             _shape({"batch": 16, "ctx": 1024}, 400, 24_000.0, 1.35, (0.7, 0.3, 0.0), 0.0,
                    25_000.0, expect="find_bottleneck", cls="mapping_inaccuracy",
                    actions=("mapping_inaccuracy",)),
-            # memory bursts: 7% of requests peak over the bucket's budget and run 1.9x slower
+            # memory bursts: 10% of requests peak over the bucket's budget and run 1.9x slower
             _shape({"batch": 2, "ctx": 4096}, 300, 19_000.0, 1.12, cls="memory_burst",
-                   actions=("memory_burst",), mem_burst=0.07),
-            _shape({"batch": 1, "ctx": 12000}, 200, 26_000.0, 1.0, UNCOVERED, 0.33, 50_000.0,
-                   slowdown=1.5, expect="close_the_loop", cls="mapping_fallback",
+                   actions=("memory_burst",), mem_burst=0.10),
+            _shape({"batch": 1, "ctx": 12000}, 200, 26_000.0, 1.0, UNCOVERED, 0.45, 50_000.0,
+                   slowdown=1.8, expect="close_the_loop", cls="mapping_fallback",
                    actions=("mapping_fallback",)),
         ),
         compile_env=dict(_ENV, compiler="tvm-unity", compiler_version="0.19.0"),
@@ -327,6 +334,21 @@ def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
                 "compile_ms": 120.0 + 40 * core,
                 "compiler_pass": "auto-mapper-v2",
             }
+        if w.unfused_plan and any(
+            s.unfused_share and true_bucket(w, s) == bucket for s in w.shapes
+        ):
+            for op, frac in w.ops:
+                yield {
+                    "workload": w.workload,
+                    **({"slice": w.slice} if w.slice else {}),
+                    "plan_id": w.unfused_plan,
+                    "shape_bucket": bucket,
+                    "op": op,
+                    "predicted_us": base * frac * 1.1,
+                    "prediction_source": "cost_model",
+                    "precision": w.precision,
+                    "mem_budget_bytes": budget,
+                }
         if w.totals:
             yield {
                 "workload": w.workload,
@@ -376,6 +398,12 @@ def runtime_records(
         if bucket is not None:
             mem = np.where(burst, bucket_budget(w, bucket) * rng.uniform(1.2, 1.5, n), mem)
         compute = compute * np.where(burst, 1.9, 1.0)
+        unfused = np.zeros(n, dtype=bool)
+        if s.unfused_share:
+            unfused = rng.random(n) < s.unfused_share
+            variants = np.where(unfused, "static", variants)
+            compute = np.where(unfused, s.static_us * 1.12 * rng.lognormal(0.0, 0.08, n), compute)
+            mem = np.where(unfused, mem * 0.9, mem)
         mem = mem.astype(np.int64)
         for i in range(n):
             start = arrival[i] + admission[i] + queue[i]
@@ -389,7 +417,7 @@ def runtime_records(
                     "queue_start_us": round(float(arrival[i] + admission[i]), 1),
                     "compute_start_us": round(float(start), 1),
                     "compute_end_us": round(float(start + compute[i]), 1),
-                    "plan_id": w.plan_id,
+                    "plan_id": w.unfused_plan if unfused[i] else w.plan_id,
                     "plan_variant": str(variants[i]),
                     "core": int(cores[i]),
                     "stream": "interactive" if i % 3 else "batch",

@@ -121,7 +121,14 @@ def test_scheduling_figures(demo_results: dict[str, SliceResult]) -> None:
         for b in s.batch_impact
         if b.requests_per_s
     )
-    assert "not measured" in s.fusion_note
+    (fusion,) = s.fusion  # the planted unfused build of bert-v3 served batch=4,seq=96
+    assert (fusion.plan_fused, fusion.plan_unfused) == ("bert-v3", "bert-v3-nofuse")
+    assert fusion.bucket == "batch=1-4,seq=65-128"
+    assert fusion.launches_saved == 1  # attention + layernorm in one kernel
+    assert fusion.p95_change is not None
+    assert -0.2 < fusion.p95_change < -0.03  # unfused runs 12% slower
+    assert fusion.mem_p50_fused_bytes > fusion.mem_p50_unfused_bytes
+    assert "not measured" in demo_results["resnet50-int8/prod"].scheduling.fusion_note
 
 
 def test_classes_stable_under_row_reordering(
@@ -181,3 +188,20 @@ def test_jain_index_range(loads: list[float]) -> None:
     j = jain_index(loads)
     if j is not None:
         assert 1 / len(loads) - 1e-9 <= j <= 1 + 1e-9
+
+
+@pytest.mark.parametrize("seed", [3, 7])
+def test_planted_effects_do_not_depend_on_the_seed(tmp_path: Path, seed: int) -> None:
+    files = synth.generate(tmp_path / "in", seed=seed)
+    ingest(tmp_path / "ds", files)
+    con = Dataset(tmp_path / "ds").connect()
+    for name, w in TRUTH.items():
+        r = analyze_slice(con, w.workload, w.slice, Thresholds(), Review())
+        for m in r.shapes:
+            t = next(s for s in w.shapes if synth.shape_key(s.dims) == m.shape)
+            got = (
+                m.decision,
+                m.bottleneck_class,
+                sorted(a.cls for a in r.actions if a.shape == m.shape),
+            )
+            assert got == (t.expect, t.expect_class, sorted(t.actions)), (name, m.shape)

@@ -83,7 +83,8 @@ def test_accuracy_matches_independent_computation(
             continue
         expected_pred = synth.bucket_prediction(w, bucket)
         assert m.predicted_us == pytest.approx(expected_pred, rel=1e-9)
-        static = ok[(ok["shape"] == m.shape) & (ok["plan_variant"] == "static")]["compute"]
+        static = ok[(ok["shape"] == m.shape) & (ok["plan_variant"] == "static")
+                    & (ok["plan_id"] == w.plan_id)]["compute"]
         if len(static) < r.thresholds.min_samples:
             assert m.ape is None
             assert m.accuracy == "not_measured"
@@ -112,7 +113,7 @@ def test_gain_point_estimates(
     for m in demo_results[name].shapes:
         if m.gain_p50 is None:
             continue
-        s = ok[ok["shape"] == m.shape]
+        s = ok[(ok["shape"] == m.shape) & (ok["plan_id"] == w.plan_id)]
         a = s[s["plan_variant"] == "adapted"]["compute"]
         b = s[s["plan_variant"] == m.baseline_variant]["compute"]
         assert m.gain_p50 == pytest.approx(1 - np.median(a) / np.median(b), rel=1e-9)

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mapreport.analysis.query import BucketRow, ShapeRow
 from mapreport.analysis.results import Coverage, SyntheticBucket, UncoveredShape
-from mapreport.shapes import ShapeError, parse_bucket, tightest
+from mapreport.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,19 @@ def coverage(
         if placements[r.shape].bucket is None
     )
     used = {(p.bucket.plan_id, p.bucket.bucket) for p in placements.values() if p.bucket}
-    served_plans = {p.plan_id for p in placements.values() if p.plan_id}
+    # a plan that served a shape without being its primary plan still used its own bucket
+    by_plan: dict[str, dict[Bucket, BucketRow]] = {}
+    for b in buckets:
+        with contextlib.suppress(ShapeError):
+            by_plan.setdefault(b.plan_id, {})[parse_bucket(b.bucket)] = b
+    for r in rows:
+        for plan in r.plans:
+            best = tightest(r.shape, by_plan.get(plan or "", {}))
+            if plan is not None and best is not None:
+                used.add((plan, by_plan[plan][best].bucket))
+    served_plans = {p for r in rows for p in r.plans if p is not None} or {
+        p.plan_id for p in placements.values() if p.plan_id
+    }
     synthetic = tuple(
         SyntheticBucket(b.plan_id, b.bucket, b.predicted_us)
         for b in buckets

@@ -90,7 +90,8 @@ def _fusion(
     shape_buckets: dict[str, str],
 ) -> list[FusionEffect]:
     """Per bucket compiled by a plan with fusion groups and by one without: latency p95 and
-    memory p50 of the bucket's shapes under each plan, when both served requests."""
+    memory p50 of the bucket's shapes under each plan as built (static requests), when both
+    served requests."""
     by_bucket: dict[str, list[BucketRow]] = {}
     for b in buckets:
         by_bucket.setdefault(b.bucket, []).append(b)
@@ -100,7 +101,8 @@ def _fusion(
             f"""
             SELECT shape, plan_id, count(*), quantile_cont(latency_us, 0.95),
                 quantile_cont(mem_peak_bytes, 0.5)
-            FROM ({REQUESTS}) WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY ALL
+            FROM ({REQUESTS})
+            WHERE status = 'ok' AND plan_id IS NOT NULL AND variant = 'static' GROUP BY ALL
             """,
             p,
         ).fetchall()
