@@ -6,10 +6,12 @@ docs/config.md; an unknown key or a wrong type is a ConfigError naming the file 
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -26,16 +28,6 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     out: str = "reports"
     sources: list[str] = []
     on_error: ErrorPolicy = "abort"
-
-
-class _Thresholds(msgspec.Struct, forbid_unknown_fields=True):
-    tolerance: float = 0.15
-    min_samples: int = 10
-    min_samples_p95: int = 20
-    min_samples_p99: int = 100
-    bootstrap_resamples: int = 2000
-    seed: int = 20261129
-    tail_ratio: float = 1.5
 
 
 class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -63,7 +55,7 @@ class _History(msgspec.Struct, forbid_unknown_fields=True):
 class _File(msgspec.Struct, forbid_unknown_fields=True):
     run: _Run = msgspec.field(default_factory=_Run)
     history: _History = msgspec.field(default_factory=_History)
-    thresholds: _Thresholds = msgspec.field(default_factory=_Thresholds)
+    thresholds: dict[str, Any] = {}
     slices: list[SliceConfig] = []
     owners: _Owners = msgspec.field(default_factory=_Owners)
     signoffs: _Owners = msgspec.field(default_factory=_Owners)
@@ -112,7 +104,14 @@ def default_config() -> Config:
 
 def _build(raw: _File, path: Path | None) -> Config:
     base = path.parent if path else Path.cwd()
-    th = raw.thresholds
+    known = {f.name for f in dataclasses.fields(Thresholds)}
+    unknown = sorted(set(raw.thresholds) - known)
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) in [thresholds]: {', '.join(unknown)}")
+    try:
+        th = msgspec.convert(raw.thresholds, Thresholds)
+    except msgspec.ValidationError as e:
+        raise ConfigError(f"{path}: {str(e).replace('$.', 'thresholds.')}") from None
     if not 0 < th.tolerance < 10:
         raise ConfigError(f"{path}: thresholds.tolerance must be in (0, 10), got {th.tolerance}")
     if th.bootstrap_resamples < 1000:
@@ -125,7 +124,7 @@ def _build(raw: _File, path: Path | None) -> Config:
         out=(base / raw.run.out).resolve(),
         sources=tuple(raw.run.sources),
         on_error=raw.run.on_error,
-        thresholds=Thresholds(**msgspec.structs.asdict(th)),
+        thresholds=th,
         slices=tuple(raw.slices),
         owners={k: v for k, v in msgspec.structs.asdict(raw.owners).items() if v},
         signoffs={k: v for k, v in msgspec.structs.asdict(raw.signoffs).items() if v},
