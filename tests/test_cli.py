@@ -128,6 +128,7 @@ def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
     res = cli("run", cfg)
     assert res.returncode == 4
     assert "extra_section" in res.stderr
+    cfg = write_config(tmp_path, sample_dir)
     cfg.write_text(cfg.read_text().replace("tolerance = 0.15", 'tolerance = "wide"'))
     res = cli("run", cfg)
     assert res.returncode == 4

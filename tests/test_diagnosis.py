@@ -205,3 +205,32 @@ def test_planted_effects_do_not_depend_on_the_seed(tmp_path: Path, seed: int) ->
                 sorted(a.cls for a in r.actions if a.shape == m.shape),
             )
             assert got == (t.expect, t.expect_class, sorted(t.actions)), (name, m.shape)
+
+
+EXPECTED_OWNER = {
+    "queueing": "model_serving_architect",
+    "core_imbalance": "runtime_lead",
+    "mapping_fallback": "compiler_lead",
+    "memory_burst": "compiler_lead",
+    "mapping_inaccuracy": "compiler_lead",
+    "adaptation_overhead": "runtime_lead",
+    "specialise": "compiler_lead",
+    "close_the_loop": "compiler_lead",
+    "observability": "observability_engineer",
+    "environment_mismatch": "runtime_lead",
+    "precision_without_quality": "model_serving_architect",
+}
+
+
+def test_each_planted_cause_goes_to_its_owner(demo_reports: Path) -> None:
+    names = {"compiler_lead": "Compiler team (A. Ng)", "runtime_lead": "Runtime team (J. Okafor)",
+             "observability_engineer": "Observability (M. Silva)",
+             "model_serving_architect": "Serving architecture (R. Iyer)"}
+    seen = set()
+    for name in TRUTH:
+        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        for a in doc["actions"]:
+            assert a["owner_role"] == EXPECTED_OWNER[a["class"]], a["title"]
+            assert a["owner"] == names[a["owner_role"]]
+            seen.add(a["class"])
+    assert seen == set(EXPECTED_OWNER)  # the demo exercises every kind of action
