@@ -6,13 +6,14 @@ Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input d
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from collections.abc import Callable
 from datetime import datetime
 from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import click
 
@@ -20,8 +21,8 @@ from mapreport import __version__
 from mapreport.config import default_config, load_config
 from mapreport.errors import MapreportError, ReportError
 from mapreport.ingest import READERS, IngestResult
-from mapreport.ingest.sink import ERROR_POLICIES
-from mapreport.pipeline import SliceOutcome, ingest, report, run
+from mapreport.ingest.sink import ERROR_POLICIES, ErrorPolicy
+from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report, run
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -151,7 +152,12 @@ def ingest_cmd(
     the content; a file already ingested (same SHA-256) is skipped, and a file whose content
     changed at the same path replaces its earlier version."""
     _logging(verbose)
-    results = ingest(dataset, list(files), on_error, fmt, _progress(quiet))  # type: ignore[arg-type]
+    try:
+        policy = cast(ErrorPolicy, on_error)
+        results = ingest(dataset, list(files), policy, fmt, _progress(quiet))
+    except IngestFailures as e:
+        _summarise_ingest(e.results, quiet)
+        raise
     _summarise_ingest(results, quiet)
 
 
@@ -225,9 +231,19 @@ def run_cmd(config_path: Path, run_date: datetime | None, quiet: bool, verbose: 
     code non-zero; the others are written."""
     _logging(verbose)
     config = load_config(config_path)
-    ingested, outcomes = run(
-        config, _progress(quiet), run_date.date().isoformat() if run_date else None
-    )
+    if not quiet:
+        click.echo(f"config    {config.path}")
+        click.echo(f"dataset   {config.dataset}")
+        click.echo(f"out       {config.out}")
+    try:
+        ingested, outcomes = run(
+            config, _progress(quiet), run_date.date().isoformat() if run_date else None
+        )
+    except IngestFailures as e:
+        _summarise_ingest(e.results, quiet)
+        with contextlib.suppress(ReportError):
+            _summarise_reports(e.outcomes, config.out, quiet)
+        raise
     _summarise_ingest(ingested, quiet)
     _summarise_reports(outcomes, config.out, quiet)
 

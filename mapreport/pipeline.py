@@ -16,7 +16,7 @@ from typing import Any
 from mapreport.analysis import Review, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows, history_view
 from mapreport.config import Config
-from mapreport.errors import DatasetError, MapreportError
+from mapreport.errors import DatasetError, InputError, MapreportError
 from mapreport.ingest import IngestResult, ingest_file
 from mapreport.ingest.sink import ErrorPolicy
 from mapreport.report import write_index, write_slice_report
@@ -60,15 +60,45 @@ def ingest(
     fmt: str | None = None,
     progress: Progress = _quiet,
 ) -> list[IngestResult]:
-    """Ingest files (folders are walked) into the dataset; each file commits atomically."""
+    """Ingest files (folders are walked) into the dataset; each file commits atomically.
+
+    Under `abort` the first bad file stops the command (files before it stay committed).
+    Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
+    and an IngestFailures error then lists every skipped file."""
     ds = Dataset(dataset_dir, create=True)
     ds.recover()
     results = []
+    failures: list[InputError] = []
     files = list(iter_files(list(paths)))
     for i, f in enumerate(files, 1):
         progress(f"ingest {i}/{len(files)} {f}")
-        results.append(ingest_file(ds, f, policy, fmt))
+        try:
+            results.append(ingest_file(ds, f, policy, fmt))
+        except InputError as e:
+            if policy == "abort":
+                raise
+            failures.append(e)
+    if failures:
+        raise IngestFailures(results, failures)
     return results
+
+
+class IngestFailures(InputError):
+    """Files that could not be read at all under the quarantine policy; the rest went in."""
+
+    def __init__(self, results: list[IngestResult], failures: list[InputError]):
+        self.results = results
+        self.failures = failures
+        self.outcomes: list[SliceOutcome] = []
+        super().__init__(
+            failures[0].path, failures[0].line, failures[0].field, failures[0].reason
+        )
+
+    def message(self) -> str:
+        """All failed files, one clause each."""
+        return f"{len(self.failures)} file(s) could not be read: " + "; ".join(
+            f.message() for f in self.failures
+        )
 
 
 @dataclass(frozen=True)
@@ -217,8 +247,18 @@ def run(
     """The nightly job: ingest the configured sources, then report every slice."""
     if not config.sources:
         raise MapreportError(f"{config.path}: run.sources lists no input files")
-    ingested = ingest(config.dataset, config.source_files(), config.on_error, progress=progress)
-    return ingested, report(
+    failed: IngestFailures | None = None
+    try:
+        ingested = ingest(
+            config.dataset, config.source_files(), config.on_error, progress=progress
+        )
+    except IngestFailures as e:
+        ingested, failed = e.results, e
+    outcomes = report(
         config.dataset, config.out, config, progress=progress, record=config.record_history,
         run_date=run_date,
     )
+    if failed is not None:
+        failed.outcomes = outcomes
+        raise failed
+    return ingested, outcomes

@@ -185,8 +185,8 @@ def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
     f = tmp_path / "evil.jsonl"
     f.write_text(
         "\n".join(
-            json.dumps({**rec, "workload": w, "slice": s})
-            for w, s in [("../../etc", "../x"), ("/abs/path", ""), ("..", ".")]
+            json.dumps({**rec, "workload": w, "slice": s, "request_id": f"r{i}"})
+            for i, (w, s) in enumerate([("../../etc", "../x"), ("/abs/path", ""), ("..", ".")])
         )
         + "\n"
     )

@@ -200,7 +200,12 @@ def analyze_slice(
         environment=env,
         sources=tuple(
             SourceFile(
-                f["source_id"], f["path"], f["format"], json.loads(f["rows"]), int(f["rejected"])
+                f["source_id"],
+                f["path"],
+                f["format"],
+                json.loads(f["rows"]),
+                int(f["rejected"]),
+                tuple(json.loads(f["rejections"])),
             )
             for f in files
         ),

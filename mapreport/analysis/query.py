@@ -258,7 +258,7 @@ def environments(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[
 def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
     """ingest_log rows of the given sources."""
     cur = con.execute(
-        """SELECT source_id, path, format, rows, rejected FROM ingest_log
+        """SELECT source_id, path, format, rows, rejected, rejections FROM ingest_log
            WHERE list_contains($ids, source_id) ORDER BY path""",
         {"ids": source_ids},
     )

@@ -262,6 +262,8 @@ class SourceFile:
     format: str
     rows: dict[str, int]
     rejected: int
+    rejections: tuple[dict[str, object], ...] = ()
+    """The first rejected records (line, field, reason); all of them are in `quarantine`."""
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,7 @@ def ingest_file(
     sink = Sink(staging, source_id, path, policy)
     try:
         reader.read(path, sink)
+        sink.enforce_unique()
         rows = sink.close()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import gzip
-import io
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -98,28 +97,39 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             yield lineno + 1, BadRecord(None, TRUNCATED, b"")
 
 
+def _text_lines(raw: IO[bytes]) -> Iterator[str]:
+    """Physical lines decoded as UTF-8; undecodable bytes become lone surrogates, so the row
+    that holds them can be rejected with its own line number."""
+    for line in raw:
+        yield line.decode("utf-8", errors="surrogateescape")
+
+
+def _has_undecodable(cells: list[str]) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for cell in cells for ch in cell)
+
+
 def iter_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | BadRecord]]:
     """Read a CSV file with a header row; each row is a dict of strings (line 1 is the header)."""
     with open_bytes(path) as raw:
-        text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-        reader = csv.reader(text)
+        reader = csv.reader(_text_lines(raw))
         try:
             header = next(reader, None)
             if header is None:
                 return
+            if _has_undecodable(header):
+                yield 1, BadRecord(None, "header is not UTF-8; the file is unreadable", b"")
+                return
             for row in reader:
                 if not row:
+                    continue
+                if _has_undecodable(row):
+                    yield reader.line_num, BadRecord(None, "not UTF-8", ",".join(row)[:2000])
                     continue
                 if len(row) != len(header):
                     reason = f"row has {len(row)} cells, the header has {len(header)}"
                     yield reader.line_num, BadRecord(None, reason, ",".join(row)[:2000])
                     continue
                 yield reader.line_num, dict(zip(header, row, strict=True))
-        except UnicodeDecodeError as e:
-            yield (
-                reader.line_num + 1,
-                BadRecord(None, f"not UTF-8 ({e.reason}); the rest of the file is unreadable", b""),
-            )
         except csv.Error as e:
             yield reader.line_num, BadRecord(None, f"bad CSV: {e}", b"")
         except (EOFError, zlib.error, gzip.BadGzipFile):
@@ -127,11 +137,11 @@ def iter_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | BadRecord]]:
 
 
 def csv_header(path: Path) -> list[str]:
-    """The header cells of a CSV file (empty when it has none)."""
+    """The header cells of a CSV file (empty when it has none or it is not UTF-8)."""
     try:
         with open_bytes(path) as raw:
-            text = io.TextIOWrapper(raw, encoding="utf-8", newline="")
-            return next(csv.reader(text), [])
+            first = raw.readline(MAX_LINE_BYTES).decode("utf-8")
+        return next(csv.reader([first]), [])
     except (UnicodeDecodeError, csv.Error, OSError, EOFError, zlib.error):
         return []
 
@@ -150,11 +160,12 @@ def iter_parquet(path: Path, batch_rows: int = 65536) -> Iterator[tuple[int, dic
 
 
 def parquet_columns(path: Path) -> list[str]:
-    """Column names of a Parquet file (empty when unreadable)."""
+    """Column names of a Parquet file; InputError when its footer cannot be read."""
     try:
         return list(pq.read_schema(path).names)
-    except (OSError, ValueError):
-        return []
+    except (OSError, ValueError) as e:
+        raise InputError(path, None, None, f"unreadable Parquet (truncated or corrupt): {e}"
+                         ) from None
 
 
 def iter_records(path: Path, container: Container) -> Iterator[tuple[int, Any]]:

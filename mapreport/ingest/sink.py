@@ -7,7 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import duckdb
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from mapreport.errors import InputError
 from mapreport.schema import PARTITIONED, TABLES
@@ -52,7 +55,13 @@ class Sink:
         self.rejected += 1
         if len(self.rejections) < MAX_REJECTIONS_LOGGED:
             self.rejections.append({"line": line, "field": field_name, "reason": reason})
-        text = raw if isinstance(raw, str) else repr(raw)
+        if isinstance(raw, bytes):
+            text = raw.decode("utf-8", "backslashreplace")
+        elif isinstance(raw, str):
+            # lone surrogates (undecodable input bytes) are written back as \xNN escapes
+            text = raw.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        else:
+            text = repr(raw)
         self.add(
             "quarantine",
             line,
@@ -69,6 +78,44 @@ class Sink:
             self.staging, table, workload, f"{self.source_id}-{self._seq:05d}.parquet"
         )
         write_parquet(pa.Table.from_pylist(rows, schema=TABLES[table]), target)
+
+    def enforce_unique(self, table: str = "request", key: str = "request_id") -> None:
+        """Reject rows whose key repeats an earlier row of the same file (FORMATS.md: request
+        ids are unique within a file). Runs over the staged Parquet with DuckDB, so it holds
+        no per-row state in Python; the first occurrence is kept."""
+        self.close()
+        files = sorted((self.staging / table).rglob("*.parquet"))
+        if not files:
+            return
+        con = duckdb.connect()
+        paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        dups = con.execute(
+            f"""
+            SELECT line, first_line, {key} FROM (
+                SELECT {key}, line, min(line) OVER (PARTITION BY {key}) AS first_line,
+                    row_number() OVER (PARTITION BY {key} ORDER BY line) AS rn
+                FROM read_parquet([{paths}])
+            ) WHERE rn > 1 ORDER BY line
+            """
+        ).fetchall()
+        con.close()
+        if not dups:
+            return
+        line, first, value = dups[0]
+        if self.policy == "abort":
+            raise InputError(
+                self.path, line, key, f"duplicate {key} {value!r} (first on line {first})"
+            )
+        bad = pa.array([d[0] for d in dups], pa.int64())
+        for f in files:
+            t = pq.read_table(f)
+            keep = t.filter(pc.invert(pc.is_in(t["line"], value_set=bad)))
+            if keep.num_rows != t.num_rows:
+                write_parquet(keep.replace_schema_metadata(None), f)
+        self.rows[table] -= len(dups)
+        for line, first, value in dups:
+            self.reject(line, key, f"duplicate {key} {value!r} (first on line {first})", value)
+        self.close()
 
     def close(self) -> dict[str, int]:
         """Flush every buffer; returns rows written per table."""

@@ -1,0 +1,436 @@
+"""Reliability and security: a corpus of malformed inputs, property and fuzz tests of the
+readers, kill -9 in the middle of an ingest, chart-export failure, hostile report content."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mapreport.config import default_config
+from mapreport.errors import InputError
+from mapreport.ingest import ingest_file
+from mapreport.pipeline import ingest, report
+from mapreport.report import export
+from mapreport.report.pdf import write_pdf
+from mapreport.store import Dataset
+from tests.conftest import REPO
+
+CORPUS = Path(__file__).parent / "corpus" / "native"
+
+# file -> (line, field, reason, quarantined rows kept and rejected, or None: unreadable file)
+CASES: dict[str, tuple[int | None, str | None, str, tuple[int, int] | None]] = {
+    "truncated_json.jsonl": (2, None, "invalid JSON", (2, 1)),
+    "truncated.jsonl.gz": (1980, None, "truncated or corrupt gzip", (1979, 1)),
+    "wrong_types.jsonl": (2, "arrival_us", "expected a number", (2, 2)),
+    "missing_required.jsonl": (2, "compute_end_us", "required field is missing", (2, 1)),
+    "negative_duration.jsonl": (2, "compute_end_us", "before compute_start_us", (2, 1)),
+    "reversed_timestamps.jsonl": (2, "compute_start_us", "before arrival_us", (2, 1)),
+    "queue_after_start.jsonl": (2, "queue_start_us", "after compute_start_us", (2, 1)),
+    "nan_literal.jsonl": (2, None, "invalid JSON", (2, 1)),
+    "infinity_literal.jsonl": (2, None, "invalid JSON", (2, 1)),
+    "nan_inf.csv": (3, "arrival_us", "finite number", (2, 2)),
+    "duplicate_ids.jsonl": (3, "request_id", "duplicate request_id 'r1'", (3, 1)),
+    "unknown_variant.jsonl": (2, "plan_variant", "one of static, adapted, fallback", (2, 1)),
+    "negative_dim.jsonl": (2, "shape", "non-negative", (2, 1)),
+    "fractional_dim.jsonl": (2, "shape", "integer", (2, 1)),
+    "string_dim.jsonl": (2, "shape", "integer", (2, 1)),
+    "bool_number.jsonl": (2, "batch_size", "expected a number", (2, 1)),
+    "not_an_object.jsonl": (2, None, "not a JSON object", (2, 1)),
+    "bad_event.jsonl": (2, "event", "must be one of", (2, 1)),
+    "negative_event_duration.jsonl": (2, "dur_us", ">= 0", (2, 1)),
+    "bad_environment.jsonl": (1, "environment", "must be an object", (2, 1)),
+    "mixed_encoding.jsonl": (2, None, "UTF-8", (2, 1)),
+    "mixed_encoding.csv": (3, None, "not UTF-8", (1, 1)),
+    "missing_column.csv": (2, "compute_end_us", "required field is missing", (0, 2)),
+    "ragged.csv": (3, None, "row has 5 cells", (2, 1)),
+    "bad_shape_string.csv": (3, "shape", "bad dimension", (1, 1)),
+    "wrong_type.parquet": (1, "arrival_us", "expected a number", (0, 3)),
+    "truncated.parquet": (None, None, "unreadable Parquet", None),
+    "compile_empty_range.jsonl": (2, "shape_bucket", "empty", (1, 1)),
+    "compile_negative_prediction.jsonl": (2, "predicted_us", ">= 0", (1, 1)),
+    "compile_bucket_not_object.jsonl": (2, "shape_bucket", "object", (1, 1)),
+    "compile_missing_op.jsonl": (2, "op", "required", (1, 1)),
+    "quality_missing_value.jsonl": (2, "value", "required", (1, 1)),
+    "quality_wrong_type.jsonl": (2, "max_drop", "expected a number", (1, 1)),
+    "empty.jsonl": (None, None, "empty", None),
+    "whitespace_only.jsonl": (None, None, "empty", None),
+    "zero_byte.jsonl.gz": (None, None, "empty", None),
+    "empty_stream.jsonl.gz": (None, None, "empty", None),
+    "binary_garbage.jsonl": (None, None, "not recognised", None),
+}
+DATA_TABLES = ("request", "adaptation_event", "compile_plan", "quality", "environment")
+
+
+def test_corpus_is_complete() -> None:
+    assert {p.name for p in CORPUS.iterdir()} == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_malformed_input_names_file_line_and_field(tmp_path: Path, name: str) -> None:
+    line, field, reason, _ = CASES[name]
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, CORPUS / name)
+    e = err.value
+    assert (e.line, e.field) == (line, field)
+    assert reason in e.reason
+    assert e.message().startswith(str((CORPUS / name).resolve()))
+    assert ds.live() == {}  # nothing of a rejected file is committed
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_quarantine_loses_nothing(tmp_path: Path, name: str) -> None:
+    _, _, reason, expected = CASES[name]
+    ds = Dataset(tmp_path / "ds", create=True)
+    if expected is None:
+        with pytest.raises(InputError, match=reason):
+            ingest_file(ds, CORPUS / name, policy="quarantine")
+        return
+    res = ingest_file(ds, CORPUS / name, policy="quarantine")
+    kept = sum(n for t, n in res.rows.items() if t in DATA_TABLES and t != "environment")
+    assert (kept, res.rejected) == expected
+    con = ds.connect()
+    assert con.execute("SELECT count(*) FROM quarantine").fetchone() == (res.rejected,)
+    (entry,) = ds.live().values()
+    assert entry.rejected == res.rejected
+
+
+def test_quarantine_skips_unreadable_files_and_keeps_the_rest(tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    shutil.copy(CORPUS / "duplicate_ids.jsonl", good)
+    with pytest.raises(InputError, match="2 file"):
+        ingest(
+            tmp_path / "ds",
+            [CORPUS / "empty.jsonl", good, CORPUS / "binary_garbage.jsonl"],
+            policy="quarantine",
+        )
+    assert len(Dataset(tmp_path / "ds").live()) == 1
+
+
+def test_line_over_the_size_limit_is_rejected(tmp_path: Path) -> None:
+    f = tmp_path / "huge.jsonl"
+    rec = json.loads((CORPUS / "duplicate_ids.jsonl").read_text().splitlines()[0])
+    with open(f, "w") as fh:
+        fh.write(json.dumps(rec) + "\n")
+        fh.write(json.dumps({**rec, "request_id": "big", "pad": "x" * (5 << 20)}) + "\n")
+        fh.write(json.dumps({**rec, "request_id": "after"}) + "\n")
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError, match="longer than") as err:
+        ingest_file(ds, f)
+    assert err.value.line == 2
+    res = ingest_file(ds, f, policy="quarantine")
+    assert (res.rows["request"], res.rejected) == (2, 1)
+
+
+def test_thousands_of_dims_rejected(tmp_path: Path) -> None:
+    rec = json.loads((CORPUS / "duplicate_ids.jsonl").read_text().splitlines()[0])
+    f = tmp_path / "dims.jsonl"
+    f.write_text(json.dumps({**rec, "shape": {f"d{i}": 1 for i in range(5000)}}) + "\n")
+    with pytest.raises(InputError, match="more than 64") as err:
+        ingest_file(Dataset(tmp_path / "ds", create=True), f)
+    assert err.value.field == "shape"
+
+
+# -- property and fuzz tests -----------------------------------------------------------------
+
+number = st.one_of(
+    st.integers(-10, 10**16),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=5),
+    st.booleans(),
+    st.none(),
+)
+request = st.fixed_dictionaries(
+    {
+        "workload": st.one_of(st.text(max_size=8), st.integers()),
+        "request_id": st.text(max_size=4),
+        "shape": st.one_of(
+            st.dictionaries(st.text(max_size=4), number, max_size=3),
+            st.lists(st.lists(number, max_size=3), max_size=3),
+            number,
+        ),
+        "arrival_us": number,
+        "compute_start_us": number,
+        "compute_end_us": number,
+    },
+    optional={
+        "plan_variant": st.one_of(st.sampled_from(["static", "adapted", "x"]), number),
+        "core": number,
+        "batch_size": number,
+        "queue_start_us": number,
+    },
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(request, min_size=1, max_size=5))
+def test_records_at_the_edges_are_accepted_or_named(
+    tmp_path_factory: pytest.TempPathFactory, recs: list[dict[str, Any]]
+) -> None:
+    folder = tmp_path_factory.mktemp("prop")
+    f = folder / "p.jsonl"
+    f.write_text("".join(json.dumps(r, allow_nan=True) + "\n" for r in recs))
+    ds = Dataset(folder / "ds", create=True)
+    try:
+        res = ingest_file(ds, f, policy="quarantine")
+    except InputError as e:
+        # either outcome is allowed; only whole-file problems may escape quarantine
+        assert e.line is None, e.message()  # noqa: PT017
+        return
+    got = (
+        ds.connect()
+        .execute("SELECT arrival_us, compute_start_us, compute_end_us, queue_start_us FROM request")
+        .fetchall()
+    )
+    for a, s, e, q in got:
+        assert a <= s <= e
+        assert q <= s
+    assert res.rows.get("request", 0) + res.rejected == len(recs)
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One random corruption: flip, drop, duplicate or truncate bytes."""
+    b = bytearray(data)
+    for _ in range(rng.randint(1, 8)):
+        if not b:
+            break
+        i = rng.randrange(len(b))
+        op = rng.randrange(4)
+        if op == 0:
+            b[i] = rng.randrange(256)
+        elif op == 1:
+            del b[i : i + rng.randint(1, 64)]
+        elif op == 2:
+            b[i:i] = b[i : i + rng.randint(1, 64)]
+        else:
+            del b[i:]
+    return bytes(b)
+
+
+FUZZ_SECONDS = float(os.environ.get("MAPREPORT_FUZZ_SECONDS", "6"))
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "resnet50-int8.compile.jsonl",
+        "llama-decode.runtime.csv",
+        "bert-base.runtime.jsonl.gz",
+        "quality.jsonl",
+    ],
+)
+def test_fuzz_readers_raise_only_input_errors(tmp_path: Path, source: str) -> None:
+    raw = (REPO / "sample_data" / source).read_bytes()
+    raw = gzip.compress(gzip.decompress(raw)[:200000]) if source.endswith(".gz") else raw[:200000]
+    rng = random.Random(source)
+    deadline = time.monotonic() + FUZZ_SECONDS
+    runs = errors = 0
+    while time.monotonic() < deadline:
+        runs += 1
+        f = tmp_path / f"m{runs}{''.join(Path(source).suffixes)}"
+        f.write_bytes(mutate(raw, rng))
+        ds = Dataset(tmp_path / f"ds{runs}", create=True)
+        for policy in ("abort", "quarantine"):
+            try:
+                ingest_file(ds, f, policy=policy)  # type: ignore[arg-type]
+            except InputError:
+                errors += 1
+        shutil.rmtree(tmp_path / f"ds{runs}")
+        f.unlink()
+    assert runs >= 5
+    print(f"fuzz {source}: {runs} mutated files, {2 * runs} ingests, {errors} InputErrors")
+
+
+# -- faults --------------------------------------------------------------------------------
+
+
+def test_kill_9_mid_ingest_leaves_a_readable_dataset(tmp_path: Path) -> None:
+    from mapreport import synth
+
+    inputs = synth.generate(tmp_path / "in", scale=8)
+    big = max(inputs, key=lambda p: p.stat().st_size)
+    clean = tmp_path / "clean"
+    ingest(clean, [big])
+    want = Dataset(clean).connect().execute("SELECT count(*) FROM request").fetchone()
+    outcomes = []
+    for trial in range(4):
+        ds_dir = tmp_path / f"ds{trial}"
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mapreport.cli",
+                "ingest",
+                "--dataset",
+                str(ds_dir),
+                "-q",
+                str(big),
+            ],
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        time.sleep(0.8 + 0.5 * trial)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (ds_dir / "ingest_log").is_dir():
+            ds = Dataset(ds_dir)
+            n = ds.connect().execute("SELECT count(*) FROM request").fetchone()
+            assert n in ((0,), want)  # all of the file or nothing of it
+            outcomes.append("committed" if n == want else "nothing")
+        else:
+            outcomes.append("not started")
+        ingest(ds_dir, [big])  # re-running completes it
+        ds = Dataset(ds_dir)
+        assert ds.connect().execute("SELECT count(*) FROM request").fetchone() == want
+        assert not list((ds_dir / ".staging").rglob("*.parquet"))
+        assert len(list((ds_dir / "request").rglob("*.parquet"))) >= 1
+        assert len(ds.live()) == 1
+    print("kill -9 trials:", outcomes)
+
+
+def test_chart_export_failure_keeps_html_and_findings(
+    tmp_path: Path, demo_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(export, "CHROMIUM_NAMES", ("no-such-browser",))
+    outcomes = report(demo_dataset, tmp_path / "out", default_config(), only="bert-base")
+    assert [o.error for o in outcomes] == [None]
+    folder = tmp_path / "out" / "bert-base"
+    assert (folder / "report.html").stat().st_size > 1_000_000
+    assert json.loads((folder / "findings.json").read_text())["workload"] == "bert-base"
+    text = subprocess.run(
+        ["pdftotext", str(folder / "report.pdf"), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "Charts are missing from this PDF because chart export failed" in text
+    assert "no Chromium found" in text
+
+
+# -- hostile content -------------------------------------------------------------------------
+
+HOSTILE = [
+    '<script>console.log("XSS-SCRIPT")</script>',
+    '"><img src=x onerror=console.log("XSS-IMG")>',
+    '<img src="file:///etc/passwd">',
+    '<link rel=stylesheet href="http://198.51.100.7/x.css">',
+]
+
+
+def hostile_dataset(tmp_path: Path) -> Path:
+    rows = []
+    for i, name in enumerate(HOSTILE):
+        for j in range(30):
+            rows.append(
+                {
+                    "workload": "evil",
+                    "slice": name,
+                    "request_id": f"{i}-{j}",
+                    "shape": {"batch": 1},
+                    "arrival_us": 1.0 + j,
+                    "compute_start_us": 2.0 + j,
+                    "compute_end_us": 50.0 + j,
+                    "stream": name,
+                    "plan_id": name,
+                    "plan_variant": "static",
+                }
+            )
+    rows.append(
+        {
+            "event": "retune",
+            "workload": "evil",
+            "slice": HOSTILE[0],
+            "ts_us": 1.0,
+            "detail": HOSTILE[1],
+        }
+    )
+    plan = {
+        "workload": "evil",
+        "plan_id": HOSTILE[0],
+        "shape_bucket": {"batch": [1, 2]},
+        "op": HOSTILE[1],
+        "predicted_us": 40.0,
+        "kernel": HOSTILE[2],
+    }
+    f = tmp_path / "evil.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    c = tmp_path / "evil.compile.jsonl"
+    c.write_text(
+        json.dumps({"environment": {"hardware": HOSTILE[3]}}) + "\n" + json.dumps(plan) + "\n"
+    )
+    ingest(tmp_path / "ds", [f, c])
+    return tmp_path / "ds"
+
+
+def test_hostile_names_render_as_text(tmp_path: Path) -> None:
+    ds = hostile_dataset(tmp_path)
+    out = tmp_path / "out"
+    outcomes = report(ds, out, default_config())
+    assert len(outcomes) == len(HOSTILE)
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    written = list(out.rglob("report.html"))
+    assert all(p.resolve().is_relative_to(out.resolve()) for p in out.rglob("*"))
+    chromium = shutil.which("chromium")
+    for html in written:
+        source = html.read_text()
+        assert "<script>console.log" not in source
+        assert "<img src=x" not in source
+        assert '<img src="file:' not in source
+        if chromium is None:
+            continue
+        res = subprocess.run(
+            [
+                chromium,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                f"--user-data-dir={tmp_path / 'profile'}",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--virtual-time-budget=4000",
+                "--dump-dom",
+                html.as_uri(),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "XSS" not in "\n".join(x for x in res.stderr.splitlines() if "CONSOLE" in x)
+        assert "console.log" in res.stdout  # the text is there, shown literally
+    for pdf in out.rglob("report.pdf"):
+        text = subprocess.run(
+            ["pdftotext", str(pdf), "-"], capture_output=True, text=True, check=True
+        ).stdout
+        assert "<" in text  # names are printed as text, not interpreted
+
+
+def test_pdf_fetcher_allows_only_package_assets(tmp_path: Path) -> None:
+    page = (
+        '<html><body><p>x</p><img src="file:///etc/passwd">'
+        '<link rel="stylesheet" href="http://198.51.100.7/x.css">'
+        '<img src="https://198.51.100.7/y.png"></body></html>'
+    )
+    blocked = write_pdf(page, tmp_path / "x.pdf")
+    assert sorted(blocked) == sorted(
+        ["file:///etc/passwd", "http://198.51.100.7/x.css", "https://198.51.100.7/y.png"]
+    )
+    assert (tmp_path / "x.pdf").stat().st_size > 0
