@@ -162,12 +162,26 @@ class Dataset:
             self.root / LOG / f"{entry.source_id}.parquet",
         )
         shutil.rmtree(staging, ignore_errors=True)
-        self.collect_garbage()
+        for old in entry.supersedes:  # the earlier versions of this path
+            self._drop_source(old)
 
     def recover(self) -> int:
         """Delete staging folders and data files of uncommitted or superseded sources."""
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
         return self.collect_garbage()
+
+    def _drop_source(self, source_id: str) -> int:
+        """Delete one source's data files, then its log record."""
+        removed = 0
+        for table in TABLES:
+            if table != LOG and (self.root / table).is_dir():
+                for f in (self.root / table).rglob(f"{source_id}-*.parquet"):
+                    f.unlink()
+                    removed += 1
+        with contextlib.suppress(FileNotFoundError):
+            (self.root / LOG / f"{source_id}.parquet").unlink()
+            removed += 1
+        return removed
 
     def collect_garbage(self) -> int:
         """Remove files of superseded sources and data files that no live log record owns."""
