@@ -137,6 +137,9 @@ def main() -> None:
     "quarantine: bad records go to the quarantine table and are counted.",
 )
 @click.option("--format", "fmt", type=click.Choice(sorted(READERS)), help="Skip sniffing.")
+@click.option("--workload", help="Workload name for formats that carry none (profiler traces); "
+              "default: the file name up to its first dot.")
+@click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -145,6 +148,8 @@ def ingest_cmd(
     files: tuple[Path, ...],
     on_error: str,
     fmt: str | None,
+    workload: str | None,
+    slice_: str,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -154,7 +159,8 @@ def ingest_cmd(
     _logging(verbose)
     try:
         policy = cast(ErrorPolicy, on_error)
-        results = ingest(dataset, list(files), policy, fmt, _progress(quiet))
+        hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
+        results = ingest(dataset, list(files), policy, fmt, _progress(quiet), hints)
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         raise

@@ -59,6 +59,7 @@ def ingest(
     policy: ErrorPolicy = "abort",
     fmt: str | None = None,
     progress: Progress = _quiet,
+    hints: dict[str, str] | None = None,
 ) -> list[IngestResult]:
     """Ingest files (folders are walked) into the dataset; each file commits atomically.
 
@@ -73,7 +74,7 @@ def ingest(
     for i, f in enumerate(files, 1):
         progress(f"ingest {i}/{len(files)} {f}")
         try:
-            results.append(ingest_file(ds, f, policy, fmt))
+            results.append(ingest_file(ds, f, policy, fmt, hints))
         except InputError as e:
             if policy == "abort":
                 raise

@@ -12,12 +12,14 @@ from pathlib import Path
 
 from mapreport.errors import InputError, MapreportError
 from mapreport.ingest.base import Head, Reader
+from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.records import head_bytes
 from mapreport.ingest.sink import ErrorPolicy, Sink
 from mapreport.store import Dataset, LogEntry
 
-READERS: dict[str, Reader] = {r.name: r for r in NATIVE_READERS}
+_ALL: tuple[Reader, ...] = (KinetoReader(), *NATIVE_READERS)
+READERS: dict[str, Reader] = {r.name: r for r in _ALL}
 """Every known format by name, in sniffing order."""
 
 
@@ -70,6 +72,7 @@ def ingest_file(
     path: Path,
     policy: ErrorPolicy = "abort",
     fmt: str | None = None,
+    hints: dict[str, str] | None = None,
 ) -> IngestResult:
     """Ingest one file: skip it when its content is already in, else stage and commit it."""
     path = path.resolve()
@@ -82,7 +85,7 @@ def ingest_file(
         return IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0)
     reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir(source_id)
-    sink = Sink(staging, source_id, path, policy)
+    sink = Sink(staging, source_id, path, policy, dict(hints or {}))
     try:
         reader.read(path, sink)
         sink.enforce_unique()

@@ -31,6 +31,8 @@ class Sink:
     source_id: str
     path: Path
     policy: ErrorPolicy = "abort"
+    hints: dict[str, str] = field(default_factory=dict)
+    """Values a format does not carry itself (workload, slice), given by the user."""
     rows: Counter[str] = field(default_factory=Counter)
     rejected: int = 0
     rejections: list[dict[str, Any]] = field(default_factory=list)
