@@ -173,5 +173,5 @@ def test_truncated_trace(tmp_path: Path) -> None:
     f = tmp_path / "cut.json.gz"
     packed = gzip.compress(body)
     f.write_bytes(packed[: len(packed) // 2])
-    with pytest.raises(InputError, match="unreadable|not a Chrome trace"):
+    with pytest.raises(InputError, match=r"unreadable|not a Chrome trace"):
         ingest_file(Dataset(tmp_path / "ds", create=True), f)
