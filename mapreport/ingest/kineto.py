@@ -49,6 +49,15 @@ class Event(msgspec.Struct, gc=False):
     args: Args | None = None
 
 
+class TypedTrace(msgspec.Struct, gc=False):
+    """The document with every event typed: the fast path when no event is malformed."""
+
+    traceEvents: list[Event] = msgspec.field(default_factory=list)
+    deviceProperties: list[dict[str, Any]] | None = None
+    distributedInfo: dict[str, Any] | None = None
+    schemaVersion: Any = None
+
+
 class Trace(msgspec.Struct, gc=False):
     """The document: events are kept raw and decoded one by one."""
 
@@ -82,7 +91,7 @@ events carry links and labels, not executions, and are not rows either."""
 
 
 def _int(value: int | str | None) -> int | None:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if type(value) is int:
         return value
     if isinstance(value, str):
         try:
@@ -92,7 +101,36 @@ def _int(value: int | str | None) -> int | None:
     return None
 
 
+CHUNK = 200_000
+"""Events turned into columns at a time (bounds the column lists in memory)."""
+_ENCODE = msgspec.json.Encoder().encode
+_SHAPES: dict[str, str | None] = {}
+
+
+def _invalid(ev: Event) -> tuple[str, str] | None:
+    """Why a complete event cannot be a row, as (field, reason); None when it can."""
+    if not isinstance(ev.name, str):
+        return "name", "event has no name"
+    if ev.ts is None or ev.dur is None or not math.isfinite(ev.ts) or not math.isfinite(ev.dur):
+        return ("ts" if ev.ts is None else "dur"), "complete event without a finite ts and dur"
+    if ev.dur < 0:
+        return "dur", f"negative duration {ev.dur}"
+    return None
+
+
 def _shape(dims: Any) -> str | None:
+    """Canonical shape of `Input Dims`, memoised: traces repeat a few thousand shapes."""
+    if dims is None:
+        return None
+    key = repr(dims)
+    if key not in _SHAPES:
+        if len(_SHAPES) > 200_000:
+            _SHAPES.clear()
+        _SHAPES[key] = _canonical_dims(dims)
+    return _SHAPES[key]
+
+
+def _canonical_dims(dims: Any) -> str | None:
     """Canonical positional shape from `Input Dims`; nested tensor lists are flattened one
     level per tensor; anything else has no shape."""
     if not isinstance(dims, list):
@@ -113,7 +151,7 @@ def _shape(dims: Any) -> str | None:
 
 
 def _link_launches(
-    events: list[tuple[int, Event]],
+    events: list[Event | None],
 ) -> tuple[dict[int, tuple[str | None, str]], dict[int, int]]:
     """Operator shapes by key, and launch correlation -> operator key.
 
@@ -123,9 +161,9 @@ def _link_launches(
     keys are external ids, or -(event number) for operators without one."""
     op_shape: dict[int, tuple[str | None, str]] = {}
     by_thread: dict[tuple[Any, Any], list[tuple[float, int, float, int]]] = {}
-    launches: list[tuple[int, Event]] = []
-    for line, ev in events:
-        if ev.args is None or ev.ph != "X" or ev.ts is None:
+    launches: list[Event] = []
+    for line, ev in enumerate(events, 1):
+        if ev is None or ev.args is None or ev.ph != "X" or ev.ts is None:
             continue
         cat = CATEGORIES.get((ev.cat or "").lower())
         ext = _int(
@@ -137,10 +175,10 @@ def _link_launches(
             # sort key: start, then longer spans first so parents open before children
             by_thread.setdefault((ev.pid, ev.tid), []).append((ev.ts, 0, -(ev.dur or 0.0), key))
         elif cat == "runtime" and _int(ev.args.correlation) is not None:
-            launches.append((line, ev))
+            launches.append(ev)
     launch_op: dict[int, int] = {}
     unresolved: dict[tuple[Any, Any], list[tuple[float, int, float, int]]] = {}
-    for _, ev in launches:
+    for ev in launches:
         assert ev.args is not None
         corr = _int(ev.args.correlation)
         ext = _int(
@@ -186,104 +224,129 @@ class KinetoReader:
                 data = fh.read()
         except (OSError, EOFError) as e:
             raise InputError(path, None, None, f"unreadable: {e}") from None
+        events: list[Event | None]
+        trace: Trace | TypedTrace
+        try:  # fast path: the whole document typed in one pass
+            typed = msgspec.json.decode(data, type=TypedTrace)
+            events = list(typed.traceEvents)
+            typed.traceEvents = []
+            trace = typed
+        except msgspec.DecodeError:  # some event is malformed: decode them one by one
+            events, trace = self._decode_each(path, data, sink)
+        del data
+        op_shape, launch_op = _link_launches(events)
+        workload = sink.hints.get("workload") or path.name.split(".")[0]
+        slice_ = sink.hints.get("slice", "")
+        for start in range(0, len(events), CHUNK):
+            self._add_chunk(sink, events, start, workload, slice_, op_shape, launch_op)
+        self._environment(sink, trace)
+
+    @staticmethod
+    def _decode_each(path: Path, data: bytes, sink: Sink) -> tuple[list[Event | None], Trace]:
         try:
             trace = msgspec.json.decode(data, type=Trace)
         except msgspec.DecodeError as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
-        del data
-        workload = sink.hints.get("workload") or path.name.split(".")[0]
-        slice_ = sink.hints.get("slice", "")
-        events: list[tuple[int, Event]] = []
         decoder = msgspec.json.Decoder(Event)
+        events: list[Event | None] = []
         for i, raw in enumerate(trace.traceEvents, 1):
             try:
-                events.append((i, decoder.decode(raw)))
+                events.append(decoder.decode(raw))
             except msgspec.DecodeError as e:
                 sink.reject(i, None, f"traceEvents[{i - 1}]: {e}", bytes(raw)[:2000])
+                events.append(None)
         trace.traceEvents = []
-        op_shape, launch_op = _link_launches(events)
-        for line, ev in events:
-            if ev.ph != "X" or (ev.cat or "").lower() in SKIPPED_CATEGORIES:
-                continue
-            self._add(sink, line, ev, workload, slice_, op_shape, launch_op)
-        self._environment(sink, trace)
+        return events, trace
 
     @staticmethod
-    def _add(
+    def _add_chunk(
         sink: Sink,
-        line: int,
-        ev: Event,
+        events: list[Event | None],
+        start: int,
         workload: str,
         slice_: str,
         op_shape: dict[int, tuple[str | None, str]],
         launch_op: dict[int, int],
     ) -> None:
-        if not isinstance(ev.name, str):
-            sink.reject(line, "name", "event has no name", repr(ev)[:2000])
-            return
-        if (
-            ev.ts is None
-            or ev.dur is None
-            or not math.isfinite(ev.ts)
-            or not (math.isfinite(ev.dur))
-        ):
-            sink.reject(
-                line,
-                "ts" if ev.ts is None else "dur",
-                "complete event without a finite ts and dur",
-                repr(ev)[:2000],
+        """Columns of op_exec for events[start:start + CHUNK]; bad events are rejected."""
+        cols: dict[str, list[Any]] = {
+            c: []
+            for c in (
+                "name",
+                "category",
+                "shape",
+                "ts_us",
+                "dur_us",
+                "device",
+                "stream",
+                "correlation",
+                "extra",
             )
-            return
-        if ev.dur < 0:
-            sink.reject(line, "dur", f"negative duration {ev.dur}", repr(ev)[:2000])
-            return
-        raw_cat = (ev.cat or "").lower()
-        cat = CATEGORIES.get(raw_cat, raw_cat or None)
-        a = ev.args or Args()
-        ext = _int(a.external_id if a.external_id is not None else a.external_id_legacy)
-        corr = _int(a.correlation)
-        shape = None
-        op_name = None
-        if cat == "cpu_op":
-            shape = _shape(a.input_dims)
-        elif cat in ("kernel", "memcpy", "memset") and corr is not None:
-            op = op_shape.get(launch_op.get(corr, -1))
-            if op is not None:
-                shape, op_name = op
-        extra = {
-            k: v
-            for k, v in (
-                ("grid", a.grid),
-                ("block", a.block),
-                ("op", op_name),
-                ("external_id", ext),
-                ("pid", ev.pid),
-                ("tid", ev.tid),
-            )
-            if v is not None
         }
-        sink.add(
+        lines: list[int] = []
+        empty = Args()
+        for line in range(start + 1, min(start + CHUNK, len(events)) + 1):
+            ev = events[line - 1]
+            if ev is None or ev.ph != "X":
+                continue
+            raw_cat = (ev.cat or "").lower()
+            if raw_cat in SKIPPED_CATEGORIES:
+                continue
+            why = _invalid(ev)
+            if why is not None:
+                sink.reject(line, why[0], why[1], repr(ev)[:2000])
+                continue
+            cat = CATEGORIES.get(raw_cat, raw_cat or None)
+            a = ev.args or empty
+            ext = a.external_id if a.external_id is not None else a.external_id_legacy
+            if type(ext) is not int:
+                ext = _int(ext)
+            corr = a.correlation if type(a.correlation) is int else _int(a.correlation)
+            shape = op_name = None
+            if cat == "cpu_op":
+                shape = _shape(a.input_dims)
+            elif corr is not None and cat in ("kernel", "memcpy", "memset"):
+                op = op_shape.get(launch_op.get(corr, -1))
+                if op is not None:
+                    shape, op_name = op
+            extra = {
+                k: v
+                for k, v in (
+                    ("grid", a.grid),
+                    ("block", a.block),
+                    ("op", op_name),
+                    ("external_id", ext),
+                    ("pid", ev.pid),
+                    ("tid", ev.tid),
+                )
+                if v is not None
+            }
+            lines.append(line)
+            cols["name"].append(ev.name)
+            cols["category"].append(cat)
+            cols["shape"].append(shape)
+            cols["ts_us"].append(ev.ts)
+            cols["dur_us"].append(ev.dur)
+            cols["device"].append(_int(a.device))
+            cols["stream"].append(None if a.stream is None else str(a.stream))
+            cols["correlation"].append(corr)
+            cols["extra"].append(_ENCODE(extra).decode() if extra else None)
+        n = len(lines)
+        sink.add_columns(
             "op_exec",
-            line,
+            workload,
+            lines,
             {
-                "workload": workload,
-                "slice": slice_,
-                "name": ev.name,
-                "category": cat,
-                "shape": shape,
-                "ts_us": ev.ts,
-                "dur_us": ev.dur,
-                "device": _int(a.device),
-                "core": None,
-                "stream": None if a.stream is None else str(a.stream),
-                "correlation": corr,
-                "plan_id": None,
-                "extra": msgspec.json.encode(extra).decode() if extra else None,
+                **cols,
+                "workload": [workload] * n,
+                "slice": [slice_] * n,
+                "core": [None] * n,
+                "plan_id": [None] * n,
             },
         )
 
     @staticmethod
-    def _environment(sink: Sink, trace: Trace) -> None:
+    def _environment(sink: Sink, trace: Trace | TypedTrace) -> None:
         devices = trace.deviceProperties or []
         names = sorted({str(d.get("name")) for d in devices if d.get("name")})
         extra = {

@@ -50,6 +50,23 @@ class Sink:
         if len(buf) >= FLUSH_ROWS:
             self._flush(key)
 
+    def add_columns(
+        self, table: str, workload: str, lines: list[int], columns: dict[str, list[Any]]
+    ) -> None:
+        """Add many rows of one workload at once, as columns (the fast path of large traces)."""
+        if not lines:
+            return
+        n = len(lines)
+        data = {**columns, "source_id": [self.source_id] * n, "line": lines}
+        self.rows[table] += n
+        self._seq += 1
+        target = Dataset.table_path(
+            self.staging, table, workload if table in PARTITIONED else "",
+            f"{self.source_id}-{self._seq:05d}.parquet",
+        )
+        schema = TABLES[table]
+        write_parquet(pa.table({f.name: data[f.name] for f in schema}, schema=schema), target)
+
     def reject(self, line: int | None, field_name: str | None, reason: str, raw: Any) -> None:
         """A bad record: raise under the abort policy, else quarantine it and count it."""
         if self.policy == "abort":

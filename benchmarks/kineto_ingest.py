@@ -1,0 +1,128 @@
+"""Kineto trace ingest: mapreport versus HolisticTraceAnalysis's own parser, side by side.
+
+Builds a large Kineto-shaped trace from HTA's real `trace_diff/control` trace (its events
+repeated with shifted timestamps and ids), then times each parser several times in fresh
+processes and reports the medians and the ratios of wall time and peak RSS. mapreport's time
+includes writing the Parquet dataset; HTA's builds its DataFrame.
+
+    .venv/bin/pip install holistictraceanalysis==0.5.0   # benchmark only, not a dependency
+    .venv/bin/python benchmarks/kineto_ingest.py --copies 10 --runs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCE = REPO.parent / "shared" / "realdata" / "hta" / "trace_diff" / "control" / "control.json.gz"
+
+MAPREPORT = """
+import sys
+from pathlib import Path
+from mapreport.pipeline import ingest
+ingest(Path(sys.argv[2]), [Path(sys.argv[1])])
+"""
+HTA = """
+import sys
+from hta.common.trace_parser import ParserConfig, parse_trace_dataframe
+meta, df, symbols = parse_trace_dataframe(sys.argv[1], ParserConfig())
+print(len(df), file=sys.stderr)
+"""
+
+
+def build(out: Path, copies: int) -> Path:
+    """The control trace's events `copies` times, each copy shifted past the previous one."""
+    with gzip.open(SOURCE) as fh:
+        doc = json.load(fh)
+    events = doc["traceEvents"]
+    span = max(e.get("ts", 0) + e.get("dur", 0) for e in events) - min(
+        e.get("ts", 0) for e in events if "ts" in e
+    )
+    big = []
+    for c in range(copies):
+        for e in events:
+            e2 = dict(e)
+            if "ts" in e2:
+                e2["ts"] = e2["ts"] + c * (span + 1000)
+            if isinstance(e2.get("args"), dict):
+                a = dict(e2["args"])
+                for key in ("External id", "correlation"):
+                    if isinstance(a.get(key), int):
+                        a[key] = a[key] + c * 10_000_000
+                e2["args"] = a
+            if e2.get("ph") in ("s", "f") and isinstance(e2.get("id"), int):
+                e2["id"] = e2["id"] + c * 10_000_000
+            big.append(e2)
+    doc["traceEvents"] = big
+    path = out / f"control_x{copies}.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def measure(code: str, *args: str) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of one fresh Python process running `code`."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    if status != 0:
+        err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+        raise SystemExit(f"benchmark process failed: {err}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def main() -> None:
+    """Build the trace, run both parsers `--runs` times each, print medians and ratios."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--copies", type=int, default=10)
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="mapreport-bench-"))
+    try:
+        trace = build(work, args.copies)
+        size = trace.stat().st_size / 2**20
+        events = sum(1 for _ in json.loads(trace.read_text())["traceEvents"])
+        print(f"trace: {trace.name}, {size:.0f} MiB, {events:,} events")
+        ours, theirs = [], []
+        for i in range(args.runs):  # interleaved, so machine noise hits both alike
+            ds = work / f"ds{i}"
+            ours.append(measure(MAPREPORT, str(trace), str(ds)))
+            shutil.rmtree(ds)
+            theirs.append(measure(HTA, str(trace)))
+            print(
+                f"run {i + 1}: mapreport {ours[-1][0]:.2f} s {ours[-1][1]:.0f} MiB | "
+                f"HTA {theirs[-1][0]:.2f} s {theirs[-1][1]:.0f} MiB"
+            )
+        t_ours = statistics.median(t for t, _ in ours)
+        m_ours = statistics.median(m for _, m in ours)
+        t_hta = statistics.median(t for t, _ in theirs)
+        m_hta = statistics.median(m for _, m in theirs)
+        print(
+            f"median wall: mapreport {t_ours:.2f} s, HTA {t_hta:.2f} s -> "
+            f"{t_hta / t_ours:.1f}x faster (target >= 5x)"
+        )
+        print(
+            f"median peak RSS: mapreport {m_ours:.0f} MiB, HTA {m_hta:.0f} MiB -> "
+            f"{m_ours / m_hta:.2f} of HTA's (target <= 0.5)"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
