@@ -14,6 +14,7 @@ help:
 	@echo "make demo    set up, run the nightly job on sample_data/, write demo/reports/"
 	@echo "make test    set up, then ruff, mypy and the whole pytest suite"
 	@echo "make sample  regenerate sample_data/ from the seeded generator"
+	@echo "make bench   run benchmarks/ (installs the peers they compare against)"
 
 setup: system venv
 
@@ -55,6 +56,11 @@ unit: setup
 	$(BIN)/pytest -q
 
 test: setup lint typecheck unit
+
+# benchmarks/: figures against named peers, run on demand (not part of `make test`)
+bench: venv
+	@$(BIN)/python -c "import hta" 2>/dev/null || $(BIN)/python -m pip install -q holistictraceanalysis==0.5.0
+	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 3
 
 sample: venv
 	$(BIN)/python -c "from pathlib import Path; from mapreport.synth import generate; generate(Path('sample_data'))"

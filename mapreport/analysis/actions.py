@@ -166,7 +166,7 @@ def shape_actions(
             target, crit, base = "queue_p95_us", "at most half the current value", m.queue.p95
         elif cls == "core_imbalance":
             where = (
-                f"core {slowest_core[0]} runs it {slowest_core[1]:+.0%} slower than the median core"
+                f"core {slowest_core[0]} runs it {slowest_core[1]:.0%} slower than the median core"
                 if slowest_core
                 else "per-core compute differs"
             )
@@ -364,8 +364,9 @@ def slice_actions(
                 r,
                 SLICE_WIDE,
                 "environment_mismatch",
-                f"Re-lock the environment of {r.name}: {keys} differ between compile and runtime; "
-                "rebuild the plan on the serving environment or pin it",
+                f"Re-lock the environment of {r.name}: {keys} "
+                f"{'differs' if len(env.mismatches) == 1 else 'differ'} between compile and "
+                "runtime; rebuild the plan on the serving environment or pin it",
                 Evidence("environment.mismatches", float(len(env.mismatches)), 0, None, sources),
                 no_rollback,
                 tuple(
