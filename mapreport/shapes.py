@@ -12,6 +12,13 @@ MAX_DIMS = 64
 """A shape with more dimensions than this is rejected: no model input has that many."""
 
 SCALAR = "()"
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _digits(text: str) -> bool:
+    """ASCII digits only: str.isdigit() also accepts '²' and other characters int() refuses."""
+    return _DIGITS.fullmatch(text) is not None
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
 
@@ -71,14 +78,14 @@ def parse_shape(text: str) -> dict[str, int] | list[list[int]]:
         out: dict[str, int] = {}
         for part in text.split(","):
             name, sep, val = part.partition("=")
-            if not sep or not val.strip().isdigit():
+            if not sep or not _digits(val.strip()):
                 raise ShapeError(f"bad dimension {part!r} in shape {text!r}")
             out[_check_name(name.strip())] = int(val)
         return out
     tensors: list[list[int]] = []
     for tensor in text.split(";"):
         dims = tensor.split("x") if tensor != SCALAR else []
-        if not all(d.strip().isdigit() for d in dims):
+        if not all(_digits(d.strip()) for d in dims):
             raise ShapeError(f"bad positional shape {text!r}")
         tensors.append([int(d) for d in dims])
     return tensors
@@ -138,7 +145,7 @@ def parse_bucket(text: str) -> Bucket:
     for part in text.strip().split(","):
         name, sep, rng = part.partition("=")
         lo, dash, hi = rng.partition("-")
-        if not sep or not lo.isdigit() or (dash and not hi.isdigit()):
+        if not sep or not _digits(lo) or (dash and not _digits(hi)):
             raise ShapeError(f"bad bucket dimension {part!r} in {text!r}")
         out[name.strip()] = [int(lo), int(hi) if dash else int(lo)]
     return make_bucket(out)

@@ -143,3 +143,10 @@ def test_tightest_is_minimal_and_order_free(
 
 def test_bucket_is_hashable_and_ordered() -> None:
     assert len({Bucket((("a", 1, 2),)), Bucket((("a", 1, 2),))}) == 1
+
+
+@pytest.mark.parametrize("text", ["\u00b2", "batch=\u00b2", "4x\u0663", "b=1-\u00b2"])
+def test_non_ascii_digits_are_rejected(text: str) -> None:
+    # str.isdigit() accepts these, int() does not: found by the record property test
+    with pytest.raises(ShapeError):
+        parse_bucket(text) if text.startswith("b=") else parse_shape(text)
