@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from mapreport.analysis import SliceResult, Thresholds, analyze_slice, list_slices
 from mapreport.config import load_config
 from mapreport.pipeline import ingest, run
 from mapreport.store import Dataset
 from mapreport.synth import generate
+
+# CI replays the same examples on every run (a red CI must be reproducible); local runs explore
+settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parents[1]
 REALDATA = REPO.parent / "shared" / "realdata"
