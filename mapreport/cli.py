@@ -131,10 +131,9 @@ def main() -> None:
 @click.option(
     "--on-error",
     type=click.Choice(ERROR_POLICIES),
-    default="abort",
-    show_default=True,
     help="abort: the first bad record stops that file (nothing of it is written). "
-    "quarantine: bad records go to the quarantine table and are counted.",
+    "quarantine: bad records go to the quarantine table and are counted. Default: each "
+    "format's own (abort; quarantine for TORCH_TRACE logs).",
 )
 @click.option("--format", "fmt", type=click.Choice(sorted(READERS)), help="Skip sniffing.")
 @click.option("--workload", help="Workload name for formats that carry none (profiler traces); "
@@ -146,7 +145,7 @@ def main() -> None:
 def ingest_cmd(
     dataset: Path,
     files: tuple[Path, ...],
-    on_error: str,
+    on_error: str | None,
     fmt: str | None,
     workload: str | None,
     slice_: str,
@@ -158,7 +157,7 @@ def ingest_cmd(
     changed at the same path replaces its earlier version."""
     _logging(verbose)
     try:
-        policy = cast(ErrorPolicy, on_error)
+        policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
         results = ingest(dataset, list(files), policy, fmt, _progress(quiet), hints)
     except IngestFailures as e:

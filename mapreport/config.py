@@ -27,7 +27,7 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     dataset: str = "dataset"
     out: str = "reports"
     sources: list[str] = []
-    on_error: ErrorPolicy = "abort"
+    on_error: ErrorPolicy | None = None
 
 
 class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -69,7 +69,7 @@ class Config:
     dataset: Path
     out: Path
     sources: tuple[str, ...]
-    on_error: ErrorPolicy
+    on_error: ErrorPolicy | None
     thresholds: Thresholds
     slices: tuple[SliceConfig, ...]
     owners: dict[str, str]

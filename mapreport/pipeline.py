@@ -56,7 +56,7 @@ def slice_dir(out: Path, workload: str, slice_: str) -> Path:
 def ingest(
     dataset_dir: Path,
     paths: Sequence[Path],
-    policy: ErrorPolicy = "abort",
+    policy: ErrorPolicy | None = None,
     fmt: str | None = None,
     progress: Progress = _quiet,
     hints: dict[str, str] | None = None,
@@ -76,7 +76,7 @@ def ingest(
         try:
             results.append(ingest_file(ds, f, policy, fmt, hints))
         except InputError as e:
-            if policy == "abort":
+            if policy != "quarantine":
                 raise
             failures.append(e)
     if failures:

@@ -9,6 +9,7 @@ import shutil
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 from mapreport.errors import InputError, MapreportError
 from mapreport.ingest.base import Head, Reader
@@ -16,9 +17,10 @@ from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.records import head_bytes
 from mapreport.ingest.sink import ErrorPolicy, Sink
+from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.store import Dataset, LogEntry
 
-_ALL: tuple[Reader, ...] = (KinetoReader(), *NATIVE_READERS)
+_ALL: tuple[Reader, ...] = (KinetoReader(), TorchTraceReader(), *NATIVE_READERS)
 READERS: dict[str, Reader] = {r.name: r for r in _ALL}
 """Every known format by name, in sniffing order."""
 
@@ -70,11 +72,14 @@ class IngestResult:
 def ingest_file(
     dataset: Dataset,
     path: Path,
-    policy: ErrorPolicy = "abort",
+    policy: ErrorPolicy | None = None,
     fmt: str | None = None,
     hints: dict[str, str] | None = None,
 ) -> IngestResult:
-    """Ingest one file: skip it when its content is already in, else stage and commit it."""
+    """Ingest one file: skip it when its content is already in, else stage and commit it.
+
+    Without a policy the reader's default applies: `abort` for the native formats,
+    `quarantine` for TORCH_TRACE logs (a corrupted record is counted, not fatal)."""
     path = path.resolve()
     if not path.is_file():
         raise InputError(path, None, None, "no such file")
@@ -85,7 +90,8 @@ def ingest_file(
         return IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0)
     reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir(source_id)
-    sink = Sink(staging, source_id, path, policy, dict(hints or {}))
+    chosen: ErrorPolicy = policy or cast(ErrorPolicy, getattr(reader, "default_policy", "abort"))
+    sink = Sink(staging, source_id, path, chosen, dict(hints or {}))
     try:
         reader.read(path, sink)
         sink.enforce_unique()

@@ -1,0 +1,191 @@
+"""TORCH_TRACE structured logs (`TORCH_TRACE=dir` with torch.compile), as tlparse reads them:
+one compilation per `compilation_metrics` record into `compile_event`, with the input shapes
+described for that compile, its compile time, recompile reason and FX graph cache hit or miss.
+
+A record is a glog prefix, a JSON envelope on the same line, and optionally payload lines that
+start with a tab. JSON payloads (chromium events, json artifacts) are checked; a corrupted
+record is rejected by its line number and, under the reader's default quarantine policy,
+counted and reported rather than fatal (`--on-error abort` makes it fatal).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from mapreport.ingest.base import Head
+from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
+from mapreport.ingest.sink import Sink
+from mapreport.shapes import ShapeError, canonical_shape
+
+PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^\]\n]+\] ")
+_DECODE = msgspec.json.Decoder()
+_ENCODE = msgspec.json.Encoder().encode
+
+
+@dataclass
+class _Compile:
+    """What the log says about one compile id before its metrics record arrives."""
+
+    sizes: dict[int, list[int]] = field(default_factory=dict)
+    cache: str | None = None
+
+
+def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bytes]]:
+    """(line, envelope, payload bytes) per record; undecodable records are rejected."""
+    pending: tuple[int, dict[str, Any]] | None = None
+    payload: list[bytes] = []
+    with open_bytes(path) as fh:
+        for line_no, raw in enumerate(fh, 1):
+            if len(raw) > MAX_LINE_BYTES:
+                sink.reject(line_no, None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
+                continue
+            if raw.startswith(b"\t"):
+                payload.append(raw[1:])
+                continue
+            if pending is not None:
+                yield pending[0], pending[1], b"".join(payload)
+            pending, payload = None, []
+            if not raw.strip():
+                continue
+            m = PREFIX.match(raw)
+            if m is None:
+                sink.reject(line_no, None, "not a glog-prefixed TORCH_TRACE record", raw[:2000])
+                continue
+            try:
+                env = _DECODE.decode(raw[m.end() :])
+            except msgspec.DecodeError as e:
+                sink.reject(line_no, None, f"invalid JSON envelope: {e}", raw[:2000])
+                continue
+            if not isinstance(env, dict):
+                sink.reject(line_no, None, "envelope is not a JSON object", raw[:2000])
+                continue
+            pending = (line_no, env)
+        if pending is not None:
+            yield pending[0], pending[1], b"".join(payload)
+
+
+def _key(env: dict[str, Any]) -> str | None:
+    frame, compile_ = env.get("frame_id"), env.get("frame_compile_id")
+    if frame is None or compile_ is None:
+        return None
+    return f"{frame}/{compile_}"
+
+
+class TorchTraceReader:
+    """TORCH_TRACE structured logs of torch.compile and torch.export."""
+
+    name = "torch-trace"
+    summary = "TORCH_TRACE structured logs (torch.compile): compiles, recompile reasons, cache"
+    tables = ("compile_event",)
+    default_policy = "quarantine"
+
+    def sniff(self, head: Head) -> bool:
+        """The first line carries a glog prefix followed by a JSON object."""
+        first = head.data.split(b"\n", 1)[0]
+        m = PREFIX.match(first)
+        return m is not None and first[m.end() :].lstrip().startswith(b"{")
+
+    def read(self, path: Path, sink: Sink) -> None:
+        """One compile_event row per compilation_metrics record."""
+        workload = sink.hints.get("workload") or path.name.split(".")[0]
+        slice_ = sink.hints.get("slice", "")
+        compiles: dict[str, _Compile] = {}
+        for line, env, payload in _records(path, sink):
+            if payload and (
+                "chromium_event" in env
+                or (
+                    isinstance(env.get("artifact"), dict)
+                    and env["artifact"].get("encoding") == "json"
+                )
+            ):
+                try:
+                    _DECODE.decode(payload)
+                except msgspec.DecodeError as e:
+                    sink.reject(line, "payload", f"corrupted JSON payload: {e}", payload[:2000])
+                    continue
+            key = _key(env)
+            if key is not None:
+                c = compiles.setdefault(key, _Compile())
+                tensor = env.get("describe_tensor")
+                if isinstance(tensor, dict) and isinstance(tensor.get("size"), list):
+                    c.sizes[int(tensor.get("id", len(c.sizes)))] = tensor["size"]
+                art = env.get("artifact")
+                if isinstance(art, dict) and str(art.get("name", "")).startswith("fx_graph_cache_"):
+                    c.cache = str(art["name"]).removeprefix("fx_graph_cache_")
+            metrics = env.get("compilation_metrics")
+            if isinstance(metrics, dict):
+                if not isinstance(metrics.get("compile_id"), str) and key is not None:
+                    # newer logs name the compile in the envelope, not in the metrics
+                    attempt = env.get("attempt") or 0
+                    metrics = {**metrics, "compile_id": key + (f"_{attempt}" if attempt else "")}
+                self._add(sink, line, metrics, compiles, workload, slice_)
+
+    @staticmethod
+    def _add(
+        sink: Sink,
+        line: int,
+        m: dict[str, Any],
+        compiles: dict[str, _Compile],
+        workload: str,
+        slice_: str,
+    ) -> None:
+        compile_id = m.get("compile_id")
+        if not isinstance(compile_id, str):
+            # an ahead-of-time compile (torch.export, AOTInductor) has no dynamo frame id
+            compile_id = f"aot@{line}"
+        # a log can hold several processes' runs: each compile's state ends with its metrics
+        c = compiles.pop(compile_id.split(" ")[0].split("_")[0], _Compile())
+        shape = None
+        if c.sizes:
+            try:
+                shape = canonical_shape([c.sizes[k] for k in sorted(c.sizes)])
+            except ShapeError:
+                shape = None
+        seconds = m.get("entire_frame_compile_time_s")
+        if not isinstance(seconds, int | float) and isinstance(
+            m.get("dynamo_cumulative_compile_time_us"), int | float
+        ):
+            seconds = m["dynamo_cumulative_compile_time_us"] / 1e6
+        start = m.get("start_time")
+        reason = m.get("recompile_reason")
+        extra = {
+            k: m.get(k)
+            for k in (
+                "co_filename",
+                "co_firstlineno",
+                "cache_size",
+                "backend_compile_time_s",
+                "inductor_compile_time_s",
+                "fail_type",
+                "fail_reason",
+                "guard_count",
+                "remote_cache_time_saved_s",
+            )
+            if m.get(k) is not None
+        }
+        sink.add(
+            "compile_event",
+            line,
+            {
+                "workload": workload,
+                "slice": slice_,
+                "compile_id": compile_id,
+                "plan_id": None,
+                "frame": m.get("co_name"),
+                "shape": shape,
+                "ts_us": float(start) * 1e6 if isinstance(start, int | float) else None,
+                "compile_ms": float(seconds) * 1e3 if isinstance(seconds, int | float) else None,
+                "recompile_reason": reason if isinstance(reason, str) else None,
+                "cache_hit": None if c.cache is None else c.cache == "hit",
+                "op_count": m.get("graph_op_count")
+                if isinstance(m.get("graph_op_count"), int)
+                else None,
+                "extra": _ENCODE(extra).decode() if extra else None,
+            },
+        )

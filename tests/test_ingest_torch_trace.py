@@ -1,0 +1,108 @@
+"""The TORCH_TRACE reader on tlparse's real logs: compiles, shapes, recompile reasons, cache
+hits, and the deliberately corrupted log."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from mapreport.errors import InputError
+from mapreport.ingest import detect, ingest_file
+from mapreport.store import Dataset
+from tests.conftest import REALDATA
+
+TLPARSE = REALDATA / "tlparse"
+LOGS = sorted(p for p in TLPARSE.rglob("*") if p.is_file())
+RANK1 = TLPARSE / "inputs" / "multi_rank_logs" / "dedicated_log_torch_trace_rank_1.log"
+pytestmark = pytest.mark.skipif(not TLPARSE.is_dir(), reason="../shared/realdata is missing")
+
+
+def events(ds: Dataset) -> list[tuple[object, ...]]:
+    return (
+        ds.connect()
+        .execute(
+            "SELECT compile_id, shape, compile_ms, recompile_reason, cache_hit, op_count, frame "
+            "FROM compile_event ORDER BY ts_us, line"
+        )
+        .fetchall()
+    )
+
+
+def test_every_log_is_read(tmp_path: Path) -> None:
+    total = rejected = 0
+    for log in LOGS:
+        assert detect(log).name == "torch-trace", log
+        ds = Dataset(tmp_path / log.name, create=True)
+        res = ingest_file(ds, log)
+        total += res.rows.get("compile_event", 0)
+        rejected += res.rejected
+    assert total == 67
+    assert rejected == 1  # the deliberately corrupted payload, and nothing else
+
+
+def test_one_frame_recompiled_for_fifteen_shapes(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, RANK1, hints={"workload": "toy"})
+    rows = events(ds)
+    # independent reading of the same log: metrics records and tensor sizes, by regex
+    text = RANK1.read_text()
+    metrics = [
+        json.loads(m)["compilation_metrics"]
+        for m in re.findall(r'\] (\{"compilation_metrics".*)$', text, flags=re.M)
+    ]
+    sizes = re.findall(
+        r'"describe_tensor": \{"id": 0, "ndim": 2, [^}]*?"size": \[(\d+), (\d+)\]', text
+    )
+    assert len(rows) == len(metrics) == len(sizes) == 15
+    for row, m, (a, b) in zip(rows, metrics, sizes, strict=True):
+        compile_id, shape, ms, reason, _hit, ops, frame = row
+        assert compile_id == m["compile_id"]
+        assert shape == f"{a}x{b}"
+        assert ms == pytest.approx(m["entire_frame_compile_time_s"] * 1000)
+        assert reason == m.get("recompile_reason")
+        assert ops == m["graph_op_count"] == 1
+        assert frame == "kernel"
+    assert [r[1] for r in rows] == [f"{n}x{n}" for n in range(2, 17)]
+    assert rows[0][3] is None
+    assert rows[5][3] == "0/4: tensor 'x' size mismatch at index 0. expected 6, actual 7"
+    assert [r[4] for r in rows] == [True] * 10 + [False] * 5
+    assert {
+        r[0] for r in ds.connect().execute("SELECT workload FROM compile_event").fetchall()
+    } == {"toy"}
+
+
+def test_corrupted_log_is_counted_not_fatal(tmp_path: Path) -> None:
+    log = TLPARSE / "inputs" / "simple_corrupted_json.log"
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, log)
+    assert (res.rows["compile_event"], res.rejected) == (1, 1)
+    (q,) = ds.connect().execute("SELECT line, field, reason FROM quarantine").fetchall()
+    assert q[:2] == (13, "payload")
+    assert "corrupted JSON payload" in q[2]
+    with pytest.raises(InputError) as err:
+        ingest_file(Dataset(tmp_path / "strict", create=True), log, policy="abort")
+    assert (err.value.line, err.value.field) == (13, "payload")
+
+
+def test_garbage_lines_are_rejected_by_line(tmp_path: Path) -> None:
+    lines = RANK1.read_text().splitlines()
+    end = max(i for i in range(60) if not lines[i].startswith("\t"))  # a whole-record cut
+    head = lines[:end]
+    records = [
+        i for i, line in enumerate(head) if not line.startswith("\t") and '"describe_' in line
+    ]  # records that carry no payload
+    a, b = records[0], records[1]
+    head[a] = "this is not a record"
+    head[b] = head[b].split("] ", 1)[0] + '] {"broken": '
+    bad = tmp_path / "bad.log"
+    bad.write_text("\n".join(head) + "\n")
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, bad)
+    lines = [
+        r[0] for r in ds.connect().execute("SELECT line FROM quarantine ORDER BY line").fetchall()
+    ]
+    assert lines == [a + 1, b + 1]
+    assert res.rejected == 2
