@@ -75,6 +75,7 @@ class Dataset:
 
     def __init__(self, root: Path, create: bool = False):
         self.root = root
+        self._log_cache: dict[tuple[str, int, int], list[LogEntry]] = {}
         if create:
             try:
                 (root / LOG).mkdir(parents=True, exist_ok=True)
@@ -86,25 +87,40 @@ class Dataset:
     # -- commit log ---------------------------------------------------------------------------
 
     def log(self) -> list[LogEntry]:
-        """Every committed source, oldest first."""
+        """Every committed source, oldest first. Log files are read once per version (name,
+        size, mtime), so ingesting many files does not re-read the whole log each time."""
         entries = []
+        seen = set()
         for f in sorted((self.root / LOG).glob("*.parquet")):
-            for r in pq.read_table(f).to_pylist():
-                entries.append(
-                    LogEntry(
-                        source_id=r["source_id"],
-                        path=r["path"],
-                        format=r["format"],
-                        sha256=r["sha256"],
-                        size_bytes=r["size_bytes"],
-                        ingested_at=r["ingested_at"],
-                        rows=json.loads(r["rows"]),
-                        rejected=r["rejected"],
-                        rejections=json.loads(r["rejections"]),
-                        supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
-                    )
-                )
+            st = f.stat()
+            key = (f.name, st.st_size, st.st_mtime_ns)
+            seen.add(key)
+            if key not in self._log_cache:
+                self._log_cache[key] = self._read_log(f)
+            entries += self._log_cache[key]
+        for stale in set(self._log_cache) - seen:
+            del self._log_cache[stale]
         return sorted(entries, key=lambda e: (e.ingested_at, e.source_id))
+
+    @staticmethod
+    def _read_log(f: Path) -> list[LogEntry]:
+        entries = []
+        for r in pq.read_table(f).to_pylist():
+            entries.append(
+                LogEntry(
+                    source_id=r["source_id"],
+                    path=r["path"],
+                    format=r["format"],
+                    sha256=r["sha256"],
+                    size_bytes=r["size_bytes"],
+                    ingested_at=r["ingested_at"],
+                    rows=json.loads(r["rows"]),
+                    rejected=r["rejected"],
+                    rejections=json.loads(r["rejections"]),
+                    supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
+                )
+            )
+        return entries
 
     def live(self) -> dict[str, LogEntry]:
         """Committed sources that no later version of the same path superseded."""
@@ -239,9 +255,7 @@ class Dataset:
         """Rows of a history table for one slice, from complete runs, oldest run first."""
         base = self.root / "history"
         runs = {(f.parent.name, f.stem) for f in (base / "history_run").rglob("*.parquet")}
-        files = [
-            f for f in (base / table).rglob("*.parquet") if (f.parent.name, f.stem) in runs
-        ]
+        files = [f for f in (base / table).rglob("*.parquet") if (f.parent.name, f.stem) in runs]
         if not files:
             return []
         rows = pa.concat_tables(
