@@ -221,9 +221,11 @@ class Dataset:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def files(self, table: str, workload: str | None = None) -> list[Path]:
+    def files(
+        self, table: str, workload: str | None = None, live: set[str] | None = None
+    ) -> list[Path]:
         """Committed data files of a table, optionally only one workload's partition."""
-        live = set(self.live())
+        live = set(self.live()) if live is None else live
         base = self.root / table
         if table in PARTITIONED and workload is not None:
             base = base / partition_dir(workload)
@@ -241,8 +243,7 @@ class Dataset:
 
         Each file is written atomically; the `history_run` file is written last, and readers
         only use runs that have one, so a run killed half-way is invisible."""
-        key = f"{workload}\x1f{slice_}"
-        safe = hashlib.sha256(key.encode()).hexdigest()[:16]
+        safe = _history_key(workload, slice_)
         for table in ("history_shape", "history_action", "history_run"):
             d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
             d.mkdir(parents=True, exist_ok=True)
@@ -252,27 +253,30 @@ class Dataset:
             )
 
     def history(self, table: str, workload: str, slice_: str) -> list[dict[str, Any]]:
-        """Rows of a history table for one slice, from complete runs, oldest run first."""
+        """Rows of a history table for one slice, from complete runs, oldest run first.
+
+        Only this slice's files are read (one per run date, named by the slice's key)."""
         base = self.root / "history"
-        runs = {(f.parent.name, f.stem) for f in (base / "history_run").rglob("*.parquet")}
-        files = [f for f in (base / table).rglob("*.parquet") if (f.parent.name, f.stem) in runs]
+        name = f"{_history_key(workload, slice_)}.parquet"
+        complete = {f.parent.name for f in (base / "history_run").glob(f"*/{name}")}
+        files = [f for f in (base / table).glob(f"*/{name}") if f.parent.name in complete]
         if not files:
             return []
         rows = pa.concat_tables(
             [pq.read_table(f, schema=HISTORY_TABLES[table]) for f in files]
         ).to_pylist()
-        keep = [r for r in rows if r["workload"] == workload and r["slice"] == slice_]
-        return sorted(keep, key=lambda r: (r["run_date"], r["run_id"]))
+        return sorted(rows, key=lambda r: (r["run_date"], r["run_id"]))
 
     def connect(self, workload: str | None = None) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with one view per canonical table over the committed files."""
         con = duckdb.connect()
         con.execute("SET preserve_insertion_order = false")
+        live = set(self.live())
         for table, schema in TABLES.items():
             files = (
-                [self.root / LOG / f"{s}.parquet" for s in self.live()]
+                [self.root / LOG / f"{s}.parquet" for s in sorted(live)]
                 if table == LOG
-                else self.files(table, workload)
+                else self.files(table, workload, live)
             )
             if files:
                 paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
@@ -285,6 +289,11 @@ class Dataset:
                 con.register(f"_empty_{table}", schema.empty_table())
                 con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
         return con
+
+
+def _history_key(workload: str, slice_: str) -> str:
+    """The file name stem of one slice's history files."""
+    return hashlib.sha256(f"{workload}\x1f{slice_}".encode()).hexdigest()[:16]
 
 
 def iter_files(paths: list[Path]) -> Iterator[Path]:

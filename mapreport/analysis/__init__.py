@@ -33,7 +33,7 @@ from mapreport.analysis.results import (
 from mapreport.analysis.scheduling import scheduling
 from mapreport.analysis.stats import bootstrap_relative_error, seed_for
 from mapreport.analysis.summary import summary
-from mapreport.analysis.tail import combine, tail_drivers
+from mapreport.analysis.tail import attribute, combine, tail_drivers
 from mapreport.shapes import sort_key
 
 __all__ = ["Review", "SliceResult", "Thresholds", "analyze_slice", "list_slices"]
@@ -156,18 +156,18 @@ def analyze_slice(
         for m in shapes
         if (pl := placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
-    tails = query.tail_rows(con, workload, slice_, budgets)
+    tails = query.tail_rows(con, workload, slice_, budgets, rows)
     classified = []
-    evaluated = []
+    evaluated = []  # attributed tail parts of every shape with tail evidence
     for m in shapes:
         t = tails.get(m.shape)
-        drivers = (
-            tail_drivers(t, th, review, seed_for(th.seed, workload, slice_, m.shape, "tail"))
-            if t is not None
-            else None
-        )
+        drivers = None
         if t is not None:
-            evaluated.append((t, drivers))
+            parts = attribute(t.raw)
+            seed = seed_for(th.seed, workload, slice_, m.shape, "tail")
+            drivers = tail_drivers(t, parts, th, review, seed)
+            if drivers is not None:
+                evaluated.append((parts, drivers.unmeasured))
         cls, ev, why = classify(replace(m, tail=drivers), drivers, th)
         classified.append(
             replace(m, tail=drivers, bottleneck_class=cls, class_evidence=ev, class_reason=why)
@@ -222,15 +222,12 @@ def analyze_slice(
     )
     # -- actions, checklist, pitfalls, summary -------------------------------------------
     precisions = [b.precision for b in buckets if b.precision]
-    _, missing_q, failing_q = precision_changes(
+    ok_q, missing_q, failing_q = precision_changes(
         precisions, query.quality_records(con, workload, slice_)
     )
-    plan_precision = missing_q[0] if missing_q else (precisions[0] if precisions else None)
-    changed = (
-        plan_precision
-        if plan_precision and plan_precision.lower() not in ("fp32", "tf32", "float32")
-        else None
-    )
+    # the precision change whose quality guardrail the validation matrices carry
+    changed_all = missing_q + failing_q + ok_q
+    changed = changed_all[0] if changed_all else None
     cores = query.core_medians(con, workload, slice_)
     actions = []
     for m in shapes:
@@ -253,6 +250,6 @@ def analyze_slice(
         actions=tuple(actions),
         checklist=tuple(checklist(base, actions)),
         pitfalls=tuple(pitfalls(base, actions, shapes, missing_q, failing_q)),
-        latency_quantiles=query.latency_quantiles(con, workload, slice_),
+        latency_quantiles={r.shape: r.latency_quantiles for r in rows if r.latency_quantiles},
     )
     return replace(result, summary=summary(result))

@@ -49,13 +49,9 @@ def _meets_evidence_rules(a: Action, r: SliceResult) -> str | None:
     ev = a.evidence
     if ev.ci is None or not ev.ci.excludes_zero():
         return f"{a.id} ({a.cls} at {a.shape}): confidence interval missing or includes zero"
-    needed = (
-        r.thresholds.min_samples_p95
-        if ev.metric.startswith("tail_share")
-        else (r.thresholds.min_samples)
-    )
-    if ev.n < needed and not ev.metric.startswith("tail_share"):
-        return f"{a.id}: n = {ev.n} below {needed}"
+    # a tail share counts tail requests; its shape already passed min_samples_p95 in classify
+    if not ev.metric.startswith("tail_share") and ev.n < r.thresholds.min_samples:
+        return f"{a.id}: n = {ev.n} below {r.thresholds.min_samples}"
     return None
 
 

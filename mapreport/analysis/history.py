@@ -57,6 +57,11 @@ def _redraw_p95(q: Sequence[float], n: int, resamples: int, rng: np.random.Gener
     return out
 
 
+def quantile_of(quantiles: Sequence[float], q: float) -> float:
+    """The q-quantile read off a stored, evenly spaced quantile function."""
+    return float(np.interp(q, np.linspace(0, 1, len(quantiles)), quantiles))
+
+
 def p95_change(
     before: Sequence[float],
     n_before: int,
@@ -73,11 +78,7 @@ def p95_change(
     ratio = a / b - 1
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(ratio, [alpha, 1 - alpha])
-    point = float(
-        np.interp(0.95, np.linspace(0, 1, len(now)), now)
-        / np.interp(0.95, np.linspace(0, 1, len(before)), before)
-        - 1
-    )
+    point = quantile_of(now, 0.95) / quantile_of(before, 0.95) - 1
     return point, Interval(float(lo), float(hi))
 
 
@@ -165,13 +166,7 @@ def history_view(
                     shape,
                     against,
                     ref_date,
-                    float(
-                        np.interp(
-                            0.95,
-                            np.linspace(0, 1, len(old["latency_quantiles_us"])),
-                            old["latency_quantiles_us"],
-                        )
-                    ),
+                    quantile_of(old["latency_quantiles_us"], 0.95),
                     float(m.latency.p95 or 0.0),
                     change,
                     ci,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,8 @@ from mapreport.analysis.results import Percentiles
 from mapreport.analysis.stats import FloatArray
 
 QS = "[0.5, 0.95, 0.99]"
+GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
+"""Latency quantiles kept per shape: 0%, 1%, ..., 100%; p50/p95/p99 are entries 50/95/99."""
 _REGISTERED = itertools.count()
 
 REQUESTS = """
@@ -71,6 +74,12 @@ class ShapeRow:
     plan: str | None
     """The primary plan."""
     sources: tuple[str, ...]
+    latency_quantiles: tuple[float, ...]
+    """Latency of ok requests at 0%, 1%, ..., 100% (empty without ok requests)."""
+    n_core: int
+    """ok requests that name their core (0: core imbalance cannot be measured)."""
+    n_mem: int
+    """ok requests that report their peak memory."""
 
 
 def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -88,10 +97,12 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
         f"""
         WITH r AS ({REQUESTS})
         SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
-            quantile_cont(latency_us, {QS}) FILTER (WHERE status = 'ok') AS lat,
+            quantile_cont(latency_us, {GRID}) FILTER (WHERE status = 'ok') AS lat,
             quantile_cont(queue_us, {QS}) FILTER (WHERE status = 'ok') AS que,
             quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
-            list(DISTINCT source_id ORDER BY source_id) AS sources
+            list(DISTINCT source_id ORDER BY source_id) AS sources,
+            count(core) FILTER (WHERE status = 'ok') AS n_core,
+            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem
         FROM r GROUP BY shape ORDER BY shape
         """,
         p,
@@ -117,15 +128,18 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
             shape=shape,
             n_total=int(n_total),
             n=int(n),
-            latency=_pct(int(n), lat),
+            latency=_pct(int(n), [lat[50], lat[95], lat[99]] if lat else None),
             queue=_pct(int(n), que),
             compute=_pct(int(n), com),
             variants=variants.get(shape, {}),
             plans=plans.get(shape, {}),
             plan=primary.get(shape),
             sources=tuple(sources),
+            latency_quantiles=tuple(float(v) for v in lat or ()),
+            n_core=int(n_core),
+            n_mem=int(n_mem),
         )
-        for shape, n_total, n, lat, que, com, sources in main
+        for shape, n_total, n, lat, que, com, sources, n_core, n_mem in main
     ]
 
 
@@ -286,6 +300,7 @@ def tail_rows(
     workload: str,
     slice_: str,
     budgets: dict[str, float],
+    shapes: Sequence[ShapeRow],
 ) -> dict[str, TailRows]:
     """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
 
@@ -305,14 +320,6 @@ def tail_rows(
     )
     try:
         p = {"w": workload, "s": slice_}
-        stats = con.execute(
-            f"""
-            SELECT shape, count(*), quantile_cont(latency_us, [0.5, 0.95, 0.99]),
-                count(core), count(mem_peak_bytes)
-            FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY shape
-            """,
-            p,
-        ).fetchall()
         rows = con.execute(
             f"""
             WITH ok AS (SELECT * FROM ({REQUESTS}) WHERE status = 'ok'),
@@ -350,15 +357,17 @@ def tail_rows(
         con.unregister(name)
     tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
     out = {}
-    for shape, n, q, n_core, n_mem in stats:
-        raw, src = tails.get(shape, (np.zeros((0, 5)), []))
-        out[shape] = TailRows(
-            n=int(n),
-            p50_us=float(q[0]),
-            p95_us=float(q[1]),
-            p99_us=float(q[2]),
-            n_core=int(n_core),
-            n_mem=int(n_mem),
+    for s in shapes:
+        if not s.n:
+            continue
+        raw, src = tails.get(s.shape, (np.zeros((0, 5)), []))
+        out[s.shape] = TailRows(
+            n=s.n,
+            p50_us=s.latency.p50,
+            p95_us=s.latency.p95,
+            p99_us=s.latency.p99,
+            n_core=s.n_core,
+            n_mem=s.n_mem,
             raw=raw.reshape(-1, 5),
             sources=tuple(src),
         )
@@ -392,18 +401,3 @@ def quality_records(
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def latency_quantiles(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, points: int = 101
-) -> dict[str, tuple[float, ...]]:
-    """Per shape: latency of ok requests at `points` evenly spaced quantiles (0% to 100%)."""
-    grid = "[" + ", ".join(f"{i / (points - 1):.4f}" for i in range(points)) + "]"
-    return {
-        shape: tuple(float(v) for v in q)
-        for shape, q in con.execute(
-            f"""SELECT shape, quantile_cont(latency_us, {grid}) FROM ({REQUESTS})
-                WHERE status = 'ok' GROUP BY shape""",
-            {"w": workload, "s": slice_},
-        ).fetchall()
-    }

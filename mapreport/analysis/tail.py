@@ -85,48 +85,20 @@ def _sorted_rows(parts: FloatArray) -> FloatArray:
     return parts[np.lexsort(parts.T[::-1])]
 
 
-def tail_drivers(t: TailRows, th: Thresholds, review: Review, seed: int) -> TailDrivers | None:
-    """The tail drivers of one shape; None below the p95 evidence threshold."""
-    if t.n < th.min_samples_p95:
-        return None
-    parts = _sorted_rows(attribute(t.raw))
-    sh = shares(parts)
-    unmeasured = []
-    if t.n_core == 0:
-        unmeasured.append("core_imbalance")
-    if t.n_mem == 0:
-        unmeasured.append("memory_burst")
-    return TailDrivers(
-        n=t.n,
-        n_tail=len(parts),
-        excess_us=float(parts.sum()),
-        shares=sh or {},
-        share_ci=share_intervals(parts, th.bootstrap_resamples, seed) if sh else {},
-        material=material(t.p50_us, t.p95_us, t.p99_us, t.n, th, review),
-        p50_us=t.p50_us,
-        p95_us=t.p95_us,
-        unmeasured=tuple(unmeasured),
-    )
-
-
-def combine(
-    per_shape: Sequence[tuple[TailRows, TailDrivers | None]],
+def _drivers(
+    parts: FloatArray,
+    n: int,
     p50: float | None,
     p95: float | None,
     p99: float | None,
-    n: int,
+    unmeasured: Sequence[str],
     th: Thresholds,
     review: Review,
     seed: int,
-) -> TailDrivers | None:
-    """Slice-level drivers: every evaluated shape's tail requests pooled (each against its
-    own shape's p50 and p95), with materiality judged on the slice's latency."""
-    pooled = [attribute(t.raw) for t, d in per_shape if d is not None and len(t.raw)]
-    if not pooled:
-        return None
-    parts = _sorted_rows(np.concatenate(pooled))
+) -> TailDrivers:
+    """Shares, their CIs and materiality of attributed tail parts."""
+    parts = _sorted_rows(parts)
     sh = shares(parts)
-    unmeasured = sorted({u for _, d in per_shape if d is not None for u in d.unmeasured})
     return TailDrivers(
         n=n,
         n_tail=len(parts),
@@ -138,3 +110,35 @@ def combine(
         p95_us=p95,
         unmeasured=tuple(unmeasured),
     )
+
+
+def tail_drivers(
+    t: TailRows, parts: FloatArray, th: Thresholds, review: Review, seed: int
+) -> TailDrivers | None:
+    """The tail drivers of one shape from its attributed parts; None below the p95 evidence
+    threshold."""
+    if t.n < th.min_samples_p95:
+        return None
+    unmeasured = [
+        d for d, n in (("core_imbalance", t.n_core), ("memory_burst", t.n_mem)) if n == 0
+    ]
+    return _drivers(parts, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review, seed)
+
+
+def combine(
+    per_shape: Sequence[tuple[FloatArray, Sequence[str]]],
+    p50: float | None,
+    p95: float | None,
+    p99: float | None,
+    n: int,
+    th: Thresholds,
+    review: Review,
+    seed: int,
+) -> TailDrivers | None:
+    """Slice-level drivers: every evaluated shape's attributed tail parts pooled (each against
+    its own shape's p50 and p95), with materiality judged on the slice's latency."""
+    pooled = [parts for parts, _ in per_shape if len(parts)]
+    if not pooled:
+        return None
+    unmeasured = sorted({u for _, missing in per_shape for u in missing})
+    return _drivers(np.concatenate(pooled), n, p50, p95, p99, unmeasured, th, review, seed)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,7 @@ def environment_row(side: str, env: Any) -> dict[str, Any]:
     return row
 
 
+@lru_cache(maxsize=4)
 def _first_record(head: Head) -> tuple[Container | None, dict[str, Any] | None]:
     """The container and the first data record (skipping an environment line) of a file."""
     container = container_of(head.path, head.data)

@@ -59,13 +59,10 @@ class Sink:
         n = len(lines)
         data = {**columns, "source_id": [self.source_id] * n, "line": lines}
         self.rows[table] += n
-        self._seq += 1
-        target = Dataset.table_path(
-            self.staging, table, workload if table in PARTITIONED else "",
-            f"{self.source_id}-{self._seq:05d}.parquet",
-        )
         schema = TABLES[table]
-        write_parquet(pa.table({f.name: data[f.name] for f in schema}, schema=schema), target)
+        self._write(
+            table, workload, pa.table({f.name: data[f.name] for f in schema}, schema=schema)
+        )
 
     def reject(self, line: int | None, field_name: str | None, reason: str, raw: Any) -> None:
         """A bad record: raise under the abort policy, else quarantine it and count it."""
@@ -92,11 +89,14 @@ class Sink:
         rows = self._buffers.pop(key, [])
         if not rows:
             return
+        self._write(table, workload, pa.Table.from_pylist(rows, schema=TABLES[table]))
+
+    def _write(self, table: str, workload: str, data: pa.Table) -> None:
+        """One staged Parquet file of `table` (in the workload's partition when it has one)."""
         self._seq += 1
-        target = Dataset.table_path(
-            self.staging, table, workload, f"{self.source_id}-{self._seq:05d}.parquet"
-        )
-        write_parquet(pa.Table.from_pylist(rows, schema=TABLES[table]), target)
+        name = f"{self.source_id}-{self._seq:05d}.parquet"
+        target = Dataset.table_path(self.staging, table, workload, name)
+        write_parquet(data, target)
 
     def enforce_unique(self, table: str = "request", key: str = "request_id") -> None:
         """Reject rows whose key repeats an earlier row of the same file (FORMATS.md: request
