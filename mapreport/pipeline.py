@@ -91,14 +91,24 @@ class IngestFailures(InputError):
         self.results = results
         self.failures = failures
         self.outcomes: list[SliceOutcome] = []
-        super().__init__(
-            failures[0].path, failures[0].line, failures[0].field, failures[0].reason
-        )
+        super().__init__(failures[0].path, failures[0].line, failures[0].field, failures[0].reason)
 
     def message(self) -> str:
-        """All failed files, one clause each."""
-        return f"{len(self.failures)} file(s) could not be read: " + "; ".join(
-            f.message() for f in self.failures
+        """All failed files, one line each (the list of known formats once, at the end)."""
+        known = ""
+        lines = []
+        for f in self.failures:
+            text = f.message()
+            head, sep, tail = text.partition(" (known: ")
+            if sep:
+                text, known = head, "known formats: " + tail.rstrip(")")
+            lines.append("  " + text)
+        return "\n".join(
+            [
+                f"{len(self.failures)} file(s) could not be read:",
+                *lines,
+                *([known] if known else []),
+            ]
         )
 
 
@@ -250,13 +260,15 @@ def run(
         raise MapreportError(f"{config.path}: run.sources lists no input files")
     failed: IngestFailures | None = None
     try:
-        ingested = ingest(
-            config.dataset, config.source_files(), config.on_error, progress=progress
-        )
+        ingested = ingest(config.dataset, config.source_files(), config.on_error, progress=progress)
     except IngestFailures as e:
         ingested, failed = e.results, e
     outcomes = report(
-        config.dataset, config.out, config, progress=progress, record=config.record_history,
+        config.dataset,
+        config.out,
+        config,
+        progress=progress,
+        record=config.record_history,
         run_date=run_date,
     )
     if failed is not None:

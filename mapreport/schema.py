@@ -39,7 +39,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("plan_id", _S, nullable=False),
             pa.field("shape_bucket", _S, nullable=False),
             pa.field("op", _S, nullable=False),
-            pa.field("predicted_us", _F, nullable=False),
+            pa.field("predicted_us", _F),  # null: the compiler exported no estimate
             pa.field("prediction_source", _S),
             pa.field("kernel", _S),
             pa.field("tile", _S),
@@ -155,6 +155,36 @@ TABLES: Final[dict[str, pa.Schema]] = {
             *_PROVENANCE,
         ]
     ),
+    "load_sweep": pa.schema(
+        [
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("model", _S, nullable=False),
+            pa.field("config", _S, nullable=False),
+            pa.field("max_batch_size", _I32),
+            pa.field("instance_count", _I32),
+            pa.field("instance_kind", _S),
+            pa.field("dynamic_batching", _B),
+            pa.field("batch_size", _I32),
+            pa.field("concurrency", _I32),
+            pa.field("request_rate", _F),
+            pa.field("throughput_per_s", _F),
+            pa.field("latency_avg_us", _F),
+            pa.field("latency_p90_us", _F),
+            pa.field("latency_p95_us", _F),
+            pa.field("latency_p99_us", _F),
+            pa.field("client_send_recv_us", _F),
+            pa.field("client_response_wait_us", _F),
+            pa.field("server_queue_us", _F),
+            pa.field("server_compute_input_us", _F),
+            pa.field("server_compute_infer_us", _F),
+            pa.field("server_compute_output_us", _F),
+            pa.field("gpu_used_memory_bytes", _I64),
+            pa.field("gpu_utilization", _F),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
     "quarantine": pa.schema(
         [
             pa.field("field", _S),
@@ -244,7 +274,15 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
 
 DATA_TABLES: Final[tuple[str, ...]] = tuple(t for t in TABLES if t != "ingest_log")
 PARTITIONED: Final[frozenset[str]] = frozenset(
-    {"compile_plan", "compile_event", "request", "op_exec", "adaptation_event", "quality"}
+    {
+        "compile_plan",
+        "compile_event",
+        "request",
+        "op_exec",
+        "adaptation_event",
+        "quality",
+        "load_sweep",
+    }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""
 

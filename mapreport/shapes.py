@@ -12,6 +12,8 @@ MAX_DIMS = 64
 """A shape with more dimensions than this is rejected: no model input has that many."""
 
 SCALAR = "()"
+UNKNOWN = "unknown"
+"""The shape of a request whose trace does not record one (Triton TIMESTAMPS-level traces)."""
 _DIGITS = re.compile(r"[0-9]+")
 
 
@@ -157,7 +159,10 @@ def canonical_bucket(value: Any) -> str:
 
 
 def named(shape: str) -> dict[str, int] | None:
-    """The named dimensions of a canonical shape string, or None for a positional shape."""
+    """The named dimensions of a canonical shape string, or None for a positional or unknown
+    shape."""
+    if shape == UNKNOWN:
+        return None
     parsed = parse_shape(shape)
     return parsed if isinstance(parsed, dict) else None
 

@@ -19,9 +19,11 @@ from mapreport.analysis.actions import shape_actions, slice_actions
 from mapreport.analysis.adaptation import shape_gain
 from mapreport.analysis.checklist import checklist, pitfalls, precision_changes
 from mapreport.analysis.classify import classify
+from mapreport.analysis.compiles import compiles
 from mapreport.analysis.coverage import coverage, place
 from mapreport.analysis.decision import decide
 from mapreport.analysis.environment import check_environment
+from mapreport.analysis.operators import operators
 from mapreport.analysis.results import (
     Interval,
     Review,
@@ -33,6 +35,7 @@ from mapreport.analysis.results import (
 from mapreport.analysis.scheduling import scheduling
 from mapreport.analysis.stats import bootstrap_relative_error, seed_for
 from mapreport.analysis.summary import summary
+from mapreport.analysis.sweep import load_sweep
 from mapreport.analysis.tail import attribute, combine, tail_drivers
 from mapreport.shapes import sort_key
 
@@ -146,7 +149,9 @@ def analyze_slice(
             )
         )
     source_ids = sorted(
-        {s for m in shapes for s in m.sources} | {s for b in buckets for s in b.sources}
+        {s for m in shapes for s in m.sources}
+        | {s for b in buckets for s in b.sources}
+        | set(query.profile_sources(con, workload, slice_))
     )
     files = query.source_files(con, source_ids)
     overall = query.slice_latency(con, workload, slice_)
@@ -251,5 +256,19 @@ def analyze_slice(
         checklist=tuple(checklist(base, actions)),
         pitfalls=tuple(pitfalls(base, actions, shapes, missing_q, failing_q)),
         latency_quantiles={r.shape: r.latency_quantiles for r in rows if r.latency_quantiles},
+        operators=operators(
+            con, workload, slice_, th, query.plan_compute_p50(con, workload, slice_)
+        ),
+        compiles=compiles(
+            con,
+            workload,
+            slice_,
+            {
+                m.shape: m.baseline_p50_us - m.adapted_p50_us
+                for m in shapes
+                if m.gain == "significant" and m.baseline_p50_us and m.adapted_p50_us
+            },
+        ),
+        sweep=load_sweep(con, workload, slice_, review),
     )
     return replace(result, summary=summary(result))

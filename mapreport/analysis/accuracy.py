@@ -35,7 +35,9 @@ def shape_accuracy(
     measured = static_p50_us if static_n >= th.min_samples else None
     if not covered:
         return ShapeAccuracy(None, measured, None, None, "uncovered")
-    if predicted_us is None or measured is None or measured <= 0:
+    if predicted_us is None:
+        return ShapeAccuracy(None, measured, None, None, "no_prediction")
+    if measured is None or measured <= 0:
         return ShapeAccuracy(predicted_us, measured, None, None, "not_measured")
     e = (predicted_us - measured) / measured
     state: AccuracyState = "accurate" if abs(e) <= th.tolerance else "inaccurate"

@@ -78,7 +78,7 @@ def coverage(
         if (b.plan_id, b.bucket) not in used and (not served_plans or b.plan_id in served_plans)
     )
     return Coverage(
-        covered_traffic_share=covered / total if total else 0.0,
+        covered_traffic_share=covered / total if total else None,
         uncovered_shapes=uncovered,
         synthetic_only_buckets=synthetic,
         plans=tuple(sorted({b.plan_id for b in buckets})),

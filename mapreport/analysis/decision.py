@@ -27,6 +27,13 @@ def decide(accuracy: AccuracyState, gain: GainState, gain_reason: str) -> tuple[
     """
     if accuracy == "not_measured":
         return "insufficient_evidence", "accuracy not measured: too few static requests"
+    if accuracy == "no_prediction":
+        return (
+            "insufficient_evidence",
+            "the compile plan states no whole-model cost for this bucket (no __total__ and no "
+            "per-op predictions): the per-operator section compares its mapping with measured "
+            "times instead",
+        )
     if gain == "not_measured":
         return "insufficient_evidence", gain_reason
     significant = gain == "significant"

@@ -83,9 +83,23 @@ class ShapeRow:
 
 
 def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
-    """Every (workload, slice) with served requests, sorted."""
+    """Every (workload, slice) with requests, compiles, plans, profiled ops or load sweeps."""
+    # a record that names no slice (slice '') serves every slice of its workload (generic
+    # compile plans), so (w, '') is a slice of its own only with requests or without siblings
     rows = con.execute(
-        "SELECT DISTINCT workload, slice FROM request ORDER BY workload, slice"
+        """
+        WITH named AS (
+            SELECT workload, slice FROM compile_event UNION SELECT workload, slice FROM compile_plan
+            UNION SELECT workload, slice FROM op_exec UNION SELECT workload, slice FROM load_sweep
+        ), served AS (SELECT DISTINCT workload, slice FROM request)
+        SELECT workload, slice FROM served
+        UNION SELECT workload, slice FROM named n
+        WHERE slice <> '' OR NOT EXISTS (
+            SELECT 1 FROM (SELECT * FROM served UNION SELECT * FROM named) o
+            WHERE o.workload = n.workload AND o.slice <> ''
+        )
+        ORDER BY workload, slice
+        """
     ).fetchall()
     return [(str(w), str(s)) for w, s in rows]
 
@@ -401,3 +415,30 @@ def quality_records(
     )
     names = [d[0] for d in cur.description]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def plan_compute_p50(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> dict[str, float]:
+    """Median compute time of each plan's ok requests (the end-to-end side of per-op sums)."""
+    rows = con.execute(
+        f"""
+        SELECT plan_id, median(compute_us) FROM ({REQUESTS})
+        WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY plan_id
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return {str(p): float(v) for p, v in rows if v is not None}
+
+
+def profile_sources(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[str]:
+    """The files behind a slice's compile events, per-op profiles and load sweeps."""
+    rows = con.execute(
+        """
+        SELECT source_id FROM compile_event WHERE workload = $w AND slice = $s
+        UNION SELECT source_id FROM op_exec WHERE workload = $w AND slice = $s
+        UNION SELECT source_id FROM load_sweep WHERE workload = $w AND slice = $s
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return [str(r[0]) for r in rows]

@@ -58,7 +58,9 @@ OWNER_ROLES: tuple[OwnerRole, ...] = (
     "observability_engineer",
     "model_serving_architect",
 )
-AccuracyState = Literal["accurate", "inaccurate", "uncovered", "not_measured"]
+AccuracyState = Literal[
+    "accurate", "inaccurate", "uncovered", "not_measured", "no_prediction"
+]
 GainState = Literal["significant", "not_significant", "regression", "not_measured"]
 
 
@@ -209,7 +211,8 @@ class SyntheticBucket:
 class Coverage:
     """How much production traffic the compile plan covered."""
 
-    covered_traffic_share: float
+    covered_traffic_share: float | None
+    """None when the slice served no requests."""
     uncovered_shapes: tuple[UncoveredShape, ...]
     synthetic_only_buckets: tuple[SyntheticBucket, ...]
     plans: tuple[str, ...]
@@ -464,6 +467,139 @@ class History:
 
 
 @dataclass(frozen=True)
+class OpRow:
+    """One planned op joined with its measured per-op time."""
+
+    plan_id: str
+    op: str
+    kernel: str | None
+    precision: str | None
+    fused_ops: int
+    """Ops the plan fused into this one (`A + B + C` is 3)."""
+    runs: int
+    """Profiled executions behind the median."""
+    measured_p50_us: float
+    predicted_us: float | None
+    signed_error: float | None
+    ape: float | None
+    time_share: float | None
+    """Share of the slice's measured per-op time."""
+
+
+@dataclass(frozen=True)
+class Operators:
+    """The per-op join of a compile plan with a runtime profile (METRICS.md, per operator)."""
+
+    plans: tuple[str, ...]
+    planned_ops: int
+    measured_ops: int
+    matched_ops: int
+    matched_time_share: float | None
+    """Share of measured per-op time spent in ops the plan names."""
+    predicted_ops: int
+    mape_time_weighted: float | None
+    top_error: tuple[OpRow, ...]
+    precision_time_share: dict[str, float]
+    fused_time_share: float | None
+    reformat_time_share: float | None
+    """Share spent in layout/precision conversions the mapping inserted (TensorRT reformats)."""
+    layer_sum_vs_compute: dict[str, tuple[float, float]]
+    """Per plan: (sum of per-op medians, median end-to-end compute of its requests)."""
+    unmapped: tuple[tuple[str, float, float], ...]
+    """Runtime ops no plan names: (name, median us, time share), largest first."""
+    unmapped_count: int
+    unmeasured: tuple[str, ...]
+    unmeasured_count: int
+    rows: tuple[OpRow, ...]
+    rows_total: int
+
+
+@dataclass(frozen=True)
+class CompileCost:
+    """What compiling for one shape cost, and what its compiled code then ran."""
+
+    shape: str | None
+    compiles: int
+    recompiles: int
+    compile_ms: float | None
+    cache_hits: int
+    cache_misses: int
+    reasons: tuple[str, ...]
+    frames: tuple[str, ...]
+    runtime_calls: int
+    runtime_ms: float | None
+    compile_share: float | None
+    """compile / (compile + runtime of the compiled region)."""
+    saving_per_request_us: float | None
+    break_even_requests: float | None
+
+
+@dataclass(frozen=True)
+class Compiles:
+    """Compile cost per shape of one slice."""
+
+    shapes: tuple[CompileCost, ...]
+    compiles: int
+    recompiles: int
+    compile_ms: float
+    shapes_recompiled: int
+    runtime_joined: bool
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One measured load point of one model config."""
+
+    model: str
+    config: str
+    max_batch_size: int | None
+    instance_count: int | None
+    instance_kind: str | None
+    dynamic_batching: bool | None
+    batch_size: int | None
+    concurrency: int | None
+    request_rate: float | None
+    throughput_per_s: float
+    latency_p99_us: float | None
+    server_queue_us: float | None
+    latency_avg_us: float | None
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One model config across its load sweep."""
+
+    model: str
+    config: str
+    max_batch_size: int | None
+    instance_count: int | None
+    instance_kind: str | None
+    dynamic_batching: bool | None
+    points: int
+    best_throughput_per_s: float
+    best_load: str
+    best_within_sla: bool | None
+    """None when no p99 SLA is configured; False when no load point of the config meets it."""
+    p99_at_best_us: float | None
+    p99_lowest_load_us: float | None
+    queue_share_at_best: float | None
+
+
+@dataclass(frozen=True)
+class LoadSweep:
+    """Batch policy across configs, from a measured config x load sweep."""
+
+    configs: tuple[SweepConfig, ...]
+    configs_total: int
+    points: int
+    best: str | None
+    sla_p99_us: float | None
+    dynamic_batching_gain: float | None
+    """Best throughput with dynamic batching over the best without, minus one."""
+    curves: tuple[SweepPoint, ...]
+
+
+@dataclass(frozen=True)
 class SliceResult:
     """The analysis of one workload slice: the input of every renderer."""
 
@@ -491,6 +627,9 @@ class SliceResult:
     latency_quantiles: dict[str, tuple[float, ...]] = field(default_factory=dict)
     """Per shape: latency at 0%, 1%, ..., 100% (kept in the history for later comparisons)."""
     history: History | None = None
+    operators: Operators | None = None
+    compiles: Compiles | None = None
+    sweep: LoadSweep | None = None
 
     @property
     def name(self) -> str:

@@ -14,13 +14,25 @@ from typing import cast
 from mapreport.errors import InputError, MapreportError
 from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
+from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.records import head_bytes
 from mapreport.ingest.sink import ErrorPolicy, Sink
 from mapreport.ingest.torch_trace import TorchTraceReader
+from mapreport.ingest.triton_trace import TritonTraceReader
+from mapreport.ingest.trtexec import TrtexecReader
+from mapreport.ingest.tvm import TvmReader
 from mapreport.store import Dataset, LogEntry
 
-_ALL: tuple[Reader, ...] = (KinetoReader(), TorchTraceReader(), *NATIVE_READERS)
+_ALL: tuple[Reader, ...] = (
+    KinetoReader(),
+    TorchTraceReader(),
+    TrtexecReader(),
+    TvmReader(),
+    ModelAnalyzerReader(),
+    TritonTraceReader(),
+    *NATIVE_READERS,
+)
 READERS: dict[str, Reader] = {r.name: r for r in _ALL}
 """Every known format by name, in sniffing order."""
 

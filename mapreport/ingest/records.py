@@ -164,8 +164,9 @@ def parquet_columns(path: Path) -> list[str]:
     try:
         return list(pq.read_schema(path).names)
     except (OSError, ValueError) as e:
-        raise InputError(path, None, None, f"unreadable Parquet (truncated or corrupt): {e}"
-                         ) from None
+        raise InputError(
+            path, None, None, f"unreadable Parquet (truncated or corrupt): {e}"
+        ) from None
 
 
 def iter_records(path: Path, container: Container) -> Iterator[tuple[int, Any]]:

@@ -21,7 +21,7 @@ import msgspec
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
 from mapreport.ingest.sink import Sink
-from mapreport.shapes import ShapeError, canonical_shape
+from mapreport.shapes import UNKNOWN, ShapeError, canonical_shape
 
 PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^\]\n]+\] ")
 _DECODE = msgspec.json.Decoder()
@@ -34,6 +34,8 @@ class _Compile:
 
     sizes: dict[int, list[int]] = field(default_factory=dict)
     cache: str | None = None
+    planned: bool = False
+    """Inductor logged per-op runtime estimates for this compile (its compile_plan rows)."""
 
 
 def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bytes]]:
@@ -70,6 +72,19 @@ def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], byte
             yield pending[0], pending[1], b"".join(payload)
 
 
+ESTIMATES = "inductor_runtime_and_tensor_meta"
+"""The artifact in which Inductor logs each scheduled op's estimated runtime."""
+_PRECISION = {
+    "float16": "fp16",
+    "bfloat16": "bf16",
+    "float32": "fp32",
+    "float64": "fp64",
+    "int8": "int8",
+    "float8_e4m3fn": "fp8",
+    "float8_e5m2": "fp8",
+}
+
+
 def _key(env: dict[str, Any]) -> str | None:
     frame, compile_ = env.get("frame_id"), env.get("frame_compile_id")
     if frame is None or compile_ is None:
@@ -81,8 +96,11 @@ class TorchTraceReader:
     """TORCH_TRACE structured logs of torch.compile and torch.export."""
 
     name = "torch-trace"
-    summary = "TORCH_TRACE structured logs (torch.compile): compiles, recompile reasons, cache"
-    tables = ("compile_event",)
+    summary = (
+        "TORCH_TRACE structured logs (torch.compile): compiles, recompile reasons, cache hits, "
+        "Inductor per-op runtime estimates"
+    )
+    tables = ("compile_event", "compile_plan")
     default_policy = "quarantine"
 
     def sniff(self, head: Head) -> bool:
@@ -105,11 +123,22 @@ class TorchTraceReader:
                 )
             ):
                 try:
-                    _DECODE.decode(payload)
+                    body = _DECODE.decode(payload)
                 except msgspec.DecodeError as e:
                     sink.reject(line, "payload", f"corrupted JSON payload: {e}", payload[:2000])
                     continue
+            else:
+                body = None
             key = _key(env)
+            art = env.get("artifact")
+            if (
+                key is not None
+                and isinstance(art, dict)
+                and art.get("name") == ESTIMATES
+                and isinstance(body, dict)
+            ):
+                c = compiles.setdefault(key, _Compile())
+                c.planned = self._plan(sink, line, key, body, c, workload, slice_) or c.planned
             if key is not None:
                 c = compiles.setdefault(key, _Compile())
                 tensor = env.get("describe_tensor")
@@ -125,6 +154,67 @@ class TorchTraceReader:
                     attempt = env.get("attempt") or 0
                     metrics = {**metrics, "compile_id": key + (f"_{attempt}" if attempt else "")}
                 self._add(sink, line, metrics, compiles, workload, slice_)
+
+    @staticmethod
+    def _plan(
+        sink: Sink,
+        line: int,
+        key: str,
+        body: dict[str, Any],
+        c: _Compile,
+        workload: str,
+        slice_: str,
+    ) -> bool:
+        """compile_plan rows from Inductor's per-op estimates of one compile; True if any."""
+        ops = body.get("ops")
+        if not isinstance(ops, list):
+            sink.reject(line, "payload.ops", "must be a list of scheduled ops", body)
+            return False
+        try:
+            bucket = canonical_shape([c.sizes[k] for k in sorted(c.sizes)]) if c.sizes else None
+        except ShapeError:
+            bucket = None
+        added = False
+        for i, op in enumerate(ops):
+            est = op.get("estimated_runtime_ns") if isinstance(op, dict) else None
+            name = op.get("name") if isinstance(op, dict) else None
+            if (
+                not isinstance(name, str)
+                or isinstance(est, bool)
+                or not isinstance(est, int | float)
+            ):
+                sink.reject(
+                    line, f"payload.ops[{i}]", "op needs a name and estimated_runtime_ns", op
+                )
+                continue
+            outputs = [o for o in op.get("outputs") or [] if isinstance(o, dict)]
+            dtype = next((o.get("dtype") for o in outputs if o.get("dtype")), None)
+            sink.add(
+                "compile_plan",
+                line,
+                {
+                    "workload": workload,
+                    "slice": slice_,
+                    "plan_id": key,
+                    "shape_bucket": bucket or UNKNOWN,
+                    "op": name,
+                    "predicted_us": float(est) / 1e3,
+                    "prediction_source": "inductor estimated_runtime_ns",
+                    "kernel": op.get("type") if isinstance(op.get("type"), str) else None,
+                    "tile": None,
+                    "fusion_group": name if "_" in name and name.startswith("op") else None,
+                    "core": None,
+                    "precision": _PRECISION.get(str(dtype)) if dtype else None,
+                    "predicted_peak_mem_bytes": None,
+                    "mem_budget_bytes": None,
+                    "compile_ms": None,
+                    "extra": _ENCODE(
+                        {"outputs": [[o.get("shape"), o.get("dtype")] for o in outputs]}
+                    ).decode(),
+                },
+            )
+            added = True
+        return added
 
     @staticmethod
     def _add(
@@ -176,7 +266,7 @@ class TorchTraceReader:
                 "workload": workload,
                 "slice": slice_,
                 "compile_id": compile_id,
-                "plan_id": None,
+                "plan_id": compile_id.split(" ")[0].split("_")[0] if c.planned else None,
                 "frame": m.get("co_name"),
                 "shape": shape,
                 "ts_us": float(start) * 1e6 if isinstance(start, int | float) else None,

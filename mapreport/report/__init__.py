@@ -96,7 +96,7 @@ def write_slice_report(
 
     folder.mkdir(parents=True, exist_ok=True)
     generated_at = clock().isoformat(timespec="seconds")
-    figs = {cid: build(r) for cid, build in chart_builders.CHARTS.items()}
+    figs = chart_builders.build_charts(r)
     doc = findings(r, sla, generated_at)
     atomic_write(folder / "findings.json", json.dumps(doc, indent=2).encode())
     screen = html.render(

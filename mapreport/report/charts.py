@@ -231,7 +231,96 @@ def trend(r: SliceResult) -> go.Figure:
     return _layout(fig, "Latency across nights")
 
 
+PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
+
+
+def op_times(r: SliceResult) -> go.Figure | None:
+    """The ops that took the most measured time, coloured by precision, with the plan's
+    prediction as a marker where it states one; None when the slice has no per-op join."""
+    ops = r.operators
+    if ops is None or not ops.rows:
+        return None
+    rows = list(reversed(ops.rows[:20]))
+    names = [(o.op if len(o.op) <= 48 else o.op[:22] + "…" + o.op[-25:]) for o in rows]
+    fig = go.Figure()
+    for precision in dict.fromkeys(o.precision or "unknown" for o in rows):
+        pick = [i for i, o in enumerate(rows) if (o.precision or "unknown") == precision]
+        fig.add_trace(
+            go.Bar(
+                x=[rows[i].measured_p50_us for i in pick],
+                y=[names[i] for i in pick],
+                orientation="h",
+                name=f"measured ({precision})",
+                marker={"color": PRECISION_COLORS.get(precision, "#9e9e9e")},
+                customdata=[[rows[i].op, rows[i].kernel or ""] for i in pick],
+                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x:.1f} µs<extra></extra>",
+            )
+        )
+    pred = [i for i, o in enumerate(rows) if o.predicted_us is not None]
+    if pred:
+        fig.add_trace(
+            go.Scatter(
+                x=[rows[i].predicted_us for i in pred],
+                y=[names[i] for i in pred],
+                mode="markers",
+                name="predicted",
+                marker={"symbol": "diamond", "size": 9, "color": "#222"},
+            )
+        )
+    fig.update_xaxes(title="median time per execution, µs", rangemode="tozero")
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, automargin=True)
+    fig = _layout(fig, "Measured time of the 20 largest ops", height=140 + 24 * len(rows))
+    fig.update_layout(barmode="overlay", margin={"l": 20})
+    return fig
+
+
+def sweep_curves(r: SliceResult) -> go.Figure | None:
+    """p99 latency against throughput across each config's load sweep (the eight configs with
+    the best throughput), one line per config and batch size; None without a sweep."""
+    sweep = r.sweep
+    if sweep is None or not sweep.curves:
+        return None
+    lines: dict[tuple[str, int | None], list[tuple[float, float, str]]] = {}
+    for p in sweep.curves:
+        if p.latency_p99_us is None:
+            continue
+        load = (
+            f"concurrency {p.concurrency}" if p.concurrency is not None else f"{p.request_rate:g}/s"
+        )
+        lines.setdefault((p.config, p.batch_size), []).append(
+            (p.throughput_per_s, p.latency_p99_us / 1000, load)
+        )
+    fig = go.Figure()
+    for (config, batch), pts in lines.items():
+        pts.sort()
+        fig.add_trace(
+            go.Scatter(
+                x=[x for x, _, _ in pts],
+                y=[y for _, y, _ in pts],
+                text=[t for _, _, t in pts],
+                mode="lines+markers",
+                name=f"{config} (batch {batch})" if batch is not None else config,
+                hovertemplate="%{text}<br>%{x:.0f} infer/s<br>p99 %{y:.2f} ms<extra></extra>",
+            )
+        )
+    if sweep.sla_p99_us is not None:
+        fig.add_hline(
+            y=sweep.sla_p99_us / 1000,
+            line={"dash": "dash", "color": "#b2182b"},
+            annotation_text="SLA p99",
+            annotation_position="top left",
+        )
+    fig.update_xaxes(title="throughput, inferences / s", rangemode="tozero")
+    fig.update_yaxes(title="p99 latency, ms", type="log")
+    fig = _layout(fig, "Throughput against p99 latency per config", height=520)
+    fig.update_layout(legend={"orientation": "v", "y": 1.0, "x": 1.02, "font": {"size": 9}})
+    fig.update_layout(margin={"r": 230})
+    return fig
+
+
 CHARTS = {
+    "sweep_curves": sweep_curves,
+    "op_times": op_times,
     "trend": trend,
     "tail_drivers": tail_drivers,
     "queue_cdf": queue_cdf,
@@ -240,3 +329,26 @@ CHARTS = {
     "predicted_vs_measured": predicted_vs_measured,
 }
 """Chart id -> builder. Sections name the charts they show by id."""
+
+REQUEST_CHARTS = frozenset(
+    {
+        "tail_drivers",
+        "queue_cdf",
+        "accuracy_vs_gain",
+        "latency_percentiles",
+        "predicted_vs_measured",
+    }
+)
+"""Charts drawn from request telemetry: not drawn for a slice without requests."""
+
+
+def build_charts(r: SliceResult) -> dict[str, go.Figure]:
+    """Every chart that has something to draw for this slice, by id."""
+    out = {}
+    for cid, build in CHARTS.items():
+        if cid in REQUEST_CHARTS and not r.requests:
+            continue
+        fig = build(r)
+        if fig is not None:
+            out[cid] = fig
+    return out

@@ -19,7 +19,7 @@ from mapreport.analysis.results import (
 )
 from mapreport.config import SliceConfig
 
-FINDINGS_SCHEMA_VERSION = "1.1"
+FINDINGS_SCHEMA_VERSION = "1.2"
 
 
 def _iv(iv: Interval | None) -> list[float] | None:
@@ -205,5 +205,8 @@ def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict
         "checklist": [dataclasses.asdict(c) for c in r.checklist],
         "pitfalls": [dataclasses.asdict(p) for p in r.pitfalls],
         "history": _history(r),
+        "operators": dataclasses.asdict(r.operators) if r.operators else None,
+        "compiles": dataclasses.asdict(r.compiles) if r.compiles else None,
+        "load_sweep": dataclasses.asdict(r.sweep) if r.sweep else None,
         "sources": [dataclasses.asdict(s) for s in r.sources],
     }

@@ -16,33 +16,61 @@ class Section:
     title: str
     template: str
     charts: tuple[str, ...] = ()
+    needs_requests: bool = False
+    """Shown as a one-line note when the slice has no request telemetry (a compile log, a
+    layer profile or a load sweep alone)."""
 
 
 SECTIONS: tuple[Section, ...] = (
     Section("summary", "Executive summary", "sections/summary.html.j2"),
     Section("scope", "Scope and SLA targets", "sections/scope.html.j2"),
     Section("environment", "Environment lock", "sections/environment.html.j2"),
-    Section("coverage", "Shape coverage", "sections/coverage.html.j2"),
+    Section("coverage", "Shape coverage", "sections/coverage.html.j2", needs_requests=True),
     Section(
         "accuracy",
         "Compile-time mapping accuracy",
         "sections/accuracy.html.j2",
         ("predicted_vs_measured",),
+        needs_requests=True,
     ),
     Section(
         "adaptation",
         "Runtime adaptation gain",
         "sections/adaptation.html.j2",
         ("accuracy_vs_gain",),
+        needs_requests=True,
     ),
-    Section("decisions", "Accuracy versus gain: decision per shape", "sections/decisions.html.j2"),
-    Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",)),
-    Section("classes", "Bottleneck class per shape", "sections/classes.html.j2"),
-    Section("scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",)),
+    Section("operators", "Per-operator mapping", "sections/operators.html.j2", ("op_times",)),
+    Section("compiles", "Compile cost per shape", "sections/compiles.html.j2"),
+    Section(
+        "decisions",
+        "Accuracy versus gain: decision per shape",
+        "sections/decisions.html.j2",
+        needs_requests=True,
+    ),
+    Section(
+        "tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True
+    ),
+    Section("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
+    Section(
+        "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",), True
+    ),
+    Section(
+        "batch_policy",
+        "Batch policy across configs",
+        "sections/batch_policy.html.j2",
+        ("sweep_curves",),
+    ),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
     Section("history", "Closed loop across nights", "sections/history.html.j2", ("trend",)),
     Section("checklist", "Review checklist", "sections/checklist.html.j2"),
-    Section("shapes", "Per-shape latency", "sections/shapes.html.j2", ("latency_percentiles",)),
+    Section(
+        "shapes",
+        "Per-shape latency",
+        "sections/shapes.html.j2",
+        ("latency_percentiles",),
+        needs_requests=True,
+    ),
     Section("data", "Data sources", "sections/data.html.j2"),
     Section("method", "Method and evidence rules", "sections/method.html.j2"),
 )

@@ -1,0 +1,103 @@
+"""Compile cost per shape: what compiling and recompiling for each input shape cost, charged
+against what the compiled code then ran (METRICS.md, "compile cost per shape").
+
+A compile event names the shape it was specialised for (TORCH_TRACE: the sizes of the graph's
+input tensors). The runtime side is the profiler's "Torch-Compiled Region: <frame>/<compile>"
+op, which names the compile it runs, so each compile's runtime calls join by compile id without
+guessing; a shape's requests (when the slice has any) add the adaptation gain per request, from
+which the requests needed to pay back the compile time follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import duckdb
+
+from mapreport.analysis.results import CompileCost, Compiles
+from mapreport.shapes import sort_key
+
+REGION = "Torch-Compiled Region: "
+"""The profiler op PyTorch records around a call of compiled code, followed by its compile id."""
+
+_EVENTS = """
+    SELECT coalesce(shape, '') AS shape, count(*) AS compiles,
+        count(*) FILTER (WHERE recompile_reason IS NOT NULL) AS recompiles,
+        sum(compile_ms) AS compile_ms,
+        count(*) FILTER (WHERE cache_hit) AS hits, count(*) FILTER (WHERE NOT cache_hit) AS misses,
+        list(DISTINCT recompile_reason ORDER BY recompile_reason)
+            FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
+        list(DISTINCT frame ORDER BY frame) FILTER (WHERE frame IS NOT NULL) AS frames,
+        list(DISTINCT regexp_extract(compile_id, '^[0-9]+/[0-9]+')) AS ids
+    FROM compile_event WHERE workload = $w AND slice = $s
+    GROUP BY 1 ORDER BY 1
+"""
+_REGIONS = f"""
+    SELECT substr(name, {len(REGION) + 1}) AS id, count(*) AS calls, sum(dur_us) AS total_us,
+        median(dur_us) AS p50_us
+    FROM op_exec WHERE workload = $w AND slice = $s AND starts_with(name, '{REGION}')
+    GROUP BY 1
+"""
+
+
+def compiles(
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    saving_us: Mapping[str, float],
+) -> Compiles | None:
+    """Compile cost per shape of one slice, or None when the slice records no compiles.
+
+    `saving_us` maps a shape to the median compute time adaptation saves per request (from the
+    shape's significant gain); with it, `break_even_requests` = compile time / saving.
+    """
+    p = {"w": workload, "s": slice_}
+    events = con.execute(_EVENTS, p).fetchall()
+    if not events:
+        return None
+    regions = {
+        str(r[0]): (int(r[1]), float(r[2]), float(r[3]))
+        for r in con.execute(_REGIONS, p).fetchall()
+    }
+    rows = []
+    for shape, n, recompiles, ms, hits, misses, reasons, frames, ids in events:
+        runtime = [regions[i] for i in ids or [] if i in regions]
+        calls = sum(c for c, _, _ in runtime)
+        run_us = sum(t for _, t, _ in runtime)
+        compile_ms = None if ms is None else float(ms)
+        saving = saving_us.get(shape) if shape else None
+        rows.append(
+            CompileCost(
+                shape=shape or None,
+                compiles=int(n),
+                recompiles=int(recompiles),
+                compile_ms=compile_ms,
+                cache_hits=int(hits),
+                cache_misses=int(misses),
+                reasons=tuple(str(x) for x in reasons or ()),
+                frames=tuple(str(x) for x in frames or ()),
+                runtime_calls=calls,
+                runtime_ms=run_us / 1e3 if runtime else None,
+                compile_share=(
+                    compile_ms / (compile_ms + run_us / 1e3)
+                    if runtime and compile_ms is not None and compile_ms + run_us > 0
+                    else None
+                ),
+                saving_per_request_us=saving,
+                break_even_requests=(
+                    compile_ms * 1e3 / saving
+                    if saving and saving > 0 and compile_ms is not None
+                    else None
+                ),
+            )
+        )
+    rows.sort(key=lambda r: sort_key(r.shape or ""))
+    total_ms = sum(r.compile_ms or 0.0 for r in rows)
+    return Compiles(
+        shapes=tuple(rows),
+        compiles=sum(r.compiles for r in rows),
+        recompiles=sum(r.recompiles for r in rows),
+        compile_ms=total_ms,
+        shapes_recompiled=sum(1 for r in rows if r.recompiles),
+        runtime_joined=any(r.runtime_calls for r in rows),
+    )
