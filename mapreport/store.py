@@ -45,12 +45,24 @@ def partition_dir(workload: str) -> str:
     return f"workload={enc}"
 
 
+HIGH_CARDINALITY = frozenset({"request_id", "extra", "raw", "line", "correlation"})
+"""Columns whose values rarely repeat: dictionary encoding only costs time there (the writer
+tries it, then falls back), so they and float columns are written plain."""
+
+
 def write_parquet(table: pa.Table, path: Path) -> None:
     """Write a table with the schema version in its metadata, atomically (temp name + rename)."""
     meta = dict(table.schema.metadata or {})
     meta[b"mapreport.schema_version"] = SCHEMA_VERSION.encode()
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    pq.write_table(table.replace_schema_metadata(meta), tmp, compression="zstd")
+    dictionary = [
+        f.name
+        for f in table.schema
+        if f.name not in HIGH_CARDINALITY and not pa.types.is_floating(f.type)
+    ]
+    pq.write_table(
+        table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
+    )
     os.replace(tmp, path)
 
 

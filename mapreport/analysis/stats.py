@@ -28,15 +28,28 @@ def percentile(values: Sequence[float] | FloatArray, q: float) -> float:
 def _resampled_stat(
     x: FloatArray, q: float, resamples: int, rng: np.random.Generator
 ) -> FloatArray:
-    """The q-quantile of `resamples` bootstrap resamples of x, in bounded-memory chunks."""
+    """The q-quantile (numpy's linear method) of `resamples` bootstrap resamples of the
+    sorted sample x, drawn exactly without drawing the resamples.
+
+    A resample's k-th order statistic is x[floor(n U_(k))], where U_(k) is the k-th order
+    statistic of n uniforms, Beta(k, n - k + 1) distributed; the next one is
+    U_(k+1) = U_(k) + (1 - U_(k)) Beta(1, n - k). So each resample costs two Beta draws instead
+    of n index draws: the same bootstrap distribution at O(resamples) cost, whatever n is
+    (a shape with 250,000 requests is as cheap as one with 25).
+    """
     n = len(x)
-    out = np.empty(resamples)
-    chunk = max(1, 4_000_000 // max(n, 1))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, n, size=(stop - start, n))
-        out[start:stop] = np.quantile(x[idx], q, axis=1)
-    return out
+    if n == 1:
+        return np.full(resamples, float(x[0]))
+    h = (n - 1) * q
+    k = int(np.floor(h)) + 1  # 1-based order statistic below the quantile
+    frac = h - (k - 1)
+    u1 = rng.beta(k, n - k + 1, size=resamples)
+    i1 = np.minimum((u1 * n).astype(np.int64), n - 1)
+    if frac <= 0 or k >= n:
+        return np.asarray(x[i1], dtype=np.float64)
+    u2 = u1 + (1.0 - u1) * rng.beta(1, n - k, size=resamples)
+    i2 = np.minimum((u2 * n).astype(np.int64), n - 1)
+    return np.asarray(x[i1] + frac * (x[i2] - x[i1]), dtype=np.float64)
 
 
 def bootstrap_ratio_gain(

@@ -4,8 +4,11 @@ ingest that stages a file's rows and commits them atomically to the dataset."""
 from __future__ import annotations
 
 import difflib
+import gc
 import hashlib
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -60,6 +63,20 @@ def detect(path: Path) -> Reader:
     raise InputError(path, None, None, f"format not recognised (known: {', '.join(READERS)})")
 
 
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while a reader runs: readers allocate millions of
+    short-lived objects and no cycles, and the collector's passes over them cost more than the
+    parsing (a 297 MiB Kineto trace: 16.0 s with it, 10.8 s without)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def file_sha256(path: Path) -> str:
     """The SHA-256 of a file's bytes, streamed."""
     h = hashlib.sha256()
@@ -105,7 +122,8 @@ def ingest_file(
     chosen: ErrorPolicy = policy or cast(ErrorPolicy, getattr(reader, "default_policy", "abort"))
     sink = Sink(staging, source_id, path, chosen, dict(hints or {}))
     try:
-        reader.read(path, sink)
+        with gc_paused():
+            reader.read(path, sink)
         sink.enforce_unique()
         rows = sink.close()
     except BaseException:

@@ -6,7 +6,7 @@ cross-field rules of the format (timestamp order, event kinds).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from mapreport.errors import InputError
+from mapreport.ingest import fast
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import (
     BadRecord,
@@ -170,34 +171,41 @@ class NativeReader:
         _, rec = _first_record(head)
         return rec is not None and any(keys <= rec.keys() for keys in self.marker_keys)
 
-    def records(self, path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bool]]:
-        """Data records with their line numbers and whether values are text (CSV)."""
+    def read(self, path: Path, sink: Sink) -> None:
+        """Stream every record into the sink: runtime JSON Lines and plainly typed Parquet
+        through the columnar fast path (`fast.py`), everything else record by record."""
         container = container_of(path, head_bytes(path))
         if container is None:
             raise InputError(path, None, None, "not JSON Lines, CSV or Parquet")
-        text = container == "csv"
+        if self.name == "native-runtime" and container == "jsonl":
+            fast.read_jsonl(path, sink, lambda line, rec: self.one(sink, line, rec, container))
+            return
+        if self.name == "native-runtime" and container == "parquet" and fast.parquet_fits(path):
+            fast.read_parquet(path, sink, lambda line, rec: self.one(sink, line, rec, container))
+            return
         for line, rec in iter_records(path, container):
-            if isinstance(rec, BadRecord):
-                sink.reject(line, rec.field, rec.reason, rec.raw)
-                continue
-            if not isinstance(rec, dict):
-                sink.reject(line, None, "record is not a JSON object", rec)
-                continue
-            if container == "jsonl" and "environment" in rec and len(rec) == 1:
-                try:
-                    sink.add("environment", line, environment_row(self.side, rec["environment"]))
-                except FieldError as e:
-                    sink.reject(line, e.field, e.reason, rec)
-                continue
-            yield line, (rec if container == "jsonl" else _normalise(rec)), text
+            self.one(sink, line, rec, container)
 
-    def read(self, path: Path, sink: Sink) -> None:
-        """Stream every record into the sink."""
-        for line, rec, text in self.records(path, sink):
+    def one(self, sink: Sink, line: int, rec: Any, container: Container) -> None:
+        """Convert one decoded record (or reject it, naming its line and field)."""
+        if isinstance(rec, BadRecord):
+            sink.reject(line, rec.field, rec.reason, rec.raw)
+            return
+        if not isinstance(rec, dict):
+            sink.reject(line, None, "record is not a JSON object", rec)
+            return
+        if container == "jsonl" and "environment" in rec and len(rec) == 1:
             try:
-                self.add(sink, line, rec, text)
+                sink.add("environment", line, environment_row(self.side, rec["environment"]))
             except FieldError as e:
                 sink.reject(line, e.field, e.reason, rec)
+            return
+        if container != "jsonl":
+            rec = _normalise(rec)
+        try:
+            self.add(sink, line, rec, container == "csv")
+        except FieldError as e:
+            sink.reject(line, e.field, e.reason, rec)
 
 
 def _slice(row: dict[str, Any]) -> dict[str, Any]:

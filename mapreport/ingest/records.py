@@ -74,6 +74,31 @@ def container_of(path: Path, head: bytes) -> Container | None:
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """Decode a JSON Lines file line by line; blank lines are skipped, bad ones are BadRecord."""
     decoder = msgspec.json.Decoder()
+    for lineno, raw in iter_jsonl_raw(path):
+        if isinstance(raw, BadRecord):
+            yield lineno, raw
+            continue
+        try:
+            yield lineno, decoder.decode(raw)
+        except msgspec.DecodeError as e:
+            yield lineno, BadRecord(None, f"invalid JSON: {e}", raw[:2000])
+
+
+def iter_jsonl_batches(path: Path, size: int) -> Iterator[list[tuple[int, bytes | BadRecord]]]:
+    """`iter_jsonl_raw` in lists of up to `size` lines."""
+    batch: list[tuple[int, bytes | BadRecord]] = []
+    for item in iter_jsonl_raw(path):
+        batch.append(item)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def iter_jsonl_raw(path: Path) -> Iterator[tuple[int, bytes | BadRecord]]:
+    """The non-blank lines of a JSON Lines file, undecoded, with their line numbers; an
+    over-long line or a truncated gzip stream is a BadRecord."""
     lineno = 0
     with open_bytes(path) as fh:
         try:
@@ -89,10 +114,7 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                     continue
                 if not raw.strip():
                     continue
-                try:
-                    yield lineno, decoder.decode(raw)
-                except msgspec.DecodeError as e:
-                    yield lineno, BadRecord(None, f"invalid JSON: {e}", raw[:2000])
+                yield lineno, raw
         except (EOFError, zlib.error, gzip.BadGzipFile):
             yield lineno + 1, BadRecord(None, TRUNCATED, b"")
 

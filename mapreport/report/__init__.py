@@ -113,7 +113,7 @@ def write_slice_report(
     atomic_write(folder / "report.html", screen.encode())
     if not pdf:
         return Written(folder / "report.html", None, folder / "findings.json", (), ())
-    svgs = {c: exporter.svg(f) for c, f in figs.items()}
+    svgs = {c: exporter.svg(f, c) for c, f in figs.items()}
     notes = []
     if exporter.failure:
         notes.append(

@@ -22,7 +22,10 @@ class SvgExporter:
     of the run and is kept in `failure` so reports can say why their charts are missing."""
 
     failure: str | None = None
-    timings_s: list[float] = field(default_factory=list)
+    timings_s: list[tuple[str, float]] = field(default_factory=list)
+    """(chart id, seconds) per export of this run, for the render benchmark."""
+    start_s: float | None = None
+    """Seconds the warm Chromium took to start (once per run)."""
     _started: bool = False
 
     def _start(self) -> None:
@@ -31,10 +34,12 @@ class SvgExporter:
         if not any(shutil.which(n) for n in CHROMIUM_NAMES):
             raise RuntimeError("no Chromium found on PATH (install Debian's 'chromium')")
         pio.defaults.mathjax = False  # MathJax would be fetched from a CDN and stalls offline
+        t0 = time.perf_counter()
         kaleido.start_sync_server(mathjax=False, silence_warnings=True)
+        self.start_s = time.perf_counter() - t0
         self._started = True
 
-    def svg(self, fig: go.Figure) -> bytes | None:
+    def svg(self, fig: go.Figure, name: str = "") -> bytes | None:
         """The figure as SVG bytes, or None when export is unavailable (see `failure`)."""
         if self.failure is not None:
             return None
@@ -46,7 +51,7 @@ class SvgExporter:
                 # plotly warns that per-call options are ignored with a warm server: intended
                 warnings.simplefilter("ignore", UserWarning)
                 out = fig.to_image(format="svg", width=fig.layout.width, height=fig.layout.height)
-            self.timings_s.append(time.perf_counter() - t0)
+            self.timings_s.append((name, time.perf_counter() - t0))
             return bytes(out)
         except Exception as e:  # noqa: BLE001 - any exporter failure degrades, never aborts
             self.failure = f"{type(e).__name__}: {e}".splitlines()[0][:300]

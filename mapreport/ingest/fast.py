@@ -1,0 +1,465 @@
+"""The fast path of native runtime telemetry: request records decoded typed in batches and
+checked as columns, so a fleet's JSON Lines (or Parquet) never builds a dict per request.
+
+Exactness comes from the slow path: a record the typed decoder refuses (an unknown field, an
+adaptation event, an environment line, a value of the wrong type) or that fails a column check
+(a rule of FORMATS.md: minimums, finite numbers, timestamp order, shape syntax) is handed, with
+its line, to the per-record reader, which converts it, or rejects it with the same message as
+before. Rows therefore land exactly as the slow path would write them, only faster.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from mapreport.ingest.records import BadRecord, iter_jsonl_batches, open_bytes
+from mapreport.ingest.sink import Sink
+from mapreport.schema import TABLES
+from mapreport.shapes import ShapeError, canonical_shape
+
+BATCH = 65_536
+"""Lines decoded and checked at a time: bounds memory whatever the file size."""
+
+Slow = Callable[[int, Any], None]
+"""The per-record reader: (line, decoded record or BadRecord) -> rows or a rejection."""
+
+
+class Request(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """A request record exactly as FORMATS.md declares it, with no unknown field."""
+
+    workload: str
+    request_id: str | int
+    shape: msgspec.Raw
+    """Kept raw: canonicalised once per distinct shape (a fleet repeats a few)."""
+    arrival_us: float
+    compute_start_us: float
+    compute_end_us: float
+    slice: str | None = None
+    queue_start_us: float | None = None
+    plan_id: str | None = None
+    plan_variant: Literal["static", "adapted", "fallback"] | None = None
+    core: int | None = None
+    stream: str | None = None
+    batch_size: int | None = None
+    mem_peak_bytes: int | None = None
+    precision: str | None = None
+    status: str | None = None
+
+
+_ONE = msgspec.json.Decoder(Request)
+_MANY = msgspec.json.Decoder(list[Request])
+_ANY = msgspec.json.Decoder()
+_SCHEMA = TABLES["request"]
+_STR_COLS = ("workload", "plan_id", "plan_variant", "stream", "precision")
+_INT_MIN = {"core": 0, "batch_size": 1, "mem_peak_bytes": 0}
+_FLOATS = ("arrival_us", "queue_start_us", "compute_start_us", "compute_end_us")
+_INT_LIMIT = 2**62
+
+
+class _Shapes:
+    """Canonical shape strings by the raw JSON of the shape; None for an invalid shape (the
+    slow path rejects it with the reason)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[bytes, str | None] = {}
+
+    def __call__(self, raw: msgspec.Raw) -> str | None:
+        key = bytes(raw)
+        out = self.cache.get(key, _MISSING)
+        if out is not _MISSING:
+            return out  # type: ignore[return-value]
+        try:
+            value = _ANY.decode(key)
+            shape: str | None = (
+                canonical_shape(value) if isinstance(value, dict | list) and value else None
+            )
+        except (msgspec.DecodeError, ShapeError):
+            shape = None
+        if len(self.cache) > 100_000:
+            self.cache.clear()
+        self.cache[key] = shape
+        return shape
+
+
+_MISSING = object()
+
+
+def _columns(recs: list[Request], shapes: _Shapes) -> dict[str, list[Any]]:
+    cols: dict[str, list[Any]] = {
+        "workload": [r.workload for r in recs],
+        "slice": [r.slice or "" for r in recs],
+        "request_id": [
+            r.request_id if type(r.request_id) is str else str(r.request_id) for r in recs
+        ],
+        "shape": [shapes(r.shape) for r in recs],
+        "arrival_us": [r.arrival_us for r in recs],
+        "queue_start_us": [
+            r.queue_start_us if r.queue_start_us is not None else r.arrival_us for r in recs
+        ],
+        "compute_start_us": [r.compute_start_us for r in recs],
+        "compute_end_us": [r.compute_end_us for r in recs],
+        "plan_id": [r.plan_id for r in recs],
+        "plan_variant": [r.plan_variant for r in recs],
+        "core": [r.core for r in recs],
+        "stream": [r.stream for r in recs],
+        "batch_size": [r.batch_size for r in recs],
+        "mem_peak_bytes": [r.mem_peak_bytes for r in recs],
+        "precision": [r.precision for r in recs],
+        "status": [r.status or "ok" for r in recs],
+    }
+    return cols
+
+
+def _ints(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """An int64 column and a mask of rows out of the range a record may state."""
+    bad = pc.fill_null(pc.greater_equal(pc.abs(values), _INT_LIMIT), False)
+    return values, bad.to_numpy(zero_copy_only=False)
+
+
+def _mask(arr: pa.Array) -> np.ndarray:
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
+    """The canonical request table of a batch (all columns but `extra` given, typed) and a
+    mask of rows that break a rule of FORMATS.md (the slow path says which rule)."""
+    n = len(data["workload"])
+    bad = np.zeros(n, dtype=bool)
+    for name in _FLOATS:
+        bad |= ~pc.fill_null(pc.is_finite(data[name]), True).to_numpy(zero_copy_only=False)
+    for name, low in _INT_MIN.items():
+        arr, out_of_range = _ints(data[name])
+        bad |= out_of_range | _mask(pc.less(arr, low))
+    for name in ("workload", "request_id", "shape"):
+        bad |= pc.is_null(data[name]).to_numpy(zero_copy_only=False)
+    a, q = data["arrival_us"], data["queue_start_us"]
+    s, e = data["compute_start_us"], data["compute_end_us"]
+    for broken in (pc.less(s, a), pc.less(e, s), pc.greater(q, s)):
+        bad |= _mask(broken)
+    full = {**data, "extra": pa.nulls(n, pa.string())}
+    table = pa.table({f.name: full[f.name] for f in _SCHEMA if f.name in full})
+    return table, bad
+
+
+def _arrays(cols: dict[str, list[Any]]) -> dict[str, pa.Array] | None:
+    """Typed arrays of a JSON batch's columns; None when a value does not fit its type."""
+    try:
+        out = {c: pa.array(cols[c], pa.float64()) for c in _FLOATS}
+        out |= {c: pa.array(cols[c], pa.int64()) for c in _INT_MIN}
+    except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
+        return None
+    for c in ("workload", "slice", "request_id", "shape", "status", *_STR_COLS):
+        out[c] = pa.array(cols[c], pa.string())
+    return out
+
+
+def _write(sink: Sink, table: pa.Table, lines: np.ndarray) -> None:
+    """Add the good rows of a batch, one staged file per workload in it."""
+    if table.num_rows == 0:
+        return
+    workloads = table["workload"].unique().to_pylist()
+    for w in workloads:
+        part = table if len(workloads) == 1 else table.filter(pc.equal(table["workload"], w))
+        rows = lines if len(workloads) == 1 else lines[pc.equal(table["workload"], w).to_numpy()]
+        sink.add_columns(
+            "request",
+            str(w),
+            rows.tolist(),
+            {c: part[c] for c in part.column_names},
+        )
+
+
+CHUNK = 1 << 20
+"""Bytes read at a time. A chunk's complete lines are decoded as one JSON array (newlines
+become commas, no per-line split) when they are plain; a chunk and the carried-over part of
+its first line are at most 2 MiB, so none of its lines can exceed MAX_LINE_BYTES."""
+
+
+def read_jsonl(path: Path, sink: Sink, slow: Slow) -> None:
+    """Requests of a native runtime JSON Lines file; everything else goes to `slow`."""
+    shapes = _Shapes()
+    pending = _Pending(sink)
+    with open_bytes(path) as fh:
+        rest, line = b"", 1
+        try:
+            while True:
+                data = fh.read(CHUNK)
+                if not data:
+                    break
+                cut = data.rfind(b"\n")
+                if cut < 0 or len(rest) > CHUNK:  # a long line: leave it to the line reader
+                    raise _LongLine
+                body, rest = rest + data[:cut], data[cut + 1 :]
+                n = body.count(b"\n") + 1
+                _chunk(pending, body, line, n, slow, shapes, True)
+                line += n
+            if rest.strip():
+                _chunk(pending, rest, line, 1, slow, shapes, False)
+        except _LongLine:
+            pending.flush()
+            _from_line(path, line, sink, slow, shapes)
+            return
+        except (EOFError, zlib.error, gzip.BadGzipFile):
+            # a truncated gzip stream: the line reader finds exactly where it ends
+            pending.flush()
+            _from_line(path, line, sink, slow, shapes)
+            return
+    pending.flush()
+
+
+class _LongLine(Exception):
+    """A chunk without a line end: the rest of the file is read line by line."""
+
+
+def _from_line(path: Path, first: int, sink: Sink, slow: Slow, shapes: _Shapes) -> None:
+    """Read the file from line `first` on through the per-line batch reader."""
+    pending = _Pending(sink)
+    for batch in iter_jsonl_batches(path, BATCH):
+        part = [b for b in batch if b[0] >= first]
+        if part:
+            _batch(pending, part, slow, shapes)
+    pending.flush()
+
+
+def _chunk(
+    pending: _Pending,
+    body: bytes,
+    first: int,
+    n: int,
+    slow: Slow,
+    shapes: _Shapes,
+    terminated: bool,
+) -> None:
+    """One chunk of complete lines: decoded as a JSON array when every line is a plain
+    request; else split into lines and decoded line-wise. `terminated`: the chunk's last
+    line ended with a newline (all but a file's unterminated last line)."""
+    if b"\n\n" not in body and not body.startswith(b"\n") and not body.endswith(b"\n"):
+        try:
+            recs: list[Request | None] = list(_MANY.decode(b"[" + body.replace(b"\n", b",") + b"]"))
+        except msgspec.DecodeError:
+            pass
+        else:
+            if len(recs) == n:
+                lines_ = list(range(first, first + n))
+                _emit(pending, recs, lines_, None, body, slow, shapes, terminated)
+                return
+    lines = body.split(b"\n")
+    # each line as the line reader sees it, newline included
+    batch: list[tuple[int, bytes | BadRecord]] = [
+        (first + i, raw + b"\n" if terminated or i < len(lines) - 1 else raw)
+        for i, raw in enumerate(lines)
+        if raw.strip()
+    ]
+    _batch(pending, batch, slow, shapes)
+
+
+_NOT_REQUESTS = (b'{"event"', b'{"environment"')
+_AT = re.compile(r"at `\$\[(\d+)\]")
+
+
+def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Request | None]:
+    """Typed records of a batch, None where a line is not a plain request. The batch is
+    decoded as one JSON array; where an element fails, msgspec names its index, that element
+    is set aside and the rest is decoded on (a few events in a batch cost a few passes)."""
+    out: list[Request | None] = [None] * len(batch)
+    # lines that open as an event or an environment record are not requests: set them aside
+    # before the batch decode (any other non-request is found by the decode itself)
+    raws = {
+        i: raw
+        for i, (_, raw) in enumerate(batch)
+        if isinstance(raw, bytes) and not raw.startswith(_NOT_REQUESTS)
+    }
+    todo = list(raws)
+
+    def many(idx: list[int]) -> list[Request]:
+        return _MANY.decode(b"[" + b",".join([raws[i] for i in idx]) + b"]")
+
+    while todo:
+        try:
+            recs = many(todo)
+        except msgspec.DecodeError as e:
+            m = _AT.search(str(e))
+            if m is None or int(m.group(1)) >= len(todo):
+                return _decode_each(raws, out, todo)
+            k = int(m.group(1))
+            if k:
+                for i, r in zip(todo[:k], many(todo[:k]), strict=True):
+                    out[i] = r
+            todo = todo[k + 1 :]
+            continue
+        for i, r in zip(todo, recs, strict=True):
+            out[i] = r
+        break
+    return out
+
+
+def _decode_each(
+    raws: dict[int, bytes], out: list[Request | None], todo: list[int]
+) -> list[Request | None]:
+    for i in todo:
+        try:
+            out[i] = _ONE.decode(raws[i])
+        except msgspec.DecodeError:
+            out[i] = None
+    return out
+
+
+def _batch(
+    pending: _Pending, batch: list[tuple[int, bytes | BadRecord]], slow: Slow, shapes: _Shapes
+) -> None:
+    """Lines decoded one batch at a time (blank lines, over-long lines, non-requests)."""
+    _emit(pending, _decode(batch), [ln for ln, _ in batch], batch, None, slow, shapes)
+
+
+def _emit(
+    pending: _Pending,
+    recs: list[Request | None],
+    lines: list[int],
+    batch: list[tuple[int, bytes | BadRecord]] | None,
+    body: bytes | None,
+    slow: Slow,
+    shapes: _Shapes,
+    terminated: bool = True,
+) -> None:
+    """Check the typed records as columns; the good rows wait in `pending`, the rest go to
+    the slow path now, in line order (so an abort names the first bad line)."""
+    good = [i for i, r in enumerate(recs) if r is not None]
+    arrays = _arrays(_columns([r for r in recs if r is not None], shapes))
+    if arrays is None:  # an integer beyond int64: let the slow path say which
+        bad = np.ones(len(good), dtype=bool)
+    else:
+        table, bad = check(arrays)
+        rows = np.array([lines[i] for i in good], dtype=np.int64)
+        pending.add(table.filter(pa.array(~bad)), rows[~bad])
+    redo = sorted(
+        {i for i, r in enumerate(recs) if r is None} | {good[j] for j in np.flatnonzero(bad)}
+    )
+    split = body.split(b"\n") if body is not None and redo else []
+    for i in redo:
+        raw: bytes | BadRecord
+        if batch is not None:
+            raw = batch[i][1]
+        else:  # the fast form's lines all end in a newline but a file's unterminated last one
+            raw = split[i] + (b"\n" if terminated or i < len(split) - 1 else b"")
+        if isinstance(raw, BadRecord):
+            slow(lines[i], raw)
+            continue
+        try:
+            slow(lines[i], _ANY.decode(raw))
+        except msgspec.DecodeError as e:
+            slow(lines[i], BadRecord(None, f"invalid JSON: {e}", raw[:2000]))
+
+
+class _Pending:
+    """Good rows waiting to be written: staged files of about BATCH rows, not one per chunk."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.tables: list[pa.Table] = []
+        self.lines: list[np.ndarray] = []
+        self.rows = 0
+
+    def add(self, table: pa.Table, lines: np.ndarray) -> None:
+        """Queue checked rows; writes when a batch is full."""
+        if table.num_rows:
+            self.tables.append(table)
+            self.lines.append(lines)
+            self.rows += table.num_rows
+        if self.rows >= BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write what is queued."""
+        if self.tables:
+            _write(self.sink, pa.concat_tables(self.tables), np.concatenate(self.lines))
+        self.tables, self.lines, self.rows = [], [], 0
+
+
+_KINDS = {
+    **dict.fromkeys(_FLOATS, "float"),
+    **dict.fromkeys(_INT_MIN, "int"),
+    **dict.fromkeys(("workload", "slice", "request_id", "shape", "status", *_STR_COLS), "str"),
+}
+_REQUIRED = ("workload", "request_id", "shape", "arrival_us", "compute_start_us", "compute_end_us")
+
+
+def _fits(kind: str, t: pa.DataType) -> bool:
+    if kind == "float":
+        return bool(pa.types.is_floating(t) or pa.types.is_integer(t))
+    if kind == "int":
+        return bool(pa.types.is_integer(t))
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def parquet_fits(path: Path) -> bool:
+    """True when a Parquet file holds exactly declared request columns of natural types, the
+    layout the columnar path reads (anything else, unknown columns included, reads per row)."""
+    schema = pq.read_schema(path)
+    names = set(schema.names)
+    return (
+        set(_REQUIRED) <= names
+        and names <= set(_KINDS)
+        and all(_fits(_KINDS[f.name], f.type) for f in schema)
+    )
+
+
+def read_parquet(path: Path, sink: Sink, slow: Slow) -> None:
+    """Requests of a native runtime Parquet file (see `parquet_fits`), batch by batch; rows
+    that break a rule go to `slow` as records, with their row numbers."""
+    pf = pq.ParquetFile(path)
+    shapes: dict[str, str | None] = {}
+    row = 0
+    for rb in pf.iter_batches(batch_size=BATCH):
+        n = rb.num_rows
+        data: dict[str, pa.Array] = {}
+        for name, kind in _KINDS.items():
+            if name not in rb.schema.names:
+                data[name] = pa.nulls(
+                    n,
+                    pa.float64()
+                    if kind == "float"
+                    else pa.int64()
+                    if kind == "int"
+                    else pa.string(),
+                )
+                continue
+            col = rb.column(name)
+            if kind == "str":
+                col = col.cast(pa.string())
+                # a CSV/Parquet cell that is empty is a missing value (FORMATS.md)
+                col = pc.if_else(pc.equal(col, ""), pa.scalar(None, pa.string()), col)
+            else:
+                col = col.cast(pa.float64() if kind == "float" else pa.int64())
+            data[name] = col
+        data["slice"] = pc.fill_null(data["slice"], "")
+        data["status"] = pc.fill_null(data["status"], "ok")
+        data["queue_start_us"] = pc.coalesce(data["queue_start_us"], data["arrival_us"])
+        raw_shapes = data["shape"].to_pylist()
+        for text in set(raw_shapes):
+            if text is not None and text not in shapes:
+                try:
+                    shapes[text] = canonical_shape(text)
+                except ShapeError:
+                    shapes[text] = None
+        data["shape"] = pa.array(
+            [shapes.get(t) if t is not None else None for t in raw_shapes], pa.string()
+        )
+        table, bad = check(data)
+        lines = np.arange(row + 1, row + n + 1, dtype=np.int64)
+        _write(sink, table.filter(pa.array(~bad)), lines[~bad])
+        if bad.any():
+            records = rb.to_pylist()
+            for i in np.flatnonzero(bad):
+                slow(row + int(i) + 1, records[i])
+        row += n

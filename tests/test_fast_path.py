@@ -1,0 +1,170 @@
+"""The columnar fast path of native runtime telemetry writes exactly what the per-record path
+writes: the same rows, the same rejections with the same lines and reasons (property test
+over generated files mixing good requests, events, unknown fields and every kind of bad
+value), for JSON Lines and for Parquet."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mapreport.ingest import READERS
+from mapreport.ingest.native import NativeReader
+from mapreport.ingest.records import container_of, head_bytes, iter_records
+from mapreport.ingest.sink import Sink
+
+GOOD: dict[str, Any] = {
+    "workload": "w",
+    "request_id": "r",
+    "shape": {"batch": 4, "seq": 96},
+    "arrival_us": 10.0,
+    "queue_start_us": 11.0,
+    "compute_start_us": 12.5,
+    "compute_end_us": 20.0,
+    "plan_id": "p",
+    "plan_variant": "static",
+    "core": 1,
+    "stream": "s",
+    "batch_size": 4,
+    "mem_peak_bytes": 1000,
+    "precision": "bf16",
+    "status": "ok",
+}
+BREAKS: list[tuple[str, Any]] = [
+    ("core", -1),
+    ("batch_size", 0),
+    ("mem_peak_bytes", 2**63),
+    ("core", 2**62),
+    ("arrival_us", 13.0),  # after compute start
+    ("compute_end_us", 1.0),
+    ("queue_start_us", 99.0),
+    ("shape", {"batch": -1}),
+    ("shape", {}),
+    ("shape", {"1bad": 3}),
+    ("shape", [[4, 96], [96, 768]]),  # positional: valid
+    ("plan_variant", "turbo"),
+    ("core", True),
+    ("core", 1.5),
+    ("arrival_us", "10"),
+    ("workload", None),
+    ("request_id", 17),  # an integer id: valid, written as "17"
+    ("plan_id", 7),  # a number where a string is declared: valid, "7"
+    ("status", None),
+    ("slice", "prod"),
+    ("queue_start_us", None),
+    ("note", "an unknown field is kept in extra"),
+    ("compute_start_us", 1e309),
+]
+
+
+def _line(kind: str, i: int, change: int) -> str:
+    if kind == "event":
+        return json.dumps({"event": "retune", "workload": "w", "ts_us": 5.0 + i, "dur_us": 2.0})
+    if kind == "env":
+        return json.dumps({"environment": {"hardware": "npu"}})
+    if kind == "blank":
+        return ""
+    if kind == "garbage":
+        return '{"workload": "w", "request_id": '
+    rec = {**GOOD, "request_id": f"r{i}"}
+    if kind == "bad":
+        key, value = BREAKS[change % len(BREAKS)]
+        if key == "compute_start_us" and value == 1e309:
+            return json.dumps(rec).replace('"compute_start_us": 12.5', '"compute_start_us": 1e309')
+        if value is None:
+            rec.pop(key, None)
+        else:
+            rec[key] = value
+    return json.dumps(rec)
+
+
+LINES = st.lists(
+    st.tuples(
+        st.sampled_from(["good"] * 6 + ["bad"] * 3 + ["event", "env", "blank", "garbage"]),
+        st.integers(0, 1000),
+    ),
+    min_size=1,
+    max_size=60,
+)
+
+
+def _staged(reader: NativeReader, path: Path, root: Path, slow: bool) -> dict[str, list[Any]]:
+    sink = Sink(root, "src", path, "quarantine", {})
+    if slow:
+        container = container_of(path, head_bytes(path))
+        assert container is not None
+        for line, rec in iter_records(path, container):
+            reader.one(sink, line, rec, container)
+    else:
+        reader.read(path, sink)
+    sink.close()
+    out: dict[str, list[Any]] = {}
+    for table in ("request", "adaptation_event", "environment", "quarantine"):
+        files = sorted((root / table).rglob("*.parquet")) if (root / table).exists() else []
+        rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+        out[table] = sorted(rows, key=lambda r: (r["line"] or 0, json.dumps(r, default=str)))
+    return out
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=LINES)
+def test_jsonl_fast_path_equals_record_path(
+    tmp_path_factory: Any, lines: list[tuple[str, int]]
+) -> None:
+    tmp = tmp_path_factory.mktemp("fast")
+    path = tmp / "runtime.jsonl"
+    text = [_line(kind, i, change) for i, (kind, change) in enumerate(lines)]
+    if not any(t.startswith("{") for t in text):
+        text.insert(0, json.dumps({**GOOD}))
+    path.write_text("\n".join(text) + "\n")
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    assert _staged(reader, path, tmp / "fast", False) == _staged(reader, path, tmp / "slow", True)
+
+
+def test_jsonl_across_chunks(tmp_path: Path) -> None:
+    """Lines that cross the 1 MiB read chunks, a bad line in the middle and no final newline."""
+    rows = [
+        json.dumps({**GOOD, "request_id": f"r{i}", "pad": "x" * (i % 300)}) for i in range(9000)
+    ]
+    rows[4321] = json.dumps({**GOOD, "request_id": "bad", "core": -3})
+    path = tmp_path / "big.jsonl"
+    path.write_text("\n".join(rows))
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    fast = _staged(reader, path, tmp_path / "fast", False)
+    assert fast == _staged(reader, path, tmp_path / "slow", True)
+    assert len(fast["request"]) == 8999
+    assert [q["line"] for q in fast["quarantine"]] == [4322]
+
+
+def test_parquet_fast_path_equals_record_path(tmp_path: Path) -> None:
+    recs = []
+    for i in range(500):
+        rec = {**GOOD, "request_id": f"r{i}", "shape": "batch=4,seq=96"}
+        if i % 50 == 7:
+            rec["core"] = -1
+        if i % 50 == 9:
+            rec["compute_end_us"] = 0.0
+        if i % 50 == 11:
+            rec["shape"] = "seq=96,batch=4"  # not canonical order: canonicalised
+        if i % 50 == 13:
+            rec["plan_id"] = ""  # an empty cell is a missing value
+        if i % 50 == 17:
+            rec["shape"] = "batch=x"
+        recs.append(rec)
+    path = tmp_path / "runtime.parquet"
+    pq.write_table(pa.Table.from_pylist(recs), path)
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    fast = _staged(reader, path, tmp_path / "fast", False)
+    assert fast == _staged(reader, path, tmp_path / "slow", True)
+    assert len(fast["quarantine"]) == 30
