@@ -92,7 +92,7 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, i
 
 def generate(folder: Path, requests: int) -> list[Path]:
     """The scaled inputs (JSON Lines runtime files) in `folder`, generated once per size."""
-    done = folder / "done.json"
+    done = folder.with_name(folder.name + ".done.json")  # beside, not in, the input folder
     if done.exists():
         return [folder / n for n in json.loads(done.read_text())]
     shutil.rmtree(folder, ignore_errors=True)
@@ -120,12 +120,13 @@ def to_parquet(files: list[Path], folder: Path) -> list[Path]:
     """The runtime JSON Lines as Parquet (shape as its canonical string), compile and quality
     files as they are."""
     code = """
-import json, sys
+import sys
 from pathlib import Path
-import pyarrow as pa, pyarrow.parquet as pq
+import msgspec, pyarrow as pa, pyarrow.parquet as pq
 from mapreport.shapes import canonical_shape
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
-rows, writer = [], None
+rows, writer, shapes = [], None, {}
+decode = msgspec.json.decode
 def flush():
     global rows, writer
     if not rows:
@@ -136,10 +137,13 @@ def flush():
     writer.write_table(t.cast(writer.schema))
     rows = []
 for line in open(src, "rb"):
-    rec = json.loads(line)
+    rec = decode(line)
     if "request_id" not in rec:
         continue  # environment line and adaptation events stay in the JSON Lines world
-    rec["shape"] = canonical_shape(rec["shape"])
+    key = tuple(rec["shape"].items())
+    if key not in shapes:
+        shapes[key] = canonical_shape(rec["shape"])
+    rec["shape"] = shapes[key]
     rows.append(rec)
     if len(rows) >= 200_000:
         flush()

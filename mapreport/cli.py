@@ -74,6 +74,8 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
         for o in outcomes:
             if o.error:
                 click.echo(f"FAILED    {o.name}: {o.error}")
+            elif o.unchanged:
+                click.echo(f"unchanged {o.name} -> {o.folder}/ (same inputs as its report)")
             else:
                 click.echo(
                     f"report    {o.name} -> {o.folder}/report.html, report.pdf, findings.json"
@@ -87,6 +89,12 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
 
 
 quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+force_opt = click.option(
+    "--force",
+    is_flag=True,
+    help="Redo every slice's report, even one whose inputs (source files, configuration, "
+    "history, run date, code) are those its folder's report was made from.",
+)
 run_date_opt = click.option(
     "--run-date",
     type=click.DateTime(formats=["%Y-%m-%d"]),
@@ -193,6 +201,7 @@ def ingest_cmd(
     help="Add this run to the closed-loop history (the nightly `run` always does).",
 )
 @run_date_opt
+@force_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -204,6 +213,7 @@ def report_cmd(
     no_pdf: bool,
     record_history: bool,
     run_date: datetime | None,
+    force: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -220,6 +230,7 @@ def report_cmd(
         _progress(quiet),
         record=record_history,
         run_date=run_date.date().isoformat() if run_date else None,
+        force=force,
     )
     _summarise_reports(outcomes, out, quiet)
 
@@ -227,10 +238,13 @@ def report_cmd(
 @main.command("run")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
 @run_date_opt
+@force_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
-def run_cmd(config_path: Path, run_date: datetime | None, quiet: bool, verbose: bool) -> None:
+def run_cmd(
+    config_path: Path, run_date: datetime | None, force: bool, quiet: bool, verbose: bool
+) -> None:
     """The nightly job: ingest the sources CONFIG lists, report every slice and record the run
     in the closed-loop history. A slice that fails is listed in index.html and makes the exit
     code non-zero; the others are written."""
@@ -242,7 +256,10 @@ def run_cmd(config_path: Path, run_date: datetime | None, quiet: bool, verbose: 
         click.echo(f"out       {config.out}")
     try:
         ingested, outcomes = run(
-            config, _progress(quiet), run_date.date().isoformat() if run_date else None
+            config,
+            _progress(quiet),
+            run_date.date().isoformat() if run_date else None,
+            force=force,
         )
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)

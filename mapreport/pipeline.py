@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from mapreport import __version__
 from mapreport.analysis import Review, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows, history_view
 from mapreport.config import Config
@@ -21,6 +22,8 @@ from mapreport.ingest import IngestResult, ingest_file
 from mapreport.ingest.sink import ErrorPolicy
 from mapreport.report import write_index, write_slice_report
 from mapreport.report.export import SvgExporter
+from mapreport.report.html import TEMPLATES_DIR
+from mapreport.schema import PARTITIONED
 from mapreport.store import Dataset, iter_files
 
 log = logging.getLogger(__name__)
@@ -121,6 +124,8 @@ class SliceOutcome:
     folder: Path
     error: str | None = None
     summary: dict[str, Any] | None = None
+    unchanged: bool = False
+    """Its inputs were those of the report already in its folder: nothing was redone."""
 
     @property
     def name(self) -> str:
@@ -156,11 +161,13 @@ def report(
     progress: Progress = _quiet,
     record: bool = False,
     run_date: str | None = None,
+    force: bool = False,
 ) -> list[SliceOutcome]:
     """Report every slice of the dataset (or only the --slice one) and rewrite OUT/index.html.
 
     Every report shows the history of earlier recorded runs; `record` adds this run to it
-    (the nightly job does), dated `run_date` (default: today, UTC)."""
+    (the nightly job does), dated `run_date` (default: today, UTC). A slice whose inputs are
+    those its folder's report was made from is left as it is unless `force`."""
     ds = Dataset(dataset_dir)
     now = datetime.now(UTC)
     run_date = run_date or now.date().isoformat()
@@ -183,12 +190,18 @@ def report(
         raise MapreportError(f"cannot create output folder {out}: {e.strerror}") from None
     exporter = SvgExporter()
     outcomes = []
+    live = set(ds.live())
     try:
         for i, (workload, slice_) in enumerate(slices, 1):
             name = f"{workload}/{slice_}" if slice_ else workload
             progress(f"report {i}/{len(slices)} {name}")
             folder = slice_dir(out, workload, slice_)
+            stamp = _fingerprint(ds, live, workload, slice_, config, run_date, pdf, record)
+            if not force and _unchanged(folder, stamp, pdf):
+                outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))
+                continue
             try:
+                (folder / STAMP).unlink(missing_ok=True)
                 result = analyze_slice(
                     con, workload, slice_, config.thresholds, review_of(config, workload, slice_)
                 )
@@ -209,6 +222,7 @@ def report(
                     ds.write_history(
                         run_date, workload, slice_, history_rows(result, hist, run_id, run_date)
                     )
+                (folder / STAMP).write_text(stamp)
                 outcomes.append(SliceOutcome(workload, slice_, folder))
             except Exception as e:
                 log.exception("report of %s failed", name)
@@ -217,6 +231,64 @@ def report(
         exporter.close()
     _index(ds, out, outcomes, dataset_dir)
     return outcomes
+
+
+STAMP = ".inputs"
+"""The fingerprint of what a slice's report was made from, kept in its folder."""
+
+
+def _code_id() -> str:
+    """A hash of the package's code and templates: a report made by other code is redone."""
+    global _CODE_ID
+    if _CODE_ID is None:
+        h = hashlib.sha256(__version__.encode())
+        pkg = Path(__file__).resolve().parent
+        for f in sorted([*pkg.rglob("*.py"), *pkg.rglob("*.json"), *TEMPLATES_DIR.rglob("*")]):
+            if f.is_file():
+                h.update(f.name.encode() + f.read_bytes())
+        _CODE_ID = h.hexdigest()
+    return _CODE_ID
+
+
+_CODE_ID: str | None = None
+
+
+def _fingerprint(
+    ds: Dataset,
+    live: set[str],
+    workload: str,
+    slice_: str,
+    config: Config,
+    run_date: str,
+    pdf: bool,
+    record: bool,
+) -> str:
+    """What a slice's report depends on: the committed source files of its workload, the
+    configuration, the earlier nights of its history, the run date, the code."""
+    h = hashlib.sha256()
+    sources = sorted(
+        {f.name.split("-", 1)[0] for t in PARTITIONED for f in ds.files(t, workload, live)}
+    )
+    for part in (
+        _code_id(),
+        repr(config),
+        workload,
+        slice_,
+        run_date,
+        str(pdf),
+        str(record),
+        ",".join(sources),
+        ",".join(d for d in ds.history_runs(workload, slice_) if d != f"run_date={run_date}"),
+    ):
+        h.update(part.encode() + b"\x1f")
+    return h.hexdigest()
+
+
+def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:
+    """True when the folder holds a complete report made from the same inputs."""
+    f = folder / STAMP
+    outputs = ["report.html", "findings.json", *(["report.pdf"] if pdf else [])]
+    return f.is_file() and f.read_text() == stamp and all((folder / n).is_file() for n in outputs)
 
 
 def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Path) -> None:
@@ -253,7 +325,10 @@ def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Pa
 
 
 def run(
-    config: Config, progress: Progress = _quiet, run_date: str | None = None
+    config: Config,
+    progress: Progress = _quiet,
+    run_date: str | None = None,
+    force: bool = False,
 ) -> tuple[list[IngestResult], list[SliceOutcome]]:
     """The nightly job: ingest the configured sources, then report every slice."""
     if not config.sources:
@@ -270,6 +345,7 @@ def run(
         progress=progress,
         record=config.record_history,
         run_date=run_date,
+        force=force,
     )
     if failed is not None:
         failed.outcomes = outcomes

@@ -279,6 +279,13 @@ class Dataset:
         ).to_pylist()
         return sorted(rows, key=lambda r: (r["run_date"], r["run_id"]))
 
+    def history_runs(self, workload: str, slice_: str) -> list[str]:
+        """The run dates (`run_date=...` folder names) with a complete history of a slice."""
+        name = f"{_history_key(workload, slice_)}.parquet"
+        return sorted(
+            f.parent.name for f in (self.root / "history" / "history_run").glob(f"*/{name}")
+        )
+
     def connect(self, workload: str | None = None) -> duckdb.DuckDBPyConnection:
         """A DuckDB connection with one view per canonical table over the committed files."""
         con = duckdb.connect()

@@ -68,13 +68,18 @@ def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None
     assert "not reported yet" in index  # the other slices are listed, not hidden
 
     before = (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns
-    every = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
+    every = cli("report", "--dataset", ds, "--out", out, "--no-pdf")
     assert every.returncode == 0, every.stderr
-    assert every.stdout == ""
     assert (out / "bert-base" / "report.html").is_file()
     assert (out / "llama-decode" / "chat" / "findings.json").is_file()
-    assert (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns > before
+    # same inputs as the report already there: left as it is, and said so
+    assert (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns == before
+    assert "unchanged resnet50-int8/prod" in every.stdout
     assert "not reported yet" not in (out / "index.html").read_text()
+    forced = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert forced.stdout == ""
+    assert (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns > before
 
 
 @pytest.mark.parametrize(

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from mapreport import synth
-from mapreport.config import default_config
-from mapreport.pipeline import ingest, report
+from mapreport.config import default_config, load_config
+from mapreport.pipeline import ingest, report, run
 from mapreport.store import Dataset
+from tests.conftest import copy_sample, write_config
 
 BERT = next(w for w in synth.WORKLOADS if w.workload == "bert-base")
 
@@ -77,3 +78,27 @@ def test_report_without_recording_leaves_history_alone(tmp_path: Path) -> None:
     run_night(tmp_path, "2026-11-27")
     report(tmp_path / "ds", tmp_path / "out", default_config(), pdf=False, run_date="2026-11-28")
     assert len(Dataset(tmp_path / "ds").history("history_run", "bert-base", "")) == 1
+
+
+def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> None:
+    """The nightly job run again after one source file changed: only that file is ingested
+    again and only its workload's slice is analysed and rendered again."""
+    src = copy_sample(sample_dir, tmp_path / "src")
+    config = load_config(write_config(tmp_path, src))
+    _, first = run(config, run_date="2026-11-28")
+    assert not any(o.unchanged or o.error for o in first)
+    findings = config.out / "resnet50-int8" / "prod" / "findings.json"
+    before = json.loads(findings.read_text())["scope"]["requests"]
+    runtime = src / "resnet50-int8.runtime.jsonl"
+    lines = runtime.read_text().splitlines()
+    late = json.loads(lines[-1])
+    late["request_id"] = "late-arrival"
+    runtime.write_text("\n".join([*lines, json.dumps(late)]) + "\n")
+    ingested, again = run(config, run_date="2026-11-28")
+    assert sorted(r.status for r in ingested).count("ingested") == 1
+    redone = {o.name for o in again if not o.unchanged}
+    assert redone == {"resnet50-int8/prod"}
+    assert json.loads(findings.read_text())["scope"]["requests"] == before + 1
+    # a new night (another run date) redoes every slice: its trend gains a point
+    _, night = run(config, run_date="2026-11-29")
+    assert not any(o.unchanged for o in night)
