@@ -58,9 +58,12 @@ unit: setup
 test: setup lint typecheck unit
 
 # benchmarks/: figures against named peers, run on demand (not part of `make test`)
-bench: venv
+BENCH_SIZES ?= 100000 1000000 10000000
+
+bench: setup
 	@$(BIN)/python -c "import hta" 2>/dev/null || $(BIN)/python -m pip install -q holistictraceanalysis==0.5.0
 	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 3
+	$(BIN)/python benchmarks/fleet.py --sizes $(BENCH_SIZES) --runs 3 --full-from 100000
 
 sample: venv
 	$(BIN)/python -c "from pathlib import Path; from mapreport.synth import generate; generate(Path('sample_data'))"

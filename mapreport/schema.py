@@ -206,6 +206,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("rejections", _S, nullable=False),
             pa.field("supersedes", _S),
             pa.field("schema_version", _S, nullable=False),
+            pa.field("mtime_ns", _I64),  # the file's modification time when it was read
         ]
     ),
 }

@@ -80,6 +80,8 @@ class LogEntry:
     rejected: int
     rejections: list[dict[str, Any]]
     supersedes: tuple[str, ...]
+    mtime_ns: int | None = None
+    """The file's modification time when it was read (None in logs written before 0.1.1)."""
 
 
 class Dataset:
@@ -130,6 +132,7 @@ class Dataset:
                     rejected=r["rejected"],
                     rejections=json.loads(r["rejections"]),
                     supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
+                    mtime_ns=r.get("mtime_ns"),
                 )
             )
         return entries
@@ -139,6 +142,16 @@ class Dataset:
         entries = self.log()
         dead = {s for e in entries for s in e.supersedes}
         return {e.source_id: e for e in entries if e.source_id not in dead}
+
+    def same_file(self, path: str, size: int, mtime_ns: int) -> LogEntry | None:
+        """The live entry read from this path when the file had this size and modification
+        time: the file was not rewritten since, so its content hash need not be recomputed
+        (as make and git decide; a nightly job over gigabytes of unchanged telemetry would
+        otherwise hash all of it again)."""
+        for e in self.live().values():
+            if e.path == path and e.size_bytes == size and e.mtime_ns == mtime_ns:
+                return e
+        return None
 
     def find(self, sha256: str) -> LogEntry | None:
         """The live entry for a file content, if that content was already ingested."""
@@ -184,6 +197,7 @@ class Dataset:
             "rejections": json.dumps(entry.rejections),
             "supersedes": ",".join(entry.supersedes) or None,
             "schema_version": SCHEMA_VERSION,
+            "mtime_ns": entry.mtime_ns,
         }
         write_parquet(
             pa.Table.from_pylist([row], schema=TABLES[LOG]),

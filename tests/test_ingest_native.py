@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -252,3 +253,35 @@ def test_uncommitted_files_are_invisible_and_recovered(ds: Dataset, tmp_path: Pa
     assert ds.recover() == 1
     assert not orphan.exists()
     assert not (ds.root / ".staging").exists()
+
+
+def test_unchanged_file_is_not_hashed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import mapreport.ingest as ingest_mod
+
+    src = tmp_path / "w.runtime.jsonl"
+    src.write_text(
+        json.dumps(
+            {
+                "workload": "w",
+                "request_id": "1",
+                "shape": {"batch": 1},
+                "arrival_us": 1.0,
+                "compute_start_us": 2.0,
+                "compute_end_us": 3.0,
+            }
+        )
+        + "\n"
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    assert ingest_file(ds, src).status == "ingested"
+
+    def no_hash(path: Path) -> str:
+        raise AssertionError("an unchanged file was hashed again")
+
+    monkeypatch.setattr(ingest_mod, "file_sha256", no_hash)
+    assert ingest_file(ds, src).status == "unchanged"
+    monkeypatch.undo()
+    os.utime(src, ns=(1, 1))  # same content, another modification time: hashed, still the same
+    assert ingest_file(ds, src).status == "unchanged"

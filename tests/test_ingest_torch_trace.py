@@ -106,3 +106,45 @@ def test_garbage_lines_are_rejected_by_line(tmp_path: Path) -> None:
     ]
     assert lines == [a + 1, b + 1]
     assert res.rejected == 2
+
+
+def test_inductor_estimates_become_the_compile_plan(tmp_path: Path) -> None:
+    log = TLPARSE / "inputs" / "multi_rank_runtime" / "dedicated_log_torch_trace_rank_0.log"
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, log, hints={"workload": "mm"})
+    con = ds.connect()
+    rows = con.execute(
+        "SELECT plan_id, op, predicted_us, kernel, precision, shape_bucket, line "
+        "FROM compile_plan ORDER BY line, op"
+    ).fetchall()
+    # independently: every op of every inductor_runtime_and_tensor_meta payload, by regex
+    lines = log.read_text().split("\n")
+    expected = []
+    for i, line in enumerate(lines, 1):
+        if '"name": "inductor_runtime_and_tensor_meta"' not in line:
+            continue
+        env = json.loads(line.split("] ", 1)[1])
+        payload = []
+        for nxt in lines[i:]:
+            if not nxt.startswith("\t"):
+                break
+            payload.append(nxt[1:])
+        for op in json.loads("\n".join(payload))["ops"]:
+            key = f"{env['frame_id']}/{env['frame_compile_id']}"
+            expected.append((key, op["name"], op["estimated_runtime_ns"] / 1e3, op["type"], i))
+    assert len(rows) == len(expected) == 39
+    got = sorted((r[0], r[1], r[2], r[3], r[6]) for r in rows)
+    for g, e in zip(got, sorted(expected), strict=True):
+        assert g[:2] == e[:2]
+        assert g[2] == pytest.approx(e[2])
+        assert g[3:] == e[3:]
+    mm = next(r for r in rows if r[1] == "extern_kernels.mm")
+    assert mm[2] == pytest.approx(6885.841870239033)
+    assert mm[4] == "fp16"
+    assert mm[5] == "1024x1024;1024x1024;1024x1024"
+    # a compile whose metrics follow its estimates names its plan; in this log the metrics
+    # after the estimates of compiles 0/2 and 0/3 say "0/1" (the file repeats a block), so
+    # only 0/0 and 0/1 are linked, and those two plans are not attributed to another compile
+    planned = con.execute("SELECT compile_id, plan_id FROM compile_event WHERE plan_id IS NOT NULL")
+    assert sorted(planned.fetchall()) == [("0/0", "0/0"), ("0/1", "0/1")]
+    assert {e[0] for e in expected} == {"0/0", "0/1", "0/2", "0/3"}

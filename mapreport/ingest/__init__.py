@@ -112,6 +112,10 @@ def ingest_file(
     path = path.resolve()
     if not path.is_file():
         raise InputError(path, None, None, "no such file")
+    st = path.stat()
+    same = dataset.same_file(str(path), st.st_size, st.st_mtime_ns)
+    if same is not None:
+        return IngestResult(path, same.source_id, same.format, "unchanged", same.rows, 0)
     sha = file_sha256(path)
     source_id = sha[:20]
     known = dataset.find(sha)
@@ -135,7 +139,8 @@ def ingest_file(
         path=str(path),
         format=reader.name,
         sha256=sha,
-        size_bytes=path.stat().st_size,
+        size_bytes=st.st_size,
+        mtime_ns=st.st_mtime_ns,
         ingested_at=datetime.now(UTC).isoformat(timespec="microseconds"),
         rows=rows,
         rejected=sink.rejected,

@@ -40,7 +40,8 @@ class Sink:
     _seq: int = 0
 
     def add(self, table: str, line: int | None, row: dict[str, Any]) -> None:
-        """Add one canonical row (provenance columns are filled in here)."""
+        """Add one canonical row; provenance columns are filled in here and columns the row
+        leaves out are null."""
         row["source_id"] = self.source_id
         row["line"] = line
         key = (table, (row.get("workload") or "") if table in PARTITIONED else "")

@@ -24,6 +24,7 @@ from typing import Any
 from mapreport.errors import InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
+from mapreport.ingest.native import ENVIRONMENT_KEYS
 from mapreport.ingest.sink import Sink
 from mapreport.shapes import MAX_DIMS
 
@@ -236,15 +237,10 @@ class TrtexecReader:
                     "predicted_us": None,
                     "prediction_source": None,
                     "kernel": tactic if isinstance(tactic, str) else layer.get("LayerType"),
-                    "tile": None,
                     "fusion_group": name if fused else None,
-                    "core": None,
                     "precision": precision_of(outputs[0].get("Format/Datatype"))
                     if outputs
                     else None,
-                    "predicted_peak_mem_bytes": None,
-                    "mem_budget_bytes": None,
-                    "compile_ms": None,
                     "extra": json_text({k: v for k, v in extra.items() if v is not None}),
                 },
             )
@@ -272,13 +268,7 @@ class TrtexecReader:
                     "slice": ctx["slice"],
                     "name": rec["name"],
                     "category": "trt_layer",
-                    "shape": None,
-                    "ts_us": None,
                     "dur_us": float(ms) * 1e3,
-                    "device": None,
-                    "core": None,
-                    "stream": None,
-                    "correlation": None,
                     "plan_id": ctx["plan_id"],
                     "extra": json_text({**extra, "runs": runs}),
                 },
@@ -326,11 +316,6 @@ class TrtexecReader:
                     "compute_start_us": start * 1e3,
                     "compute_end_us": end * 1e3,
                     "plan_variant": "static",
-                    "core": None,
-                    "stream": None,
-                    "batch_size": None,
-                    "mem_peak_bytes": None,
-                    "precision": None,
                     "status": "ok",
                     "extra": json_text(extra),
                 },
@@ -354,21 +339,7 @@ def _ms(rec: Any, key: str, default: float | None = None) -> float:
 
 def _environment(kind: str | None, doc: Any) -> dict[str, Any]:
     """One environment row from a metadata document (build: compile side; else runtime)."""
-    row: dict[str, Any] = dict.fromkeys(
-        (
-            "compiler",
-            "compiler_version",
-            "runtime",
-            "runtime_version",
-            "driver",
-            "firmware",
-            "hardware",
-            "host",
-            "container_digest",
-            "git_sha",
-            "captured_at",
-        )
-    )
+    row: dict[str, Any] = dict.fromkeys(ENVIRONMENT_KEYS)
     if kind == "build":
         row.update(side="compile", compiler="TensorRT", extra=json_text(doc))
     elif kind == "profile_meta":
