@@ -46,6 +46,18 @@ def domain_errors(fn: F) -> F:
         except KeyboardInterrupt:
             click.echo("mapreport: interrupted", err=True)
             sys.exit(130)
+        except (click.exceptions.Exit, click.ClickException, SystemExit):
+            raise
+        except Exception as e:
+            first = str(e).splitlines()[0] if str(e) else ""
+            click.echo(
+                f"mapreport: internal error: {type(e).__name__}: {first} "
+                "(run with -v for the traceback; please report it)",
+                err=True,
+            )
+            if logging.getLogger().isEnabledFor(logging.INFO):
+                logging.getLogger(__name__).exception("internal error")
+            sys.exit(1)
 
     return wrapper  # type: ignore[return-value]
 

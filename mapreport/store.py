@@ -313,15 +313,37 @@ class Dataset:
             )
             if files:
                 paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-                cols = ", ".join(f'"{n}"' for n in schema.names)
-                con.execute(
-                    f"CREATE VIEW {table} AS SELECT {cols} FROM "
-                    f"read_parquet([{paths}], union_by_name = true)"
-                )
+                source = f"read_parquet([{paths}], union_by_name = true)"
+                try:
+                    present = {
+                        r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+                    }
+                    # a column added by a later schema version is null in files written before
+                    cols = ", ".join(
+                        f'"{f.name}"'
+                        if f.name in present
+                        else f'NULL::{_SQL[f.type]} AS "{f.name}"'
+                        for f in schema
+                    )
+                    con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
+                except duckdb.Error as e:
+                    raise DatasetError(
+                        f"{self.root}: cannot read table {table}: {str(e).splitlines()[0]}"
+                    ) from None
             else:
                 con.register(f"_empty_{table}", schema.empty_table())
                 con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
         return con
+
+
+_SQL = {
+    pa.string(): "VARCHAR",
+    pa.float64(): "DOUBLE",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.bool_(): "BOOLEAN",
+}
+"""SQL types of the canonical columns, for columns an older file lacks."""
 
 
 def _history_key(workload: str, slice_: str) -> str:

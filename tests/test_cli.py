@@ -204,3 +204,19 @@ def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
     written = list(tmp_path.rglob("findings.json"))
     assert len(written) == 3
     assert all(p.resolve().is_relative_to(out.resolve()) for p in written)
+
+
+def test_a_bug_ends_in_one_line_not_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("something unforeseen\nsecond line")
+
+    monkeypatch.setattr("mapreport.cli.report", broken)
+    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
+    assert res.exit_code == 1
+    assert res.output.strip() == (
+        "mapreport: internal error: RuntimeError: something unforeseen "
+        "(run with -v for the traceback; please report it)"
+    )
+    assert "Traceback" not in res.output

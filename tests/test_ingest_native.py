@@ -285,3 +285,28 @@ def test_unchanged_file_is_not_hashed_again(
     monkeypatch.undo()
     os.utime(src, ns=(1, 1))  # same content, another modification time: hashed, still the same
     assert ingest_file(ds, src).status == "unchanged"
+
+
+def test_dataset_written_before_a_column_was_added(tmp_path: Path) -> None:
+    """An ingest_log written before `mtime_ns` existed still reads (the column is null)."""
+    src = tmp_path / "w.runtime.jsonl"
+    src.write_text(
+        json.dumps(
+            {
+                "workload": "w",
+                "request_id": "1",
+                "shape": {"batch": 1},
+                "arrival_us": 1.0,
+                "compute_start_us": 2.0,
+                "compute_end_us": 3.0,
+            }
+        )
+        + "\n"
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, src)
+    for f in (tmp_path / "ds" / "ingest_log").glob("*.parquet"):
+        pq.write_table(pq.read_table(f).drop_columns(["mtime_ns"]), f)
+    con = Dataset(tmp_path / "ds").connect()
+    assert con.execute("SELECT count(*), max(mtime_ns) FROM ingest_log").fetchone() == (1, None)
+    assert con.execute("SELECT count(*) FROM request").fetchone() == (1,)
