@@ -260,20 +260,7 @@ def test_unchanged_file_is_not_hashed_again(
 ) -> None:
     import mapreport.ingest as ingest_mod
 
-    src = tmp_path / "w.runtime.jsonl"
-    src.write_text(
-        json.dumps(
-            {
-                "workload": "w",
-                "request_id": "1",
-                "shape": {"batch": 1},
-                "arrival_us": 1.0,
-                "compute_start_us": 2.0,
-                "compute_end_us": 3.0,
-            }
-        )
-        + "\n"
-    )
+    src = _one_request(tmp_path / "w.runtime.jsonl")
     ds = Dataset(tmp_path / "ds", create=True)
     assert ingest_file(ds, src).status == "ingested"
 
@@ -289,20 +276,7 @@ def test_unchanged_file_is_not_hashed_again(
 
 def test_dataset_written_before_a_column_was_added(tmp_path: Path) -> None:
     """An ingest_log written before `mtime_ns` existed still reads (the column is null)."""
-    src = tmp_path / "w.runtime.jsonl"
-    src.write_text(
-        json.dumps(
-            {
-                "workload": "w",
-                "request_id": "1",
-                "shape": {"batch": 1},
-                "arrival_us": 1.0,
-                "compute_start_us": 2.0,
-                "compute_end_us": 3.0,
-            }
-        )
-        + "\n"
-    )
+    src = _one_request(tmp_path / "w.runtime.jsonl")
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, src)
     for f in (tmp_path / "ds" / "ingest_log").glob("*.parquet"):
@@ -310,3 +284,17 @@ def test_dataset_written_before_a_column_was_added(tmp_path: Path) -> None:
     con = Dataset(tmp_path / "ds").connect()
     assert con.execute("SELECT count(*), max(mtime_ns) FROM ingest_log").fetchone() == (1, None)
     assert con.execute("SELECT count(*) FROM request").fetchone() == (1,)
+
+
+def _one_request(path: Path) -> Path:
+    """A runtime file holding one valid request."""
+    rec = {
+        "workload": "w",
+        "request_id": "1",
+        "shape": {"batch": 1},
+        "arrival_us": 1.0,
+        "compute_start_us": 2.0,
+        "compute_end_us": 3.0,
+    }
+    path.write_text(json.dumps(rec) + "\n")
+    return path
