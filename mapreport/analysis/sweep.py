@@ -10,6 +10,8 @@ from mapreport.analysis.results import LoadSweep, Review, SweepConfig, SweepPoin
 
 MAX_CONFIGS = 12
 """Configs listed (best throughput first); findings.json carries the same list."""
+CHARTED = 8
+"""Configs whose load sweeps the chart draws."""
 
 _POINTS = """
     SELECT model, config, max_batch_size, instance_count, instance_kind, dynamic_batching,
@@ -77,6 +79,7 @@ def load_sweep(
         return max(vals) if vals else None
 
     with_db, without_db = best_of(True), best_of(False)
+    charted = {(c.model, c.config) for c in configs[:CHARTED]}
     return LoadSweep(
         configs=tuple(configs[:MAX_CONFIGS]),
         configs_total=len(configs),
@@ -84,7 +87,5 @@ def load_sweep(
         best=ok[0].config if ok else None,
         sla_p99_us=sla,
         dynamic_batching_gain=(with_db / without_db - 1) if with_db and without_db else None,
-        curves=tuple(
-            p for p in points if (p.model, p.config) in {(c.model, c.config) for c in configs[:8]}
-        ),
+        curves=tuple(p for p in points if (p.model, p.config) in charted),
     )
