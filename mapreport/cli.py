@@ -159,6 +159,14 @@ def main() -> None:
 @click.option("--workload", help="Workload name for formats that carry none (profiler traces); "
               "default: the file name up to its first dot.")
 @click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, 64),
+    default=1,
+    show_default=True,
+    help="Files read at once, each in its own process (commits stay in order; memory grows "
+    "with one reader per job).",
+)
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -169,6 +177,7 @@ def ingest_cmd(
     fmt: str | None,
     workload: str | None,
     slice_: str,
+    jobs: int,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -179,7 +188,7 @@ def ingest_cmd(
     try:
         policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
-        results = ingest(dataset, list(files), policy, fmt, _progress(quiet), hints)
+        results = ingest(dataset, list(files), policy, fmt, _progress(quiet), hints, jobs)
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         raise

@@ -23,6 +23,10 @@ class InputError(MapreportError):
         self.reason = reason
         super().__init__(self.message())
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, int | None, str | None, str]]:
+        """Picklable with its four parts (a reader in another process raises it)."""
+        return (InputError, (self.path, self.line, self.field, self.reason))
+
     def message(self) -> str:
         """The one-line form: file:line: field 'x': reason."""
         where = self.path if self.line is None else f"{self.path}:{self.line}"

@@ -5,9 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import re
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,7 +20,7 @@ from mapreport.analysis import Review, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows, history_view
 from mapreport.config import Config
 from mapreport.errors import DatasetError, InputError, MapreportError
-from mapreport.ingest import IngestResult, ingest_file
+from mapreport.ingest import IngestResult, commit_staged, ingest_file, stage_file
 from mapreport.ingest.sink import ErrorPolicy
 from mapreport.report import write_index, write_slice_report
 from mapreport.report.export import SvgExporter
@@ -63,25 +65,44 @@ def ingest(
     fmt: str | None = None,
     progress: Progress = _quiet,
     hints: dict[str, str] | None = None,
+    jobs: int = 1,
 ) -> list[IngestResult]:
     """Ingest files (folders are walked) into the dataset; each file commits atomically.
 
     Under `abort` the first bad file stops the command (files before it stay committed).
     Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
-    and an IngestFailures error then lists every skipped file."""
+    and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
+    processes read files at once; commits still happen here, one at a time in the files'
+    order, so the dataset ends as a serial ingest leaves it (peak memory: one reader per job)."""
     ds = Dataset(dataset_dir, create=True)
     ds.recover()
     results = []
     failures: list[InputError] = []
     files = list(iter_files(list(paths)))
-    for i, f in enumerate(files, 1):
-        progress(f"ingest {i}/{len(files)} {f}")
-        try:
-            results.append(ingest_file(ds, f, policy, fmt, hints))
-        except InputError as e:
-            if policy != "quarantine":
-                raise
-            failures.append(e)
+    pool = (
+        ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        if jobs > 1 and len(files) > 1
+        else None
+    )
+    try:
+        pending = [
+            pool.submit(stage_file, ds, f, policy, fmt, hints) if pool else None for f in files
+        ]
+        for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
+            progress(f"ingest {i}/{len(files)} {f}")
+            try:
+                if job is None:
+                    results.append(ingest_file(ds, f, policy, fmt, hints))
+                else:
+                    results.append(commit_staged(ds, job.result()))
+            except InputError as e:
+                if policy != "quarantine":
+                    raise
+                failures.append(e)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+            ds.recover()  # files staged after a fatal error are not committed
     if failures:
         raise IngestFailures(results, failures)
     return results

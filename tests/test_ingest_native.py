@@ -298,3 +298,36 @@ def _one_request(path: Path) -> Path:
     }
     path.write_text(json.dumps(rec) + "\n")
     return path
+
+
+def test_parallel_ingest_ends_as_serial(tmp_path: Path, sample_dir: Path) -> None:
+    """--jobs 2 reads files in two processes; the dataset ends as a serial ingest leaves it,
+    and under abort the files after a bad one are not committed."""
+    from mapreport.pipeline import ingest
+
+    files = sorted(sample_dir.glob("*.jsonl*")) + sorted(sample_dir.glob("*.csv"))
+    serial = ingest(tmp_path / "s", files)
+    parallel = ingest(tmp_path / "p", files, jobs=2)
+    assert [(r.path, r.status, r.rows, r.source_id) for r in serial] == [
+        (r.path, r.status, r.rows, r.source_id) for r in parallel
+    ]
+    a, b = Dataset(tmp_path / "s").connect(), Dataset(tmp_path / "p").connect()
+    q = (
+        "SELECT count(*), count(DISTINCT (source_id, line)), min(compute_end_us), "
+        "max(compute_end_us), count(DISTINCT source_id) FROM request"
+    )
+    assert a.execute(q).fetchone() == b.execute(q).fetchone()
+    bad = tmp_path / "bad.runtime.jsonl"
+    bad.write_text(
+        '{"workload": "w", "request_id": "1", "arrival_us": 1, "compute_start_us": 2, '
+        '"compute_end_us": 3}\n'
+    )
+    later = _one_request(tmp_path / "z.runtime.jsonl")
+    with pytest.raises(InputError) as e:
+        ingest(tmp_path / "a", [files[0], bad, later], jobs=2)
+    assert (e.value.path, e.value.field) == (str(bad), "shape")
+    committed = {x.path for x in Dataset(tmp_path / "a").live().values()}
+    assert committed == {str(files[0].resolve())}
+    assert not (tmp_path / "a" / ".staging").exists() or not any(
+        (tmp_path / "a" / ".staging").iterdir()
+    )

@@ -9,7 +9,7 @@ import hashlib
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import cast
@@ -98,6 +98,15 @@ class IngestResult:
     rejected: int
 
 
+@dataclass(frozen=True)
+class Staged:
+    """A file read into its staging folder, not yet committed (or found unchanged)."""
+
+    result: IngestResult
+    staging: Path | None = None
+    entry: LogEntry | None = None
+
+
 def ingest_file(
     dataset: Dataset,
     path: Path,
@@ -109,18 +118,29 @@ def ingest_file(
 
     Without a policy the reader's default applies: `abort` for the native formats,
     `quarantine` for TORCH_TRACE logs (a corrupted record is counted, not fatal)."""
+    return commit_staged(dataset, stage_file(dataset, path, policy, fmt, hints))
+
+
+def stage_file(
+    dataset: Dataset,
+    path: Path,
+    policy: ErrorPolicy | None = None,
+    fmt: str | None = None,
+    hints: dict[str, str] | None = None,
+) -> Staged:
+    """Everything of ingesting a file but the commit: it may run in another process."""
     path = path.resolve()
     if not path.is_file():
         raise InputError(path, None, None, "no such file")
     st = path.stat()
     same = dataset.same_file(str(path), st.st_size, st.st_mtime_ns)
     if same is not None:
-        return IngestResult(path, same.source_id, same.format, "unchanged", same.rows, 0)
+        return Staged(IngestResult(path, same.source_id, same.format, "unchanged", same.rows, 0))
     sha = file_sha256(path)
     source_id = sha[:20]
     known = dataset.find(sha)
     if known is not None:
-        return IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0)
+        return Staged(IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0))
     reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir(source_id)
     chosen: ErrorPolicy = policy or cast(ErrorPolicy, getattr(reader, "default_policy", "abort"))
@@ -133,7 +153,6 @@ def ingest_file(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    previous = tuple(e.source_id for e in dataset.live().values() if e.path == str(path))
     entry = LogEntry(
         source_id=source_id,
         path=str(path),
@@ -145,7 +164,23 @@ def ingest_file(
         rows=rows,
         rejected=sink.rejected,
         rejections=sink.rejections,
-        supersedes=previous,
+        supersedes=(),
     )
-    dataset.commit(staging, entry)
-    return IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected)
+    result = IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected)
+    return Staged(result, staging, entry)
+
+
+def commit_staged(dataset: Dataset, staged: Staged) -> IngestResult:
+    """Commit a staged file: it supersedes the live versions of its path; a file of the same
+    content committed meanwhile (by a parallel reader) makes it unchanged instead."""
+    entry, staging = staged.entry, staged.staging
+    if entry is None or staging is None:
+        return staged.result
+    known = dataset.find(entry.sha256)
+    if known is not None:
+        shutil.rmtree(staging, ignore_errors=True)
+        r = staged.result
+        return IngestResult(r.path, known.source_id, known.format, "unchanged", known.rows, 0)
+    previous = tuple(e.source_id for e in dataset.live().values() if e.path == entry.path)
+    dataset.commit(staging, replace(entry, supersedes=previous))
+    return staged.result
