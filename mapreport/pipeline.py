@@ -250,7 +250,7 @@ def report(
                 outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))
     finally:
         exporter.close()
-    _index(ds, out, outcomes, dataset_dir)
+    _index(ds, out, outcomes, dataset_dir, None if wanted else slices)
     return outcomes
 
 
@@ -312,11 +312,18 @@ def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:
     return f.is_file() and f.read_text() == stamp and all((folder / n).is_file() for n in outputs)
 
 
-def _index(ds: Dataset, out: Path, outcomes: list[SliceOutcome], dataset_dir: Path) -> None:
-    """Rewrite the index over every slice of the dataset, reading earlier runs' findings."""
+def _index(
+    ds: Dataset,
+    out: Path,
+    outcomes: list[SliceOutcome],
+    dataset_dir: Path,
+    every: list[tuple[str, str]] | None = None,
+) -> None:
+    """Rewrite the index over every slice of the dataset (`every`, when the caller has listed
+    them already), reading earlier runs' findings."""
     now = {(o.workload, o.slice): o for o in outcomes}
     entries = []
-    for workload, slice_ in list_slices(ds.connect()):
+    for workload, slice_ in every if every is not None else list_slices(ds.connect()):
         folder = slice_dir(out, workload, slice_)
         o = now.get((workload, slice_))
         entry: dict[str, Any] = {

@@ -121,12 +121,6 @@ def _columns(recs: list[Request], shapes: _Shapes) -> dict[str, list[Any]]:
     return cols
 
 
-def _ints(values: pa.Array) -> tuple[pa.Array, np.ndarray]:
-    """An int64 column and a mask of rows out of the range a record may state."""
-    bad = pc.fill_null(pc.greater_equal(pc.abs(values), _INT_LIMIT), False)
-    return values, bad.to_numpy(zero_copy_only=False)
-
-
 def _mask(arr: pa.Array) -> np.ndarray:
     return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -139,8 +133,8 @@ def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
     for name in _FLOATS:
         bad |= ~pc.fill_null(pc.is_finite(data[name]), True).to_numpy(zero_copy_only=False)
     for name, low in _INT_MIN.items():
-        arr, out_of_range = _ints(data[name])
-        bad |= out_of_range | _mask(pc.less(arr, low))
+        arr = data[name]  # below its minimum, or beyond the range a record may state
+        bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), _INT_LIMIT))
     for name in ("workload", "request_id", "shape"):
         bad |= pc.is_null(data[name]).to_numpy(zero_copy_only=False)
     a, q = data["arrival_us"], data["queue_start_us"]

@@ -126,13 +126,14 @@ def _load_optional(path: Path) -> Any:
         return None
 
 
-def _engine_shape(path: Path) -> str | None:
+def _engine_shape(path: Path, profile_meta: Any) -> str | None:
+    """The engine's input shape from its graph.json, else from its profile metadata."""
     graph = _load_optional(_sibling(path, ".graph.json"))
     if isinstance(graph, dict) and isinstance(graph.get("Layers"), list):
         shape = input_shape(graph["Layers"], graph.get("Bindings") or [])
         if shape:
             return shape
-    return _shape_from_metadata(_load_optional(_sibling(path, ".profile.metadata.json")))
+    return _shape_from_metadata(profile_meta)
 
 
 def _kind(data: bytes) -> str | None:
@@ -276,7 +277,8 @@ class TrtexecReader:
 
     @staticmethod
     def _timing(path: Path, sink: Sink, doc: Any, raw: bytes, ctx: dict[str, str]) -> None:
-        shape = _engine_shape(path)
+        profile_meta = _load_optional(_sibling(path, ".profile.metadata.json"))
+        shape = _engine_shape(path, profile_meta)
         if shape is None:
             raise InputError(
                 path,
@@ -285,7 +287,6 @@ class TrtexecReader:
                 "per-inference times carry no input shape: keep the engine's .graph.json or "
                 ".profile.metadata.json beside this file",
             )
-        profile_meta = _load_optional(_sibling(path, ".profile.metadata.json"))
         if isinstance(profile_meta, dict):
             sink.add("environment", None, _environment("profile_meta", profile_meta))
         device = _load_optional(_sibling(path, ".metadata.json"))
