@@ -1,26 +1,41 @@
 """PyTorch profiler (Kineto) Chrome-trace JSON, as HTA reads it: operators, kernels and runtime
 launches into `op_exec`, device and distributed information into `environment`.
 
-The trace is decoded with msgspec into typed structs (no dict per event, garbage collection
-off for them); each event is decoded on its own from a raw slice, so one malformed event is
-rejected by its index without losing the others. A kernel inherits the input shape of the
-operator that launched it: kernel -> launch by `correlation`, launch -> operator by `External
-id` (lowercase `external id` in the legacy schema).
+The trace is streamed (`jsonarray`): `traceEvents` arrives in runs of a few megabytes, each
+decoded with msgspec into typed structs (no dict per event) and turned into Arrow columns at
+once, so memory holds one run of structs and the columns, never the document. A run with a
+malformed event is decoded event by event, so the bad event is rejected by its index without
+losing the others. A kernel inherits the input shape of the operator that launched it: kernel
+-> launch by `correlation`, launch -> operator by `External id` (lowercase `external id` in
+the legacy schema), resolved once every event has been read (a kernel may precede its
+operator in the file).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from itertools import compress
+from operator import attrgetter
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from mapreport.errors import InputError
 from mapreport.ingest.base import Head
+from mapreport.ingest.jsonarray import ArrayStream, BadArray, NotStreamable
+from mapreport.ingest.native import ENVIRONMENT_KEYS
 from mapreport.ingest.records import open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.shapes import ShapeError, canonical_shape
+
+_NONE = msgspec.Raw(b"null")
+"""Raw values (kept undecoded until needed) default to JSON null."""
 
 
 class Args(msgspec.Struct, gc=False):
@@ -31,9 +46,9 @@ class Args(msgspec.Struct, gc=False):
     correlation: int | str | None = None
     stream: int | str | None = None
     device: int | str | None = None
-    input_dims: Any = msgspec.field(default=None, name="Input Dims")
-    grid: Any = None
-    block: Any = None
+    input_dims: msgspec.Raw = msgspec.field(default=_NONE, name="Input Dims")
+    grid: msgspec.Raw = _NONE
+    block: msgspec.Raw = _NONE
 
 
 class Event(msgspec.Struct, gc=False):
@@ -49,22 +64,18 @@ class Event(msgspec.Struct, gc=False):
     args: Args | None = None
 
 
-class TypedTrace(msgspec.Struct, gc=False):
-    """The document with every event typed: the fast path when no event is malformed."""
+class Header(msgspec.Struct, gc=False):
+    """The document without its events."""
 
-    traceEvents: list[Event] = msgspec.field(default_factory=list)
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
     schemaVersion: Any = None
 
 
-class Trace(msgspec.Struct, gc=False):
-    """The document: events are kept raw and decoded one by one."""
+class Whole(Header, gc=False):
+    """The document read whole (when it cannot be streamed): events kept raw."""
 
     traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)
-    deviceProperties: list[dict[str, Any]] | None = None
-    distributedInfo: dict[str, Any] | None = None
-    schemaVersion: Any = None
 
 
 CATEGORIES = {
@@ -88,46 +99,110 @@ categories are kept under their own lowercase name."""
 SKIPPED_CATEGORIES = frozenset({"trace"})
 """The whole-trace span is not an execution. Flow ('s', 'f'), metadata ('M') and instant ('i')
 events carry links and labels, not executions, and are not rows either."""
+LAUNCHED = ("kernel", "memcpy", "memset")
+"""Device-side categories that inherit the shape of the operator that launched them."""
+CHUNK = 200_000
+"""op_exec rows written per Parquet file."""
+_SKIP = "\0skip"
+_EMPTY = Args()
+_UNDECODED = Event()
+_get = SimpleNamespace(
+    **{f: attrgetter(f) for f in (*Event.__struct_fields__, *Args.__struct_fields__)}
+)
+"""attrgetter per struct field: `map(_get.ts, events)` reads a field of every event in C."""
+_ENCODE = msgspec.json.Encoder().encode
+_RUN = msgspec.json.Decoder(list[Event])
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_ONE = msgspec.json.Decoder(Event)
+_ANY = msgspec.json.Decoder()
+_INT64 = (-(2**63), 2**63)
 
 
-def _int(value: int | str | None) -> int | None:
+def _int(value: Any) -> int | None:
+    """An id as an int: ints as they are, numeric strings (decimal or 0x) parsed; None else."""
     if type(value) is int:
-        return value
+        return value if _INT64[0] <= value < _INT64[1] else None
     if isinstance(value, str):
         try:
-            return int(value, 0)
+            return _int(int(value, 0))
         except ValueError:
             return None
     return None
 
 
-CHUNK = 200_000
-"""Events turned into columns at a time (bounds the column lists in memory)."""
-_ENCODE = msgspec.json.Encoder().encode
-_SHAPES: dict[str, str | None] = {}
+_I64 = pa.int64()
 
 
-def _invalid(ev: Event) -> tuple[str, str] | None:
-    """Why a complete event cannot be a row, as (field, reason); None when it can."""
-    if not isinstance(ev.name, str):
-        return "name", "event has no name"
-    if ev.ts is None or ev.dur is None or not math.isfinite(ev.ts) or not math.isfinite(ev.dur):
-        return ("ts" if ev.ts is None else "dur"), "complete event without a finite ts and dur"
-    if ev.dur < 0:
-        return "dur", f"negative duration {ev.dur}"
-    return None
+def _ints(values: list[Any], kind: pa.DataType = _I64) -> pa.Array:
+    """An integer column of ids that are ints, numeric strings or missing."""
+    try:
+        return pa.array(values, kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        ints = [_int(v) for v in values]
+        if kind == pa.int32():
+            ints = [v if v is not None and -(2**31) <= v < 2**31 else None for v in ints]
+        return pa.array(ints, kind)
 
 
-def _shape(dims: Any) -> str | None:
-    """Canonical shape of `Input Dims`, memoised: traces repeat a few thousand shapes."""
-    if dims is None:
-        return None
-    key = repr(dims)
-    if key not in _SHAPES:
-        if len(_SHAPES) > 200_000:
-            _SHAPES.clear()
-        _SHAPES[key] = _canonical_dims(dims)
-    return _SHAPES[key]
+def _texts(values: list[Any], as_json: bool) -> pa.Array:
+    """A string column of ints or strings: `str()` of each, or its JSON text."""
+    try:
+        return pa.array(values, pa.int64()).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        pass
+    # mostly ints (Kineto's pid/tid: a few events use names): ints cast, the rest patched in
+    others = {i: v for i, v in enumerate(values) if type(v) is not int and v is not None}
+    ints = [None if i in others else v for i, v in enumerate(values)] if others else values
+    try:
+        texts = pa.array(ints, pa.int64()).cast(pa.string()).to_pylist()
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # ints beyond 64 bits
+        texts = [None if v is None else str(v) for v in ints]
+    for i, v in others.items():
+        texts[i] = _ENCODE(v).decode() if as_json else str(v)
+    return pa.array(texts, pa.string())
+
+
+class _Shapes(dict[bytes, str | None]):
+    """Raw `Input Dims` text -> canonical shape, computed on first sight."""
+
+    def __missing__(self, key: bytes) -> str | None:
+        try:
+            value = _canonical_dims(_ANY.decode(key))
+        except msgspec.DecodeError:
+            value = None
+        self[key] = value
+        return value
+
+
+class _Compact(dict[bytes, str | None]):
+    """Raw JSON text -> its compact text (None for null), computed on first sight."""
+
+    def __missing__(self, key: bytes) -> str | None:
+        value = _ANY.decode(key)
+        self[key] = None if value is None else _ENCODE(value).decode()
+        return self[key]
+
+
+@dataclass
+class _Memo:
+    """Per-read caches: traces repeat a few categories, shapes and launch geometries."""
+
+    categories: dict[str | None, str | None] = field(default_factory=dict)
+    shapes: _Shapes = field(default_factory=_Shapes)
+    compact: _Compact = field(default_factory=_Compact)
+
+    def category(self, raw: str | None) -> str | None:
+        low = (raw or "").lower()
+        if low in SKIPPED_CATEGORIES:
+            return _SKIP
+        return CATEGORIES.get(low, low or None)
+
+    def texts(self, raws: list[msgspec.Raw]) -> pa.Array:
+        """Compact JSON text of each raw value (null where absent or null)."""
+        if raws.count(_NONE) == len(raws):
+            return pa.nulls(len(raws), pa.string())
+        compact = self.compact
+        return pa.array([None if r is _NONE else compact[bytes(r)] for r in raws], pa.string())
 
 
 def _canonical_dims(dims: Any) -> str | None:
@@ -150,56 +225,289 @@ def _canonical_dims(dims: Any) -> str | None:
         return None
 
 
-def _link_launches(
-    events: list[Event | None],
-) -> tuple[dict[int, tuple[str | None, str]], dict[int, int]]:
-    """Operator shapes by key, and launch correlation -> operator key.
+def _invalid(ev: Event) -> tuple[str, str] | None:
+    """Why a complete event cannot be a row, as (field, reason); None when it can."""
+    if not isinstance(ev.name, str):
+        return "name", "event has no name"
+    if ev.ts is None or ev.dur is None or not math.isfinite(ev.ts) or not math.isfinite(ev.dur):
+        return ("ts" if ev.ts is None else "dur"), "complete event without a finite ts and dur"
+    if ev.dur < 0:
+        return "dur", f"negative duration {ev.dur}"
+    return None
 
-    A launch names its operator by `External id` when the operator carries the same id;
-    older traces give launches their own ids, so there the operator is the innermost cpu_op
-    on the same thread whose span holds the launch (a stack sweep in time order). Operator
-    keys are external ids, or -(event number) for operators without one."""
-    op_shape: dict[int, tuple[str | None, str]] = {}
-    by_thread: dict[tuple[Any, Any], list[tuple[float, int, float, int]]] = {}
-    launches: list[Event] = []
-    for line, ev in enumerate(events, 1):
-        if ev is None or ev.args is None or ev.ph != "X" or ev.ts is None:
-            continue
-        cat = CATEGORIES.get((ev.cat or "").lower())
-        ext = _int(
-            ev.args.external_id if ev.args.external_id is not None else ev.args.external_id_legacy
+
+@dataclass
+class _Run:
+    """One decoded run of events; an event that did not decode is None with its error."""
+
+    events: list[Event | None]
+    errors: dict[int, tuple[str, bytes]] = field(default_factory=dict)
+
+
+def _decode_run(data: bytes) -> _Run:
+    """A run typed in one call; when an event is malformed, the run event by event (a
+    DecodeError here means `data` is not a JSON array at all)."""
+    try:
+        return _Run(list(_RUN.decode(data)))
+    except msgspec.ValidationError:
+        pass
+    return _decode_each(_RAWS.decode(data))
+
+
+def _decode_each(raws: list[msgspec.Raw]) -> _Run:
+    run = _Run([])
+    for i, raw in enumerate(raws):
+        try:
+            run.events.append(_ONE.decode(raw))
+        except msgspec.DecodeError as e:
+            run.events.append(None)
+            run.errors[i] = (str(e), bytes(raw)[:2000])
+    return run
+
+
+COLUMNS = pa.schema(
+    [
+        ("line", pa.int64()),
+        ("name", pa.string()),
+        ("category", pa.string()),
+        ("shape", pa.string()),
+        ("ts_us", pa.float64()),
+        ("dur_us", pa.float64()),
+        ("device", pa.int32()),
+        ("stream", pa.string()),
+        ("correlation", pa.int64()),
+        ("external_id", pa.int64()),
+        ("pid", pa.string()),
+        ("tid", pa.string()),
+        ("grid", pa.string()),
+        ("block", pa.string()),
+    ]
+)
+"""A run's complete events as columns, before linking (pid, tid, grid, block as JSON text)."""
+
+
+def _columns(run: _Run, first: int, sink: Sink, memo: _Memo) -> pa.Table | None:
+    """The valid complete events of a run (events `first`..) as columns; malformed and
+    invalid events are rejected in event order. Fields are gathered with `map(attrgetter)`
+    over the typed structs: one C-level pass per column, no Python frame per event."""
+    events = [e or _UNDECODED for e in run.events]
+    complete = [e.ph == "X" for e in events]
+    xs = list(compress(range(len(events)), complete))
+    xe: list[Event] = list(compress(events, complete))
+    raw_cats = list(map(_get.cat, xe))
+    for c in set(raw_cats):
+        if c not in memo.categories:
+            memo.categories[c] = memo.category(c)
+    cats = list(map(memo.categories.__getitem__, raw_cats))
+    if _SKIP in memo.categories.values() and _SKIP in cats:
+        keep = [c != _SKIP for c in cats]
+        xs, xe, cats = (
+            list(compress(xs, keep)),
+            list(compress(xe, keep)),
+            list(compress(cats, keep)),
         )
-        if cat == "cpu_op":
-            key = ext if ext is not None else -line
-            op_shape.setdefault(key, (_shape(ev.args.input_dims), str(ev.name)))
-            # sort key: start, then longer spans first so parents open before children
-            by_thread.setdefault((ev.pid, ev.tid), []).append((ev.ts, 0, -(ev.dur or 0.0), key))
-        elif cat == "runtime" and _int(ev.args.correlation) is not None:
-            launches.append(ev)
-    launch_op: dict[int, int] = {}
-    unresolved: dict[tuple[Any, Any], list[tuple[float, int, float, int]]] = {}
-    for ev in launches:
-        assert ev.args is not None
-        corr = _int(ev.args.correlation)
-        ext = _int(
-            ev.args.external_id if ev.args.external_id is not None else ev.args.external_id_legacy
+    names = list(map(_get.name, xe))
+    ts = pa.array(list(map(_get.ts, xe)), pa.float64())
+    dur = pa.array(list(map(_get.dur, xe)), pa.float64())
+    tsn = ts.to_numpy(zero_copy_only=False)
+    durn = dur.to_numpy(zero_copy_only=False)
+    with np.errstate(invalid="ignore"):
+        bad = ~np.isfinite(tsn) | ~np.isfinite(durn) | (durn < 0)
+    try:
+        name_col = pa.array(names, pa.string())
+        bad |= name_col.is_null().to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        bad |= np.array([not isinstance(n, str) for n in names])
+        name_col = pa.array([n if isinstance(n, str) else None for n in names], pa.string())
+    rejects: list[tuple[int, str | None, str, Any]] = [
+        (first + i + 1, None, f"traceEvents[{first + i}]: {msg}", raw)
+        for i, (msg, raw) in run.errors.items()
+    ]
+    for j in np.flatnonzero(bad):
+        why = _invalid(xe[j])
+        assert why is not None
+        rejects.append((first + xs[j] + 1, why[0], why[1], repr(xe[j])[:2000]))
+    for line, fld, reason, raw in sorted(rejects, key=lambda r: r[0]):
+        sink.reject(line, fld, reason, raw)
+    if not xe:
+        return None
+    args = [e.args or _EMPTY for e in xe]
+    ext = _ints(list(map(_get.external_id, args)))
+    if ext.null_count:
+        ext = pc.coalesce(ext, _ints(list(map(_get.external_id_legacy, args))))
+    dims = map(_get.input_dims, args)
+    shapes = memo.shapes
+    table = pa.table(
+        [
+            pa.array(np.asarray(xs, np.int64) + (first + 1)),
+            name_col,
+            pa.array(cats, pa.string()),
+            pa.array(
+                [
+                    None if d is _NONE or c != "cpu_op" else shapes[bytes(d)]
+                    for c, d in zip(cats, dims, strict=True)
+                ],
+                pa.string(),
+            ),
+            ts,
+            dur,
+            _ints(list(map(_get.device, args)), pa.int32()),
+            _texts(list(map(_get.stream, args)), as_json=False),
+            _ints(list(map(_get.correlation, args))),
+            ext,
+            _texts(list(map(_get.pid, xe)), as_json=True),
+            _texts(list(map(_get.tid, xe)), as_json=True),
+            memo.texts(list(map(_get.grid, args))),
+            memo.texts(list(map(_get.block, args))),
+        ],
+        schema=COLUMNS,
+    )
+    if bad.any():
+        table = table.filter(pa.array(~bad))
+    return table
+
+
+def _first_of_each(keys: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and, for each, the position of its first (or last) occurrence."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    edge = np.ones(len(sk), bool)
+    if last:
+        edge[:-1] = sk[:-1] != sk[1:]
+    else:
+        edge[1:] = sk[1:] != sk[:-1]
+    return sk[edge], order[edge]
+
+
+def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each wanted key sits in sorted_keys, and whether it is there at all."""
+    at = np.searchsorted(sorted_keys, wanted)
+    safe = np.minimum(at, max(len(sorted_keys) - 1, 0))
+    found = (at < len(sorted_keys)) & (sorted_keys[safe] == wanted) if len(sorted_keys) else at < 0
+    return safe, found
+
+
+def _link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
+    """Per row: the shape (operators: their own; kernels, copies and sets: their launching
+    operator's) and the launching operator's name as JSON text (launched rows only).
+
+    A launch names its operator by `External id` when an operator carries the same id; older
+    traces give launches their own ids, so there the operator is the innermost cpu_op on the
+    same thread whose span holds the launch (`_sweep`). Operator keys are external ids, or
+    -(event number) for operators without one; an operator key's first operator counts, a
+    correlation's last launch. All of it is array lookups, no Python per event."""
+    n = len(rows)
+    cat = rows["category"]
+    ext = rows["external_id"]
+    has_ext = ext.is_valid().to_numpy(zero_copy_only=False)
+    ext_n = ext.fill_null(0).to_numpy()
+    key = np.where(has_ext, ext_n, -rows["line"].to_numpy())
+    cpu_idx = np.flatnonzero(pc.equal(cat, "cpu_op").to_numpy(zero_copy_only=False))
+    op_keys, first = _first_of_each(key[cpu_idx])
+    op_rows = cpu_idx[first]
+    has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
+    corr_n = rows["correlation"].fill_null(0).to_numpy()
+    li = np.flatnonzero(pc.equal(cat, "runtime").to_numpy(zero_copy_only=False) & has_corr)
+    _, named = _lookup(op_keys, ext_n[li])
+    named &= has_ext[li]
+    corr, op = corr_n[li[named]], ext_n[li[named]]
+    pending = li[~named]
+    if len(pending):
+        swept_corr, swept_op = _sweep(rows, pending, cpu_idx, key)
+        corr, op = np.concatenate([corr, swept_corr]), np.concatenate([op, swept_op])
+    map_corr, at = _first_of_each(corr, last=True)
+    map_op = op[at]
+    launched = np.flatnonzero(
+        pc.is_in(cat, pa.array(LAUNCHED)).to_numpy(zero_copy_only=False) & has_corr
+    )
+    pos, hit = _lookup(map_corr, corr_n[launched])
+    launched, pos = launched[hit], pos[hit]
+    pos, hit = _lookup(op_keys, map_op[pos])
+    launched, src = launched[hit], op_rows[pos[hit]]
+    shape_src = np.full(n, -1, np.int64)
+    shape_src[cpu_idx] = cpu_idx
+    shape_src[launched] = src
+    shapes = pc.take(rows["shape"], pa.array(shape_src, mask=shape_src < 0))
+    op_src = np.full(n, -1, np.int64)
+    op_src[launched] = src
+    names = pc.take(rows["name"], pa.array(op_src, mask=op_src < 0)).combine_chunks()
+    coded = names.dictionary_encode()
+    texts = pa.array([_ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
+    return shapes, pc.take(texts, coded.indices)
+
+
+def _sweep(
+    rows: pa.Table, pending: np.ndarray, cpu_idx: np.ndarray, key: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(launch correlations, operator keys) for launches that name no operator: of the cpu_ops
+    on the launch's thread whose span holds it (start <= t <= end), the one that started last
+    (at equal starts, the shorter).
+
+    Vectorised: operators sorted by (thread, start, longer first), launches merged into that
+    order, so the last operator started by each launch is known; when that one has ended, a
+    descent over a sparse table of span ends finds the nearest earlier operator still open."""
+    if not len(cpu_idx) or not len(pending):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    thread = (
+        pc.binary_join_element_wise(rows["pid"].fill_null(""), rows["tid"].fill_null(""), "\x1f")
+        .combine_chunks()
+        .dictionary_encode()
+        .indices.to_numpy()
+    )
+    ts = rows["ts_us"].to_numpy()
+    end = ts + rows["dur_us"].to_numpy()
+    n_ops, n_launch = len(cpu_idx), len(pending)
+    order = np.lexsort(
+        (
+            np.concatenate([ts[cpu_idx] - end[cpu_idx], np.zeros(n_launch)]),
+            np.repeat(np.array([0, 1], np.int8), [n_ops, n_launch]),
+            np.concatenate([ts[cpu_idx], ts[pending]]),
+            np.concatenate([thread[cpu_idx], thread[pending]]),
         )
-        if corr is None:
-            continue
-        if ext is not None and ext in op_shape:
-            launch_op[corr] = ext
-        elif ev.ts is not None:
-            unresolved.setdefault((ev.pid, ev.tid), []).append((ev.ts, 1, 0.0, corr))
-    for thread, items in unresolved.items():
-        stack: list[tuple[float, int]] = []  # (end, op key)
-        for ts, kind, neg_dur, key in sorted(by_thread.get(thread, []) + items):
-            while stack and stack[-1][0] < ts:
-                stack.pop()
-            if kind == 0:
-                stack.append((ts - neg_dur, key))
-            elif stack:
-                launch_op[key] = stack[-1][1]
-    return op_shape, launch_op
+    )
+    is_op = order < n_ops
+    ops = cpu_idx[order[is_op]]  # operator rows in (thread, start, longer first) order
+    last = (np.cumsum(is_op) - 1)[~is_op]  # per launch: the last operator started by then
+    launches = pending[order[~is_op] - n_ops]
+    t = ts[launches]
+    ends = [end[ops]]  # ends[k][i] = latest end among operators i .. i + 2**k - 1
+    while 2 ** len(ends) <= n_ops:
+        half = 2 ** (len(ends) - 1)
+        prev = ends[-1]
+        ends.append(np.maximum(prev[:-half], prev[half:]))
+    j = last.copy()
+    for k in range(len(ends) - 1, -1, -1):  # skip back over blocks that all ended before t
+        size = 2**k
+        start = j - size + 1
+        can = start >= 0
+        block_end = ends[k][np.where(can, start, 0)]
+        j = np.where(can & (block_end < t), j - size, j)
+    at = np.where(j >= 0, j, 0)
+    ok = (j >= 0) & (thread[ops[at]] == thread[launches]) & (end[ops[at]] >= t)
+    corr = rows["correlation"].fill_null(0).to_numpy()
+    return corr[launches[ok]], key[ops[at[ok]]]
+
+
+def _extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
+    """The `extra` JSON object of each row: grid, block, op, external_id, pid, tid where set."""
+
+    def member(name: str, values: pa.Array) -> pa.Array:
+        return pc.binary_join_element_wise(f'"{name}":', values, "")
+
+    parts = [
+        member("grid", rows["grid"]),
+        member("block", rows["block"]),
+        member("op", ops),
+        member("external_id", rows["external_id"].cast(pa.string())),
+        member("pid", rows["pid"]),
+        member("tid", rows["tid"]),
+    ]
+    body = pc.binary_join_element_wise(*parts, ",", null_handling="skip")
+    text = pc.binary_join_element_wise("{", body, "}", "")
+    empty = pc.equal(body, "")
+    if not pc.any(empty).as_py():
+        return text
+    return pc.if_else(empty, pa.scalar(None, pa.string()), text)
 
 
 class KinetoReader:
@@ -218,135 +526,83 @@ class KinetoReader:
         )
 
     def read(self, path: Path, sink: Sink) -> None:
-        """Decode the trace and add one op_exec row per execution event."""
+        """Stream the events into columns, link kernels to their operators, write op_exec."""
+        memo = _Memo()
+        tables: list[pa.Table] = []
         try:
-            with open_bytes(path) as fh:
-                data = fh.read()
+            header = self._stream(path, sink, memo, tables)
+        except NotStreamable:
+            header = self._whole(path, sink, memo, tables)
+        except BadArray as e:
+            raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
         except (OSError, EOFError) as e:
             raise InputError(path, None, None, f"unreadable: {e}") from None
-        events: list[Event | None]
-        trace: Trace | TypedTrace
-        try:  # fast path: the whole document typed in one pass
-            typed = msgspec.json.decode(data, type=TypedTrace)
-            events = list(typed.traceEvents)
-            typed.traceEvents = []
-            trace = typed
-        except msgspec.DecodeError:  # some event is malformed: decode them one by one
-            events, trace = self._decode_each(path, data, sink)
-        del data
-        op_shape, launch_op = _link_launches(events)
+        rows = (pa.concat_tables(tables) if tables else COLUMNS.empty_table()).combine_chunks()
+        del tables
+        shapes, ops = _link(rows)
+        rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
+        extra = _extra(rows, ops)
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
-        for start in range(0, len(events), CHUNK):
-            self._add_chunk(sink, events, start, workload, slice_, op_shape, launch_op)
-        self._environment(sink, trace)
+        for start in range(0, len(rows), CHUNK):
+            part = rows.slice(start, CHUNK)
+            n = len(part)
+            sink.add_table(
+                "op_exec",
+                workload,
+                part["line"],
+                {
+                    "workload": pa.array([workload] * n, pa.string()),
+                    "slice": pa.array([slice_] * n, pa.string()),
+                    "name": part["name"],
+                    "category": part["category"],
+                    "shape": part["shape"],
+                    "ts_us": part["ts_us"],
+                    "dur_us": part["dur_us"],
+                    "device": part["device"],
+                    "core": pa.nulls(n, pa.int32()),
+                    "stream": part["stream"],
+                    "correlation": part["correlation"],
+                    "plan_id": pa.nulls(n, pa.string()),
+                    "extra": extra.slice(start, n),
+                },
+            )
+        self._environment(sink, header)
 
     @staticmethod
-    def _decode_each(path: Path, data: bytes, sink: Sink) -> tuple[list[Event | None], Trace]:
+    def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
+        with open_bytes(path) as fh:
+            stream = ArrayStream(fh, b"traceEvents", _decode_run, lambda r: len(r.events))
+            first = 0
+            for run in stream:
+                table = _columns(run, first, sink, memo)
+                first += len(run.events)
+                if table is not None:
+                    tables.append(table)
+            rest = stream.rest
         try:
-            trace = msgspec.json.decode(data, type=Trace)
+            return msgspec.json.decode(rest, type=Header)
+        except msgspec.DecodeError as e:
+            raise InputError(path, None, None, f"not a Chrome trace: {e}") from None
+
+    @staticmethod
+    def _whole(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
+        """The document decoded whole, its events one by one (layouts streaming refuses)."""
+        with open_bytes(path) as fh:
+            data = fh.read()
+        try:
+            doc = msgspec.json.decode(data, type=Whole)
         except msgspec.DecodeError as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
-        decoder = msgspec.json.Decoder(Event)
-        events: list[Event | None] = []
-        for i, raw in enumerate(trace.traceEvents, 1):
-            try:
-                events.append(decoder.decode(raw))
-            except msgspec.DecodeError as e:
-                sink.reject(i, None, f"traceEvents[{i - 1}]: {e}", bytes(raw)[:2000])
-                events.append(None)
-        trace.traceEvents = []
-        return events, trace
+        for start in range(0, len(doc.traceEvents), CHUNK):
+            run = _decode_each(doc.traceEvents[start : start + CHUNK])
+            table = _columns(run, start, sink, memo)
+            if table is not None:
+                tables.append(table)
+        return doc
 
     @staticmethod
-    def _add_chunk(
-        sink: Sink,
-        events: list[Event | None],
-        start: int,
-        workload: str,
-        slice_: str,
-        op_shape: dict[int, tuple[str | None, str]],
-        launch_op: dict[int, int],
-    ) -> None:
-        """Columns of op_exec for events[start:start + CHUNK]; bad events are rejected."""
-        cols: dict[str, list[Any]] = {
-            c: []
-            for c in (
-                "name",
-                "category",
-                "shape",
-                "ts_us",
-                "dur_us",
-                "device",
-                "stream",
-                "correlation",
-                "extra",
-            )
-        }
-        lines: list[int] = []
-        empty = Args()
-        for line in range(start + 1, min(start + CHUNK, len(events)) + 1):
-            ev = events[line - 1]
-            if ev is None or ev.ph != "X":
-                continue
-            raw_cat = (ev.cat or "").lower()
-            if raw_cat in SKIPPED_CATEGORIES:
-                continue
-            why = _invalid(ev)
-            if why is not None:
-                sink.reject(line, why[0], why[1], repr(ev)[:2000])
-                continue
-            cat = CATEGORIES.get(raw_cat, raw_cat or None)
-            a = ev.args or empty
-            ext = a.external_id if a.external_id is not None else a.external_id_legacy
-            if type(ext) is not int:
-                ext = _int(ext)
-            corr = a.correlation if type(a.correlation) is int else _int(a.correlation)
-            shape = op_name = None
-            if cat == "cpu_op":
-                shape = _shape(a.input_dims)
-            elif corr is not None and cat in ("kernel", "memcpy", "memset"):
-                op = op_shape.get(launch_op.get(corr, -1))
-                if op is not None:
-                    shape, op_name = op
-            extra = {
-                k: v
-                for k, v in (
-                    ("grid", a.grid),
-                    ("block", a.block),
-                    ("op", op_name),
-                    ("external_id", ext),
-                    ("pid", ev.pid),
-                    ("tid", ev.tid),
-                )
-                if v is not None
-            }
-            lines.append(line)
-            cols["name"].append(ev.name)
-            cols["category"].append(cat)
-            cols["shape"].append(shape)
-            cols["ts_us"].append(ev.ts)
-            cols["dur_us"].append(ev.dur)
-            cols["device"].append(_int(a.device))
-            cols["stream"].append(None if a.stream is None else str(a.stream))
-            cols["correlation"].append(corr)
-            cols["extra"].append(_ENCODE(extra).decode() if extra else None)
-        n = len(lines)
-        sink.add_columns(
-            "op_exec",
-            workload,
-            lines,
-            {
-                **cols,
-                "workload": [workload] * n,
-                "slice": [slice_] * n,
-                "core": [None] * n,
-                "plan_id": [None] * n,
-            },
-        )
-
-    @staticmethod
-    def _environment(sink: Sink, trace: Trace | TypedTrace) -> None:
+    def _environment(sink: Sink, trace: Header) -> None:
         devices = trace.deviceProperties or []
         names = sorted({str(d.get("name")) for d in devices if d.get("name")})
         extra = {
@@ -358,18 +614,10 @@ class KinetoReader:
             "environment",
             None,
             {
+                **dict.fromkeys(ENVIRONMENT_KEYS),
                 "side": "runtime",
-                "compiler": None,
-                "compiler_version": None,
                 "runtime": "pytorch-profiler",
-                "runtime_version": None,
-                "driver": None,
-                "firmware": None,
                 "hardware": ", ".join(names) or None,
-                "host": None,
-                "container_digest": None,
-                "git_sha": None,
-                "captured_at": None,
                 "extra": msgspec.json.encode(extra).decode(),
             },
         )

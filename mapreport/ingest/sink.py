@@ -57,8 +57,20 @@ class Sink:
         """Add many rows of one workload at once, as columns (the fast path of large traces)."""
         if not lines:
             return
+        self.add_table(table, workload, pa.array(lines, pa.int64()), columns)
+
+    def add_table(
+        self,
+        table: str,
+        workload: str,
+        lines: pa.Array | pa.ChunkedArray,
+        columns: dict[str, Any],
+    ) -> None:
+        """Add many rows of one workload at once, as Arrow arrays or lists per column."""
         n = len(lines)
-        data = {**columns, "source_id": [self.source_id] * n, "line": lines}
+        if not n:
+            return
+        data = {**columns, "source_id": pa.array([self.source_id] * n, pa.string()), "line": lines}
         self.rows[table] += n
         schema = TABLES[table]
         self._write(

@@ -1,0 +1,165 @@
+"""Streaming the one large array of a JSON document (a Chrome trace's `traceEvents`): its
+elements are handed over in runs of complete elements, each run decoded on its own, and the
+rest of the document (every other key) is decoded at the end. Memory holds one block of the
+file, not the file.
+
+Runs are cut at `}` `,` `{` between two objects. A cut that falls inside an element (the
+pattern inside a nested list or a string) leaves the run with an unclosed bracket or string,
+so its decode fails and the next cut back is tried: a run is only ever accepted when it
+decodes as a JSON array, which is the proof that the cut was between elements.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import IO, Generic, TypeVar
+
+import msgspec
+
+T = TypeVar("T")
+
+BLOCK = 8 << 20
+"""Bytes read at a time."""
+MAX_PREFIX = 64 << 20
+"""The array's key must start within this many bytes, else the document is read whole."""
+MAX_RUN = 256 << 20
+"""A run that finds no cut in this many bytes is a syntax error, not a long element."""
+
+_CUT = re.compile(rb"\}\s*,\s*\{")
+_ANY = msgspec.json.Decoder()
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+class NotStreamable(Exception):
+    """The document is not laid out as streaming needs (the key is not a top-level array near
+    the start): read it whole instead. Raised before any run is handed over."""
+
+
+class BadArray(Exception):
+    """The array is not valid JSON: no cut between elements decodes."""
+
+    def __init__(self, element: int, reason: str) -> None:
+        super().__init__(f"invalid JSON after element {element}: {reason}")
+        self.element = element
+
+
+class ArrayStream(Generic[T]):
+    """Iterate the runs of `doc[key]` (each `decode`d from `[elements]`); afterwards `rest` is
+    the document with that array replaced by `[]`.
+
+    `decode` must raise `msgspec.DecodeError` (not a ValidationError) only when the bytes are
+    not a JSON array; `count` gives the number of elements of a decoded run.
+    """
+
+    def __init__(
+        self,
+        fh: IO[bytes],
+        key: bytes,
+        decode: Callable[[bytes], T],
+        count: Callable[[T], int],
+        block: int = BLOCK,
+    ) -> None:
+        self._fh = fh
+        self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
+        self._decode = decode
+        self._count = count
+        self._block = block
+        self.rest = b""
+        self.elements = 0
+
+    def _read(self) -> bytes:
+        return self._fh.read(self._block)
+
+    def _start(self) -> tuple[bytes, bytes, bool]:
+        """(prefix up to the array's `[`, bytes after it, eof) or NotStreamable."""
+        buf = b""
+        while True:
+            more = self._read()
+            eof = not more
+            buf += more
+            m = self._key.search(buf)
+            if m is not None:
+                prefix = buf[: m.end() - 1]
+                try:  # the key is a member of the top-level object, not text inside a value
+                    _ANY.decode(prefix + b"[]}")
+                except msgspec.DecodeError:
+                    raise NotStreamable from None
+                return prefix, buf[m.end() :], eof
+            if eof or len(buf) > MAX_PREFIX:
+                raise NotStreamable
+
+    def __iter__(self) -> Iterator[T]:
+        prefix, buf, eof = self._start()
+        while True:
+            while not eof and len(buf) < self._block:
+                more = self._read()
+                eof = not more
+                buf += more
+            if eof:
+                break
+            run = self._run(buf)
+            if run is None:
+                if len(buf) > MAX_RUN:
+                    raise BadArray(self.elements, "no element boundary decodes")
+                more = self._read()
+                eof = not more
+                buf += more
+                continue
+            value, end = run
+            self.elements += self._count(value)
+            yield value
+            buf = buf[end:]
+        value, rest = self._last(prefix, buf)
+        self.elements += self._count(value)
+        self.rest = rest
+        yield value
+
+    def _run(self, buf: bytes) -> tuple[T, int] | None:
+        """The longest run of whole elements at the start of `buf` that decodes, and where
+        the next element starts; None when no cut in the last block decodes."""
+        window = 1 << 16
+        while True:  # the last cuts: searched in a growing window at the end
+            start = max(0, len(buf) - window)
+            cuts = [m.start() for m in _CUT.finditer(buf, start)]
+            if len(cuts) >= 16 or start == 0:
+                break
+            window *= 8
+        for cut in reversed(cuts[-16:]):
+            try:
+                value = self._decode(b"[" + buf[: cut + 1] + b"]")
+            except msgspec.ValidationError:
+                raise
+            except msgspec.DecodeError:
+                continue
+            nxt = buf.index(b"{", cut + 1)
+            return value, nxt
+        return None
+
+    def _last(self, prefix: bytes, buf: bytes) -> tuple[T, bytes]:
+        """The last elements and the rest of the document. The array ends where a decode of
+        `[` + what is left stops with trailing characters; the document without the array
+        (prefix, `[]`, what follows) must then decode too."""
+        data = b"[" + buf
+        try:
+            _RAWS.decode(data)
+            end = len(data)  # nothing after the array: the document is not closed
+        except msgspec.DecodeError as e:
+            m = _TRAILING.search(str(e))
+            if m is None:
+                raise BadArray(self.elements, str(e)) from None
+            # msgspec reports the byte after the first trailing character; the array's
+            # closing bracket is the last one before that character
+            end = data.rfind(b"]", 0, int(m.group(1)) - 1) + 1
+        rest = prefix + b"[]" + data[end:]
+        try:
+            _ANY.decode(rest)
+        except msgspec.DecodeError as e:
+            raise BadArray(self.elements, f"after the array: {e}") from None
+        try:
+            return self._decode(data[:end]), rest
+        except msgspec.ValidationError:
+            raise
+        except msgspec.DecodeError as e:
+            raise BadArray(self.elements, str(e)) from None
