@@ -65,15 +65,24 @@ def analyze_slice(
 ) -> SliceResult:
     """Every metric of METRICS.md for one slice: coverage, accuracy, adaptation gain and the
     decision per shape, then the diagnosis (tail drivers, scheduling, classes, actions,
-    checklist)."""
-    review = review or Review()
-    rows = sorted(query.shape_rows(con, workload, slice_), key=lambda r: sort_key(r.shape))
+    checklist). The slice's requests are read from Parquet once, into memory, for the run."""
+    query.load_slice(con, workload, slice_)
+    try:
+        return _analyze(con, workload, slice_, th, review or Review())
+    finally:
+        query.drop_slice(con)
+
+
+def _analyze(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, th: Thresholds, review: Review
+) -> SliceResult:
+    rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
     buckets = query.bucket_rows(con, workload, slice_)
     placements = place(rows, buckets)
     cov = coverage(rows, buckets, placements)
     costs = query.adaptation_costs(con, workload, slice_)
     sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
-    samples = query.compute_samples(con, workload, slice_, sampled)
+    samples = query.compute_samples(con, sampled)
     total = sum(r.n_total for r in rows)
     shapes = []
     acc_pairs = []
@@ -154,14 +163,15 @@ def analyze_slice(
         | set(query.profile_sources(con, workload, slice_))
     )
     files = query.source_files(con, source_ids)
-    overall = query.slice_latency(con, workload, slice_)
+    overall = query.slice_latency(con)
     # -- diagnosis: tail drivers and the class of each shape ------------------------------
     budgets = {
         m.shape: pl.bucket.mem_budget_bytes
         for m in shapes
         if (pl := placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
-    tails = query.tail_rows(con, workload, slice_, budgets, rows)
+    cores = query.core_medians(con)
+    tails = query.tail_rows(con, budgets, rows, cores)
     classified = []
     evaluated = []  # attributed tail parts of every shape with tail evidence
     for m in shapes:
@@ -219,8 +229,6 @@ def analyze_slice(
         tail=slice_tail,
         scheduling=scheduling(
             con,
-            workload,
-            slice_,
             buckets,
             {m.shape: m.bucket for m in shapes if m.bucket is not None},
         ),
@@ -233,7 +241,6 @@ def analyze_slice(
     # the precision change whose quality guardrail the validation matrices carry
     changed_all = missing_q + failing_q + ok_q
     changed = changed_all[0] if changed_all else None
-    cores = query.core_medians(con, workload, slice_)
     actions = []
     for m in shapes:
         slowest = None
@@ -256,9 +263,7 @@ def analyze_slice(
         checklist=tuple(checklist(base, actions)),
         pitfalls=tuple(pitfalls(base, actions, shapes, missing_q, failing_q)),
         latency_quantiles={r.shape: r.latency_quantiles for r in rows if r.latency_quantiles},
-        operators=operators(
-            con, workload, slice_, th, query.plan_compute_p50(con, workload, slice_)
-        ),
+        operators=operators(con, workload, slice_, th, query.plan_compute_p50(con)),
         compiles=compiles(
             con,
             workload,

@@ -25,31 +25,66 @@ GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
 """Latency quantiles kept per shape: 0%, 1%, ..., 100%; p50/p95/p99 are entries 50/95/99."""
 _REGISTERED = itertools.count()
 
-REQUESTS = """
-    SELECT *,
-        compute_end_us - arrival_us AS latency_us,
-        compute_start_us - queue_start_us AS queue_us,
-        compute_end_us - compute_start_us AS compute_us,
-        coalesce(plan_variant, 'static') AS variant
-    FROM request WHERE workload = $w AND slice = $s
-"""
+SLICE_TABLE = "slice_request"
+"""A temporary view of one slice's requests while `analyze_slice` runs (`load_slice`)."""
 
+REQUESTS = f"SELECT * FROM {SLICE_TABLE}"
+"""The slice's requests with latency, queue wait, compute and variant (`load_slice`)."""
 
-PRIMARY_PLAN = f"""
-    SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
-    FROM (SELECT shape, plan_id, count(*) AS c FROM ({REQUESTS}) WHERE plan_id IS NOT NULL
-          GROUP BY shape, plan_id)
-    GROUP BY shape
-"""
+PRIMARY_PLAN = f"SELECT shape, plan FROM {SLICE_TABLE}_primary"
 """Each shape's primary plan: the named plan that served most of its requests (ties: the
 smallest id). The plan's prediction is what the shape is measured against."""
 
-ON_PRIMARY = f"""
-    SELECT r.* FROM ({REQUESTS}) r LEFT JOIN ({PRIMARY_PLAN}) pp USING (shape)
-    WHERE r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan
-"""
+ON_PRIMARY = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary"
 """Requests that ran their shape's primary plan (or named no plan): the variant statistics
 (static, adapted, fallback) compare like with like."""
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
+    """Define the slice's requests (a temporary view over the Parquet files, with the derived
+    columns) and count its requests per (shape, plan) once, from which each shape's primary
+    plan comes, so no query re-derives them. The view streams from Parquet: memory does not
+    grow with the slice. `drop_slice` removes all three."""
+    w, s = _literal(workload), _literal(slice_)
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {SLICE_TABLE}_plans AS
+        SELECT shape, plan_id, count(*) AS c FROM request
+        WHERE workload = {w} AND slice = {s} GROUP BY shape, plan_id
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {SLICE_TABLE}_primary AS
+        SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
+        FROM {SLICE_TABLE}_plans WHERE plan_id IS NOT NULL GROUP BY shape
+        """
+    )
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP VIEW {SLICE_TABLE} AS
+        SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
+            r.stream, r.core, r.batch_size, r.mem_peak_bytes, r.source_id, r.line,
+            r.arrival_us, r.compute_end_us,
+            r.compute_end_us - r.arrival_us AS latency_us,
+            r.compute_start_us - r.queue_start_us AS queue_us,
+            r.compute_end_us - r.compute_start_us AS compute_us,
+            (r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan) AS on_primary
+        FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
+        WHERE r.workload = {w} AND r.slice = {s}
+        """
+    )
+
+
+def drop_slice(con: duckdb.DuckDBPyConnection) -> None:
+    """Remove the slice view and primary plans of `load_slice`."""
+    con.execute(f"DROP VIEW IF EXISTS {SLICE_TABLE}")
+    con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_primary")
+    con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_plans")
 
 
 def _pct(n: int, q: list[float] | None) -> Percentiles:
@@ -80,6 +115,8 @@ class ShapeRow:
     """ok requests that name their core (0: core imbalance cannot be measured)."""
     n_mem: int
     """ok requests that report their peak memory."""
+    mem_p50: float | None = None
+    """Median peak memory of ok requests (bytes; None when none reports it)."""
 
 
 def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -104,9 +141,9 @@ def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     return [(str(w), str(s)) for w, s in rows]
 
 
-def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[ShapeRow]:
-    """Per-shape counts and percentiles of latency, queue wait and compute (ok requests)."""
-    p = {"w": workload, "s": slice_}
+def shape_rows(con: duckdb.DuckDBPyConnection) -> list[ShapeRow]:
+    """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
+    wait and compute (ok requests)."""
     main = con.execute(
         f"""
         WITH r AS ({REQUESTS})
@@ -116,27 +153,25 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
             quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
             list(DISTINCT source_id ORDER BY source_id) AS sources,
             count(core) FILTER (WHERE status = 'ok') AS n_core,
-            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem
+            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
+            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50
         FROM r GROUP BY shape ORDER BY shape
-        """,
-        p,
+        """
     ).fetchall()
     variants: dict[str, dict[str, tuple[int, float | None, float | None]]] = {}
     for shape, variant, n, q in con.execute(
         f"""
         SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
         FROM ({ON_PRIMARY}) WHERE status = 'ok' GROUP BY shape, variant
-        """,
-        p,
+        """
     ).fetchall():
         variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
     plans: dict[str, dict[str | None, int]] = {}
     for shape, plan, n in con.execute(
-        f"WITH r AS ({REQUESTS}) SELECT shape, plan_id, count(*) FROM r GROUP BY shape, plan_id",
-        p,
+        f"SELECT shape, plan_id, c FROM {SLICE_TABLE}_plans"
     ).fetchall():
         plans.setdefault(shape, {})[plan] = int(n)
-    primary = dict(con.execute(PRIMARY_PLAN, p).fetchall())
+    primary = dict(con.execute(PRIMARY_PLAN).fetchall())
     return [
         ShapeRow(
             shape=shape,
@@ -152,13 +187,15 @@ def shape_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> li
             latency_quantiles=tuple(float(v) for v in lat or ()),
             n_core=int(n_core),
             n_mem=int(n_mem),
+            mem_p50=None if m50 is None else float(m50),
         )
-        for shape, n_total, n, lat, que, com, sources, n_core, n_mem in main
+        for shape, n_total, n, lat, que, com, sources, n_core, n_mem, m50 in main
     ]
 
 
-def slice_latency(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> dict[str, Any]:
-    """Slice-wide request counts, time window and latency percentiles (ok requests)."""
+def slice_latency(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+    """Of the loaded slice: slice-wide request counts, time window and latency percentiles
+    (ok requests)."""
     n_total, n, lat, t0, t1 = con.execute(
         f"""
         WITH r AS ({REQUESTS})
@@ -166,8 +203,7 @@ def slice_latency(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) ->
             quantile_cont(latency_us, {QS}) FILTER (WHERE status = 'ok'),
             min(arrival_us), max(compute_end_us)
         FROM r
-        """,
-        {"w": workload, "s": slice_},
+        """
     ).fetchall()[0]
     return {
         "requests": int(n_total),
@@ -178,37 +214,33 @@ def slice_latency(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) ->
 
 
 def compute_samples(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, shapes: list[str]
+    con: duckdb.DuckDBPyConnection, shapes: list[str]
 ) -> dict[tuple[str, str], FloatArray]:
     """Measured compute times of ok requests of the primary plan per (shape, variant), for
     the bootstrap."""
     if not shapes:
         return {}
-    # one sorted column through Arrow, split by group: no Python float per request
+    # each group sorted by DuckDB into one list; the lists come back as one Arrow buffer and
+    # are sliced without a Python float per request
     t = con.sql(
         f"""
-        SELECT shape, variant, compute_us
+        SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
         FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
-        ORDER BY shape, variant, compute_us
+        GROUP BY shape, variant
         """,
-        params={"w": workload, "s": slice_, "shapes": shapes},
+        params={"shapes": shapes},
     ).to_arrow_table()
     if t is None or t.num_rows == 0:
         return {}
-    values = t["compute_us"].to_numpy()
-    keys = pa.Table.from_arrays([t["shape"], t["variant"]], names=["shape", "variant"])
-    groups = keys.group_by(["shape", "variant"], use_threads=False).aggregate([([], "count_all")])
-    out: dict[tuple[str, str], FloatArray] = {}
-    start = 0
-    for shape, variant, count in zip(
-        groups["shape"].to_pylist(),
-        groups["variant"].to_pylist(),
-        groups["count_all"].to_pylist(),
-        strict=True,
-    ):
-        out[(str(shape), str(variant))] = np.asarray(values[start : start + count], np.float64)
-        start += count
-    return out
+    lists = t["v"].combine_chunks()
+    values = np.asarray(lists.values.to_numpy(), np.float64)
+    offsets = lists.offsets.to_numpy()
+    return {
+        (str(shape), str(variant)): values[offsets[i] : offsets[i + 1]]
+        for i, (shape, variant) in enumerate(
+            zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
+        )
+    }
 
 
 @dataclass(frozen=True)
@@ -327,10 +359,9 @@ class TailRows:
 
 def tail_rows(
     con: duckdb.DuckDBPyConnection,
-    workload: str,
-    slice_: str,
     budgets: dict[str, float],
     shapes: Sequence[ShapeRow],
+    cores: dict[str, list[tuple[int, float]]],
 ) -> dict[str, TailRows]:
     """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
 
@@ -338,53 +369,67 @@ def tail_rows(
     of requests that ran `fallback`; memory = compute excess of requests whose peak memory
     exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
     on the request's core - p50 compute on all cores. Each is clipped at zero here; the
-    attribution clips them to the excess.
+    attribution clips them to the excess. The per-shape percentiles come from `shape_rows`
+    and the per-core medians from `core_medians`: only the tail rows are scanned here.
     """
-    name = f"_budgets_{next(_REGISTERED)}"
+    stats_name = f"_tail_stats_{next(_REGISTERED)}"
+    cores_name = f"_tail_cores_{next(_REGISTERED)}"
+    with_n = [r for r in shapes if r.n]
     con.register(
-        name,
+        stats_name,
         pa.table(
-            {"shape": list(budgets), "budget": [float(b) for b in budgets.values()]},
-            schema=pa.schema([("shape", pa.string()), ("budget", pa.float64())]),
+            {
+                "shape": [r.shape for r in with_n],
+                "lat50": [r.latency.p50 for r in with_n],
+                "lat95": [r.latency.p95 for r in with_n],
+                "q50": [r.queue.p50 for r in with_n],
+                "c50": [r.compute.p50 for r in with_n],
+                "m50": [r.mem_p50 for r in with_n],
+                "budget": [budgets.get(r.shape) for r in with_n],
+            },
+            schema=pa.schema(
+                [("shape", pa.string())]
+                + [(c, pa.float64()) for c in ("lat50", "lat95", "q50", "c50", "m50", "budget")]
+            ),
+        ),
+    )
+    per_core = [(shape, core, p50) for shape, cs in cores.items() for core, p50 in cs]
+    con.register(
+        cores_name,
+        pa.table(
+            {
+                "shape": [c[0] for c in per_core],
+                "core": [c[1] for c in per_core],
+                "c50_core": [c[2] for c in per_core],
+            },
+            schema=pa.schema(
+                [("shape", pa.string()), ("core", pa.int32()), ("c50_core", pa.float64())]
+            ),
         ),
     )
     try:
-        p = {"w": workload, "s": slice_}
         rows = con.execute(
             f"""
-            WITH ok AS (SELECT * FROM ({REQUESTS}) WHERE status = 'ok'),
-            s AS (
-                SELECT shape, quantile_cont(latency_us, 0.5) AS lat50,
-                    quantile_cont(latency_us, 0.95) AS lat95,
-                    quantile_cont(queue_us, 0.5) AS q50, quantile_cont(compute_us, 0.5) AS c50,
-                    quantile_cont(mem_peak_bytes, 0.5) AS m50
-                FROM ok GROUP BY shape
-            ),
-            c AS (
-                SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
-                FROM ok WHERE core IS NOT NULL GROUP BY shape, core
-            )
             SELECT ok.shape,
                 list([
                     ok.latency_us - s.lat50,
                     greatest(ok.queue_us - s.q50, 0),
                     CASE WHEN ok.variant = 'fallback'
                          THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
-                    CASE WHEN ok.mem_peak_bytes > coalesce(b.budget, 1.5 * s.m50)
+                    CASE WHEN ok.mem_peak_bytes > coalesce(s.budget, 1.5 * s.m50)
                          THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
                     greatest(coalesce(c.c50_core - s.c50, 0), 0)
                 ] ORDER BY ok.latency_us, ok.source_id, ok.line),
                 list(DISTINCT ok.source_id ORDER BY ok.source_id)
-            FROM ok JOIN s USING (shape)
-            LEFT JOIN c ON c.shape = ok.shape AND c.core = ok.core
-            LEFT JOIN {name} b ON b.shape = ok.shape
-            WHERE ok.latency_us > s.lat95
+            FROM ({REQUESTS}) ok JOIN {stats_name} s USING (shape)
+            LEFT JOIN {cores_name} c ON c.shape = ok.shape AND c.core = ok.core
+            WHERE ok.status = 'ok' AND ok.latency_us > s.lat95
             GROUP BY ok.shape
-            """,
-            p,
+            """
         ).fetchall()
     finally:
-        con.unregister(name)
+        con.unregister(stats_name)
+        con.unregister(cores_name)
     tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
     out = {}
     for s in shapes:
@@ -404,17 +449,14 @@ def tail_rows(
     return out
 
 
-def core_medians(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> dict[str, list[tuple[int, float]]]:
+def core_medians(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, float]]]:
     """Per shape: median compute of ok requests on each core."""
     out: dict[str, list[tuple[int, float]]] = {}
     for shape, core, p50 in con.execute(
         f"""
         SELECT shape, core, quantile_cont(compute_us, 0.5) FROM ({REQUESTS})
         WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core ORDER BY shape, core
-        """,
-        {"w": workload, "s": slice_},
+        """
     ).fetchall():
         out.setdefault(shape, []).append((int(core), float(p50)))
     return out
@@ -433,16 +475,13 @@ def quality_records(
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def plan_compute_p50(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> dict[str, float]:
+def plan_compute_p50(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
     """Median compute time of each plan's ok requests (the end-to-end side of per-op sums)."""
     rows = con.execute(
         f"""
         SELECT plan_id, median(compute_us) FROM ({REQUESTS})
         WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY plan_id
-        """,
-        {"w": workload, "s": slice_},
+        """
     ).fetchall()
     return {str(p): float(v) for p, v in rows if v is not None}
 

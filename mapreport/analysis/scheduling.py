@@ -21,22 +21,23 @@ from mapreport.analysis.stats import jain_index
 CDF_POINTS = "[" + ", ".join(f"{i / 100:.2f}" for i in range(1, 100)) + "]"
 
 
-def _queue_by_stream(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[QueueProfile]:
+def _queue_by_stream(con: duckdb.DuckDBPyConnection) -> list[QueueProfile]:
     rows = con.execute(
         f"""
-        SELECT coalesce(stream, '(none)') AS g, count(*),
-            quantile_cont(queue_us, [0.5, 0.95, 0.99]), quantile_cont(queue_us, {CDF_POINTS})
+        SELECT coalesce(stream, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
         FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY g ORDER BY g
-        """,
-        p,
+        """
     ).fetchall()
+    # p50, p95 and p99 are points 50, 95 and 99 of the CDF: one quantile aggregate, not two
     return [
-        QueueProfile(g, int(n), float(q[0]), float(q[1]), float(q[2]), tuple(float(v) for v in cdf))
-        for g, n, q, cdf in rows
+        QueueProfile(
+            g, int(n), float(cdf[49]), float(cdf[94]), float(cdf[98]), tuple(float(v) for v in cdf)
+        )
+        for g, n, cdf in rows
     ]
 
 
-def _batch_impact(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[BatchImpact]:
+def _batch_impact(con: duckdb.DuckDBPyConnection) -> list[BatchImpact]:
     rows = con.execute(
         f"""
         WITH r AS ({REQUESTS}),
@@ -45,8 +46,7 @@ def _batch_impact(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[Bat
             count(*) / any_value(w.secs), sum(batch_size) / any_value(w.secs)
         FROM r, w WHERE status = 'ok' AND batch_size IS NOT NULL
         GROUP BY batch_size ORDER BY batch_size
-        """,
-        p,
+        """
     ).fetchall()
     return [
         BatchImpact(
@@ -61,31 +61,28 @@ def _batch_impact(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[Bat
     ]
 
 
-def _cores(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[CoreLoad]:
+def _cores(con: duckdb.DuckDBPyConnection) -> list[CoreLoad]:
     rows = con.execute(
         f"""
         SELECT core, count(*), sum(compute_us), quantile_cont(compute_us, 0.5)
         FROM ({REQUESTS}) WHERE core IS NOT NULL GROUP BY core ORDER BY core
-        """,
-        p,
+        """
     ).fetchall()
     return [CoreLoad(int(c), int(n), float(b), float(q)) for c, n, b, q in rows]
 
 
-def _streams(con: duckdb.DuckDBPyConnection, p: dict[str, str]) -> list[StreamShare]:
+def _streams(con: duckdb.DuckDBPyConnection) -> list[StreamShare]:
     rows = con.execute(
         f"""
         SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok')
         FROM ({REQUESTS}) GROUP BY g ORDER BY g
-        """,
-        p,
+        """
     ).fetchall()
     return [StreamShare(g, int(a), int(s), int(s) / int(a)) for g, a, s in rows if a]
 
 
 def _fusion(
     con: duckdb.DuckDBPyConnection,
-    p: dict[str, str],
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
 ) -> list[FusionEffect]:
@@ -95,6 +92,11 @@ def _fusion(
     by_bucket: dict[str, list[BucketRow]] = {}
     for b in buckets:
         by_bucket.setdefault(b.bucket, []).append(b)
+    if not any(
+        any(b.fusion_groups for b in rows) and not all(b.fusion_groups for b in rows)
+        for rows in by_bucket.values()
+    ):
+        return []  # no bucket has both a fused and an unfused plan: nothing to compare
     stats = {
         (plan, shape): (int(n), q, m)
         for shape, plan, n, q, m in con.execute(
@@ -103,8 +105,7 @@ def _fusion(
                 quantile_cont(mem_peak_bytes, 0.5)
             FROM ({REQUESTS})
             WHERE status = 'ok' AND plan_id IS NOT NULL AND variant = 'static' GROUP BY ALL
-            """,
-            p,
+            """
         ).fetchall()
     }
     out = []
@@ -140,16 +141,13 @@ def _fusion(
 
 def scheduling(
     con: duckdb.DuckDBPyConnection,
-    workload: str,
-    slice_: str,
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
 ) -> Scheduling:
-    """Every scheduling-quality figure of a slice."""
-    p = {"w": workload, "s": slice_}
-    cores = _cores(con, p)
-    streams = _streams(con, p)
-    fusion = _fusion(con, p, buckets, shape_buckets)
+    """Every scheduling-quality figure of the loaded slice (`query.load_slice`)."""
+    cores = _cores(con)
+    streams = _streams(con)
+    fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
     if fusion:
         note = ""
@@ -161,8 +159,8 @@ def scheduling(
     else:
         note = "not measured: no fusion groups"
     return Scheduling(
-        queue_by_stream=tuple(_queue_by_stream(con, p)),
-        batch_impact=tuple(_batch_impact(con, p)),
+        queue_by_stream=tuple(_queue_by_stream(con)),
+        batch_impact=tuple(_batch_impact(con)),
         cores=tuple(cores),
         jain_index_cores=jain_index([c.busy_us for c in cores]),
         streams=tuple(streams),
