@@ -256,3 +256,24 @@ def test_launch_sweep_finds_the_innermost_holding_op(
         else:  # equal (start, duration): either op is the innermost
             best = max(holding)[:2]
             assert got[c] - 100 in [i for s, nd, i in holding if (s, nd) == best]
+
+
+def test_streamed_lines_and_rejections_across_runs(tmp_path: Path, monkeypatch: Any) -> None:
+    """Many runs: every row keeps its event's index as its line, and a malformed event in a
+    middle run is rejected by its index (abort) or quarantined while the rest are kept."""
+    from mapreport.ingest import jsonarray
+
+    monkeypatch.setattr(jsonarray, "BLOCK", 600)
+    events: list[Any] = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(400)]
+    events[150] = {**GOOD, "ts": "soon"}
+    events[151] = {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "x"}}
+    f = write_trace(tmp_path / "t.json.gz", events)
+    with pytest.raises(InputError) as err:
+        ingest_file(Dataset(tmp_path / "ds", create=True), f)
+    assert (err.value.line, err.value.field) == (151, None)
+    assert "traceEvents[150]" in err.value.reason
+    ds = Dataset(tmp_path / "ds2", create=True)
+    res = ingest_file(ds, f, policy="quarantine")
+    assert (res.rows["op_exec"], res.rejected) == (398, 1)
+    rows = ds.connect().execute("SELECT line, name FROM op_exec ORDER BY line").fetchall()
+    assert rows == [(i + 1, f"k{i}") for i in range(400) if i not in (150, 151)]

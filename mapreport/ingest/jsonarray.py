@@ -59,13 +59,13 @@ class ArrayStream(Generic[T]):
         key: bytes,
         decode: Callable[[bytes], T],
         count: Callable[[T], int],
-        block: int = BLOCK,
+        block: int | None = None,
     ) -> None:
         self._fh = fh
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
         self._decode = decode
         self._count = count
-        self._block = block
+        self._block = block or BLOCK
         self.rest = b""
         self.elements = 0
 
