@@ -65,7 +65,8 @@ def analyze_slice(
 ) -> SliceResult:
     """Every metric of METRICS.md for one slice: coverage, accuracy, adaptation gain and the
     decision per shape, then the diagnosis (tail drivers, scheduling, classes, actions,
-    checklist). The slice's requests are read from Parquet once, into memory, for the run."""
+    checklist). The slice's requests are one view over its Parquet files while it runs, with the
+    primary plans computed once (`query.load_slice`)."""
     query.load_slice(con, workload, slice_)
     try:
         return _analyze(con, workload, slice_, th, review or Review())
