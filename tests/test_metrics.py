@@ -216,3 +216,29 @@ def test_bootstrap_is_seeded_and_order_free() -> None:
     assert one[1] > 0.1
     same = bootstrap_ratio_gain(b[:300], b[:300], 0.5, 1000, seed=7)
     assert same[1] < 0 < same[2]  # no difference: the CI straddles zero
+
+
+def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
+    """The per-slice view embeds the workload and slice as SQL literals: a quote in either
+    must neither break the query nor change a figure."""
+    import dataclasses
+
+    from mapreport.analysis import Review, Thresholds, analyze_slice, list_slices
+    from mapreport.pipeline import ingest
+    from mapreport.store import Dataset
+
+    w = next(x for x in synth.WORKLOADS if x.slice)
+    results = []
+    for name, slice_ in ((w.workload, w.slice), ("o'neil", "it's")):
+        ww = dataclasses.replace(w, workload=name, slice=slice_)
+        folder = tmp_path / str(len(results))
+        files = synth.generate(folder / "in", scale=0.05, seed=3, workloads=[ww])
+        ingest(folder / "ds", files)
+        con = Dataset(folder / "ds").connect()
+        assert (name, slice_) in list_slices(con)
+        results.append(analyze_slice(con, name, slice_, Thresholds(), Review()))
+    plain, odd = results
+    assert odd.requests == plain.requests > 0
+    assert [(m.shape, m.n, m.latency.p95, m.gain) for m in odd.shapes] == [
+        (m.shape, m.n, m.latency.p95, m.gain) for m in plain.shapes
+    ]
