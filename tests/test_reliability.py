@@ -434,3 +434,37 @@ def test_pdf_fetcher_allows_only_package_assets(tmp_path: Path) -> None:
         ["file:///etc/passwd", "http://198.51.100.7/x.css", "https://198.51.100.7/y.png"]
     )
     assert (tmp_path / "x.pdf").stat().st_size > 0
+
+
+def test_a_failed_background_write_fails_the_file(tmp_path: Path, monkeypatch: Any) -> None:
+    """Staged Parquet files are written by a background thread: a write that fails (a full
+    disk) fails the file with that error, nothing of it stays staged or committed, and the
+    next file ingests normally."""
+    from mapreport import synth
+    from mapreport.ingest import sink as sink_module
+    from mapreport.store import STAGING, Dataset
+
+    files = synth.generate(tmp_path / "in", scale=0.05, seed=5)
+    runtime = next(f for f in files if ".runtime." in f.name)
+    real = sink_module.write_parquet
+    calls = {"n": 0}
+
+    def failing(table: Any, path: Path) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        real(table, path)
+
+    monkeypatch.setattr(sink_module, "write_parquet", failing)
+    monkeypatch.setattr(sink_module, "FLUSH_ROWS", 50)
+    import mapreport.ingest.fast as fast
+
+    monkeypatch.setattr(fast, "BATCH", 50)
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(OSError, match="No space left"):
+        ingest_file(ds, runtime)
+    assert not list((tmp_path / "ds").rglob("*.parquet"))
+    assert not any((tmp_path / "ds" / STAGING).glob("*"))
+    monkeypatch.setattr(sink_module, "write_parquet", real)
+    res = ingest_file(ds, runtime)
+    assert res.rows["request"] > 0

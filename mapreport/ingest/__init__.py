@@ -151,6 +151,7 @@ def stage_file(
         sink.enforce_unique()
         rows = sink.close()
     except BaseException:
+        sink.abandon()  # writes in flight finish before their folder goes
         shutil.rmtree(staging, ignore_errors=True)
         raise
     entry = LogEntry(

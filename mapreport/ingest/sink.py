@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
+import contextlib
+from collections import Counter, deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +21,8 @@ from mapreport.store import Dataset, write_parquet
 ErrorPolicy = Literal["abort", "quarantine"]
 ERROR_POLICIES: tuple[str, ...] = ("abort", "quarantine")
 FLUSH_ROWS = 100_000
+WRITES_IN_FLIGHT = 2
+"""Staged Parquet writes queued behind the reader at most."""
 MAX_REJECTIONS_LOGGED = 50
 """ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
 
@@ -38,6 +42,8 @@ class Sink:
     rejections: list[dict[str, Any]] = field(default_factory=list)
     _buffers: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _seq: int = 0
+    _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
+    _writing: deque[Future[None]] = field(default_factory=deque, repr=False)
 
     def add(self, table: str, line: int | None, row: dict[str, Any]) -> None:
         """Add one canonical row; provenance columns are filled in here and columns the row
@@ -105,11 +111,37 @@ class Sink:
         self._write(table, workload, pa.Table.from_pylist(rows, schema=TABLES[table]))
 
     def _write(self, table: str, workload: str, data: pa.Table) -> None:
-        """One staged Parquet file of `table` (in the workload's partition when it has one)."""
+        """One staged Parquet file of `table` (in the workload's partition when it has one),
+        written by a background thread: Parquet encoding and compression release the GIL, so
+        they run on the second core while the reader decodes the next batch. At most
+        WRITES_IN_FLIGHT batches wait, so memory stays bounded."""
         self._seq += 1
         name = f"{self.source_id}-{self._seq:05d}.parquet"
         target = Dataset.table_path(self.staging, table, workload, name)
-        write_parquet(data, target)
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink-parquet")
+        while len(self._writing) >= WRITES_IN_FLIGHT:
+            self._writing.popleft().result()
+        self._writing.append(self._writer.submit(write_parquet, data, target))
+
+    def _drain(self) -> None:
+        """Wait for every background write and end the writer thread; the first failure is
+        raised (the rest are waited for too)."""
+        try:
+            while self._writing:
+                self._writing.popleft().result()
+        finally:
+            self.abandon()
+
+    def abandon(self) -> None:
+        """Stop writing: wait for writes in flight, ignoring their errors (the file failed, so
+        its staging folder is about to be removed), and end the writer thread."""
+        while self._writing:
+            with contextlib.suppress(Exception):
+                self._writing.popleft().result()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+            self._writer = None
 
     def enforce_unique(self, table: str = "request", key: str = "request_id") -> None:
         """Reject rows whose key repeats an earlier row of the same file (FORMATS.md: request
@@ -157,7 +189,8 @@ class Sink:
         self.close()
 
     def close(self) -> dict[str, int]:
-        """Flush every buffer; returns rows written per table."""
+        """Flush every buffer and wait for the writes; returns rows written per table."""
         for key in list(self._buffers):
             self._flush(key)
+        self._drain()
         return dict(self.rows)
