@@ -33,6 +33,10 @@ def _progress(quiet: bool) -> Callable[[str], None]:
     return lambda msg: click.echo(f"  {msg}", err=True)
 
 
+SYSTEM_ERROR_EXIT = 7
+"""Exit code when the operating system refused an operation (OSError)."""
+
+
 def domain_errors(fn: F) -> F:
     """Turn a MapreportError into `mapreport: <message>` on stderr and its exit code."""
 
@@ -48,6 +52,10 @@ def domain_errors(fn: F) -> F:
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
+        except OSError as e:  # the system refused: a full disk, a read-only or missing folder
+            where = f" ({e.filename})" if e.filename else ""
+            click.echo(f"mapreport: system error: {e.strerror or e}{where}", err=True)
+            sys.exit(SYSTEM_ERROR_EXIT)
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else ""
             click.echo(

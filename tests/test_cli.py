@@ -220,3 +220,17 @@ def test_a_bug_ends_in_one_line_not_a_traceback(
         "(run with -v for the traceback; please report it)"
     )
     assert "Traceback" not in res.output
+
+
+def test_a_full_disk_is_a_system_error_not_a_bug(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device", str(tmp_path / "ds"))
+
+    monkeypatch.setattr("mapreport.cli.report", full)
+    res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
+    assert res.exit_code == 7
+    assert res.output.strip() == (
+        f"mapreport: system error: No space left on device ({tmp_path / 'ds'})"
+    )
