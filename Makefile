@@ -48,6 +48,7 @@ demo: setup
 
 lint: venv
 	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
+	$(BIN)/ruff format --check mapreport tests $(wildcard benchmarks)
 
 typecheck: venv
 	$(BIN)/mypy

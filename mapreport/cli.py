@@ -164,8 +164,11 @@ def main() -> None:
     "format's own (abort; quarantine for TORCH_TRACE logs).",
 )
 @click.option("--format", "fmt", type=click.Choice(sorted(READERS)), help="Skip sniffing.")
-@click.option("--workload", help="Workload name for formats that carry none (profiler traces); "
-              "default: the file name up to its first dot.")
+@click.option(
+    "--workload",
+    help="Workload name for formats that carry none (profiler traces); "
+    "default: the file name up to its first dot.",
+)
 @click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
 @click.option(
     "--jobs",

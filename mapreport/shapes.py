@@ -21,6 +21,7 @@ def _digits(text: str) -> bool:
     """ASCII digits only: str.isdigit() also accepts '²' and other characters int() refuses."""
     return _DIGITS.fullmatch(text) is not None
 
+
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]{0,63}$")
 
 

@@ -96,6 +96,7 @@ _ENV = {
     "captured_at": "2026-11-28T02:00:00Z",
 }
 
+
 def _shape(
     dims: dict[str, int],
     requests: int,
@@ -112,9 +113,20 @@ def _shape(
 ) -> ShapeTruth:
     """Shorthand: `mix` is the (static, adapted, fallback) share of the shape's requests;
     `cls` and `actions` are what the diagnosis must find; `planted` adds tail causes."""
-    return ShapeTruth(dims, requests, static_us, ratio, *mix, adapted_gain=gain,
-                      fallback_slowdown=slowdown, adaptation_cost_us=cost_us, expect=expect,
-                      expect_class=cls, actions=actions, **planted)
+    return ShapeTruth(
+        dims,
+        requests,
+        static_us,
+        ratio,
+        *mix,
+        adapted_gain=gain,
+        fallback_slowdown=slowdown,
+        adaptation_cost_us=cost_us,
+        expect=expect,
+        expect_class=cls,
+        actions=actions,
+        **planted,
+    )
 
 
 # fmt: off

@@ -16,8 +16,12 @@ def test_sample_config_loads_with_paths_relative_to_it() -> None:
     assert cfg.dataset == (SAMPLE_DATA.parent / "demo" / "dataset").resolve()
     assert cfg.thresholds.tolerance == 0.15
     assert cfg.thresholds.bootstrap_resamples >= 1000
-    assert set(cfg.owners) == {"compiler_lead", "runtime_lead", "observability_engineer",
-                               "model_serving_architect"}
+    assert set(cfg.owners) == {
+        "compiler_lead",
+        "runtime_lead",
+        "observability_engineer",
+        "model_serving_architect",
+    }
     assert set(cfg.signoffs) == {"compiler_lead", "runtime_lead"}
     files = cfg.source_files()
     assert len(files) == 7

@@ -223,9 +223,12 @@ EXPECTED_OWNER = {
 
 
 def test_each_planted_cause_goes_to_its_owner(demo_reports: Path) -> None:
-    names = {"compiler_lead": "Compiler team (A. Ng)", "runtime_lead": "Runtime team (J. Okafor)",
-             "observability_engineer": "Observability (M. Silva)",
-             "model_serving_architect": "Serving architecture (R. Iyer)"}
+    names = {
+        "compiler_lead": "Compiler team (A. Ng)",
+        "runtime_lead": "Runtime team (J. Okafor)",
+        "observability_engineer": "Observability (M. Silva)",
+        "model_serving_architect": "Serving architecture (R. Iyer)",
+    }
     seen = set()
     for name in TRUTH:
         doc = json.loads((demo_reports / name / "findings.json").read_text())

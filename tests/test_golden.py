@@ -39,8 +39,11 @@ def compare(got: Any, want: Any, where: str = "$") -> list[str]:
     if isinstance(want, list):
         if not isinstance(got, list) or len(got) != len(want):
             return [f"{where}: expected a list of {len(want)}"]
-        return [d for i, (g, w) in enumerate(zip(got, want, strict=True))
-                for d in compare(g, w, f"{where}[{i}]")]
+        return [
+            d
+            for i, (g, w) in enumerate(zip(got, want, strict=True))
+            for d in compare(g, w, f"{where}[{i}]")
+        ]
     if isinstance(want, float) and isinstance(got, int | float) and not isinstance(got, bool):
         tol = CI_ABS if "_ci" in where else max(ABS, REL * abs(want))
         return [] if math.isclose(got, want, abs_tol=tol) else [f"{where}: {got} != {want}"]
@@ -68,7 +71,11 @@ def test_findings_match_golden(demo_reports: Path, name: str) -> None:
 
 
 def test_compare_tolerances() -> None:
-    assert compare({"a": 1.0, "gain_p50_ci": [0.1, 0.2]}, {"a": 1.0 + 1e-9,
-                   "gain_p50_ci": [0.102, 0.2]}) == []
+    assert (
+        compare(
+            {"a": 1.0, "gain_p50_ci": [0.1, 0.2]}, {"a": 1.0 + 1e-9, "gain_p50_ci": [0.102, 0.2]}
+        )
+        == []
+    )
     assert compare({"a": 1.1}, {"a": 1.0}) == ["$.a: 1.1 != 1.0"]
     assert compare({"a": [1]}, {"a": [1, 2]}) == ["$.a: expected a list of 2"]

@@ -83,8 +83,11 @@ def test_accuracy_matches_independent_computation(
             continue
         expected_pred = synth.bucket_prediction(w, bucket)
         assert m.predicted_us == pytest.approx(expected_pred, rel=1e-9)
-        static = ok[(ok["shape"] == m.shape) & (ok["plan_variant"] == "static")
-                    & (ok["plan_id"] == w.plan_id)]["compute"]
+        static = ok[
+            (ok["shape"] == m.shape)
+            & (ok["plan_variant"] == "static")
+            & (ok["plan_id"] == w.plan_id)
+        ]["compute"]
         if len(static) < r.thresholds.min_samples:
             assert m.ape is None
             assert m.accuracy == "not_measured"

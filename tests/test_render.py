@@ -24,8 +24,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def pdftotext(pdf: Path) -> str:
-    return subprocess.run(["pdftotext", "-layout", str(pdf), "-"], capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+    ).stdout
 
 
 @pytest.mark.parametrize("name", SLICES)
@@ -59,8 +60,17 @@ def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, nam
 
 
 def test_pdf_pages_rasterise(demo_reports: Path, tmp_path: Path) -> None:
-    subprocess.run(["pdftoppm", "-r", "40", "-png", str(demo_reports / "bert-base" /
-                    "report.pdf"), str(tmp_path / "p")], check=True)
+    subprocess.run(
+        [
+            "pdftoppm",
+            "-r",
+            "40",
+            "-png",
+            str(demo_reports / "bert-base" / "report.pdf"),
+            str(tmp_path / "p"),
+        ],
+        check=True,
+    )
     pngs = sorted(tmp_path.glob("p-*.png"))
     assert len(pngs) == len(pypdf.PdfReader(demo_reports / "bert-base" / "report.pdf").pages)
     assert all(p.stat().st_size > 5_000 for p in pngs)
@@ -72,11 +82,26 @@ def test_html_runs_clean_in_chromium(demo_reports: Path, name: str, tmp_path: Pa
     html = demo_reports / name / "report.html"
     assert CHROMIUM is not None
     res = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
-         "--v=0", "--virtual-time-budget=5000", "--dump-dom", html.as_uri()],
-        capture_output=True, text=True, timeout=120,
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={tmp_path / 'profile'}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--virtual-time-budget=5000",
+            "--dump-dom",
+            html.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert res.returncode == 0, res.stderr[-2000:]
     console = [line for line in res.stderr.splitlines() if "CONSOLE" in line]
@@ -89,7 +114,7 @@ def test_html_runs_clean_in_chromium(demo_reports: Path, name: str, tmp_path: Pa
     assert doc["load_sweep"] is None
     for chart in drawn:
         start = dom.index(f'id="chart-{chart}"')
-        assert 'class="main-svg"' in dom[start:start + 5000], chart  # plotly drew it
+        assert 'class="main-svg"' in dom[start : start + 5000], chart  # plotly drew it
     for s in SECTIONS:
         assert f'id="{s.id}"' in dom
     # self-contained: nothing in the page loads from the network (plotly.js is inlined)
@@ -103,10 +128,27 @@ def test_findings_match_schema(demo_reports: Path, name: str) -> None:
     doc = json.loads((demo_reports / name / "findings.json").read_text())
     jsonschema.validate(doc, SCHEMA)
     assert doc["workload"] == name.split("/")[0]
-    required = {"shape", "n", "traffic_share", "covered", "bucket", "latency_p50_us",
-                "latency_p95_us", "latency_p99_us", "queue_p95_us", "compute_p50_us",
-                "predicted_us", "measured_static_p50_us", "signed_error", "ape", "gain_p50",
-                "gain_p50_ci", "gain_p95", "net_gain_p50", "decision"}
+    required = {
+        "shape",
+        "n",
+        "traffic_share",
+        "covered",
+        "bucket",
+        "latency_p50_us",
+        "latency_p95_us",
+        "latency_p99_us",
+        "queue_p95_us",
+        "compute_p50_us",
+        "predicted_us",
+        "measured_static_p50_us",
+        "signed_error",
+        "ape",
+        "gain_p50",
+        "gain_p50_ci",
+        "gain_p95",
+        "net_gain_p50",
+        "decision",
+    }
     assert all(required <= set(s) for s in doc["shapes"])
 
 

@@ -58,9 +58,7 @@ OWNER_ROLES: tuple[OwnerRole, ...] = (
     "observability_engineer",
     "model_serving_architect",
 )
-AccuracyState = Literal[
-    "accurate", "inaccurate", "uncovered", "not_measured", "no_prediction"
-]
+AccuracyState = Literal["accurate", "inaccurate", "uncovered", "not_measured", "no_prediction"]
 GainState = Literal["significant", "not_significant", "regression", "not_measured"]
 
 

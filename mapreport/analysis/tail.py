@@ -144,9 +144,7 @@ def tail_drivers(
     threshold."""
     if t.n < th.min_samples_p95:
         return None
-    unmeasured = [
-        d for d, n in (("core_imbalance", t.n_core), ("memory_burst", t.n_mem)) if n == 0
-    ]
+    unmeasured = [d for d, n in (("core_imbalance", t.n_core), ("memory_burst", t.n_mem)) if n == 0]
     return _drivers(parts, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review, seed)
 
 

@@ -48,9 +48,7 @@ SECTIONS: tuple[Section, ...] = (
         "sections/decisions.html.j2",
         needs_requests=True,
     ),
-    Section(
-        "tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True
-    ),
+    Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
     Section("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
     Section(
         "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",), True
