@@ -164,13 +164,12 @@ def _write(sink: Sink, table: pa.Table, lines: np.ndarray) -> None:
         return
     workloads = table["workload"].unique().to_pylist()
     for w in workloads:
-        part = table if len(workloads) == 1 else table.filter(pc.equal(table["workload"], w))
-        rows = lines if len(workloads) == 1 else lines[pc.equal(table["workload"], w).to_numpy()]
-        sink.add_columns(
-            "request",
-            str(w),
-            rows.tolist(),
-            {c: part[c] for c in part.column_names},
+        part, rows = table, lines
+        if len(workloads) > 1:
+            mask = pc.equal(table["workload"], w)
+            part, rows = table.filter(mask), lines[mask.to_numpy(zero_copy_only=False)]
+        sink.add_table(
+            "request", str(w), pa.array(rows, pa.int64()), {c: part[c] for c in part.column_names}
         )
 
 

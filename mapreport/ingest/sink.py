@@ -57,14 +57,6 @@ class Sink:
         if len(buf) >= FLUSH_ROWS:
             self._flush(key)
 
-    def add_columns(
-        self, table: str, workload: str, lines: list[int], columns: dict[str, list[Any]]
-    ) -> None:
-        """Add many rows of one workload at once, as columns (the fast path of large traces)."""
-        if not lines:
-            return
-        self.add_table(table, workload, pa.array(lines, pa.int64()), columns)
-
     def add_table(
         self,
         table: str,
