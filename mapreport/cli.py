@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 import click
 
 from mapreport import __version__
-from mapreport.config import default_config, load_config
+from mapreport.config import MAX_JOBS, default_config, load_config
 from mapreport.errors import MapreportError, ReportError
 from mapreport.ingest import READERS, IngestResult
 from mapreport.ingest.sink import ERROR_POLICIES, ErrorPolicy
@@ -172,7 +172,7 @@ def main() -> None:
 @click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
 @click.option(
     "--jobs",
-    type=click.IntRange(1, 64),
+    type=click.IntRange(1, MAX_JOBS),
     default=1,
     show_default=True,
     help="Files read at once, each in its own process (commits stay in order; memory grows "
@@ -271,11 +271,23 @@ def report_cmd(
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
 @run_date_opt
 @force_opt
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, MAX_JOBS),
+    default=None,
+    help="Source files read at once, each in its own process [default: run.jobs of CONFIG, "
+    "else 1].",
+)
 @quiet_opt
 @verbose_opt
 @domain_errors
 def run_cmd(
-    config_path: Path, run_date: datetime | None, force: bool, quiet: bool, verbose: bool
+    config_path: Path,
+    run_date: datetime | None,
+    force: bool,
+    jobs: int | None,
+    quiet: bool,
+    verbose: bool,
 ) -> None:
     """The nightly job: ingest the sources CONFIG lists, report every slice and record the run
     in the closed-loop history. A slice that fails is listed in index.html and makes the exit
@@ -292,6 +304,7 @@ def run_cmd(
             _progress(quiet),
             run_date.date().isoformat() if run_date else None,
             force=force,
+            jobs=jobs,
         )
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)

@@ -28,6 +28,11 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     out: str = "reports"
     sources: list[str] = []
     on_error: ErrorPolicy | None = None
+    jobs: int = 1
+
+
+MAX_JOBS = 64
+"""The most reader processes a run may start."""
 
 
 class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -76,6 +81,9 @@ class Config:
     signoffs: dict[str, str]
     record_history: bool = True
     baseline_run: str | None = None
+    jobs: int = dataclasses.field(default=1, repr=False)
+    """Source files read at once, each in its own process. Left out of the repr, which is
+    part of a report's fingerprint: how files were read does not change a report."""
 
     def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
         """The configured SLA block of a slice (an exact match, else the workload's generic)."""
@@ -118,6 +126,8 @@ def _build(raw: _File, path: Path | None) -> Config:
         raise ConfigError(f"{path}: thresholds.bootstrap_resamples must be >= 1000 (METRICS.md)")
     if min(th.min_samples, th.min_samples_p95, th.min_samples_p99) < 1:
         raise ConfigError(f"{path}: thresholds.min_samples* must be >= 1")
+    if not 1 <= raw.run.jobs <= MAX_JOBS:
+        raise ConfigError(f"{path}: run.jobs must be in 1..{MAX_JOBS}, got {raw.run.jobs}")
     return Config(
         path=path,
         dataset=(base / raw.run.dataset).resolve(),
@@ -130,6 +140,7 @@ def _build(raw: _File, path: Path | None) -> Config:
         signoffs={k: v for k, v in msgspec.structs.asdict(raw.signoffs).items() if v},
         record_history=raw.history.record,
         baseline_run=raw.history.baseline_run,
+        jobs=raw.run.jobs,
     )
 
 

@@ -357,13 +357,21 @@ def run(
     progress: Progress = _quiet,
     run_date: str | None = None,
     force: bool = False,
+    jobs: int | None = None,
 ) -> tuple[list[IngestResult], list[SliceOutcome]]:
-    """The nightly job: ingest the configured sources, then report every slice."""
+    """The nightly job: ingest the configured sources (`jobs` files at once; default the
+    config's run.jobs), then report every slice."""
     if not config.sources:
         raise MapreportError(f"{config.path}: run.sources lists no input files")
     failed: IngestFailures | None = None
     try:
-        ingested = ingest(config.dataset, config.source_files(), config.on_error, progress=progress)
+        ingested = ingest(
+            config.dataset,
+            config.source_files(),
+            config.on_error,
+            progress=progress,
+            jobs=jobs or config.jobs,
+        )
     except IngestFailures as e:
         ingested, failed = e.results, e
     outcomes = report(

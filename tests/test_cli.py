@@ -138,6 +138,14 @@ def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
     res = cli("run", cfg)
     assert res.returncode == 4
     assert "tolerance" in res.stderr
+    cfg = write_config(tmp_path, sample_dir)
+    cfg.write_text(cfg.read_text().replace('on_error = "abort"', 'on_error = "abort"\njobs = 0'))
+    res = cli("run", cfg)
+    assert res.returncode == 4
+    assert res.stderr.strip() == f"mapreport: {cfg}: run.jobs must be in 1..64, got 0"
+    res = cli("run", "--jobs", "0", cfg)
+    assert res.returncode == 2
+    assert "--jobs" in res.stderr
 
 
 def test_run_continues_past_a_failing_slice(
