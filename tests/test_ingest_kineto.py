@@ -277,3 +277,131 @@ def test_streamed_lines_and_rejections_across_runs(tmp_path: Path, monkeypatch: 
     assert (res.rows["op_exec"], res.rejected) == (398, 1)
     rows = ds.connect().execute("SELECT line, name FROM op_exec ORDER BY line").fetchall()
     assert rows == [(i + 1, f"k{i}") for i in range(400) if i not in (150, 151)]
+
+
+def _outcome(tmp_path: Path, f: Path, name: str, policy: str | None) -> Any:
+    """What ingesting `f` leaves: counts and rows of every table (or the error it raised)."""
+    ds = Dataset(tmp_path / name, create=True)
+    try:
+        res = ingest_file(ds, f, policy=policy)  # type: ignore[arg-type]
+    except InputError as e:
+        return ("error", e.line, e.field, e.reason)
+    con = ds.connect()
+    tables = {}
+    for table, cols in (
+        ("op_exec", "* EXCLUDE (source_id)"),
+        ("environment", "* EXCLUDE (source_id)"),
+        ("quarantine", "line, field, reason, raw"),
+    ):
+        if res.rows.get(table):
+            tables[table] = con.execute(f"SELECT {cols} FROM {table} ORDER BY line").fetchall()
+    return res.rows, res.rejected, tables
+
+
+def _one_and_two_processes(
+    tmp_path: Path, f: Path, monkeypatch: Any, policy: str | None = None
+) -> tuple[Any, Any, list[bool]]:
+    """The outcome read by this process alone and with a forked helper for the second half;
+    and, per helper started, whether its half was used."""
+    from mapreport.ingest import kineto
+
+    used: list[bool] = []
+    real = kineto._Helper.result
+
+    def result(self: Any) -> Any:
+        half = real(self)
+        used.append(half is not None)
+        return half
+
+    monkeypatch.setattr(kineto._Helper, "result", result)
+    monkeypatch.setattr(kineto, "PARALLEL_BYTES", 1 << 62)
+    one = _outcome(tmp_path, f, "one", policy)
+    monkeypatch.setattr(kineto, "PARALLEL_BYTES", 0)
+    two = _outcome(tmp_path, f, "two", policy)
+    return one, two, used
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(HTA)))
+def test_two_processes_read_a_trace_as_one_does(
+    tmp_path: Path, trace: Path, monkeypatch: Any
+) -> None:
+    """A large plain trace is read by two processes (a forked helper takes the events after
+    an element boundary near the middle): every table ends exactly as one process leaves it.
+    Every real trace, unpacked, is read both ways (size threshold lowered to 0)."""
+    f = tmp_path / "trace.json"
+    f.write_bytes(gzip.decompress(trace.read_bytes()))
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
+    assert two == one
+    # the split guess lands among the events unless they are a small part of the file
+    assert used in ([True], [])
+    if trace.parent.name == "control":
+        assert used == [True]
+
+
+def _plain_trace(path: Path, events: list[Any]) -> Path:
+    doc = {"schemaVersion": 1, "deviceProperties": [], "traceEvents": events, "after": [1]}
+    path.write_text(json.dumps(doc, indent=1))
+    return path
+
+
+@pytest.mark.parametrize("policy", ["quarantine", None])
+def test_two_processes_reject_the_same_events(
+    tmp_path: Path, monkeypatch: Any, policy: str | None
+) -> None:
+    """Malformed and invalid events on both sides of the split: the same rejections, lines
+    and messages (event numbers of the helper's half are shifted by the events before it),
+    and under `abort` the same first bad event."""
+    events: list[Any] = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
+    events[10] = {**GOOD, "dur": -1.0}
+    events[2500] = {**GOOD, "ts": "soon"}
+    events[2600] = [1, 2]
+    if policy is None:  # abort: the first bad event is in the helper's half
+        events[10] = GOOD
+    f = _plain_trace(tmp_path / "t.json", events)
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch, policy)
+    assert two == one
+    assert used == [True]
+    if policy is None:
+        assert one[:3] == ("error", 2501, None)
+        assert "traceEvents[2500]" in one[3]
+    else:
+        assert one[1] == 3
+        assert [r[0] for r in one[2]["quarantine"]] == [11, 2501, 2601]
+
+
+def test_a_split_inside_an_event_is_dropped(tmp_path: Path, monkeypatch: Any) -> None:
+    """When the guessed split is not an element start (here `}, {` inside a name), this
+    process's last run does not decode there, the helper's work is dropped and this process
+    reads the whole array."""
+    from mapreport.ingest import kineto
+
+    events = [{**GOOD, "name": f"k{i} }}, {{ x"} for i in range(3000)]
+    f = _plain_trace(tmp_path / "t.json", events)
+    raw = f.read_bytes()
+    inside = raw.index(b"k1500 }, { x") + len(b"k1500 }, ")
+
+    def start(cls: Any, path: Path) -> Any:
+        return cls(path, inside)
+
+    monkeypatch.setattr(kineto._Helper, "start", classmethod(start))
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
+    assert used == []  # never asked: the split did not prove itself
+    assert two == one
+    assert one[0]["op_exec"] == 3000
+
+
+def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> None:
+    """A helper that fails (here: it raises at once) costs time, not rows: this process
+    reads the second half itself."""
+    from mapreport.ingest import kineto
+
+    def broken(path: Path, split: int, conn: Any) -> None:
+        conn.send_bytes(b"\x80\x04\x95")  # not even a whole pickle
+        conn.close()
+
+    monkeypatch.setattr(kineto, "_second_half", broken)
+    events = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
+    f = _plain_trace(tmp_path / "t.json", events)
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
+    assert used == [False]
+    assert two == one

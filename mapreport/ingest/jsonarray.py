@@ -26,7 +26,9 @@ MAX_PREFIX = 64 << 20
 MAX_RUN = 256 << 20
 """A run that finds no cut in this many bytes is a syntax error, not a long element."""
 
-_CUT = re.compile(rb"\}\s*,\s*\{")
+CUT = re.compile(rb"\}\s*,\s*\{")
+"""Where two objects of an array may meet: `}` `,` `{` (also found inside strings and nested
+lists, so a cut is only proven by decoding)."""
 _ANY = msgspec.json.Decoder()
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
@@ -60,14 +62,25 @@ class ArrayStream(Generic[T]):
         decode: Callable[[bytes], T],
         count: Callable[[T], int],
         block: int | None = None,
+        stop: int | None = None,
+        inside: bool = False,
     ) -> None:
+        """`stop`: the byte offset (from where `fh` starts) of an element to stop before: the
+        last run ends there, and `stopped` says whether that run decoded, which proves an
+        element starts at `stop`. `inside`: `fh` starts at an element of the array (a second
+        reader's half), there is no key to find, and `rest` is what follows the array."""
         self._fh = fh
         self._key = re.compile(rb'"' + re.escape(key) + rb'"\s*:\s*\[')
         self._decode = decode
         self._count = count
         self._block = block or BLOCK
+        self._stop = stop
+        self._inside = inside
         self.rest = b""
+        self.prefix = b""
+        """The document up to the array's `[` (empty when `inside`)."""
         self.elements = 0
+        self.stopped = False
 
     def _read(self) -> bytes:
         return self._fh.read(self._block)
@@ -91,12 +104,25 @@ class ArrayStream(Generic[T]):
                 raise NotStreamable
 
     def __iter__(self) -> Iterator[T]:
-        prefix, buf, eof = self._start()
+        if self._inside:
+            prefix, buf, eof, pos = b"", b"", False, 0
+        else:
+            prefix, buf, eof = self._start()
+            pos = len(prefix) + 1  # the offset of buf[0]: just after the `[`
+        self.prefix = prefix
         while True:
             while not eof and len(buf) < self._block:
                 more = self._read()
                 eof = not more
                 buf += more
+            if self._stop is not None and pos + len(buf) > self._stop:
+                value = self._until(buf[: self._stop - pos])
+                if value is not None:
+                    self.stopped = True
+                    self.elements += self._count(value)
+                    yield value
+                    return
+                self._stop = None  # no element starts there: read on as if never asked
             if eof:
                 break
             run = self._run(buf)
@@ -111,10 +137,24 @@ class ArrayStream(Generic[T]):
             self.elements += self._count(value)
             yield value
             buf = buf[end:]
+            pos += end
         value, rest = self._last(prefix, buf)
         self.elements += self._count(value)
         self.rest = rest
         yield value
+
+    def _until(self, head: bytes) -> T | None:
+        """The elements of `head`, which must be whole elements followed by a comma; None
+        when it is not (the stop offset is not an element start)."""
+        head = head.rstrip()
+        if not head.endswith(b","):
+            return None
+        try:
+            return self._decode(b"[" + head[:-1] + b"]")
+        except msgspec.ValidationError:
+            raise
+        except msgspec.DecodeError:
+            return None
 
     def _run(self, buf: bytes) -> tuple[T, int] | None:
         """The longest run of whole elements at the start of `buf` that decodes, and where
@@ -122,7 +162,7 @@ class ArrayStream(Generic[T]):
         window = 1 << 16
         while True:  # the last cuts: searched in a growing window at the end
             start = max(0, len(buf) - window)
-            cuts = [m.start() for m in _CUT.finditer(buf, start)]
+            cuts = [m.start() for m in CUT.finditer(buf, start)]
             if len(cuts) >= 16 or start == 0:
                 break
             window *= 8
@@ -152,6 +192,8 @@ class ArrayStream(Generic[T]):
             # msgspec reports the byte after the first trailing character; the array's
             # closing bracket is the last one before that character
             end = data.rfind(b"]", 0, int(m.group(1)) - 1) + 1
+        if self._inside:  # the caller puts the document together
+            return self._decode(data[:end]), data[end:]
         rest = prefix + b"[]" + data[end:]
         try:
             _ANY.decode(rest)

@@ -9,17 +9,28 @@ losing the others. A kernel inherits the input shape of the operator that launch
 -> launch by `correlation`, launch -> operator by `External id` (lowercase `external id` in
 the legacy schema), resolved once every event has been read (a kernel may precede its
 operator in the file).
+
+A large plain trace is read by two processes: a forked helper decodes the events after an
+element boundary near the middle of the file while this process decodes those before it, and
+sends its columns back as Arrow IPC. The boundary is a guess (the next `}, {` after the middle)
+until this process's last run, which ends there, decodes as whole events; otherwise, or when
+the helper fails, its half is dropped or read here, so the tables are the same either way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
+import multiprocessing
+import os
+import pickle
 from dataclasses import dataclass, field
 from itertools import compress
+from multiprocessing.connection import Connection
 from operator import attrgetter
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import IO, Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -28,7 +39,7 @@ import pyarrow.compute as pc
 
 from mapreport.errors import InputError
 from mapreport.ingest.base import Head
-from mapreport.ingest.jsonarray import ArrayStream, BadArray, NotStreamable
+from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.native import ENVIRONMENT_KEYS
 from mapreport.ingest.records import open_bytes
 from mapreport.ingest.sink import Sink
@@ -286,9 +297,29 @@ COLUMNS = pa.schema(
 """A run's complete events as columns, before linking (pid, tid, grid, block as JSON text)."""
 
 
-def _columns(run: _Run, first: int, sink: Sink, memo: _Memo) -> pa.Table | None:
+class _Reject(NamedTuple):
+    """A malformed or invalid event: `event` is its index in traceEvents; `indexed` reasons
+    are prefixed with it when the rejection is made (a helper's indices are shifted first)."""
+
+    event: int
+    field: str | None
+    reason: str
+    raw: Any
+    indexed: bool
+
+
+def _reject(sink: Sink, rejects: list[_Reject], shift: int = 0) -> None:
+    """Hand rejected events to the sink in event order (the first one aborts under `abort`)."""
+    for r in sorted(rejects, key=lambda r: r.event):
+        i = r.event + shift
+        sink.reject(
+            i + 1, r.field, f"traceEvents[{i}]: {r.reason}" if r.indexed else r.reason, r.raw
+        )
+
+
+def _columns(run: _Run, first: int, rejects: list[_Reject], memo: _Memo) -> pa.Table | None:
     """The valid complete events of a run (events `first`..) as columns; malformed and
-    invalid events are rejected in event order. Fields are gathered with `map(attrgetter)`
+    invalid events are added to `rejects`. Fields are gathered with `map(attrgetter)`
     over the typed structs: one C-level pass per column, no Python frame per event."""
     events = [e or _UNDECODED for e in run.events]
     complete = [e.ph == "X" for e in events]
@@ -319,16 +350,11 @@ def _columns(run: _Run, first: int, sink: Sink, memo: _Memo) -> pa.Table | None:
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         bad |= np.array([not isinstance(n, str) for n in names])
         name_col = pa.array([n if isinstance(n, str) else None for n in names], pa.string())
-    rejects: list[tuple[int, str | None, str, Any]] = [
-        (first + i + 1, None, f"traceEvents[{first + i}]: {msg}", raw)
-        for i, (msg, raw) in run.errors.items()
-    ]
+    rejects.extend(_Reject(first + i, None, msg, raw, True) for i, (msg, raw) in run.errors.items())
     for j in np.flatnonzero(bad):
         why = _invalid(xe[j])
         assert why is not None
-        rejects.append((first + xs[j] + 1, why[0], why[1], repr(xe[j])[:2000]))
-    for line, fld, reason, raw in sorted(rejects, key=lambda r: r[0]):
-        sink.reject(line, fld, reason, raw)
+        rejects.append(_Reject(first + xs[j], why[0], why[1], repr(xe[j])[:2000], False))
     if not xe:
         return None
     args = [e.args or _EMPTY for e in xe]
@@ -510,6 +536,130 @@ def _extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
     return pc.if_else(empty, pa.scalar(None, pa.string()), text)
 
 
+def _events(fh: IO[bytes], stop: int | None = None, inside: bool = False) -> ArrayStream[_Run]:
+    """The runs of a trace's events, decoded (see `ArrayStream` for `stop` and `inside`)."""
+    return ArrayStream(
+        fh, b"traceEvents", _decode_run, lambda r: len(r.events), stop=stop, inside=inside
+    )
+
+
+def _read_runs(
+    stream: ArrayStream[_Run],
+    first: int,
+    sink: Sink | None,
+    memo: _Memo,
+    tables: list[pa.Table],
+    rejects: list[_Reject] | None = None,
+) -> int:
+    """Every run of `stream` into `tables` (its first event is number `first`); rejected
+    events go to the sink as each run is read, or to `rejects` when there is no sink (a
+    helper). Returns the number of the event after the last."""
+    found: list[_Reject] = [] if rejects is None else rejects
+    for run in stream:
+        table = _columns(run, first, found, memo)
+        if sink is not None:
+            _reject(sink, found)
+            found.clear()
+        first += len(run.events)
+        if table is not None:
+            tables.append(table)
+    return first
+
+
+PARALLEL_BYTES = 64 << 20
+"""A plain (not gzipped) trace at least this large is read by two processes."""
+HELPER_SHARE = 0.45
+"""The share of the file the helper reads (it also ships its columns back)."""
+
+
+class _Half(NamedTuple):
+    """What a helper read: columns (event numbers from 0), rejections, and the document after
+    the array."""
+
+    table: pa.Table
+    rejects: list[_Reject]
+    rest: bytes
+
+
+class _Helper:
+    """A forked process that reads a large trace's events from `split` on (an element
+    boundary near the middle) while this one reads those before it: both cores decode. The
+    split is only a guess until this process's last run, which ends there, decodes; when it
+    does not, or the helper fails, its work is dropped and this process reads on alone."""
+
+    def __init__(self, path: Path, split: int) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.split = split
+        self._conn, theirs = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_second_half, args=(path, split, theirs))
+        self._proc.start()
+        theirs.close()
+
+    @classmethod
+    def start(cls, path: Path) -> _Helper | None:
+        """A helper for a large plain trace on a machine with two cores or more, else None."""
+        if (
+            (os.cpu_count() or 1) < 2
+            or multiprocessing.parent_process() is not None  # `ingest --jobs`: cores are taken
+            or "fork" not in multiprocessing.get_all_start_methods()
+        ):
+            return None
+        try:
+            size = path.stat().st_size
+            with open(path, "rb") as fh:
+                if size < PARALLEL_BYTES or fh.read(2) == b"\x1f\x8b":
+                    return None
+                at = int(size * (1 - HELPER_SHARE))
+                fh.seek(at)
+                window = fh.read(1 << 20)
+        except OSError:
+            return None
+        m = CUT.search(window)
+        if m is None:
+            return None
+        return cls(path, at + m.end() - 1)
+
+    def result(self) -> _Half | None:
+        """The helper's half, or None when it failed."""
+        try:
+            head = pickle.loads(self._conn.recv_bytes())
+            if not isinstance(head, tuple):
+                return None
+            rejects, rest = head
+            with pa.ipc.open_stream(self._conn.recv_bytes()) as reader:
+                return _Half(reader.read_all(), rejects, rest)
+        except Exception:  # noqa: BLE001 - a broken reply: this process reads that half itself
+            return None
+
+    def close(self) -> None:
+        """End the helper (it may still run when this process stopped early)."""
+        self._conn.close()
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
+
+
+def _second_half(path: Path, split: int, conn: Connection) -> None:
+    """The helper's work: the events from `split` on, sent back as Arrow IPC."""
+    try:
+        memo, tables, rejects = _Memo(), list[pa.Table](), list[_Reject]()
+        with open(path, "rb") as fh:
+            fh.seek(split)
+            stream = _events(fh, inside=True)
+            _read_runs(stream, 0, None, memo, tables, rejects)
+        table = pa.concat_tables(tables) if tables else COLUMNS.empty_table()
+        out = pa.BufferOutputStream()
+        with pa.ipc.new_stream(out, COLUMNS) as writer:
+            writer.write_table(table)
+        conn.send_bytes(pickle.dumps((rejects, stream.rest)))
+        conn.send_bytes(out.getvalue())
+    except BaseException as e:  # noqa: BLE001 - any failure: the caller reads this half itself
+        with contextlib.suppress(OSError):
+            conn.send_bytes(pickle.dumps(f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
 class KinetoReader:
     """PyTorch profiler / Kineto Chrome trace (`.json`, `.json.gz`)."""
 
@@ -541,10 +691,10 @@ class KinetoReader:
         del tables
         shapes, ops = _link(rows)
         rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
-        extra = _extra(rows, ops)
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
         for start in range(0, len(rows), CHUNK):
+            # `extra` per chunk: built here while the sink's thread writes the chunk before
             part = rows.slice(start, CHUNK)
             n = len(part)
             sink.add_table(
@@ -564,22 +714,38 @@ class KinetoReader:
                     "stream": part["stream"],
                     "correlation": part["correlation"],
                     "plan_id": pa.nulls(n, pa.string()),
-                    "extra": extra.slice(start, n),
+                    "extra": _extra(part, ops.slice(start, n)),
                 },
             )
         self._environment(sink, header)
 
     @staticmethod
     def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
-        with open_bytes(path) as fh:
-            stream = ArrayStream(fh, b"traceEvents", _decode_run, lambda r: len(r.events))
-            first = 0
-            for run in stream:
-                table = _columns(run, first, sink, memo)
-                first += len(run.events)
-                if table is not None:
-                    tables.append(table)
-            rest = stream.rest
+        """Runs of events into columns. A large plain file is read by two processes: a forked
+        helper reads the events from an element boundary near the middle on (`_Helper`)."""
+        helper = _Helper.start(path)
+        try:
+            with open_bytes(path) as fh:
+                stream = _events(fh, stop=helper.split if helper else None)
+                first = _read_runs(stream, 0, sink, memo, tables)
+                if not stream.stopped:
+                    rest = stream.rest
+                else:
+                    assert helper is not None
+                    half = helper.result()
+                    if half is None:  # the helper failed: its half is read here instead
+                        fh.seek(helper.split)
+                        tail = _events(fh, inside=True)
+                        _read_runs(tail, first, sink, memo, tables)
+                        rest = stream.prefix + b"[]" + tail.rest
+                    else:
+                        _reject(sink, half.rejects, first)
+                        lines = pc.add(half.table["line"], first)
+                        tables.append(half.table.set_column(0, "line", lines))
+                        rest = stream.prefix + b"[]" + half.rest
+        finally:
+            if helper is not None:
+                helper.close()
         try:
             return msgspec.json.decode(rest, type=Header)
         except msgspec.DecodeError as e:
@@ -596,7 +762,9 @@ class KinetoReader:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
         for start in range(0, len(doc.traceEvents), CHUNK):
             run = _decode_each(doc.traceEvents[start : start + CHUNK])
-            table = _columns(run, start, sink, memo)
+            rejects: list[_Reject] = []
+            table = _columns(run, start, rejects, memo)
+            _reject(sink, rejects)
             if table is not None:
                 tables.append(table)
         return doc
