@@ -303,20 +303,20 @@ def _one_and_two_processes(
 ) -> tuple[Any, Any, list[bool]]:
     """The outcome read by this process alone and with a forked helper for the second half;
     and, per helper started, whether its half was used."""
-    from mapreport.ingest import kineto
+    from mapreport.ingest import helper, kineto
 
     used: list[bool] = []
-    real = kineto._Helper.result
+    real = kineto._Split.result
 
     def result(self: Any) -> Any:
         half = real(self)
         used.append(half is not None)
         return half
 
-    monkeypatch.setattr(kineto._Helper, "result", result)
-    monkeypatch.setattr(kineto, "PARALLEL_BYTES", 1 << 62)
+    monkeypatch.setattr(kineto._Split, "result", result)
+    monkeypatch.setattr(helper, "MIN_BYTES", 1 << 62)
     one = _outcome(tmp_path, f, "one", policy)
-    monkeypatch.setattr(kineto, "PARALLEL_BYTES", 0)
+    monkeypatch.setattr(helper, "MIN_BYTES", 0)
     two = _outcome(tmp_path, f, "two", policy)
     return one, two, used
 
@@ -383,7 +383,7 @@ def test_a_split_inside_an_event_is_dropped(tmp_path: Path, monkeypatch: Any) ->
     def start(cls: Any, path: Path) -> Any:
         return cls(path, inside)
 
-    monkeypatch.setattr(kineto._Helper, "start", classmethod(start))
+    monkeypatch.setattr(kineto._Split, "start", classmethod(start))
     one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
     assert used == []  # never asked: the split did not prove itself
     assert two == one
@@ -395,9 +395,8 @@ def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> 
     reads the second half itself."""
     from mapreport.ingest import kineto
 
-    def broken(path: Path, split: int, conn: Any) -> None:
-        conn.send_bytes(b"\x80\x04\x95")  # not even a whole pickle
-        conn.close()
+    def broken(path: Path, split: int) -> list[bytes]:
+        raise MemoryError("simulated")
 
     monkeypatch.setattr(kineto, "_second_half", broken)
     events = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
@@ -405,3 +404,21 @@ def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> 
     one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
     assert used == [False]
     assert two == one
+
+
+def test_helper_reply_or_none() -> None:
+    """A helper's messages come back whole; an exception or a crash in it is None."""
+    import os
+
+    from mapreport.ingest.helper import Helper
+
+    def run(work: Any) -> Any:
+        h = Helper(work)
+        try:
+            return h.result()
+        finally:
+            h.close()
+
+    assert run(lambda: [b"a", b"", b"x" * 300_000]) == [b"a", b"", b"x" * 300_000]
+    assert run(lambda: 1 / 0) is None
+    assert run(lambda: os._exit(3)) is None

@@ -19,14 +19,10 @@ the helper fails, its half is dropped or read here, so the tables are the same e
 
 from __future__ import annotations
 
-import contextlib
 import math
-import multiprocessing
-import os
 import pickle
 from dataclasses import dataclass, field
 from itertools import compress
-from multiprocessing.connection import Connection
 from operator import attrgetter
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,7 +34,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from mapreport.errors import InputError
+from mapreport.ingest import helper
 from mapreport.ingest.base import Head
+from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.native import ENVIRONMENT_KEYS
 from mapreport.ingest.records import open_bytes
@@ -566,48 +564,36 @@ def _read_runs(
     return first
 
 
-PARALLEL_BYTES = 64 << 20
-"""A plain (not gzipped) trace at least this large is read by two processes."""
 HELPER_SHARE = 0.45
-"""The share of the file the helper reads (it also ships its columns back)."""
+"""The share of a large trace the helper process reads (it also ships its columns back)."""
 
 
 class _Half(NamedTuple):
-    """What a helper read: columns (event numbers from 0), rejections, and the document after
-    the array."""
+    """What the helper read: columns (event numbers from 0), rejections, and the document
+    after the array."""
 
     table: pa.Table
     rejects: list[_Reject]
     rest: bytes
 
 
-class _Helper:
-    """A forked process that reads a large trace's events from `split` on (an element
-    boundary near the middle) while this one reads those before it: both cores decode. The
-    split is only a guess until this process's last run, which ends there, decodes; when it
-    does not, or the helper fails, its work is dropped and this process reads on alone."""
+class _Split:
+    """The events of a large trace from `split` on (an element boundary near the middle),
+    read by a helper process while this one reads those before it. The split is only a guess
+    until this process's last run, which ends there, decodes; when it does not, or the helper
+    fails, the helper's work is dropped and this process reads on alone."""
 
     def __init__(self, path: Path, split: int) -> None:
-        ctx = multiprocessing.get_context("fork")
         self.split = split
-        self._conn, theirs = ctx.Pipe(duplex=False)
-        self._proc = ctx.Process(target=_second_half, args=(path, split, theirs))
-        self._proc.start()
-        theirs.close()
+        self._helper = Helper(lambda: _second_half(path, split))
 
     @classmethod
-    def start(cls, path: Path) -> _Helper | None:
-        """A helper for a large plain trace on a machine with two cores or more, else None."""
-        if (
-            (os.cpu_count() or 1) < 2
-            or multiprocessing.parent_process() is not None  # `ingest --jobs`: cores are taken
-            or "fork" not in multiprocessing.get_all_start_methods()
-        ):
-            return None
+    def start(cls, path: Path) -> _Split | None:
+        """A helper for a large plain trace (see `helper.available`), else None."""
         try:
             size = path.stat().st_size
             with open(path, "rb") as fh:
-                if size < PARALLEL_BYTES or fh.read(2) == b"\x1f\x8b":
+                if not helper.available(size, fh.read(2)):
                     return None
                 at = int(size * (1 - HELPER_SHARE))
                 fh.seek(at)
@@ -615,49 +601,34 @@ class _Helper:
         except OSError:
             return None
         m = CUT.search(window)
-        if m is None:
-            return None
-        return cls(path, at + m.end() - 1)
+        return cls(path, at + m.end() - 1) if m else None
 
     def result(self) -> _Half | None:
         """The helper's half, or None when it failed."""
-        try:
-            head = pickle.loads(self._conn.recv_bytes())
-            if not isinstance(head, tuple):
-                return None
-            rejects, rest = head
-            with pa.ipc.open_stream(self._conn.recv_bytes()) as reader:
-                return _Half(reader.read_all(), rejects, rest)
-        except Exception:  # noqa: BLE001 - a broken reply: this process reads that half itself
+        reply = self._helper.result()
+        if reply is None:
             return None
+        rejects, rest = pickle.loads(reply[0])
+        with pa.ipc.open_stream(reply[1]) as reader:
+            return _Half(reader.read_all(), rejects, rest)
 
     def close(self) -> None:
-        """End the helper (it may still run when this process stopped early)."""
-        self._conn.close()
-        if self._proc.is_alive():
-            self._proc.terminate()
-        self._proc.join()
+        """End the helper."""
+        self._helper.close()
 
 
-def _second_half(path: Path, split: int, conn: Connection) -> None:
-    """The helper's work: the events from `split` on, sent back as Arrow IPC."""
-    try:
-        memo, tables, rejects = _Memo(), list[pa.Table](), list[_Reject]()
-        with open(path, "rb") as fh:
-            fh.seek(split)
-            stream = _events(fh, inside=True)
-            _read_runs(stream, 0, None, memo, tables, rejects)
-        table = pa.concat_tables(tables) if tables else COLUMNS.empty_table()
-        out = pa.BufferOutputStream()
-        with pa.ipc.new_stream(out, COLUMNS) as writer:
-            writer.write_table(table)
-        conn.send_bytes(pickle.dumps((rejects, stream.rest)))
-        conn.send_bytes(out.getvalue())
-    except BaseException as e:  # noqa: BLE001 - any failure: the caller reads this half itself
-        with contextlib.suppress(OSError):
-            conn.send_bytes(pickle.dumps(f"{type(e).__name__}: {e}"))
-    finally:
-        conn.close()
+def _second_half(path: Path, split: int) -> list[bytes]:
+    """The helper's work: the events from `split` on, as (rejections, rest) and Arrow IPC."""
+    memo, tables, rejects = _Memo(), list[pa.Table](), list[_Reject]()
+    with open(path, "rb") as fh:
+        fh.seek(split)
+        stream = _events(fh, inside=True)
+        _read_runs(stream, 0, None, memo, tables, rejects)
+    table = pa.concat_tables(tables) if tables else COLUMNS.empty_table()
+    out = pa.BufferOutputStream()
+    with pa.ipc.new_stream(out, COLUMNS) as writer:
+        writer.write_table(table)
+    return [pickle.dumps((rejects, stream.rest)), out.getvalue().to_pybytes()]
 
 
 class KinetoReader:
@@ -722,19 +693,19 @@ class KinetoReader:
     @staticmethod
     def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
         """Runs of events into columns. A large plain file is read by two processes: a forked
-        helper reads the events from an element boundary near the middle on (`_Helper`)."""
-        helper = _Helper.start(path)
+        helper reads the events from an element boundary near the middle on (`_Split`)."""
+        second = _Split.start(path)
         try:
             with open_bytes(path) as fh:
-                stream = _events(fh, stop=helper.split if helper else None)
+                stream = _events(fh, stop=second.split if second else None)
                 first = _read_runs(stream, 0, sink, memo, tables)
                 if not stream.stopped:
                     rest = stream.rest
                 else:
-                    assert helper is not None
-                    half = helper.result()
+                    assert second is not None
+                    half = second.result()
                     if half is None:  # the helper failed: its half is read here instead
-                        fh.seek(helper.split)
+                        fh.seek(second.split)
                         tail = _events(fh, inside=True)
                         _read_runs(tail, first, sink, memo, tables)
                         rest = stream.prefix + b"[]" + tail.rest
@@ -744,8 +715,8 @@ class KinetoReader:
                         tables.append(half.table.set_column(0, "line", lines))
                         rest = stream.prefix + b"[]" + half.rest
         finally:
-            if helper is not None:
-                helper.close()
+            if second is not None:
+                second.close()
         try:
             return msgspec.json.decode(rest, type=Header)
         except msgspec.DecodeError as e:

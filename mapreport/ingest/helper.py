@@ -1,0 +1,72 @@
+"""A second process for one large file: a forked helper reads the part of the file after a
+split point while the caller reads the part before it, so a single file uses both cores.
+
+The helper is forked (it inherits the reader's code, caches and arguments, nothing is pickled
+on the way in) and answers with a list of byte strings through a pipe. Any failure of the
+helper (an exception, a crash, a broken reply) makes `result()` None: the caller then reads
+that part itself, so a helper can cost time but never rows.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from collections.abc import Callable
+from multiprocessing.connection import Connection
+
+MIN_BYTES = 64 << 20
+"""A plain (not gzipped) file at least this large is read by two processes."""
+
+
+def available(size: int, head: bytes) -> bool:
+    """Whether a file of `size` bytes starting with `head` is worth a helper here: large,
+    not gzipped (a gzip stream cannot be entered in the middle), two cores or more, fork
+    available, and not already in a reader process of `ingest --jobs` (its cores are taken)."""
+    return (
+        size >= MIN_BYTES
+        and not head.startswith(b"\x1f\x8b")
+        and (os.cpu_count() or 1) >= 2
+        and multiprocessing.parent_process() is None
+        and "fork" in multiprocessing.get_all_start_methods()
+    )
+
+
+def _serve(work: Callable[[], list[bytes]], conn: Connection) -> None:
+    """In the helper: run `work` and send its messages, preceded by their count. On failure
+    nothing is sent, and the caller sees the pipe close."""
+    try:
+        messages = work()
+        conn.send_bytes(pickle.dumps(len(messages)))
+        for m in messages:
+            conn.send_bytes(m)
+    except BaseException:  # noqa: BLE001 - the closed pipe tells the caller
+        pass
+    finally:
+        conn.close()
+
+
+class Helper:
+    """`work()` run in a forked process; `result()` is its messages, or None if it failed."""
+
+    def __init__(self, work: Callable[[], list[bytes]]) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, theirs = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_serve, args=(work, theirs))
+        self._proc.start()
+        theirs.close()
+
+    def result(self) -> list[bytes] | None:
+        """Wait for the helper's messages; None when it failed."""
+        try:
+            n = pickle.loads(self._conn.recv_bytes())
+            return [self._conn.recv_bytes() for _ in range(n)]
+        except (EOFError, OSError, pickle.UnpicklingError, TypeError, ValueError):
+            return None
+
+    def close(self) -> None:
+        """End the helper (it may still run when the caller stopped early) and reap it."""
+        self._conn.close()
+        if self._proc.is_alive():
+            self._proc.terminate()
+        self._proc.join()
