@@ -8,13 +8,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapreport.ingest import READERS
+from mapreport.errors import InputError
+from mapreport.ingest import READERS, fast, helper
 from mapreport.ingest.native import NativeReader
 from mapreport.ingest.records import container_of, head_bytes, iter_records
 from mapreport.ingest.sink import Sink
@@ -94,7 +97,11 @@ LINES = st.lists(
 )
 
 
-def _staged(reader: NativeReader, path: Path, root: Path, slow: bool) -> dict[str, list[Any]]:
+def _staged(
+    reader: NativeReader, path: Path, root: Path, slow: bool, two: bool = False
+) -> dict[str, list[Any]]:
+    """Every staged row of a file read by the per-record path (`slow`) or the fast path, in
+    one process or (`two`) with a forked helper for the lines after 55% of the file."""
     sink = Sink(root, "src", path, "quarantine", {})
     if slow:
         container = container_of(path, head_bytes(path))
@@ -102,7 +109,9 @@ def _staged(reader: NativeReader, path: Path, root: Path, slow: bool) -> dict[st
         for line, rec in iter_records(path, container):
             reader.one(sink, line, rec, container)
     else:
-        reader.read(path, sink)
+        with mock.patch.object(helper, "MIN_BYTES", 0 if two else 1 << 62):
+            reader.read(path, sink)
+    sink.enforce_unique()
     sink.close()
     out: dict[str, list[Any]] = {}
     for table in ("request", "adaptation_event", "environment", "quarantine"):
@@ -127,7 +136,9 @@ def test_jsonl_fast_path_equals_record_path(
     path.write_text("\n".join(text) + "\n")
     reader = READERS["native-runtime"]
     assert isinstance(reader, NativeReader)
-    assert _staged(reader, path, tmp / "fast", False) == _staged(reader, path, tmp / "slow", True)
+    slow = _staged(reader, path, tmp / "slow", True)
+    assert _staged(reader, path, tmp / "fast", False) == slow
+    assert _staged(reader, path, tmp / "two", False, two=True) == slow
 
 
 def test_jsonl_across_chunks(tmp_path: Path) -> None:
@@ -142,6 +153,7 @@ def test_jsonl_across_chunks(tmp_path: Path) -> None:
     assert isinstance(reader, NativeReader)
     fast = _staged(reader, path, tmp_path / "fast", False)
     assert fast == _staged(reader, path, tmp_path / "slow", True)
+    assert fast == _staged(reader, path, tmp_path / "two", False, two=True)
     assert len(fast["request"]) == 8999
     assert [q["line"] for q in fast["quarantine"]] == [4322]
 
@@ -168,3 +180,75 @@ def test_parquet_fast_path_equals_record_path(tmp_path: Path) -> None:
     fast = _staged(reader, path, tmp_path / "fast", False)
     assert fast == _staged(reader, path, tmp_path / "slow", True)
     assert len(fast["quarantine"]) == 30
+
+
+def _two_halves(path: Path, rows: list[str]) -> Path:
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_two_processes_stage_what_one_does(tmp_path: Path) -> None:
+    """A file read by two processes (the helper from the line after 55% of the bytes): lines
+    longer than a read chunk on both sides of the split, an environment line and events,
+    blank lines, bad lines on both sides and a request id repeated across the split all end
+    exactly as one process leaves them."""
+    rows = [json.dumps({**GOOD, "request_id": f"r{i}"}) for i in range(4000)]
+    rows[0] = json.dumps({"environment": {"hardware": "npu"}})
+    for i in (100, 3100):
+        rows[i] = json.dumps({**GOOD, "request_id": f"long{i}", "pad": "x" * (1 << 21)})
+    rows[200] = json.dumps({"event": "retune", "workload": "w", "ts_us": 1.0, "dur_us": 2.0})
+    rows[3500] = json.dumps({"event": "retune", "workload": "w", "ts_us": 9.0, "dur_us": 2.0})
+    rows[300] = rows[3300] = ""
+    rows[400] = json.dumps({**GOOD, "request_id": "bad", "core": -3})
+    rows[3400] = '{"workload": "w", "request_id": '
+    rows[3600] = json.dumps({**GOOD, "request_id": "r5"})  # repeats line 6
+    path = _two_halves(tmp_path / "t.jsonl", rows)
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    one = _staged(reader, path, tmp_path / "one", False)
+    two = _staged(reader, path, tmp_path / "two", False, two=True)
+    assert two == one
+    assert [q["line"] for q in one["quarantine"]] == [401, 3401, 3601]
+    assert len(one["request"]) == 4000 - 1 - 2 - 2 - 3
+    assert any(f.name.startswith("src-h") for f in (tmp_path / "two").rglob("*.parquet"))
+
+
+@pytest.mark.parametrize("bad", [[2500], [500, 2500]], ids=["helper-half", "both-halves"])
+def test_two_processes_abort_at_the_first_bad_line(tmp_path: Path, bad: list[int]) -> None:
+    """Under `abort` the error names the file's first bad line, whichever process read it."""
+    rows = [json.dumps({**GOOD, "request_id": f"r{i}"}) for i in range(3000)]
+    for i in bad:
+        rows[i] = json.dumps({**GOOD, "request_id": f"r{i}", "batch_size": 0})
+    path = _two_halves(tmp_path / "t.jsonl", rows)
+    reader = READERS["native-runtime"]
+    errors = []
+    for two in (False, True):
+        sink = Sink(tmp_path / f"s{two}", "src", path, "abort", {})
+        with (
+            mock.patch.object(helper, "MIN_BYTES", 0 if two else 1 << 62),
+            pytest.raises(InputError) as err,
+        ):
+            reader.read(path, sink)
+        sink.abandon()
+        errors.append((err.value.line, err.value.field, err.value.reason))
+    assert errors[0] == errors[1] == (bad[0] + 1, "batch_size", "must be >= 1, got 0")
+
+
+def test_a_failed_helper_half_is_read_here(tmp_path: Path) -> None:
+    """A helper that fails after staging files: they are removed and this process reads the
+    helper's lines itself, so the rows are those of one process."""
+
+    def failing(path: Path, split: int, sink: Sink, slow_for: Any) -> list[bytes]:
+        fast._read(path, split, None, fast._lines_before(path, split) + 1, sink, slow_for(sink))
+        sink.close()
+        raise MemoryError("simulated, after staging its half")
+
+    rows = [json.dumps({**GOOD, "request_id": f"r{i}"}) for i in range(3000)]
+    path = _two_halves(tmp_path / "t.jsonl", rows)
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    one = _staged(reader, path, tmp_path / "one", False)
+    with mock.patch.object(fast, "_second_half", failing):
+        two = _staged(reader, path, tmp_path / "two", False, two=True)
+    assert two == one
+    assert not any(f.name.startswith("src-h") for f in (tmp_path / "two").rglob("*.parquet"))

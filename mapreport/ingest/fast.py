@@ -11,6 +11,7 @@ before. Rows therefore land exactly as the slow path would write them, only fast
 from __future__ import annotations
 
 import gzip
+import pickle
 import re
 import zlib
 from collections.abc import Callable
@@ -23,6 +24,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from mapreport.errors import InputError
+from mapreport.ingest import helper
+from mapreport.ingest.helper import Helper
 from mapreport.ingest.records import BadRecord, iter_jsonl_batches, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import TABLES
@@ -179,17 +183,95 @@ become commas, no per-line split) when they are plain; a chunk and the carried-o
 its first line are at most 2 MiB, so none of its lines can exceed MAX_LINE_BYTES."""
 
 
-def read_jsonl(path: Path, sink: Sink, slow: Slow) -> None:
-    """Requests of a native runtime JSON Lines file; everything else goes to `slow`."""
+def read_jsonl(path: Path, sink: Sink, slow_for: Callable[[Sink], Slow]) -> None:
+    """Requests of a native runtime JSON Lines file; everything else goes to the slow path
+    (`slow_for(sink)`: the per-record reader writing to that sink). A large plain file is
+    read by two processes: a forked helper reads the lines after a line end near the middle
+    into staged files of its own while this process reads those before it."""
+    split = _split(path)
+    if split is None:
+        _read(path, 0, None, 1, sink, slow_for(sink))
+        return
+    part = sink.for_part("h")
+    second = Helper(lambda: _second_half(path, split, part, slow_for))
+    try:
+        _read(path, 0, split, 1, sink, slow_for(sink))  # an error here is the first one
+        reply = second.result()
+    finally:
+        second.close()
+    if reply is None:  # the helper failed: its half is read here instead
+        sink.discard_part(part.part)
+        _read(path, split, None, _lines_before(path, split) + 1, sink, slow_for(sink))
+        return
+    outcome = pickle.loads(reply[0])
+    if isinstance(outcome, InputError):
+        raise outcome
+    sink.absorb(*outcome)
+
+
+HELPER_SHARE = 0.45
+"""The share of a large file the helper process reads (it counts the lines before it too)."""
+
+
+def _split(path: Path) -> int | None:
+    """Where the helper starts: the line after the first line end past 55% of the file; None
+    when the file gets no helper (`helper.available`) or has no line end there."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            if not helper.available(size, fh.read(2)):
+                return None
+            at = int(size * (1 - HELPER_SHARE))
+            fh.seek(at)
+            window = fh.read(CHUNK)
+    except OSError:
+        return None
+    end = window.find(b"\n")
+    return at + end + 1 if end >= 0 and at + end + 1 < size else None
+
+
+def _lines_before(path: Path, offset: int) -> int:
+    """The number of line ends in the first `offset` bytes of a plain file."""
+    n = 0
+    with open(path, "rb") as fh:
+        while offset > 0:
+            data = fh.read(min(8 * CHUNK, offset))
+            if not data:
+                break
+            n += data.count(b"\n")
+            offset -= len(data)
+    return n
+
+
+def _second_half(
+    path: Path, split: int, sink: Sink, slow_for: Callable[[Sink], Slow]
+) -> list[bytes]:
+    """The helper's work: the lines from byte `split` on into its own staged files; replies
+    with the sink's counts, or with the InputError that stopped it (abort policy)."""
+    try:
+        _read(path, split, None, _lines_before(path, split) + 1, sink, slow_for(sink))
+        sink.close()
+    except InputError as e:
+        return [pickle.dumps(e)]
+    return [pickle.dumps(sink.counts())]
+
+
+def _read(path: Path, start: int, end: int | None, line: int, sink: Sink, slow: Slow) -> None:
+    """The lines of bytes `start`..`end` (a line start, and a line start or the end of the
+    file), the first being line number `line`."""
     shapes = _Shapes()
     pending = _Pending(sink)
     with open_bytes(path) as fh:
-        rest, line = b"", 1
+        if start:
+            fh.seek(start)
+        left = -1 if end is None else end - start
+        rest = b""
         try:
-            while True:
-                data = fh.read(CHUNK)
+            while left:
+                data = fh.read(CHUNK if left < 0 else min(CHUNK, left))
                 if not data:
                     break
+                left -= len(data) if left > 0 else 0
                 cut = data.rfind(b"\n")
                 if cut < 0 or len(rest) > CHUNK:  # a long line: leave it to the line reader
                     raise _LongLine
@@ -201,12 +283,13 @@ def read_jsonl(path: Path, sink: Sink, slow: Slow) -> None:
                 _chunk(pending, rest, line, 1, slow, shapes, False)
         except _LongLine:
             pending.flush()
-            _from_line(path, line, sink, slow, shapes)
+            stop = None if end is None else _lines_before(path, end) + 1
+            _from_line(path, line, stop, sink, slow, shapes)
             return
         except (EOFError, zlib.error, gzip.BadGzipFile):
             # a truncated gzip stream: the line reader finds exactly where it ends
             pending.flush()
-            _from_line(path, line, sink, slow, shapes)
+            _from_line(path, line, None, sink, slow, shapes)
             return
     pending.flush()
 
@@ -215,13 +298,17 @@ class _LongLine(Exception):
     """A chunk without a line end: the rest of the file is read line by line."""
 
 
-def _from_line(path: Path, first: int, sink: Sink, slow: Slow, shapes: _Shapes) -> None:
-    """Read the file from line `first` on through the per-line batch reader."""
+def _from_line(
+    path: Path, first: int, stop: int | None, sink: Sink, slow: Slow, shapes: _Shapes
+) -> None:
+    """Read the file's lines `first`.. (before line `stop`) through the per-line reader."""
     pending = _Pending(sink)
     for batch in iter_jsonl_batches(path, BATCH):
-        part = [b for b in batch if b[0] >= first]
+        part = [b for b in batch if b[0] >= first and (stop is None or b[0] < stop)]
         if part:
             _batch(pending, part, slow, shapes)
+        if stop is not None and batch[-1][0] >= stop:
+            break
     pending.flush()
 
 

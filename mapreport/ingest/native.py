@@ -178,7 +178,11 @@ class NativeReader:
         if container is None:
             raise InputError(path, None, None, "not JSON Lines, CSV or Parquet")
         if self.name == "native-runtime" and container == "jsonl":
-            fast.read_jsonl(path, sink, lambda line, rec: self.one(sink, line, rec, container))
+
+            def slow_for(s: Sink) -> fast.Slow:
+                return lambda line, rec: self.one(s, line, rec, container)
+
+            fast.read_jsonl(path, sink, slow_for)
             return
         if self.name == "native-runtime" and container == "parquet" and fast.parquet_fits(path):
             fast.read_parquet(path, sink, lambda line, rec: self.one(sink, line, rec, container))

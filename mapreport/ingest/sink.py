@@ -37,6 +37,9 @@ class Sink:
     policy: ErrorPolicy = "abort"
     hints: dict[str, str] = field(default_factory=dict)
     """Values a format does not carry itself (workload, slice), given by the user."""
+    part: str = ""
+    """Starts the number in this sink's file names: a helper process reading part of the
+    same file (`helper.py`) writes beside this one without a clash."""
     rows: Counter[str] = field(default_factory=Counter)
     rejected: int = 0
     rejections: list[dict[str, Any]] = field(default_factory=list)
@@ -75,6 +78,27 @@ class Sink:
             table, workload, pa.table({f.name: data[f.name] for f in schema}, schema=schema)
         )
 
+    def for_part(self, part: str) -> Sink:
+        """A sink for a helper process reading part of the same file: same staging folder,
+        file names starting with `part`; its counts come back through `absorb`."""
+        return Sink(self.staging, self.source_id, self.path, self.policy, dict(self.hints), part)
+
+    def counts(self) -> tuple[dict[str, int], int, list[dict[str, Any]]]:
+        """(rows per table, rejected, logged rejections): what `absorb` takes."""
+        return dict(self.rows), self.rejected, list(self.rejections)
+
+    def absorb(self, rows: dict[str, int], rejected: int, rejections: list[dict[str, Any]]) -> None:
+        """Count a helper's rows and rejections (of lines after this sink's own) as ours."""
+        self.rows.update(rows)
+        self.rejected += rejected
+        room = MAX_REJECTIONS_LOGGED - len(self.rejections)
+        self.rejections += rejections[: max(room, 0)]
+
+    def discard_part(self, part: str) -> None:
+        """Remove what a helper staged (it failed: its part is read again here)."""
+        for f in self.staging.rglob(f"{self.source_id}-{part}*.parquet"):
+            f.unlink()
+
     def reject(self, line: int | None, field_name: str | None, reason: str, raw: Any) -> None:
         """A bad record: raise under the abort policy, else quarantine it and count it."""
         if self.policy == "abort":
@@ -108,7 +132,7 @@ class Sink:
         they run on the second core while the reader decodes the next batch. At most
         WRITES_IN_FLIGHT batches wait, so memory stays bounded."""
         self._seq += 1
-        name = f"{self.source_id}-{self._seq:05d}.parquet"
+        name = f"{self.source_id}-{self.part}{self._seq:05d}.parquet"
         target = Dataset.table_path(self.staging, table, workload, name)
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink-parquet")
