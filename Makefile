@@ -52,6 +52,7 @@ lint: venv
 
 typecheck: venv
 	$(BIN)/mypy
+	$(BIN)/mypy benchmarks
 
 unit: setup
 	$(BIN)/pytest -q

@@ -59,6 +59,29 @@ def tree_rss(pid: int) -> int:
     return total
 
 
+class TreePeak:
+    """The peak summed RSS (bytes) of a process tree, sampled every 20 ms while in the block."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, tree_rss(self.pid))
+            self._stop.wait(0.02)
+
+    def __enter__(self) -> TreePeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, int, str]:
     """(wall seconds, peak tree RSS bytes, stdout) of a command."""
     t0 = time.perf_counter()
@@ -70,20 +93,9 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, i
         text=True,
         env={**os.environ, **(env or {})},
     )
-    peak = 0
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not stop.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            stop.wait(0.02)
-
-    th = threading.Thread(target=sample, daemon=True)
-    th.start()
-    out, err = proc.communicate()
-    stop.set()
-    th.join()
+    with TreePeak(proc.pid) as tree:
+        out, err = proc.communicate()
+    peak = tree.peak
     wall = time.perf_counter() - t0
     if proc.returncode not in (0,):
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err[-3000:]}")
@@ -324,9 +336,9 @@ def bench_size(work: Path, requests: int, runs: int, full: bool) -> Size:
             fh.seek(max(0, size - 65536))
             last = json.loads(fh.read().rstrip().rsplit(b"\n", 1)[-1])
         try:
-            with open(changed, "ab") as fh:  # one more request: the file's content changed
+            with open(changed, "ab") as late:  # one more request: the file's content changed
                 last["request_id"] = str(last.get("request_id", "x")) + "-late"
-                fh.write(json.dumps(last).encode() + b"\n")
+                late.write(json.dumps(last).encode() + b"\n")
             s.rerun_s, _, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
         finally:
             os.truncate(changed, size)  # the original file again

@@ -20,12 +20,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import tree_rss  # the sibling script's process-tree RSS
+from fleet import TreePeak  # the sibling script's process-tree RSS sampler
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO.parent / "shared" / "realdata" / "hta" / "trace_diff" / "control" / "control.json.gz"
@@ -84,25 +83,13 @@ def measure(code: str, *args: str) -> tuple[float, float]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
-    peak = 0
-    stop = threading.Event()
-
-    def sample() -> None:
-        nonlocal peak
-        while not stop.is_set():
-            peak = max(peak, tree_rss(proc.pid))
-            stop.wait(0.02)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    _, status, usage = os.wait4(proc.pid, 0)
-    stop.set()
-    sampler.join()
+    with TreePeak(proc.pid) as tree:
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     if status != 0:
         err = proc.stderr.read().decode()[-2000:] if proc.stderr else ""
         raise SystemExit(f"benchmark process failed: {err}")
-    return wall, max(usage.ru_maxrss * 1024, peak) / 2**20
+    return wall, max(usage.ru_maxrss * 1024, tree.peak) / 2**20
 
 
 def main() -> None:

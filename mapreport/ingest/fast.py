@@ -216,18 +216,12 @@ HELPER_SHARE = 0.45
 def _split(path: Path) -> int | None:
     """Where the helper starts: the line after the first line end past 55% of the file; None
     when the file gets no helper (`helper.available`) or has no line end there."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
-            if not helper.available(size, fh.read(2)):
-                return None
-            at = int(size * (1 - HELPER_SHARE))
-            fh.seek(at)
-            window = fh.read(CHUNK)
-    except OSError:
+    found = helper.start_window(path, HELPER_SHARE, CHUNK)
+    if found is None:
         return None
+    at, window = found
     end = window.find(b"\n")
-    return at + end + 1 if end >= 0 and at + end + 1 < size else None
+    return at + end + 1 if 0 <= end < len(window) - 1 else None
 
 
 def _lines_before(path: Path, offset: int) -> int:

@@ -14,6 +14,7 @@ import os
 import pickle
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 MIN_BYTES = 64 << 20
 """A plain (not gzipped) file at least this large is read by two processes."""
@@ -30,6 +31,21 @@ def available(size: int, head: bytes) -> bool:
         and multiprocessing.parent_process() is None
         and "fork" in multiprocessing.get_all_start_methods()
     )
+
+
+def start_window(path: Path, share: float, size: int = 1 << 20) -> tuple[int, bytes] | None:
+    """Where a helper reading about the last `share` of a file would start looking for a
+    boundary, and the `size` bytes there; None when the file gets no helper (`available`)."""
+    try:
+        total = path.stat().st_size
+        with open(path, "rb") as fh:
+            if not available(total, fh.read(2)):
+                return None
+            at = int(total * (1 - share))
+            fh.seek(at)
+            return at, fh.read(size)
+    except OSError:
+        return None
 
 
 def _serve(work: Callable[[], list[bytes]], conn: Connection) -> None:

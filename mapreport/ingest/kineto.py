@@ -590,16 +590,10 @@ class _Split:
     @classmethod
     def start(cls, path: Path) -> _Split | None:
         """A helper for a large plain trace (see `helper.available`), else None."""
-        try:
-            size = path.stat().st_size
-            with open(path, "rb") as fh:
-                if not helper.available(size, fh.read(2)):
-                    return None
-                at = int(size * (1 - HELPER_SHARE))
-                fh.seek(at)
-                window = fh.read(1 << 20)
-        except OSError:
+        found = helper.start_window(path, HELPER_SHARE)
+        if found is None:
             return None
+        at, window = found
         m = CUT.search(window)
         return cls(path, at + m.end() - 1) if m else None
 
