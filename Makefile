@@ -64,7 +64,7 @@ BENCH_SIZES ?= 100000 1000000 10000000
 
 bench: setup
 	@$(BIN)/python -c "import hta" 2>/dev/null || $(BIN)/python -m pip install -q holistictraceanalysis==0.5.0
-	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 3
+	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 5
 	$(BIN)/python benchmarks/fleet.py --sizes $(BENCH_SIZES) --runs 3 --full-from 100000
 
 sample: venv
