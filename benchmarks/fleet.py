@@ -325,25 +325,72 @@ def bench_size(work: Path, requests: int, runs: int, full: bool) -> Size:
     s.analysis_s = median_of(runs, analysis)[0]
     s.duckdb_s = median_of(runs, duck)[0]
     if full:
-        run_ds, out = folder / "run-ds", folder / "run-out"
-        shutil.rmtree(run_ds, ignore_errors=True)
-        shutil.rmtree(out, ignore_errors=True)
-        cfg = config(folder, files, run_ds, out)
-        s.run_s, s.run_rss, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
         changed = next(f for f in files if f.name.endswith(".runtime.jsonl"))
-        size = changed.stat().st_size
-        with open(changed, "rb") as fh:
-            fh.seek(max(0, size - 65536))
-            last = json.loads(fh.read().rstrip().rsplit(b"\n", 1)[-1])
-        try:
-            with open(changed, "ab") as late:  # one more request: the file's content changed
-                last["request_id"] = str(last.get("request_id", "x")) + "-late"
-                late.write(json.dumps(last).encode() + b"\n")
-            s.rerun_s, _, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
-        finally:
-            os.truncate(changed, size)  # the original file again
-    shutil.rmtree(folder / "run-ds", ignore_errors=True)
+        s.run_s, s.run_rss, s.rerun_s = run_and_rerun(folder, files, changed)
     return s
+
+
+def run_and_rerun(folder: Path, files: list[Path], changed: Path) -> tuple[float, int, float]:
+    """`mapreport run` over `files` into a fresh dataset, then again after one request was
+    appended to `changed`: (first run s, its peak RSS, rerun s). `changed` is restored."""
+    run_ds, out = folder / "run-ds", folder / "run-out"
+    shutil.rmtree(run_ds, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    cfg = config(folder, files, run_ds, out)
+    run_s, run_rss, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
+    size = changed.stat().st_size
+    with open(changed, "rb") as fh:
+        fh.seek(max(0, size - 65536))
+        last = json.loads(fh.read().rstrip().rsplit(b"\n", 1)[-1])
+    try:
+        with open(changed, "ab") as late:  # one more request: the file's content changed
+            last["request_id"] = str(last.get("request_id", "x")) + "-late"
+            late.write(json.dumps(last).encode() + b"\n")
+        rerun_s, _, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
+    finally:
+        os.truncate(changed, size)  # the original file again
+    shutil.rmtree(run_ds, ignore_errors=True)
+    return run_s, run_rss, rerun_s
+
+
+def bench_parts(work: Path, requests: int, parts: int) -> tuple[float, float, str]:
+    """The incremental rerun when every runtime file of a size is `parts` files (a fleet
+    writes many files per workload): one part of the largest workload changes.
+    Returns (first run s, rerun s, the changed file's name)."""
+    src = work / f"n{requests}" / "jsonl"
+    folder = work / f"n{requests}" / f"parts{parts}"
+    done = folder / "jsonl.done"
+    if not done.exists():
+        shutil.rmtree(folder, ignore_errors=True)
+        (folder / "jsonl").mkdir(parents=True)
+        for f in sorted(src.iterdir()):
+            if not f.name.endswith(".runtime.jsonl"):
+                shutil.copy(f, folder / "jsonl" / f.name)
+                continue
+            stem = f.name.removesuffix(".runtime.jsonl")
+            subprocess.run(
+                [
+                    "split",
+                    "-n",
+                    f"l/{parts}",
+                    "-d",
+                    "-a",
+                    "3",
+                    "--additional-suffix",
+                    ".runtime.jsonl",
+                    str(f),
+                    str(folder / "jsonl" / f"{stem}.part"),
+                ],
+                check=True,
+            )
+        done.write_text("ok")
+    files = sorted((folder / "jsonl").iterdir())
+    runtime = [f for f in files if f.name.endswith(".runtime.jsonl")]
+    largest = max(runtime, key=lambda f: f.stat().st_size).name.split(".part")[0]
+    mine = [f for f in runtime if f.name.startswith(largest + ".part")]
+    changed = mine[len(mine) // 2]
+    run_s, _, rerun_s = run_and_rerun(folder, files, changed)
+    return run_s, rerun_s, changed.name
 
 
 def bench_files(work: Path, per_file: int) -> tuple[int, int]:
@@ -435,6 +482,12 @@ def main() -> None:
     ap.add_argument("--files-per", type=int, default=50_000, help="requests per file, 20-file test")
     ap.add_argument("--work", type=Path, default=Path("/tmp/mapreport-bench"))
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    ap.add_argument(
+        "--parts",
+        type=int,
+        default=0,
+        help="also time the rerun at the largest size with each runtime file split in N files",
+    )
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     sizes = []
@@ -442,6 +495,7 @@ def main() -> None:
         s = bench_size(args.work, n, args.runs if n < 5_000_000 else 1, n >= args.full_from)
         sizes.append(s)
         print(json.dumps(dataclasses.asdict(s)), flush=True)
+    parts = bench_parts(args.work, args.sizes[-1], args.parts) if args.parts else None
     rss1, rss20 = bench_files(args.work, args.files_per)
     render = bench_render(args.work, args.sizes[0])
     mib = 2**20
@@ -494,6 +548,12 @@ def main() -> None:
     )
     for name, secs in render["charts"]:
         print(f"- {name}: {secs:.2f} s")
+    if parts:
+        first, again, name = parts
+        print(
+            f"\nRerun with every runtime file in {args.parts} parts ({args.sizes[-1]:,} requests, "
+            f"{name} changed): first run {first:.1f} s, rerun {again:.1f} s, {first / again:.1f}x"
+        )
     plot(sizes, REPO / "benchmarks" / "scaling.svg")
     if args.json:
         args.json.write_text(
