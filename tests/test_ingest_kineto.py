@@ -390,6 +390,42 @@ def test_a_split_inside_an_event_is_dropped(tmp_path: Path, monkeypatch: Any) ->
     assert one[0]["op_exec"] == 3000
 
 
+def test_a_split_before_the_events_is_dropped(tmp_path: Path, monkeypatch: Any) -> None:
+    """A document whose events start after the split guess (a long `deviceProperties` list of
+    objects first, so the guess is a `}, {` between two devices): the helper's work is
+    dropped and this process reads every event."""
+    devices = [{"id": i, "name": f"gpu{i}", "totalGlobalMem": 1 << 34} for i in range(20000)]
+    events = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(500)]
+    doc = {"schemaVersion": 1, "deviceProperties": devices, "traceEvents": events}
+    f = tmp_path / "t.json"
+    f.write_text(json.dumps(doc))
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
+    assert used == []
+    assert two == one
+    assert one[0]["op_exec"] == 500
+
+
+def test_a_stop_before_the_array_is_never_taken() -> None:
+    """`ArrayStream(stop=...)` with the stop anywhere before the array's elements (inside the
+    document's other keys): it is ignored, nothing is `stopped`, every element arrives."""
+    import io
+
+    from mapreport.ingest.jsonarray import ArrayStream
+    from mapreport.ingest.kineto import _decode_run
+
+    events = [{**GOOD, "name": f"k{i}"} for i in range(40)]
+    raw = json.dumps(
+        {"deviceProperties": [{"id": i} for i in range(8)], "traceEvents": events}
+    ).encode()
+    start = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
+    for stop in range(1, start + 1):
+        stream = ArrayStream(
+            io.BytesIO(raw), b"traceEvents", _decode_run, lambda r: len(r.events), 256, stop
+        )
+        names = [e.name for run in stream for e in run.events if e is not None]
+        assert (stream.stopped, names) == (False, [e["name"] for e in events]), stop
+
+
 def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> None:
     """A helper that fails (here: it raises at once) costs time, not rows: this process
     reads the second half itself."""

@@ -115,6 +115,8 @@ class ArrayStream(Generic[T]):
                 more = self._read()
                 eof = not more
                 buf += more
+            if self._stop is not None and self._stop <= pos:
+                self._stop = None  # the stop lies before the array's elements: never an element
             if self._stop is not None and pos + len(buf) > self._stop:
                 value = self._until(buf[: self._stop - pos])
                 if value is not None:
