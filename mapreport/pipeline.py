@@ -20,7 +20,7 @@ from mapreport.analysis import Review, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows, history_view
 from mapreport.config import Config
 from mapreport.errors import DatasetError, InputError, MapreportError
-from mapreport.ingest import IngestResult, commit_staged, ingest_file, stage_file
+from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
 from mapreport.ingest.sink import ErrorPolicy
 from mapreport.report import write_index, write_slice_report
 from mapreport.report.export import SvgExporter
@@ -80,7 +80,11 @@ def ingest(
     failures: list[InputError] = []
     files = list(iter_files(list(paths)))
     pool = (
-        ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn"))
+        ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=helper.disable,  # the jobs use the cores: no second process per file
+        )
         if jobs > 1 and len(files) > 1
         else None
     )

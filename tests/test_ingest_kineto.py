@@ -458,3 +458,19 @@ def test_helper_reply_or_none() -> None:
     assert run(lambda: [b"a", b"", b"x" * 300_000]) == [b"a", b"", b"x" * 300_000]
     assert run(lambda: 1 / 0) is None
     assert run(lambda: os._exit(3)) is None
+
+
+def test_helpers_off_in_jobs_readers(monkeypatch: Any) -> None:
+    """`helper.disable` (the initializer of `ingest --jobs` reader processes) turns helpers
+    off in that process; size and gzip decide otherwise."""
+    import os
+
+    from mapreport.ingest import helper
+
+    monkeypatch.setattr(helper, "_enabled", True)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    assert helper.available(helper.MIN_BYTES, b"{")
+    assert not helper.available(helper.MIN_BYTES - 1, b"{")
+    assert not helper.available(helper.MIN_BYTES, b"\x1f\x8b")
+    helper.disable()
+    assert not helper.available(helper.MIN_BYTES, b"{")

@@ -192,15 +192,15 @@ def read_jsonl(path: Path, sink: Sink, slow_for: Callable[[Sink], Slow]) -> None
     if split is None:
         _read(path, 0, None, 1, sink, slow_for(sink))
         return
-    part = sink.for_part("h")
-    second = Helper(lambda: _second_half(path, split, part, slow_for))
+    theirs = sink.for_part("h")
+    second = Helper(lambda: _second_half(path, split, theirs, slow_for))
     try:
         _read(path, 0, split, 1, sink, slow_for(sink))  # an error here is the first one
         reply = second.result()
     finally:
         second.close()
     if reply is None:  # the helper failed: its half is read here instead
-        sink.discard_part(part.part)
+        sink.discard_part(theirs.part)
         _read(path, split, None, _lines_before(path, split) + 1, sink, slow_for(sink))
         return
     outcome = pickle.loads(reply[0])

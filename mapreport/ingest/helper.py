@@ -18,17 +18,25 @@ from pathlib import Path
 
 MIN_BYTES = 64 << 20
 """A plain (not gzipped) file at least this large is read by two processes."""
+_enabled = True
+
+
+def disable() -> None:
+    """No helpers in this process: the initializer of `ingest --jobs` reader processes,
+    which already use the cores."""
+    global _enabled
+    _enabled = False
 
 
 def available(size: int, head: bytes) -> bool:
     """Whether a file of `size` bytes starting with `head` is worth a helper here: large,
     not gzipped (a gzip stream cannot be entered in the middle), two cores or more, fork
-    available, and not already in a reader process of `ingest --jobs` (its cores are taken)."""
+    available, and helpers not `disable`d in this process."""
     return (
-        size >= MIN_BYTES
+        _enabled
+        and size >= MIN_BYTES
         and not head.startswith(b"\x1f\x8b")
         and (os.cpu_count() or 1) >= 2
-        and multiprocessing.parent_process() is None
         and "fork" in multiprocessing.get_all_start_methods()
     )
 
