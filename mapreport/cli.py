@@ -1,7 +1,8 @@
 """The command line: parse arguments, call the pipeline, turn domain errors into one line.
 
 Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input data;
-4 bad configuration; 5 dataset missing or empty; 6 one or more slice reports failed.
+4 bad configuration; 5 dataset missing or empty; 6 one or more slice reports failed;
+7 system error (full disk, read-only or missing folder).
 """
 
 from __future__ import annotations
@@ -97,9 +98,7 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
             elif o.unchanged:
                 click.echo(f"unchanged {o.name} -> {o.folder}/ (same inputs as its report)")
             else:
-                click.echo(
-                    f"report    {o.name} -> {o.folder}/report.html, report.pdf, findings.json"
-                )
+                click.echo(f"report    {o.name} -> {o.folder}/{', '.join(o.written)}")
         click.echo(f"index     {out / 'index.html'}")
     if failed:
         raise ReportError(
@@ -114,12 +113,6 @@ force_opt = click.option(
     is_flag=True,
     help="Redo every slice's report, even one whose inputs (source files, configuration, "
     "history, run date, code) are those its folder's report was made from.",
-)
-run_date_opt = click.option(
-    "--run-date",
-    type=click.DateTime(formats=["%Y-%m-%d"]),
-    help="Date this run is recorded under in the history (default: today, UTC); a second run "
-    "on the same date replaces the first.",
 )
 run_date_opt = click.option(
     "--run-date",
@@ -149,7 +142,8 @@ def main() -> None:
       mapreport report --dataset DS --out OUT --slice bert-base
 
     Exit codes: 0 ok, 2 usage, 3 bad input data, 4 bad config, 5 dataset missing or
-    empty, 6 a slice report failed, 1 internal error.
+    empty, 6 a slice report failed, 7 system error (disk full, read-only), 1 internal
+    error.
     """
 
 

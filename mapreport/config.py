@@ -15,12 +15,9 @@ from typing import Any
 
 import msgspec
 
-from mapreport.analysis.results import Thresholds
+from mapreport.analysis.common import Thresholds
 from mapreport.errors import ConfigError
 from mapreport.ingest.sink import ErrorPolicy
-
-ROLES = ("compiler_lead", "runtime_lead", "observability_engineer", "model_serving_architect")
-"""Owner roles of METRICS.md, as config keys."""
 
 
 class _Run(msgspec.Struct, forbid_unknown_fields=True):
@@ -117,7 +114,8 @@ def _build(raw: _File, path: Path | None) -> Config:
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [thresholds]: {', '.join(unknown)}")
     try:
-        th = msgspec.convert(raw.thresholds, Thresholds)
+        # replace() runs __init__: msgspec sets only the given fields on the instance
+        th = dataclasses.replace(msgspec.convert(raw.thresholds, Thresholds))
     except msgspec.ValidationError as e:
         raise ConfigError(f"{path}: {str(e).replace('$.', 'thresholds.')}") from None
     if not 0 < th.tolerance < 10:

@@ -3,26 +3,27 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import multiprocessing
 import os
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from mapreport import __version__
-from mapreport.analysis import Review, analyze_slice, list_slices
-from mapreport.analysis.history import history_rows, history_view
+from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slices
+from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.errors import DatasetError, InputError, MapreportError
 from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
 from mapreport.ingest.sink import ErrorPolicy
-from mapreport.report import write_index, write_slice_report
+from mapreport.kinds import OwnerRole
+from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.schema import PARTITIONED
@@ -148,8 +149,9 @@ class SliceOutcome:
     slice: str
     folder: Path
     error: str | None = None
-    summary: dict[str, Any] | None = None
     unchanged: bool = False
+    written: tuple[str, ...] = ()
+    """The files its report wrote, by name."""
     """Its inputs were those of the report already in its folder: nothing was redone."""
 
     @property
@@ -159,13 +161,15 @@ class SliceOutcome:
 
 
 def review_of(config: Config, workload: str, slice_: str) -> Review:
-    """What a slice is reviewed against: its SLA targets, the owners and the sign-offs."""
+    """What a slice is reviewed against: its description, SLA targets, the owners and the
+    sign-offs."""
     sla = config.slice_config(workload, slice_)
     return Review(
         sla_p95_us=sla.sla_p95_us if sla else None,
         sla_p99_us=sla.sla_p99_us if sla else None,
-        owners=dict(config.owners),
-        signoffs=dict(config.signoffs),
+        owners={OwnerRole(k): v for k, v in config.owners.items()},
+        signoffs={OwnerRole(k): v for k, v in config.signoffs.items()},
+        description=sla.description if sla else "",
     )
 
 
@@ -228,27 +232,23 @@ def report(
             try:
                 (folder / STAMP).unlink(missing_ok=True)
                 result = analyze_slice(
-                    con, workload, slice_, config.thresholds, review_of(config, workload, slice_)
+                    con,
+                    workload,
+                    slice_,
+                    config.thresholds,
+                    review_of(config, workload, slice_),
+                    _stored(ds, workload, slice_),
+                    RunKey(run_id, run_date, config.baseline_run),
                 )
-                hist = history_view(
-                    result,
-                    ds.history("history_run", workload, slice_),
-                    ds.history("history_shape", workload, slice_),
-                    ds.history("history_action", workload, slice_),
-                    run_id,
-                    run_date,
-                    config.baseline_run,
-                )
-                result = replace(result, history=hist)
-                write_slice_report(
-                    result, config.slice_config(workload, slice_), folder, exporter, pdf
-                )
+                written = write_slice_report(result, folder, exporter, pdf)
                 if record:
-                    ds.write_history(
-                        run_date, workload, slice_, history_rows(result, hist, run_id, run_date)
-                    )
+                    key = RunKey(run_id, run_date)
+                    rows = history_rows(result, written.titles, key)
+                    ds.write_history(run_date, workload, slice_, rows)
                 (folder / STAMP).write_text(stamp)
-                outcomes.append(SliceOutcome(workload, slice_, folder))
+                names = (written.html, written.pdf, written.findings)
+                files = tuple(p.name for p in names if p is not None)
+                outcomes.append(SliceOutcome(workload, slice_, folder, written=files))
             except Exception as e:
                 log.exception("report of %s failed", name)
                 outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))
@@ -256,6 +256,15 @@ def report(
         exporter.close()
     _index(ds, out, outcomes, dataset_dir, None if wanted else slices)
     return outcomes
+
+
+def _stored(ds: Dataset, workload: str, slice_: str) -> Stored:
+    """The slice's recorded history, as the dataset holds it."""
+    return Stored(
+        ds.history("history_run", workload, slice_),
+        ds.history("history_shape", workload, slice_),
+        ds.history("history_action", workload, slice_),
+    )
 
 
 STAMP = ".inputs"
@@ -312,7 +321,7 @@ def _fingerprint(
 def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:
     """True when the folder holds a complete report made from the same inputs."""
     f = folder / STAMP
-    outputs = ["report.html", "findings.json", *(["report.pdf"] if pdf else [])]
+    outputs = ["report.html", "findings.json", ENTRY, *(["report.pdf"] if pdf else [])]
     return f.is_file() and f.read_text() == stamp and all((folder / n).is_file() for n in outputs)
 
 
@@ -324,35 +333,18 @@ def _index(
     every: list[tuple[str, str]] | None = None,
 ) -> None:
     """Rewrite the index over every slice of the dataset (`every`, when the caller has listed
-    them already), reading earlier runs' findings."""
+    them already): tonight's outcomes, and the entries kept beside earlier reports."""
     now = {(o.workload, o.slice): o for o in outcomes}
-    entries = []
+    entries: list[IndexEntry] = []
     for workload, slice_ in every if every is not None else list_slices(ds.connect()):
         folder = slice_dir(out, workload, slice_)
+        name = f"{workload}/{slice_}" if slice_ else workload
+        rel = folder.relative_to(out).as_posix()
         o = now.get((workload, slice_))
-        entry: dict[str, Any] = {
-            "name": f"{workload}/{slice_}" if slice_ else workload,
-            "dir": folder.relative_to(out).as_posix(),
-            "error": o.error if o else None,
-        }
-        f = folder / "findings.json"
-        if entry["error"] is None:
-            if not f.is_file():
-                entry["error"] = "not reported yet"
-            else:
-                doc = json.loads(f.read_text())
-                entry.update(
-                    requests=doc["scope"]["requests"],
-                    covered=doc["coverage"]["covered_traffic_share"],
-                    mape=doc["accuracy"]["mape_weighted"],
-                    decisions={
-                        k: len(v["shapes"]) for k, v in doc["decisions"].items() if v["shapes"]
-                    },
-                    summary=doc.get("summary", ""),
-                    actions=len(doc.get("actions", [])),
-                    checklist_failed=sum(1 for c in doc.get("checklist", []) if not c["passed"]),
-                )
-        entries.append(entry)
+        if o is not None and o.error is not None:
+            entries.append(IndexEntry(name=name, dir=rel, error=o.error))
+            continue
+        entries.append(msgspec.structs.replace(read_entry(folder, name, rel), name=name, dir=rel))
     write_index(out, entries, str(dataset_dir))
 
 

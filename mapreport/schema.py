@@ -9,16 +9,14 @@ dropped). Every data row carries `source_id`, the ingest_log key of the file it 
 
 from __future__ import annotations
 
-from typing import Final, Literal
+from typing import Final
 
 import pyarrow as pa
 
 SCHEMA_VERSION: Final = "1"
 """Written into every Parquet file's metadata (key `mapreport.schema_version`)."""
 
-PlanVariant = Literal["static", "adapted", "fallback"]
 PLAN_VARIANTS: Final[tuple[str, ...]] = ("static", "adapted", "fallback")
-AdaptationKind = Literal["retune", "recompile", "remap", "fallback_enter", "fallback_exit"]
 ADAPTATION_KINDS: Final[tuple[str, ...]] = (
     "retune",
     "recompile",
@@ -286,6 +284,27 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""
+
+
+ENVIRONMENT_COMPARED: Final[tuple[str, ...]] = (
+    "compiler",
+    "compiler_version",
+    "runtime",
+    "runtime_version",
+    "driver",
+    "firmware",
+    "hardware",
+    "container_digest",
+    "git_sha",
+)
+"""Environment keys that define the environment (compared between compile and runtime).
+`host` and `captured_at` identify a capture and are shown, not compared: a compile farm and a
+serving node are different machines by design."""
+ENVIRONMENT_SHOWN: Final[tuple[str, ...]] = (*ENVIRONMENT_COMPARED, "host", "captured_at")
+ENVIRONMENT_KEYS: Final[tuple[str, ...]] = tuple(
+    f.name for f in TABLES["environment"] if f.name in ENVIRONMENT_SHOWN
+)
+"""The environment record's keys in column order (readers map them; the rest is `extra`)."""
 
 
 def empty_table(name: str) -> pa.Table:

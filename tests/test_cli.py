@@ -153,10 +153,10 @@ def test_run_continues_past_a_failing_slice(
 ) -> None:
     real = pipeline.analyze_slice
 
-    def flaky(con, workload, slice_, th, review):  # type: ignore[no-untyped-def]
+    def flaky(con, workload, slice_, *rest):  # type: ignore[no-untyped-def]
         if workload == "llama-decode":
             raise RuntimeError("simulated analysis failure")
-        return real(con, workload, slice_, th, review)
+        return real(con, workload, slice_, *rest)
 
     monkeypatch.setattr(pipeline, "analyze_slice", flaky)
     cfg = write_config(tmp_path, sample_dir)

@@ -231,7 +231,7 @@ def test_launch_sweep_finds_the_innermost_holding_op(
     import numpy as np
     import pyarrow as pa
 
-    from mapreport.ingest.kineto import _sweep
+    from mapreport.ingest.kineto_link import _sweep
 
     n_ops = len(ops)
     rows = pa.table(

@@ -130,7 +130,7 @@ def test_per_op_join_in_the_analysis(tmp_path: Path) -> None:
     assert e2e == pytest.approx(r.shapes[0].compute.p50)
     assert ops.predicted_ops == 0
     assert ops.mape_time_weighted is None
-    assert r.shapes[0].accuracy == "no_prediction"
+    assert r.shapes[0].accuracy.state == "no_prediction"
 
 
 def test_precision_names() -> None:

@@ -78,25 +78,25 @@ def test_accuracy_matches_independent_computation(
         bucket = synth.true_bucket(w, t)
         assert m.covered == (bucket is not None)
         if bucket is None:
-            assert m.accuracy == "uncovered"
-            assert m.predicted_us is None
+            assert m.accuracy.state == "uncovered"
+            assert m.accuracy.predicted_us is None
             continue
         expected_pred = synth.bucket_prediction(w, bucket)
-        assert m.predicted_us == pytest.approx(expected_pred, rel=1e-9)
+        assert m.accuracy.predicted_us == pytest.approx(expected_pred, rel=1e-9)
         static = ok[
             (ok["shape"] == m.shape)
             & (ok["plan_variant"] == "static")
             & (ok["plan_id"] == w.plan_id)
         ]["compute"]
         if len(static) < r.thresholds.min_samples:
-            assert m.ape is None
-            assert m.accuracy == "not_measured"
+            assert m.accuracy.ape is None
+            assert m.accuracy.state == "not_measured"
             continue
         measured = float(np.median(static))
         e = (expected_pred - measured) / measured
-        assert m.measured_static_p50_us == pytest.approx(measured, rel=1e-9)
-        assert m.signed_error == pytest.approx(e, rel=1e-9)
-        assert m.ape == pytest.approx(abs(e), rel=1e-9)
+        assert m.accuracy.measured_static_p50_us == pytest.approx(measured, rel=1e-9)
+        assert m.accuracy.signed_error == pytest.approx(e, rel=1e-9)
+        assert m.accuracy.ape == pytest.approx(abs(e), rel=1e-9)
         errors.append(abs(e))
         weights.append(m.traffic_share)
         pred.append(expected_pred)
@@ -114,17 +114,17 @@ def test_gain_point_estimates(
     w = truth_by_name()[name]
     ok = raw_requests(sample_dir, w).query("status == 'ok'")
     for m in demo_results[name].shapes:
-        if m.gain_p50 is None:
+        if m.gain.gain_p50 is None:
             continue
         s = ok[(ok["shape"] == m.shape) & (ok["plan_id"] == w.plan_id)]
         a = s[s["plan_variant"] == "adapted"]["compute"]
-        b = s[s["plan_variant"] == m.baseline_variant]["compute"]
-        assert m.gain_p50 == pytest.approx(1 - np.median(a) / np.median(b), rel=1e-9)
-        assert m.gain_p50_ci is not None
-        assert m.gain_p50_ci.low <= m.gain_p50 <= m.gain_p50_ci.high
-        assert m.adaptation_cost_per_request_us == pytest.approx(m.adaptation_cost_us / len(a))
-        net = 1 - (np.median(a) + m.adaptation_cost_us / len(a)) / np.median(b)
-        assert m.net_gain_p50 == pytest.approx(net, rel=1e-9)
+        b = s[s["plan_variant"] == m.gain.baseline_variant]["compute"]
+        assert m.gain.gain_p50 == pytest.approx(1 - np.median(a) / np.median(b), rel=1e-9)
+        assert m.gain.gain_p50_ci is not None
+        assert m.gain.gain_p50_ci.low <= m.gain.gain_p50 <= m.gain.gain_p50_ci.high
+        assert m.gain.cost_per_request_us == pytest.approx(m.gain.adaptation_cost_us / len(a))
+        net = 1 - (np.median(a) + m.gain.adaptation_cost_us / len(a)) / np.median(b)
+        assert m.gain.net_gain_p50 == pytest.approx(net, rel=1e-9)
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -139,10 +139,12 @@ def test_planted_gains_recovered_within_ci(demo_results: dict[str, SliceResult])
     for name, w in truth_by_name().items():
         for t in w.shapes:
             m = next(x for x in demo_results[name].shapes if x.shape == synth.shape_key(t.dims))
-            if m.gain_p50_ci is None or t.requests < 100:
+            if m.gain.gain_p50_ci is None or t.requests < 100:
                 continue
             # the planted gain lies within the CI widened by sampling noise of the medians
-            assert m.gain_p50_ci.low - 0.03 <= t.adapted_gain <= m.gain_p50_ci.high + 0.03, name
+            assert (
+                m.gain.gain_p50_ci.low - 0.03 <= t.adapted_gain <= m.gain.gain_p50_ci.high + 0.03
+            ), name
 
 
 def test_coverage_and_synthetic_buckets(demo_results: dict[str, SliceResult]) -> None:
@@ -177,8 +179,8 @@ def test_insufficient_evidence_flags(demo_results: dict[str, SliceResult]) -> No
     small = next(m for m in r.shapes if m.shape == "batch=3,seq=50")
     assert small.n < 20
     assert "latency_p95_us" in small.insufficient
-    assert small.gain == "not_measured"
-    assert small.gain_p50 is None
+    assert small.gain.state == "not_measured"
+    assert small.gain.gain_p50 is None
     rn = next(m for m in demo_results["resnet50-int8/prod"].shapes if m.shape == "batch=32,hw=224")
     assert 20 <= rn.n < 100
     assert "latency_p99_us" in rn.insufficient
@@ -242,6 +244,6 @@ def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
         results.append(analyze_slice(con, name, slice_, Thresholds(), Review()))
     plain, odd = results
     assert odd.requests == plain.requests > 0
-    assert [(m.shape, m.n, m.latency.p95, m.gain) for m in odd.shapes] == [
-        (m.shape, m.n, m.latency.p95, m.gain) for m in plain.shapes
+    assert [(m.shape, m.n, m.latency.p95, m.gain.state) for m in odd.shapes] == [
+        (m.shape, m.n, m.latency.p95, m.gain.state) for m in plain.shapes
     ]

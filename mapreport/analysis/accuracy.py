@@ -5,8 +5,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mapreport.analysis.results import Accuracy, AccuracyState, Thresholds
+from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import kendall_tau_b, weighted_mean
+from mapreport.kinds import AccuracyState
+
+
+@dataclass(frozen=True)
+class Accuracy:
+    """Compile-time mapping accuracy across the slice's shapes."""
+
+    mape_weighted: float | None
+    within_tolerance_share: float | None
+    kendall_tau: float | None
+    shapes_measured: int
+    measured_traffic_share: float
+    tolerance: float
 
 
 @dataclass(frozen=True)
@@ -18,6 +31,8 @@ class ShapeAccuracy:
     signed_error: float | None
     ape: float | None
     state: AccuracyState
+    signed_error_ci: Interval | None = None
+    """Bootstrap 95% CI of the signed error, resampling the static requests."""
 
 
 def shape_accuracy(
@@ -34,13 +49,13 @@ def shape_accuracy(
     """
     measured = static_p50_us if static_n >= th.min_samples else None
     if not covered:
-        return ShapeAccuracy(None, measured, None, None, "uncovered")
+        return ShapeAccuracy(None, measured, None, None, AccuracyState.UNCOVERED)
     if predicted_us is None:
-        return ShapeAccuracy(None, measured, None, None, "no_prediction")
+        return ShapeAccuracy(None, measured, None, None, AccuracyState.NO_PREDICTION)
     if measured is None or measured <= 0:
-        return ShapeAccuracy(predicted_us, measured, None, None, "not_measured")
+        return ShapeAccuracy(predicted_us, measured, None, None, AccuracyState.NOT_MEASURED)
     e = (predicted_us - measured) / measured
-    state: AccuracyState = "accurate" if abs(e) <= th.tolerance else "inaccurate"
+    state = AccuracyState.ACCURATE if abs(e) <= th.tolerance else AccuracyState.INACCURATE
     return ShapeAccuracy(predicted_us, measured, e, abs(e), state)
 
 

@@ -1,400 +1,362 @@
 """Retuning actions: each finding that passes the evidence rules becomes at most one action per
-(workload, shape, class), with an owner, a rollback trigger and a validation matrix."""
+(workload, shape, kind), with an owner, a rollback trigger and a validation matrix.
+
+An action is a kind and the figures its finding rests on (`params`); the report says it in
+words (`mapreport.report.words`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from mapreport.analysis.results import (
-    Action,
-    EnvironmentCheck,
-    Evidence,
+from mapreport.analysis.common import Evidence, Review, Thresholds
+from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.kinds import (
+    ActionKind,
+    BottleneckClass,
+    Criterion,
+    Decision,
+    Driver,
+    GainState,
     OwnerRole,
-    RollbackTrigger,
-    ShapeMetrics,
-    SliceResult,
-    ValidationRow,
 )
-from mapreport.units import duration as duration_text
-from mapreport.units import pct as share_text
-from mapreport.units import signed_pct as pct_text
 
-OWNERS: dict[str, OwnerRole] = {
-    "queueing": "model_serving_architect",
-    "core_imbalance": "runtime_lead",
-    "mapping_fallback": "compiler_lead",
-    "memory_burst": "compiler_lead",
-    "mapping_inaccuracy": "compiler_lead",
-    "adaptation_overhead": "runtime_lead",
-    "specialise": "compiler_lead",
-    "close_the_loop": "compiler_lead",
-    "observability": "observability_engineer",
-    "precision_without_quality": "model_serving_architect",
-    "environment_mismatch": "runtime_lead",
+if TYPE_CHECKING:
+    from mapreport.analysis.results import ShapeMetrics
+
+OWNERS: dict[ActionKind, OwnerRole] = {
+    ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT,
+    ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD,
+    ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD,
+    ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD,
+    ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD,
+    ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD,
+    ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
+    ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
+    ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER,
+    ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT,
+    ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD,
 }
 """Who owns each kind of action (METRICS.md roles); the configuration names the person."""
 
 SLICE_WIDE = "*"
 """The `shape` of an action that concerns the whole slice."""
+ROLLBACK_RUNS = 2
+"""A rollback trigger fires when its bound is crossed on this many consecutive nights."""
+ROLLBACK_MARGIN = 0.10
+"""A change is rolled back when the tail grows by more than this over its pre-change value."""
+TAIL_KINDS = {
+    BottleneckClass.QUEUEING: ActionKind.QUEUEING,
+    BottleneckClass.CORE_IMBALANCE: ActionKind.CORE_IMBALANCE,
+    BottleneckClass.MAPPING_FALLBACK: ActionKind.MAPPING_FALLBACK,
+    BottleneckClass.MEMORY_BURST: ActionKind.MEMORY_BURST,
+}
+NEIGHBOURS = 2
+"""The busiest other shapes a validation matrix guards against regressions."""
 
 
-def action_id(workload: str, slice_: str, shape: str, cls: str) -> str:
+@dataclass(frozen=True)
+class ValidationRow:
+    """One cell row of a validation matrix: a shape, a metric, what passes."""
+
+    shape: str
+    metric: str
+    baseline: float | None
+    criterion: Criterion
+    limit: float | None = None
+    """The bound a criterion names (the APE tolerance)."""
+
+
+@dataclass(frozen=True)
+class RollbackTrigger:
+    """When to roll a change back: metric above threshold for `runs` consecutive nights.
+    metric "none": not a runtime change, nothing to roll back."""
+
+    metric: str
+    threshold: float | None
+    runs: int
+    pre_change: float | None = None
+    """The metric's value before the change (the +10% bound's base)."""
+    sla_us: float | None = None
+    """The SLA, when it bounds the trigger (the pre-change value meets it)."""
+
+
+NO_ROLLBACK = RollbackTrigger("none", None, 0)
+
+
+@dataclass(frozen=True)
+class Action:
+    """A retuning action: what to change, who owns it, how to undo it, how to validate it."""
+
+    id: str
+    kind: ActionKind
+    shape: str
+    owner_role: OwnerRole
+    owner: str | None
+    evidence: Evidence
+    rollback_trigger: RollbackTrigger
+    validation_matrix: tuple[ValidationRow, ...]
+    impact: float
+    """Ordering key: traffic share times the size of the effect (0 for slice-wide actions)."""
+    params: dict[str, Any]
+    """The figures the finding states (the report's title reads them)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What every action of a slice is planned against."""
+
+    workload: str
+    slice: str
+    thresholds: Thresholds
+    review: Review
+    shapes: tuple[ShapeMetrics, ...]
+    precision: str | None
+    """The precision change whose quality guardrail the validation matrices carry."""
+
+
+def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
     """Stable id: the same finding gets the same id on every night."""
-    key = "\x1f".join((workload, slice_, shape, cls))
+    key = "\x1f".join((workload, slice_, shape, kind))
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def _tail_metric(m: ShapeMetrics, min_p99: int) -> tuple[str, float | None]:
+def tail_metric(m: ShapeMetrics, min_p99: int) -> tuple[str, float | None]:
+    """The tail statistic a shape has the evidence for: p99 from min_p99 requests, else p95."""
     return (
         ("latency_p99_us", m.latency.p99) if m.n >= min_p99 else ("latency_p95_us", m.latency.p95)
     )
 
 
-def _rollback(r: SliceResult, m: ShapeMetrics) -> RollbackTrigger:
-    metric, value = _tail_metric(m, r.thresholds.min_samples_p99)
-    sla = r.review.sla_p99_us if metric == "latency_p99_us" else r.review.sla_p95_us
-    threshold = None if value is None else value * 1.10
-    sla_bounds = sla is not None and value is not None and value <= sla
-    if sla_bounds and threshold is not None and sla is not None:
-        # the SLA is a rollback bound only while the pre-change value meets it
+def _rollback(s: Scope, m: ShapeMetrics) -> RollbackTrigger:
+    metric, value = tail_metric(m, s.thresholds.min_samples_p99)
+    sla = s.review.sla_p99_us if metric == "latency_p99_us" else s.review.sla_p95_us
+    threshold = None if value is None else value * (1 + ROLLBACK_MARGIN)
+    # the SLA is a rollback bound only while the pre-change value meets it
+    bounds = sla is not None and value is not None and value <= sla
+    if bounds and threshold is not None and sla is not None:
         threshold = min(threshold, sla)
-    bound = (
-        f"> SLA {duration_text(sla)} or " if sla_bounds else "> "
-    ) + f"+10% over the pre-change {duration_text(value)}"
-    return RollbackTrigger(
-        metric=metric,
-        threshold=threshold,
-        window="2 consecutive nightly runs",
-        text=f"{metric.removesuffix('_us').replace('_', ' ')} of {r.name} at {m.shape} {bound} "
-        "for 2 consecutive nightly runs",
-    )
+    return RollbackTrigger(metric, threshold, ROLLBACK_RUNS, value, sla if bounds else None)
 
 
-def _matrix(
-    r: SliceResult,
-    m: ShapeMetrics,
-    target: str,
-    criterion: str,
-    baseline: float | None,
-    precision: str | None,
-) -> tuple[ValidationRow, ...]:
+def _matrix(s: Scope, m: ShapeMetrics, target: ValidationRow) -> tuple[ValidationRow, ...]:
     """The changed shape with its target metric, the shape's tail and the busiest other shapes
     as regression guards; a precision change adds the quality guardrail."""
-    metric, value = _tail_metric(m, r.thresholds.min_samples_p99)
+    metric, value = tail_metric(m, s.thresholds.min_samples_p99)
     rows = [
-        ValidationRow(m.shape, target, baseline, criterion),
-        ValidationRow(
-            m.shape,
-            metric,
-            value,
-            "no worse than before (CI of the change includes or is below zero)",
-        ),
-        ValidationRow(
-            m.shape, "error_rate", m.n_failed / m.n_total if m.n_total else None, "no increase"
-        ),
+        target,
+        ValidationRow(m.shape, metric, value, Criterion.NO_WORSE),
+        ValidationRow(m.shape, "error_rate", m.error_rate, Criterion.NO_ERROR_INCREASE),
     ]
     others = sorted(
-        (o for o in r.shapes if o.shape != m.shape and o.n >= r.thresholds.min_samples_p95),
+        (o for o in s.shapes if o.shape != m.shape and o.n >= s.thresholds.min_samples_p95),
         key=lambda o: -o.traffic_share,
-    )[:2]
-    for o in others:
+    )[:NEIGHBOURS]
+    rows += [
+        ValidationRow(o.shape, "latency_p95_us", o.latency.p95, Criterion.GUARDS_NEIGHBOUR)
+        for o in others
+    ]
+    if s.precision is not None:
         rows.append(
-            ValidationRow(
-                o.shape,
-                "latency_p95_us",
-                o.latency.p95,
-                "no regression > 2% (guards the neighbours)",
-            )
-        )
-    if precision is not None:
-        rows.append(
-            ValidationRow(
-                SLICE_WIDE,
-                f"quality ({precision})",
-                None,
-                "drop versus baseline <= the configured max_drop",
-            )
+            ValidationRow(SLICE_WIDE, f"quality ({s.precision})", None, Criterion.QUALITY_GUARD)
         )
     return tuple(rows)
 
 
 def _make(
-    r: SliceResult,
+    s: Scope,
     shape: str,
-    cls: str,
-    title: str,
+    kind: ActionKind,
     evidence: Evidence,
     rollback: RollbackTrigger,
     matrix: tuple[ValidationRow, ...],
     impact: float,
+    **params: Any,
 ) -> Action:
-    role = OWNERS[cls]
+    role = OWNERS[kind]
     return Action(
-        id=action_id(r.workload, r.slice, shape, cls),
-        title=title,
+        id=action_id(s.workload, s.slice, shape, kind),
+        kind=kind,
         shape=shape,
-        cls=cls,
         owner_role=role,
-        owner=r.review.owners.get(role),
+        owner=s.review.owners.get(role),
         evidence=evidence,
         rollback_trigger=rollback,
         validation_matrix=matrix,
         impact=impact,
+        params=params,
     )
+
+
+def _class_action(
+    s: Scope, m: ShapeMetrics, slowest_core: tuple[int, float] | None
+) -> tuple[ActionKind, ValidationRow, float, dict[str, Any]] | None:
+    """The action a shape's bottleneck class calls for: kind, target row, impact, params."""
+    c, acc, gain = m.diagnosis, m.accuracy, m.gain
+    ev = c.evidence
+    if ev is None:
+        return None
+    kind = TAIL_KINDS.get(c.cls)
+    if kind is not None:
+        lat = m.latency
+        tail_excess = (lat.p95 - lat.p50) / lat.p50 if lat.p95 and lat.p50 else 0.0
+        impact = m.traffic_share * (ev.value or 0.0) * tail_excess
+        params: dict[str, Any] = {"share": ev.value}
+        if kind == ActionKind.QUEUEING:
+            params |= {"queue_p95_us": m.queue.p95, "queue_p50_us": m.queue.p50}
+            target = ValidationRow(m.shape, "queue_p95_us", m.queue.p95, Criterion.HALVED)
+        elif kind == ActionKind.CORE_IMBALANCE:
+            core, slowdown = slowest_core if slowest_core else (None, None)
+            params |= {"core": core, "slowdown": slowdown}
+            target = ValidationRow(m.shape, "latency_p95_us", lat.p95, Criterion.TENTH_LOWER)
+        elif kind == ActionKind.MAPPING_FALLBACK:
+            significant = gain.state == GainState.SIGNIFICANT
+            params |= {
+                "n_fallback": m.n_fallback,
+                "n": m.n,
+                "covered": m.covered,
+                "net_gain_p50": gain.net_gain_p50 if significant else None,
+            }
+            target = ValidationRow(
+                m.shape, "fallback_share", m.fallback_share, Criterion.NO_FALLBACK
+            )
+        else:
+            target = ValidationRow(
+                m.shape, "latency_p95_us", lat.p95, Criterion.TENTH_LOWER_IN_BUDGET
+            )
+        return kind, target, impact, params
+    tol = s.thresholds.tolerance
+    if c.cls == BottleneckClass.MAPPING_INACCURACY:
+        params = {
+            "predicted_us": acc.predicted_us,
+            "measured_us": acc.measured_static_p50_us,
+            "signed_error": acc.signed_error,
+        }
+        target = ValidationRow(m.shape, "ape", acc.ape, Criterion.APE_WITHIN, tol)
+        return ActionKind.MAPPING_INACCURACY, target, m.traffic_share * (acc.ape or 0.0), params
+    if c.cls == BottleneckClass.ADAPTATION_OVERHEAD:
+        params = {
+            "cost_per_request_us": gain.cost_per_request_us,
+            "net_gain_p50": gain.net_gain_p50,
+        }
+        target = ValidationRow(
+            m.shape, "compute_p50_us", gain.baseline_p50_us, Criterion.NOT_WORSE_THAN_STATIC
+        )
+        impact = m.traffic_share * abs(gain.net_gain_p50 or 0.0)
+        return ActionKind.ADAPTATION_OVERHEAD, target, impact, params
+    return None
+
+
+def _decision_action(
+    s: Scope, m: ShapeMetrics
+) -> tuple[ActionKind, ValidationRow, dict[str, Any]] | None:
+    """The action a shape's decision calls for, when its gain has a CI."""
+    acc, gain = m.accuracy, m.gain
+    if gain.net_gain_p50_ci is None:
+        return None
+    params: dict[str, Any] = {"signed_error": acc.signed_error, "net_gain_p50": gain.net_gain_p50}
+    if m.decision == Decision.SPECIALISE:
+        target = ValidationRow(
+            m.shape, "compute_p50_us", gain.adapted_p50_us, Criterion.AT_MOST_ADAPTED
+        )
+        return ActionKind.SPECIALISE, target, params
+    fixed_by_class = m.diagnosis.cls in (
+        BottleneckClass.MAPPING_FALLBACK,
+        BottleneckClass.MAPPING_INACCURACY,
+    )
+    if m.decision == Decision.CLOSE_THE_LOOP and not fixed_by_class:
+        tol = s.thresholds.tolerance
+        target = ValidationRow(m.shape, "ape", acc.ape, Criterion.APE_WITHIN_AFTER_UPDATE, tol)
+        return ActionKind.CLOSE_THE_LOOP, target, params | {"covered": m.covered}
+    return None
 
 
 def shape_actions(
-    r: SliceResult, m: ShapeMetrics, precision: str | None, slowest_core: tuple[int, float] | None
+    s: Scope, m: ShapeMetrics, slowest_core: tuple[int, float] | None
 ) -> list[Action]:
     """The actions one shape's findings call for (none when the evidence is insufficient)."""
     out: list[Action] = []
-    cls, ev = m.bottleneck_class, m.class_evidence
-    rb = _rollback(r, m)
-    tail_excess = (
-        (m.latency.p95 - m.latency.p50) / m.latency.p50 if m.latency.p95 and m.latency.p50 else 0.0
-    )
-    if ev is not None and cls in ("queueing", "core_imbalance", "mapping_fallback", "memory_burst"):
-        share = share_text(ev.value, 0)
-        if cls == "queueing":
-            title = (
-                f"Cut queueing delay for {m.shape}: queue wait drives {share} of its tail "
-                f"(queue p95 {duration_text(m.queue.p95)} vs p50 "
-                f"{duration_text(m.queue.p50)}); revisit admission, batching window and "
-                "replica count"
-            )
-            target, crit, base = "queue_p95_us", "at most half the current value", m.queue.p95
-        elif cls == "core_imbalance":
-            where = (
-                f"core {slowest_core[0]} runs it {slowest_core[1]:.0%} slower than the median core"
-                if slowest_core
-                else "per-core compute differs"
-            )
-            title = (
-                f"Rebalance core placement for {m.shape}: {where}; core imbalance drives "
-                f"{share} of its tail"
-            )
-            target, crit, base = "latency_p95_us", "<= 0.9 x current", m.latency.p95
-        elif cls == "mapping_fallback":
-            title = (
-                f"Compile a mapping for {m.shape}: {m.n_fallback} of its {m.n} requests ran "
-                f"the generic fallback path, which drives {share} of its tail"
-            )
-            if not m.covered:
-                title += " (no compile bucket holds it)"
-            if m.gain == "significant" and m.net_gain_p50 is not None:
-                title += (
-                    f"; seed the new bucket with the adapted mapping (net gain "
-                    f"{pct_text(m.net_gain_p50)})"
-                )
-            target, crit, base = (
-                "fallback_share",
-                "0 requests on the fallback path",
-                (m.n_fallback / m.n if m.n else None),
-            )
-        else:
-            title = (
-                f"Re-plan fusion and tiling memory for {m.shape}: requests above its "
-                f"memory budget drive {share} of its tail"
-            )
-            target, crit, base = (
-                "latency_p95_us",
-                "<= 0.9 x current, no request over budget",
-                (m.latency.p95),
-            )
+    rb = _rollback(s, m)
+    by_class = _class_action(s, m, slowest_core)
+    if by_class is not None and m.diagnosis.evidence is not None:
+        kind, target, impact, params = by_class
         out.append(
             _make(
-                r,
-                m.shape,
-                cls,
-                title,
-                ev,
-                rb,
-                _matrix(r, m, target, crit, base, precision),
-                m.traffic_share * (ev.value or 0.0) * tail_excess,
+                s, m.shape, kind, m.diagnosis.evidence, rb, _matrix(s, m, target), impact, **params
             )
         )
-    elif ev is not None and cls == "mapping_inaccuracy":
-        title = (
-            f"Recalibrate the cost model for {m.shape}: predicted "
-            f"{duration_text(m.predicted_us)}, measured {duration_text(m.measured_static_p50_us)}"
-            f" ({m.signed_error:+.0%}); adaptation does not recover it"
+    by_decision = _decision_action(s, m)
+    if by_decision is not None:
+        kind, target, params = by_decision
+        gain = m.gain
+        ev = Evidence(
+            "net_gain_p50", gain.net_gain_p50, gain.n_adapted, gain.net_gain_p50_ci, m.sources
         )
-        out.append(
-            _make(
-                r,
-                m.shape,
-                cls,
-                title,
-                ev,
-                rb,
-                _matrix(r, m, "ape", f"<= {r.thresholds.tolerance:.0%}", m.ape, precision),
-                m.traffic_share * (m.ape or 0.0),
-            )
-        )
-    elif ev is not None and cls == "adaptation_overhead":
-        title = (
-            f"Disable runtime adaptation for {m.shape}: it costs "
-            f"{duration_text(m.adaptation_cost_per_request_us)} per adapted request and "
-            f"the net p50 gain is {pct_text(m.net_gain_p50)}"
-        )
-        out.append(
-            _make(
-                r,
-                m.shape,
-                cls,
-                title,
-                ev,
-                rb,
-                _matrix(
-                    r,
-                    m,
-                    "compute_p50_us",
-                    "no worse than the static plan",
-                    m.baseline_p50_us,
-                    precision,
-                ),
-                m.traffic_share * abs(m.net_gain_p50 or 0.0),
-            )
-        )
-    gain_ev = Evidence("net_gain_p50", m.net_gain_p50, m.n_adapted, m.net_gain_p50_ci, m.sources)
-    if m.decision == "specialise" and m.net_gain_p50_ci is not None:
-        title = (
-            f"Add a compile bucket for {m.shape}: the cost model is right "
-            f"({m.signed_error:+.0%}) but the plan is not specialised; the adapted mapping "
-            f"gains {pct_text(m.net_gain_p50)} net"
-        )
-        out.append(
-            _make(
-                r,
-                m.shape,
-                "specialise",
-                title,
-                gain_ev,
-                rb,
-                _matrix(
-                    r,
-                    m,
-                    "compute_p50_us",
-                    "<= adapted p50 (no adaptation needed)",
-                    m.adapted_p50_us,
-                    precision,
-                ),
-                m.traffic_share * (m.net_gain_p50 or 0.0),
-            )
-        )
-    if (
-        m.decision == "close_the_loop"
-        and m.net_gain_p50_ci is not None
-        and cls not in ("mapping_fallback", "mapping_inaccuracy")
-    ):
-        miss = "no bucket holds it" if not m.covered else f"prediction off by {m.signed_error:+.0%}"
-        title = (
-            f"Feed the adapted mapping for {m.shape} back into the compile plan and cost "
-            f"model: {miss}, and adaptation gains {pct_text(m.net_gain_p50)} net"
-        )
-        out.append(
-            _make(
-                r,
-                m.shape,
-                "close_the_loop",
-                title,
-                gain_ev,
-                rb,
-                _matrix(
-                    r,
-                    m,
-                    "ape",
-                    f"<= {r.thresholds.tolerance:.0%} after the cost model update",
-                    m.ape,
-                    precision,
-                ),
-                m.traffic_share * (m.net_gain_p50 or 0.0),
-            )
-        )
+        impact = m.traffic_share * (gain.net_gain_p50 or 0.0)
+        out.append(_make(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, **params))
     return out
 
 
 def slice_actions(
-    r: SliceResult,
+    s: Scope,
     env: EnvironmentCheck,
     missing_quality: Sequence[str],
     unmeasured: Sequence[tuple[str, str]],
+    sources: tuple[str, ...],
 ) -> list[Action]:
     """Slice-wide actions: telemetry that is missing, environments that differ, precision
     changes without quality evidence."""
     out: list[Action] = []
-    sources = tuple(s.source_id for s in r.sources)
-    no_rollback = RollbackTrigger("none", None, "-", "not a runtime change: nothing to roll back")
+    obs = ActionKind.OBSERVABILITY
     for side in env.missing_sides:
-        out.append(
-            _make(
-                r,
-                SLICE_WIDE,
-                "observability",
-                f"Export the environment record with the {side}-side files of {r.name}: without it "
-                "the environment lock cannot be checked",
-                Evidence(f"environment.{side}", None, 0, None, sources, "record missing"),
-                no_rollback,
-                (ValidationRow(SLICE_WIDE, f"environment.{side}", None, "present in every file"),),
-                0.0,
-            )
+        ev = Evidence(f"environment.{side}", None, 0, None, sources)
+        row = ValidationRow(
+            SLICE_WIDE, f"environment.{side}", None, Criterion.PRESENT_IN_EVERY_FILE
         )
+        out.append(_make(s, SLICE_WIDE, obs, ev, NO_ROLLBACK, (row,), 0.0, side=side))
     for shape, field in unmeasured:
-        out.append(
-            _make(
-                r,
-                shape,
-                "observability",
-                f"Record {field} on the requests of {shape}: "
-                "its tail cannot be attributed without it",
-                Evidence(f"missing.{field}", None, 0, None, sources),
-                no_rollback,
-                (ValidationRow(shape, field, None, "present on every request"),),
-                0.0,
-            )
-        )
+        ev = Evidence(f"missing.{field}", None, 0, None, sources)
+        row = ValidationRow(shape, field, None, Criterion.PRESENT_ON_EVERY_REQUEST)
+        out.append(_make(s, shape, obs, ev, NO_ROLLBACK, (row,), 0.0, field=field))
     if env.mismatches:
-        keys = ", ".join(
-            f"{m.key} ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})"
+        ev = Evidence("environment.mismatches", float(len(env.mismatches)), 0, None, sources)
+        rows = tuple(
+            ValidationRow(SLICE_WIDE, f"environment.{m.key}", None, Criterion.SAME_ON_BOTH_SIDES)
             for m in env.mismatches
         )
-        out.append(
-            _make(
-                r,
-                SLICE_WIDE,
-                "environment_mismatch",
-                f"Re-lock the environment of {r.name}: {keys} "
-                f"{'differs' if len(env.mismatches) == 1 else 'differ'} between compile and "
-                "runtime; rebuild the plan on the serving environment or pin it",
-                Evidence("environment.mismatches", float(len(env.mismatches)), 0, None, sources),
-                no_rollback,
-                tuple(
-                    ValidationRow(SLICE_WIDE, f"environment.{m.key}", None, "same on both sides")
-                    for m in env.mismatches
-                ),
-                0.0,
-            )
-        )
+        kind = ActionKind.ENVIRONMENT_MISMATCH
+        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0))
     for precision in missing_quality:
-        out.append(
-            _make(
-                r,
-                SLICE_WIDE,
-                "precision_without_quality",
-                f"Run the quality evaluation of the {precision} plan on {r.name} before relying on "
-                "it: there is no quality evidence for this precision change",
-                Evidence(f"quality.{precision}", None, 0, None, sources, "no quality record"),
-                no_rollback,
-                (
-                    ValidationRow(
-                        SLICE_WIDE,
-                        f"quality ({precision})",
-                        None,
-                        "drop versus baseline <= max_drop",
-                    ),
-                ),
-                0.0,
-            )
-        )
+        ev = Evidence(f"quality.{precision}", None, 0, None, sources)
+        row = ValidationRow(SLICE_WIDE, f"quality ({precision})", None, Criterion.QUALITY_MAX_DROP)
+        kind = ActionKind.PRECISION_WITHOUT_QUALITY
+        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, (row,), 0.0, precision=precision))
     return out
+
+
+UNMEASURED_FIELDS = {Driver.CORE_IMBALANCE: "core", Driver.MEMORY_BURST: "mem_peak_bytes"}
+"""The request field a tail driver needs, when it could not be measured."""
+
+
+def plan_actions(
+    s: Scope,
+    env: EnvironmentCheck,
+    missing_quality: Sequence[str],
+    slowest: dict[str, tuple[int, float]],
+    sources: tuple[str, ...],
+) -> tuple[Action, ...]:
+    """Every action of a slice, most impact first (ties: shape, kind)."""
+    actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
+    unmeasured = [
+        (m.shape, UNMEASURED_FIELDS[u])
+        for m in s.shapes
+        if m.tail is not None
+        and m.tail.material
+        and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
+        for u in m.tail.unmeasured
+    ]
+    actions += slice_actions(s, env, missing_quality, unmeasured, sources)
+    return tuple(sorted(actions, key=lambda a: (-a.impact, a.shape, a.kind)))

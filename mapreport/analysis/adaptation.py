@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from mapreport.analysis.results import GainState, Interval, Thresholds
+from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import FloatArray, bootstrap_ratio_gain, seed_for
+from mapreport.kinds import GainGap, GainState
 
 
 @dataclass(frozen=True)
@@ -15,61 +16,65 @@ class ShapeGain:
     """The adaptation figures of one shape."""
 
     baseline_variant: str | None
-    baseline_p50_us: float | None
-    adapted_p50_us: float | None
-    gain_p50: float | None
-    gain_p50_ci: Interval | None
-    gain_p95: float | None
-    gain_p95_ci: Interval | None
-    cost_per_request_us: float | None
-    net_gain_p50: float | None
-    net_gain_p50_ci: Interval | None
+    """static when the shape is covered, else fallback; None without baseline requests."""
+    n_adapted: int
+    n_baseline: int
+    adaptation_events: int
+    adaptation_cost_us: float
     state: GainState
-    reason: str
+    gap: GainGap | None = None
+    """Why the gain is not measured (state not_measured)."""
+    baseline_p50_us: float | None = None
+    adapted_p50_us: float | None = None
+    gain_p50: float | None = None
+    gain_p50_ci: Interval | None = None
+    gain_p95: float | None = None
+    gain_p95_ci: Interval | None = None
+    cost_per_request_us: float | None = None
+    net_gain_p50: float | None = None
+    net_gain_p50_ci: Interval | None = None
+
+    @property
+    def saving_p50_us(self) -> float | None:
+        """Median compute a significant adaptation saves per request."""
+        if self.state != GainState.SIGNIFICANT or not self.baseline_p50_us:
+            return None
+        if not self.adapted_p50_us:
+            return None
+        return self.baseline_p50_us - self.adapted_p50_us
 
 
 def shape_gain(
     key: tuple[str, str, str],
     covered: bool,
     samples: dict[str, FloatArray],
-    cost_us: float,
+    events: tuple[int, float],
     th: Thresholds,
 ) -> ShapeGain:
     """Gain on p50 and p95 of adapted over the baseline (static when covered, else fallback).
 
-    `samples` maps a plan variant to the shape's ok compute times. The adaptation cost is
-    spread over the adapted requests and charged against the p50 gain (net gain). A gain that
-    cannot be measured is None with a reason, never zero.
+    `samples` maps a plan variant to the shape's ok compute times; `events` is the number and
+    summed duration of its adaptation events. The cost is spread over the adapted requests
+    and charged against the p50 gain (net gain). A gain that cannot be measured is None with
+    the gap that stopped it, never zero.
     """
     base_variant = "static" if covered else "fallback"
     adapted = samples.get("adapted")
     base = samples.get(base_variant)
     na = 0 if adapted is None else len(adapted)
     nb = 0 if base is None else len(base)
-    none = ShapeGain(
-        base_variant if nb else None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        None,
-        "not_measured",
-        "",
-    )
-    if na == 0:
-        return _with(none, "no adapted requests")
-    if nb == 0:
-        return _with(none, f"no {base_variant} requests to compare with")
-    assert adapted is not None
-    assert base is not None
+    n_events, cost_us = events
+
+    def missing(gap: GainGap) -> ShapeGain:
+        variant = base_variant if nb else None
+        return ShapeGain(variant, na, nb, n_events, cost_us, GainState.NOT_MEASURED, gap)
+
+    if adapted is None or na == 0:
+        return missing(GainGap.NO_ADAPTED)
+    if base is None or nb == 0:
+        return missing(GainGap.NO_BASELINE)
     if na < th.min_samples or nb < th.min_samples:
-        return _with(
-            none, f"too few samples: {na} adapted, {nb} {base_variant} (need {th.min_samples})"
-        )
+        return missing(GainGap.TOO_FEW)
     seed = seed_for(th.seed, *key)
     cost_per = cost_us / na
     g50, lo50, hi50 = bootstrap_ratio_gain(adapted, base, 0.5, th.bootstrap_resamples, seed)
@@ -82,12 +87,22 @@ def shape_gain(
             adapted, base, 0.95, th.bootstrap_resamples, seed + 1
         )
         ci95 = Interval(lo95, hi95)
-    state: GainState = "significant" if nlo > 0 else "regression" if nhi < 0 else "not_significant"
-    reason = f"net p50 gain {net:+.1%} (95% CI {nlo:+.1%} to {nhi:+.1%}), n={na} vs {nb}"
+    state = (
+        GainState.SIGNIFICANT
+        if nlo > 0
+        else GainState.REGRESSION
+        if nhi < 0
+        else GainState.NOT_SIGNIFICANT
+    )
     return ShapeGain(
         baseline_variant=base_variant,
-        baseline_p50_us=float(_median(base)),
-        adapted_p50_us=float(_median(adapted)),
+        n_adapted=na,
+        n_baseline=nb,
+        adaptation_events=n_events,
+        adaptation_cost_us=cost_us,
+        state=state,
+        baseline_p50_us=_median(base),
+        adapted_p50_us=_median(adapted),
         gain_p50=g50,
         gain_p50_ci=Interval(lo50, hi50),
         gain_p95=g95,
@@ -95,14 +110,8 @@ def shape_gain(
         cost_per_request_us=cost_per,
         net_gain_p50=net,
         net_gain_p50_ci=Interval(nlo, nhi),
-        state=state,
-        reason=reason,
     )
 
 
 def _median(x: FloatArray) -> float:
     return float(np.quantile(x, 0.5))
-
-
-def _with(g: ShapeGain, reason: str) -> ShapeGain:
-    return replace(g, reason=f"gain not measured: {reason}")

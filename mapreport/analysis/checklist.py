@@ -3,30 +3,75 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from mapreport.analysis.results import (
-    OWNER_ROLES,
-    Action,
-    ChecklistItem,
-    Pitfall,
-    ShapeMetrics,
-    SliceResult,
-)
-from mapreport.units import duration
+from mapreport.analysis.actions import Action
+from mapreport.analysis.common import Review, Thresholds
+from mapreport.analysis.coverage import Coverage
+from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.kinds import EVIDENCE_FREE, CheckItem, OwnerRole, PitfallKind
+
+if TYPE_CHECKING:
+    from mapreport.analysis.results import ShapeMetrics
 
 REFERENCE_PRECISIONS = frozenset({"fp32", "tf32", "float32"})
 """Precisions that are not a change; any other plan precision needs quality evidence."""
 
-EVIDENCE_FREE = frozenset({"observability", "environment_mismatch", "precision_without_quality"})
-"""Action kinds that rest on a missing or differing record, not on a statistic."""
+
+@dataclass(frozen=True)
+class PrecisionCheck:
+    """The precision changes of a slice's plans, by their quality evidence."""
+
+    passing: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+    """Changes without any quality record."""
+    failing: tuple[str, ...] = ()
+    """Changes whose quality drop exceeds the record's max_drop."""
+
+    @property
+    def guarded(self) -> str | None:
+        """The change whose quality guardrail the validation matrices carry."""
+        changed = self.missing + self.failing + self.passing
+        return changed[0] if changed else None
+
+
+@dataclass(frozen=True)
+class Breach:
+    """An action that breaks the evidence rules: its CI is missing or includes zero (n None),
+    or its n is below min_samples."""
+
+    action_id: str
+    kind: str
+    shape: str
+    n: int | None = None
+
+
+@dataclass(frozen=True)
+class ChecklistItem:
+    """One review-checklist item, evaluated from data and configuration."""
+
+    item: CheckItem
+    passed: bool
+    roles: tuple[OwnerRole, ...] = ()
+    """Roles without an owner (ownership) or without a sign-off (signoff)."""
+    breaches: tuple[Breach, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """A known pitfall and whether this slice falls into it."""
+
+    kind: PitfallKind
+    present: bool
+    actions: tuple[tuple[str, str], ...] = ()
+    """(action id, shape) of the actions an average-only claim rests on."""
 
 
 def precision_changes(
     plan_precisions: Sequence[str], quality: Sequence[dict[str, Any]]
-) -> tuple[list[str], list[str], list[str]]:
-    """Precision changes of a slice's plans: (with passing evidence, without evidence, with
-    evidence that fails its max_drop)."""
+) -> PrecisionCheck:
+    """Precision changes of a slice's plans, by their quality evidence."""
     changed = sorted({p for p in plan_precisions if p and p.lower() not in REFERENCE_PRECISIONS})
     ok, missing, failing = [], [], []
     for p in changed:
@@ -39,119 +84,60 @@ def precision_changes(
             ok.append(p)
         else:
             failing.append(p)
-    return ok, missing, failing
+    return PrecisionCheck(tuple(ok), tuple(missing), tuple(failing))
 
 
-def _meets_evidence_rules(a: Action, r: SliceResult) -> str | None:
-    """Why an action breaks the evidence rules, or None."""
-    if a.cls in EVIDENCE_FREE:
+def _breach(a: Action, th: Thresholds) -> Breach | None:
+    """How an action breaks the evidence rules, or None."""
+    if a.kind in EVIDENCE_FREE:
         return None
     ev = a.evidence
     if ev.ci is None or not ev.ci.excludes_zero():
-        return f"{a.id} ({a.cls} at {a.shape}): confidence interval missing or includes zero"
+        return Breach(a.id, a.kind, a.shape)
     # a tail share counts tail requests; its shape already passed min_samples_p95 in classify
-    if not ev.metric.startswith("tail_share") and ev.n < r.thresholds.min_samples:
-        return f"{a.id}: n = {ev.n} below {r.thresholds.min_samples}"
+    if not ev.metric.startswith("tail_share") and ev.n < th.min_samples:
+        return Breach(a.id, a.kind, a.shape, ev.n)
     return None
 
 
-def checklist(r: SliceResult, actions: Sequence[Action]) -> list[ChecklistItem]:
-    """The five review items of METRICS.md, each passed or failed with its reason."""
-    sla = [
-        f"p95 {duration(r.review.sla_p95_us)}" if r.review.sla_p95_us else "",
-        f"p99 {duration(r.review.sla_p99_us)}" if r.review.sla_p99_us else "",
-    ]
-    sla_text = ", ".join(s for s in sla if s)
-    env = r.environment
-    env_reason = (
-        f"both sides match on {', '.join(env.compared_keys)}"
-        if env.locked
-        else "; ".join(
-            [f"no environment record on the {s} side" for s in env.missing_sides]
-            + [
-                f"{m.key} differs ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})"
-                for m in env.mismatches
-            ]
-        )
-    )
-    broken = [why for a in actions if (why := _meets_evidence_rules(a, r))]
-    unowned = sorted({a.owner_role for a in actions if not a.owner})
-    unsigned = [role for role in OWNER_ROLES if role not in r.review.signoffs]
-    return [
+def checklist(
+    review: Review, env: EnvironmentCheck, actions: Sequence[Action], th: Thresholds
+) -> tuple[ChecklistItem, ...]:
+    """The five review items of METRICS.md, each passed or failed with what failed it."""
+    breaches = tuple(b for a in actions if (b := _breach(a, th)))
+    unowned = tuple(sorted({a.owner_role for a in actions if not a.owner}))
+    unsigned = tuple(role for role in OwnerRole if role not in review.signoffs)
+    return (
+        ChecklistItem(CheckItem.SCOPE, bool(review.sla_p95_us or review.sla_p99_us)),
+        ChecklistItem(CheckItem.ENVIRONMENT, env.locked),
+        ChecklistItem(CheckItem.EVIDENCE, not breaches, breaches=breaches),
         ChecklistItem(
-            "Workload scope and SLA targets are explicit",
-            bool(sla_text),
-            f"SLA configured: {sla_text}"
-            if sla_text
-            else f"no SLA target configured for {r.name} ([[slices]] in the config)",
-        ),
-        ChecklistItem("Environment metadata is locked and reproducible", env.locked, env_reason),
-        ChecklistItem(
-            "Mechanism classification is evidence-backed",
-            not broken,
-            "every action rests on n and a CI that excludes zero"
-            if not broken
-            else "; ".join(broken),
-        ),
-        ChecklistItem(
-            "Owner, rollback trigger and validation matrix documented for every action",
+            CheckItem.OWNERSHIP,
             not unowned and all(a.validation_matrix for a in actions),
-            f"{len(actions)} action(s), each with an owner, a rollback trigger and a validation "
-            "matrix"
-            if not unowned
-            else "no owner configured for role(s): "
-            + ", ".join(unowned)
-            + " ([owners] in the config)",
+            roles=unowned,
         ),
-        ChecklistItem(
-            "Owners signed",
-            not unsigned,
-            "signed by " + ", ".join(f"{k}: {v}" for k, v in sorted(r.review.signoffs.items()))
-            if not unsigned
-            else "missing sign-off: " + ", ".join(unsigned),
-        ),
-    ]
+        ChecklistItem(CheckItem.SIGNOFF, not unsigned, roles=unsigned),
+    )
 
 
 def pitfalls(
-    r: SliceResult,
+    coverage: Coverage,
     actions: Sequence[Action],
     shapes: Sequence[ShapeMetrics],
-    missing_quality: Sequence[str],
-    failing_quality: Sequence[str],
-) -> list[Pitfall]:
+    precision: PrecisionCheck,
+) -> tuple[Pitfall, ...]:
     """The seed's pitfalls: synthetic-only shapes, average-only claims, precision changes
     without quality evidence."""
-    synthetic = r.coverage.synthetic_only_buckets
     by_shape = {m.shape: m for m in shapes}
-    average_only = [
-        a
+    average_only = tuple(
+        (a.id, a.shape)
         for a in actions
         if a.shape in by_shape and "latency_p95_us" in by_shape[a.shape].insufficient
-    ]
-    return [
+    )
+    return (
+        Pitfall(PitfallKind.SYNTHETIC_ONLY, bool(coverage.synthetic_only_buckets)),
+        Pitfall(PitfallKind.AVERAGE_ONLY, bool(average_only), average_only),
         Pitfall(
-            "Optimising synthetic kernels without production-shape validation",
-            bool(synthetic),
-            ", ".join(f"{b.plan_id}: {b.bucket}" for b in synthetic) + " compiled, never served"
-            if synthetic
-            else "every compiled bucket served production traffic",
+            PitfallKind.PRECISION_WITHOUT_QUALITY, bool(precision.missing or precision.failing)
         ),
-        Pitfall(
-            "Average-only claims (no tail statistic behind a claim)",
-            bool(average_only),
-            ", ".join(f"{a.id} at {a.shape}" for a in average_only) + " rest on shapes without "
-            "a p95"
-            if average_only
-            else "every action's shape has a p95 with enough samples",
-        ),
-        Pitfall(
-            "Precision change without quality evidence",
-            bool(missing_quality or failing_quality),
-            "; ".join(
-                [f"{p}: no quality record" for p in missing_quality]
-                + [f"{p}: quality drop exceeds max_drop" for p in failing_quality]
-            )
-            or "every precision change has passing quality evidence",
-        ),
-    ]
+    )

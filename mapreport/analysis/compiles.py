@@ -11,11 +11,44 @@ which the requests needed to pay back the compile time follow.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import duckdb
 
-from mapreport.analysis.results import CompileCost, Compiles
 from mapreport.shapes import sort_key
+
+
+@dataclass(frozen=True)
+class CompileCost:
+    """What compiling for one shape cost, and what its compiled code then ran."""
+
+    shape: str | None
+    compiles: int
+    recompiles: int
+    compile_ms: float | None
+    cache_hits: int
+    cache_misses: int
+    reasons: tuple[str, ...]
+    frames: tuple[str, ...]
+    runtime_calls: int
+    runtime_ms: float | None
+    compile_share: float | None
+    """compile / (compile + runtime of the compiled region)."""
+    saving_per_request_us: float | None
+    break_even_requests: float | None
+
+
+@dataclass(frozen=True)
+class Compiles:
+    """Compile cost per shape of one slice."""
+
+    shapes: tuple[CompileCost, ...]
+    compiles: int
+    recompiles: int
+    compile_ms: float
+    shapes_recompiled: int
+    runtime_joined: bool
+
 
 REGION = "Torch-Compiled Region: "
 """The profiler op PyTorch records around a call of compiled code, followed by its compile id."""

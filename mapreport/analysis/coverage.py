@@ -7,8 +7,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mapreport.analysis.query import BucketRow, ShapeRow
-from mapreport.analysis.results import Coverage, SyntheticBucket, UncoveredShape
 from mapreport.shapes import Bucket, ShapeError, parse_bucket, tightest
+
+
+@dataclass(frozen=True)
+class UncoveredShape:
+    """A runtime shape that no compile bucket holds."""
+
+    shape: str
+    n: int
+    traffic_share: float
+
+
+@dataclass(frozen=True)
+class SyntheticBucket:
+    """A compiled bucket that no production shape fell in."""
+
+    plan_id: str
+    bucket: str
+    predicted_us: float | None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How much production traffic the compile plan covered."""
+
+    covered_traffic_share: float | None
+    """None when the slice served no requests."""
+    uncovered_shapes: tuple[UncoveredShape, ...]
+    synthetic_only_buckets: tuple[SyntheticBucket, ...]
+    plans: tuple[str, ...]
+    buckets: int
 
 
 @dataclass(frozen=True)

@@ -3,25 +3,35 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from mapreport.analysis.results import EnvironmentCheck, EnvMismatch
+from mapreport.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
-COMPARED = (
-    "compiler",
-    "compiler_version",
-    "runtime",
-    "runtime_version",
-    "driver",
-    "firmware",
-    "hardware",
-    "container_digest",
-    "git_sha",
-)
-"""Keys that define the environment. `host` and `captured_at` identify a capture and are
-shown, not compared: a compile farm and a serving node are different machines by design."""
 
-SHOWN = (*COMPARED, "host", "captured_at")
+@dataclass(frozen=True)
+class EnvMismatch:
+    """A key whose value differs between the compile and the runtime side (or within one)."""
+
+    key: str
+    compile: tuple[str, ...]
+    runtime: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EnvironmentCheck:
+    """Environment metadata of both sides of a slice and whether it matches."""
+
+    compile: dict[str, str]
+    runtime: dict[str, str]
+    mismatches: tuple[EnvMismatch, ...]
+    missing_sides: tuple[str, ...]
+    compared_keys: tuple[str, ...]
+
+    @property
+    def locked(self) -> bool:
+        """True when both sides are present and every compared key matches."""
+        return not self.mismatches and not self.missing_sides
 
 
 def _values(rows: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
@@ -37,11 +47,12 @@ def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
     sides = {s: [r for r in rows if r["side"] == s] for s in ("compile", "runtime")}
     missing = tuple(s for s, rs in sides.items() if not rs)
     shown = {
-        s: {k: ", ".join(v) for k in SHOWN if (v := _values(rs, k))} for s, rs in sides.items()
+        s: {k: ", ".join(v) for k in ENVIRONMENT_SHOWN if (v := _values(rs, k))}
+        for s, rs in sides.items()
     }
     mismatches = []
     compared = []
-    for key in COMPARED:
+    for key in ENVIRONMENT_COMPARED:
         c, r = _values(sides["compile"], key), _values(sides["runtime"], key)
         if c and r:
             compared.append(key)

@@ -4,26 +4,92 @@ regressions against the previous run or a named baseline run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from mapreport.analysis.results import (
-    ActionState,
-    History,
-    Interval,
-    Regression,
-    RunPoint,
-    ShapeMetrics,
-    SliceResult,
-)
+from mapreport.analysis.actions import SLICE_WIDE, Action
+from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, seed_for
+from mapreport.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
+from mapreport.kinds import ActionState as State
 
-TERMINAL = ("verified", "rolled_back", "dropped")
+if TYPE_CHECKING:
+    from mapreport.analysis.results import ShapeMetrics, SliceResult
+
+
+@dataclass(frozen=True)
+class RunPoint:
+    """One run's headline numbers for the trend."""
+
+    run_id: str
+    run_date: str
+    requests: int
+    latency_p50_us: float | None
+    latency_p95_us: float | None
+    latency_p99_us: float | None
+    covered_traffic_share: float | None
+    mape_weighted: float | None
+    actions: int
+    current: bool
+
+
+@dataclass(frozen=True)
+class ActionState:
+    """Where one action stands after this run."""
+
+    action_id: str
+    kind: ActionKind
+    shape: str
+    title: str | None
+    """The stored title of an action no longer proposed; None for tonight's actions, whose
+    words the report gives."""
+    owner_role: OwnerRole
+    state: State
+    """new, open, verified (its target moved as expected), rolled_back (its trigger fired on
+    two consecutive runs), dropped (the finding is gone but the target did not move)."""
+    first_run_id: str
+    first_run_date: str
+    runs_seen: int
+    target_metric: str | None
+    target_baseline: float | None
+    target_now: float | None
+    rollback_metric: str | None
+    rollback_threshold: float | None
+    rollback_now: float | None
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A shape's p95 latency change against an earlier run, with its bootstrap CI."""
+
+    shape: str
+    against_run_id: str
+    against_run_date: str
+    before_us: float
+    now_us: float
+    change: float
+    ci: Interval
+    kind: RegressionKind
+
+
+@dataclass(frozen=True)
+class History:
+    """The history view of one slice, this run included."""
+
+    runs: tuple[RunPoint, ...]
+    actions: tuple[ActionState, ...]
+    regressions: tuple[Regression, ...]
+    compared_to: str | None
+    note: HistoryNote | None
+    baseline_run: str | None = None
+    """The configured baseline run (named when it is not in the history)."""
+
+
+TERMINAL = (State.VERIFIED, State.ROLLED_BACK, State.DROPPED)
 IMPROVEMENT = 0.10
 """A target metric verified: it moved at least 10% the right way (lower is better)."""
-QUANTILE_POINTS = 101
-"""Latency quantiles kept per shape and run (0%, 1%, ..., 100%) for later comparisons."""
 MAX_DRAW = 20_000
 """Largest sample redrawn from a stored quantile function (the CI only widens above)."""
 
@@ -36,9 +102,9 @@ def shape_metric(m: ShapeMetrics, metric: str) -> float | None:
         "latency_p99_us": m.latency.p99,
         "queue_p95_us": m.queue.p95,
         "compute_p50_us": m.compute.p50,
-        "ape": m.ape,
-        "fallback_share": m.n_fallback / m.n if m.n else None,
-        "error_rate": m.n_failed / m.n_total if m.n_total else None,
+        "ape": m.accuracy.ape,
+        "fallback_share": m.fallback_share,
+        "error_rate": m.error_rate,
     }
     return values.get(metric)
 
@@ -82,65 +148,55 @@ def p95_change(
     return point, Interval(float(lo), float(hi))
 
 
+@dataclass(frozen=True)
+class Stored:
+    """The history tables' rows of one slice, as the dataset holds them."""
+
+    runs: Sequence[dict[str, Any]] = ()
+    shapes: Sequence[dict[str, Any]] = ()
+    actions: Sequence[dict[str, Any]] = ()
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Which run this is, and what it is compared with."""
+
+    run_id: str
+    run_date: str
+    baseline_run: str | None = None
+
+
 def history_view(
-    r: SliceResult,
-    prev_runs: Sequence[dict[str, Any]],
-    prev_shapes: Sequence[dict[str, Any]],
-    prev_actions: Sequence[dict[str, Any]],
-    run_id: str,
-    run_date: str,
-    baseline_run: str | None = None,
+    tonight: RunPoint,
+    shapes: Sequence[ShapeMetrics],
+    actions: Sequence[Action],
+    quantiles: dict[str, tuple[float, ...]],
+    stored: Stored,
+    key: RunKey,
+    th: Thresholds,
+    seed_key: tuple[str, str],
 ) -> History:
     """Trend, action states and regressions of this run against the stored earlier runs."""
-    quantiles = r.latency_quantiles
-    prev_runs = [p for p in prev_runs if p["run_date"] < run_date]
+    prev_runs = [p for p in stored.runs if p["run_date"] < key.run_date]
     earlier = {p["run_id"] for p in prev_runs}
-    prev_shapes = [s for s in prev_shapes if s["run_id"] in earlier]
-    prev_actions = [a for a in prev_actions if a["run_id"] in earlier]
-    lat = r.latency
-    runs = [
-        RunPoint(
-            p["run_id"],
-            p["run_date"],
-            p["requests"],
-            p["latency_p50_us"],
-            p["latency_p95_us"],
-            p["latency_p99_us"],
-            p["covered_traffic_share"],
-            p["mape_weighted"],
-            p["actions"],
-            False,
-        )
-        for p in prev_runs
-    ] + [
-        RunPoint(
-            run_id,
-            run_date,
-            r.requests,
-            lat.p50,
-            lat.p95,
-            lat.p99,
-            r.coverage.covered_traffic_share,
-            r.accuracy.mape_weighted,
-            len(r.actions),
-            True,
-        )
-    ]
-    shapes_now = {m.shape: m for m in r.shapes}
+    prev_shapes = [s for s in stored.shapes if s["run_id"] in earlier]
+    prev_actions = [a for a in stored.actions if a["run_id"] in earlier]
+    runs = [_point(p) for p in prev_runs] + [tonight]
+    shapes_now = {m.shape: m for m in shapes}
     last = prev_runs[-1]["run_id"] if prev_runs else None
     last_shapes = {s["shape"]: s for s in prev_shapes if s["run_id"] == last}
-    actions = _action_states(r, shapes_now, last_shapes, prev_actions)
-    against = baseline_run if baseline_run in earlier else last
-    note = ""
-    if baseline_run and baseline_run not in earlier:
-        note = f"baseline run {baseline_run!r} is not in the history; compared with the last run"
+    states = _action_states(actions, shapes_now, last_shapes, prev_actions)
+    baseline = key.baseline_run
+    against = baseline if baseline in earlier else last
+    note = None
+    if baseline and baseline not in earlier:
+        note = HistoryNote.BASELINE_MISSING
     if not prev_runs:
-        note = "first recorded run: no earlier night to compare with"
+        note = HistoryNote.FIRST_RUN
     regressions = []
     if against is not None:
         ref = {s["shape"]: s for s in prev_shapes if s["run_id"] == against}
         ref_date = next(p["run_date"] for p in prev_runs if p["run_id"] == against)
-        th = r.thresholds
         for shape, m in shapes_now.items():
             old = ref.get(shape)
             q = quantiles.get(shape)
@@ -158,26 +214,48 @@ def history_view(
                 q,
                 m.n,
                 th.bootstrap_resamples,
-                seed_for(th.seed, r.workload, r.slice, shape, "history"),
+                seed_for(th.seed, *seed_key, shape, "history"),
             )
-            kind = "regression" if ci.low > 0 else "improvement" if ci.high < 0 else "no_change"
-            regressions.append(
-                Regression(
-                    shape,
-                    against,
-                    ref_date,
-                    quantile_of(old["latency_quantiles_us"], 0.95),
-                    float(m.latency.p95 or 0.0),
-                    change,
-                    ci,
-                    kind,
-                )
+            kind = (
+                RegressionKind.REGRESSION
+                if ci.low > 0
+                else RegressionKind.IMPROVEMENT
+                if ci.high < 0
+                else RegressionKind.NO_CHANGE
             )
-    return History(tuple(runs), tuple(actions), tuple(regressions), against, note)
+            before = quantile_of(old["latency_quantiles_us"], 0.95)
+            now = float(m.latency.p95 or 0.0)
+            regressions.append(Regression(shape, against, ref_date, before, now, change, ci, kind))
+    return History(tuple(runs), tuple(states), tuple(regressions), against, note, baseline)
+
+
+def _point(p: dict[str, Any]) -> RunPoint:
+    """A stored run's trend point."""
+    return RunPoint(
+        p["run_id"],
+        p["run_date"],
+        p["requests"],
+        p["latency_p50_us"],
+        p["latency_p95_us"],
+        p["latency_p99_us"],
+        p["covered_traffic_share"],
+        p["mape_weighted"],
+        p["actions"],
+        False,
+    )
+
+
+def _state(fired: bool, proposed: bool, seen_before: bool, wide: bool, moved: bool) -> State:
+    """An action's state from what happened to it tonight."""
+    if fired:
+        return State.ROLLED_BACK
+    if proposed:
+        return State.OPEN if seen_before else State.NEW
+    return State.VERIFIED if wide or moved else State.DROPPED
 
 
 def _action_states(
-    r: SliceResult,
+    actions: Sequence[Action],
     shapes_now: dict[str, ShapeMetrics],
     last_shapes: dict[str, dict[str, Any]],
     prev_actions: Sequence[dict[str, Any]],
@@ -185,7 +263,7 @@ def _action_states(
     by_id: dict[str, list[dict[str, Any]]] = {}
     for a in prev_actions:
         by_id.setdefault(a["action_id"], []).append(a)
-    current = {a.id: a for a in r.actions}
+    current = {a.id: a for a in actions}
     out = []
     for aid in sorted(set(by_id) | set(current)):
         rows = by_id.get(aid, [])
@@ -193,23 +271,20 @@ def _action_states(
             continue  # reported on the night it ended
         now = current.get(aid)
         first = rows[0] if rows else None
+        title: str | None = None
         if now is not None:
             target = now.validation_matrix[0] if now.validation_matrix else None
             t_metric = target.metric if target else None
             t_base = first["target_baseline"] if first else (target.baseline if target else None)
             rb_metric = first["rollback_metric"] if first else now.rollback_trigger.metric
             rb_threshold = first["rollback_threshold"] if first else now.rollback_trigger.threshold
-            cls, shape, title, role = now.cls, now.shape, now.title, now.owner_role
+            kind, shape, role = now.kind, now.shape, now.owner_role
         else:
             assert first is not None
             t_metric, t_base = first["target_metric"], first["target_baseline"]
             rb_metric, rb_threshold = first["rollback_metric"], first["rollback_threshold"]
-            cls, shape, title, role = (
-                first["class"],
-                first["shape"],
-                first["title"],
-                (first["owner_role"]),
-            )
+            kind, shape = ActionKind(first["class"]), first["shape"]
+            title, role = first["title"], OwnerRole(first["owner_role"])
         m = shapes_now.get(shape)
         t_now = shape_metric(m, t_metric) if m is not None and t_metric else None
         rb_now = shape_metric(m, rb_metric) if m is not None and rb_metric else None
@@ -222,20 +297,12 @@ def _action_states(
             and rb_now > rb_threshold
             and rb_prev > rb_threshold
         )
-        if fired:
-            state = "rolled_back"
-        elif now is not None:
-            state = "open" if rows else "new"
-        elif shape == "*" or (
-            t_now is not None and t_base is not None and t_now <= t_base * (1 - IMPROVEMENT)
-        ):
-            state = "verified"
-        else:
-            state = "dropped"
+        moved = t_now is not None and t_base is not None and t_now <= t_base * (1 - IMPROVEMENT)
+        state = _state(fired, now is not None, bool(rows), shape == SLICE_WIDE, moved)
         out.append(
             ActionState(
                 action_id=aid,
-                cls=cls,
+                kind=kind,
                 shape=shape,
                 title=title,
                 owner_role=role,
@@ -251,22 +318,30 @@ def _action_states(
                 rollback_now=rb_now,
             )
         )
-    order = {"rolled_back": 0, "new": 1, "open": 2, "verified": 3, "dropped": 4}
-    return sorted(out, key=lambda a: (order[a.state], a.shape, a.cls))
+    order = [State.ROLLED_BACK, State.NEW, State.OPEN, State.VERIFIED, State.DROPPED]
+    return sorted(out, key=lambda a: (order.index(a.state), a.shape, a.kind))
 
 
 def history_rows(
-    r: SliceResult, h: History, run_id: str, run_date: str
+    r: SliceResult, titles: dict[str, str], key: RunKey
 ) -> dict[str, list[dict[str, Any]]]:
-    """The rows this run adds to the history tables."""
+    """The rows this run adds to the history tables; `titles` are the report's words for
+    tonight's actions, by id (an action gone later keeps the title it had)."""
+    h = r.history
+    assert h is not None
     quantiles = r.latency_quantiles
-    key = {"run_id": run_id, "run_date": run_date, "workload": r.workload, "slice": r.slice}
+    row_key = {
+        "run_id": key.run_id,
+        "run_date": key.run_date,
+        "workload": r.workload,
+        "slice": r.slice,
+    }
     lat = r.latency
     first_seen = {a.action_id: a.first_run_id for a in h.actions}
     return {
         "history_run": [
             {
-                **key,
+                **row_key,
                 "requests": r.requests,
                 "latency_p50_us": lat.p50,
                 "latency_p95_us": lat.p95,
@@ -278,7 +353,7 @@ def history_rows(
         ],
         "history_shape": [
             {
-                **key,
+                **row_key,
                 "shape": m.shape,
                 "n": m.n,
                 "latency_p50_us": m.latency.p50,
@@ -286,27 +361,27 @@ def history_rows(
                 "latency_p99_us": m.latency.p99,
                 "queue_p95_us": m.queue.p95,
                 "compute_p50_us": m.compute.p50,
-                "ape": m.ape,
-                "net_gain_p50": m.net_gain_p50,
-                "fallback_share": shape_metric(m, "fallback_share"),
-                "error_rate": shape_metric(m, "error_rate"),
-                "decision": m.decision,
-                "bottleneck_class": m.bottleneck_class,
+                "ape": m.accuracy.ape,
+                "net_gain_p50": m.gain.net_gain_p50,
+                "fallback_share": m.fallback_share,
+                "error_rate": m.error_rate,
+                "decision": m.decision.value,
+                "bottleneck_class": m.diagnosis.cls.value,
                 "latency_quantiles_us": list(quantiles.get(m.shape, ())),
             }
             for m in r.shapes
         ],
         "history_action": [
             {
-                **key,
+                **row_key,
                 "action_id": a.action_id,
-                "class": a.cls,
+                "class": a.kind.value,
                 "shape": a.shape,
-                "title": a.title,
-                "owner_role": a.owner_role,
-                "state": a.state,
-                "proposed": a.state in ("new", "open"),
-                "first_run_id": first_seen.get(a.action_id) or run_id,
+                "title": a.title if a.title is not None else titles.get(a.action_id, ""),
+                "owner_role": a.owner_role.value,
+                "state": a.state.value,
+                "proposed": a.state in (State.NEW, State.OPEN),
+                "first_run_id": first_seen.get(a.action_id) or key.run_id,
                 "target_metric": a.target_metric,
                 "target_baseline": a.target_baseline,
                 "rollback_metric": a.rollback_metric,

@@ -10,11 +10,62 @@ of the measured time the plan accounts for, and which runtime ops the plan never
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import duckdb
 
-from mapreport.analysis.results import Operators, OpRow, Thresholds
+from mapreport.analysis.common import Thresholds
+
+
+@dataclass(frozen=True)
+class OpRow:
+    """One planned op joined with its measured per-op time."""
+
+    plan_id: str
+    op: str
+    kernel: str | None
+    precision: str | None
+    fused_ops: int
+    """Ops the plan fused into this one (`A + B + C` is 3)."""
+    runs: int
+    """Profiled executions behind the median."""
+    measured_p50_us: float
+    predicted_us: float | None
+    signed_error: float | None
+    ape: float | None
+    time_share: float | None
+    """Share of the slice's measured per-op time."""
+
+
+@dataclass(frozen=True)
+class Operators:
+    """The per-op join of a compile plan with a runtime profile (METRICS.md, per operator)."""
+
+    plans: tuple[str, ...]
+    planned_ops: int
+    measured_ops: int
+    matched_ops: int
+    matched_time_share: float | None
+    """Share of measured per-op time spent in ops the plan names."""
+    predicted_ops: int
+    mape_time_weighted: float | None
+    top_error: tuple[OpRow, ...]
+    precision_time_share: dict[str, float]
+    fused_time_share: float | None
+    reformat_time_share: float | None
+    """Share spent in layout/precision conversions the mapping inserted (TensorRT reformats)."""
+    layer_sum_vs_compute: dict[str, tuple[float, float]]
+    """Per plan: (sum of per-op medians, median end-to-end compute of its requests)."""
+    unmapped: tuple[tuple[str, float, float], ...]
+    """Runtime ops no plan names: (name, median us, time share), largest first."""
+    unmapped_count: int
+    unmeasured: tuple[str, ...]
+    unmeasured_count: int
+    rows: tuple[OpRow, ...]
+    rows_total: int
+
 
 TOP_OPS = 40
 TOP_UNMAPPED = 10
@@ -35,6 +86,46 @@ _MEASURED = """
     FROM op_exec WHERE workload = $w AND slice = $s
     GROUP BY plan_id, name, category
 """
+
+
+def _join(
+    universe: list[tuple[Any, ...]],
+    lookup: Callable[[str], list[tuple[Any, ...]]],
+    total: float,
+    th: Thresholds,
+) -> tuple[list[OpRow], list[tuple[str, float, float]], set[tuple[str, str]]]:
+    """Each measured op joined with the planned ops it stands for: the joined rows, the
+    measured ops no plan names (name, p50, share) and the planned ops that were measured."""
+    rows: list[OpRow] = []
+    unmapped: list[tuple[str, float, float]] = []
+    seen: set[tuple[str, str]] = set()
+    for plan_id, name, _cat, _n, runs, p50, tot in universe:
+        hits = [h for h in lookup(str(name)) if plan_id is None or h[0] == plan_id]
+        share = float(tot) / total if total > 0 else None
+        if not hits:
+            unmapped.append((str(name), float(p50), share or 0.0))
+            continue
+        for pid, op, kernel, precision, fusion, predicted, _src in hits:
+            seen.add((str(pid), str(op)))
+            err = None
+            if predicted is not None and p50 and int(runs) >= th.min_samples:
+                err = (float(predicted) - float(p50)) / float(p50)
+            rows.append(
+                OpRow(
+                    plan_id=str(pid),
+                    op=str(op),
+                    kernel=kernel,
+                    precision=precision,
+                    fused_ops=len(str(fusion).split(" + ")) if fusion else 1,
+                    runs=int(runs),
+                    measured_p50_us=float(p50),
+                    predicted_us=None if predicted is None else float(predicted),
+                    signed_error=err,
+                    ape=None if err is None else abs(err),
+                    time_share=share,
+                )
+            )
+    return rows, unmapped, seen
 
 
 def operators(
@@ -77,35 +168,7 @@ def operators(
         if (r[0] is not None and r[0] in plans) or (r[0] is None and r[2] in matched_categories)
     ]
     total = sum(float(r[6]) for r in universe)
-    rows: list[OpRow] = []
-    unmapped: list[tuple[str, float, float]] = []
-    seen: set[tuple[str, str]] = set()
-    for plan_id, name, _cat, _n, runs, p50, tot in universe:
-        hits = [h for h in lookup(str(name)) if plan_id is None or h[0] == plan_id]
-        share = float(tot) / total if total > 0 else None
-        if not hits:
-            unmapped.append((str(name), float(p50), share or 0.0))
-            continue
-        for pid, op, kernel, precision, fusion, predicted, _src in hits:
-            seen.add((str(pid), str(op)))
-            err = None
-            if predicted is not None and p50 and int(runs) >= th.min_samples:
-                err = (float(predicted) - float(p50)) / float(p50)
-            rows.append(
-                OpRow(
-                    plan_id=str(pid),
-                    op=str(op),
-                    kernel=kernel,
-                    precision=precision,
-                    fused_ops=len(str(fusion).split(" + ")) if fusion else 1,
-                    runs=int(runs),
-                    measured_p50_us=float(p50),
-                    predicted_us=None if predicted is None else float(predicted),
-                    signed_error=err,
-                    ape=None if err is None else abs(err),
-                    time_share=share,
-                )
-            )
+    rows, unmapped, seen = _join(universe, lookup, total, th)
     rows.sort(key=lambda r: (-(r.time_share or 0.0), r.op))
     matched_time = sum(float(r[6]) for r in universe if lookup(str(r[1])))
     with_error = [r for r in rows if r.ape is not None]

@@ -17,7 +17,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from mapreport.analysis.results import Percentiles
+from mapreport.analysis.common import Percentiles
 from mapreport.analysis.stats import FloatArray
 
 QS = "[0.5, 0.95, 0.99]"

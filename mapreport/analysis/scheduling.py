@@ -4,19 +4,94 @@ and the effect of operator fusion where fused and unfused plans both ran."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import duckdb
 
 from mapreport.analysis.query import REQUESTS, BucketRow
-from mapreport.analysis.results import (
-    BatchImpact,
-    CoreLoad,
-    FusionEffect,
-    QueueProfile,
-    Scheduling,
-    StreamShare,
-)
 from mapreport.analysis.stats import jain_index
+from mapreport.kinds import FusionGap
+
+
+@dataclass(frozen=True)
+class QueueProfile:
+    """Queue wait percentiles of one group (a stream) and its CDF points."""
+
+    group: str
+    n: int
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    cdf_us: tuple[float, ...]
+    """Queue wait at the 1st..99th percentile."""
+
+
+@dataclass(frozen=True)
+class BatchImpact:
+    """Latency and throughput at one batch size."""
+
+    batch_size: int
+    n: int
+    latency_p50_us: float | None
+    latency_p95_us: float | None
+    requests_per_s: float | None
+    items_per_s: float | None
+
+
+@dataclass(frozen=True)
+class StreamShare:
+    """Served versus arrived requests of one stream."""
+
+    stream: str
+    arrived: int
+    served: int
+    served_ratio: float
+
+
+@dataclass(frozen=True)
+class CoreLoad:
+    """Busy time and median compute of one core."""
+
+    core: int
+    n: int
+    busy_us: float
+    compute_p50_us: float | None
+
+
+@dataclass(frozen=True)
+class FusionEffect:
+    """A fused group measured against an unfused plan of the same bucket, when both ran."""
+
+    plan_fused: str
+    plan_unfused: str
+    bucket: str
+    fusion_group: str
+    launches_saved: int
+    p95_fused_us: float | None
+    p95_unfused_us: float | None
+    p95_change: float | None
+    mem_p50_fused_bytes: float | None
+    mem_p50_unfused_bytes: float | None
+    n_fused: int
+    n_unfused: int
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Scheduling quality of a slice."""
+
+    queue_by_stream: tuple[QueueProfile, ...]
+    batch_impact: tuple[BatchImpact, ...]
+    cores: tuple[CoreLoad, ...]
+    jain_index_cores: float | None
+    streams: tuple[StreamShare, ...]
+    jain_index_streams: float | None
+    fusion: tuple[FusionEffect, ...]
+    fusion_gap: FusionGap | None
+    """Why no fusion effect is measured (None when one is)."""
+    fused_buckets: int
+    """Compiled buckets whose plan entries fuse ops."""
+
 
 CDF_POINTS = "[" + ", ".join(f"{i / 100:.2f}" for i in range(1, 100)) + "]"
 
@@ -149,15 +224,7 @@ def scheduling(
     streams = _streams(con)
     fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
-    if fusion:
-        note = ""
-    elif grouped:
-        note = (
-            f"not measured: {grouped} compiled bucket(s) fuse ops, but no shape ran both a "
-            "fused and an unfused plan of the same bucket"
-        )
-    else:
-        note = "not measured: no fusion groups"
+    gap = None if fusion else FusionGap.NOT_BOTH_RAN if grouped else FusionGap.NO_GROUPS
     return Scheduling(
         queue_by_stream=tuple(_queue_by_stream(con)),
         batch_impact=tuple(_batch_impact(con)),
@@ -166,5 +233,6 @@ def scheduling(
         streams=tuple(streams),
         jain_index_streams=jain_index([s.served_ratio for s in streams]),
         fusion=tuple(fusion),
-        fusion_note=note,
+        fusion_gap=gap,
+        fused_buckets=grouped,
     )

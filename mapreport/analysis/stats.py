@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -104,9 +104,6 @@ def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | 
     if total <= 0:
         return None
     return float(np.dot(np.asarray(values, dtype=np.float64), w) / total)
-
-
-Stat = Callable[[FloatArray], float]
 
 
 def bootstrap_relative_error(

@@ -4,9 +4,65 @@ max batch size, instance count and dynamic batching did to throughput and tail l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import duckdb
 
-from mapreport.analysis.results import LoadSweep, Review, SweepConfig, SweepPoint
+from mapreport.analysis.common import Review
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One measured load point of one model config."""
+
+    model: str
+    config: str
+    max_batch_size: int | None
+    instance_count: int | None
+    instance_kind: str | None
+    dynamic_batching: bool | None
+    batch_size: int | None
+    concurrency: int | None
+    request_rate: float | None
+    throughput_per_s: float
+    latency_p99_us: float | None
+    server_queue_us: float | None
+    latency_avg_us: float | None
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """One model config across its load sweep."""
+
+    model: str
+    config: str
+    max_batch_size: int | None
+    instance_count: int | None
+    instance_kind: str | None
+    dynamic_batching: bool | None
+    points: int
+    best_throughput_per_s: float
+    best_load: str
+    best_within_sla: bool | None
+    """None when no p99 SLA is configured; False when no load point of the config meets it."""
+    p99_at_best_us: float | None
+    p99_lowest_load_us: float | None
+    queue_share_at_best: float | None
+
+
+@dataclass(frozen=True)
+class LoadSweep:
+    """Batch policy across configs, from a measured config x load sweep."""
+
+    configs: tuple[SweepConfig, ...]
+    configs_total: int
+    points: int
+    best: str | None
+    sla_p99_us: float | None
+    dynamic_batching_gain: float | None
+    """Best throughput with dynamic batching over the best without, minus one."""
+    curves: tuple[SweepPoint, ...]
+
 
 MAX_CONFIGS = 12
 """Configs listed (best throughput first); findings.json carries the same list."""

@@ -4,14 +4,37 @@ fallback, memory burst, core imbalance and residual."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
+from mapreport.analysis.common import Interval, Review, Thresholds
 from mapreport.analysis.query import TailRows
-from mapreport.analysis.results import DRIVERS, Interval, Review, TailDrivers, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
+from mapreport.kinds import Driver
 
-RAW_COLUMNS = ("excess", "queueing", "mapping_fallback", "memory_burst", "core_imbalance")
+DRIVERS: tuple[Driver, ...] = tuple(Driver)
+"""Tail drivers in attribution order (see `Driver`)."""
+
+
+@dataclass(frozen=True)
+class TailDrivers:
+    """The excess of a shape's (or slice's) tail requests split by driver."""
+
+    n: int
+    """Requests measured (ok) behind the tail."""
+    n_tail: int
+    """Requests above the p95 latency."""
+    excess_us: float
+    """Summed excess (latency - p50 latency) of the tail requests."""
+    shares: dict[Driver, float]
+    share_ci: dict[Driver, Interval]
+    material: bool
+    """False when p95 <= tail_ratio x p50 and within the SLA: noise, not a bottleneck."""
+    p50_us: float | None
+    p95_us: float | None
+    unmeasured: tuple[Driver, ...]
+    """Drivers that could not be measured (missing telemetry: core, mem_peak_bytes)."""
 
 
 def attribute(raw: FloatArray) -> FloatArray:
@@ -32,7 +55,7 @@ def attribute(raw: FloatArray) -> FloatArray:
     return out
 
 
-def shares(parts: FloatArray) -> dict[str, float] | None:
+def shares(parts: FloatArray) -> dict[Driver, float] | None:
     """Each driver's share of the summed excess; None when there is no excess."""
     total = float(parts.sum())
     if total <= 0:
@@ -46,7 +69,7 @@ EXACT_RESAMPLING_MAX = 1_000
 resampled column sums are drawn from their normal limit."""
 
 
-def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[str, Interval]:
+def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver, Interval]:
     """Percentile bootstrap 95% CIs of the shares, resampling tail requests.
 
     A share is a ratio of column sums of the resampled rows. Up to EXACT_RESAMPLING_MAX rows
@@ -116,7 +139,7 @@ def _drivers(
     p50: float | None,
     p95: float | None,
     p99: float | None,
-    unmeasured: Sequence[str],
+    unmeasured: Sequence[Driver],
     th: Thresholds,
     review: Review,
     seed: int,
@@ -144,12 +167,14 @@ def tail_drivers(
     threshold."""
     if t.n < th.min_samples_p95:
         return None
-    unmeasured = [d for d, n in (("core_imbalance", t.n_core), ("memory_burst", t.n_mem)) if n == 0]
+    unmeasured = [
+        d for d, n in ((Driver.CORE_IMBALANCE, t.n_core), (Driver.MEMORY_BURST, t.n_mem)) if n == 0
+    ]
     return _drivers(parts, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review, seed)
 
 
 def combine(
-    per_shape: Sequence[tuple[FloatArray, Sequence[str]]],
+    per_shape: Sequence[tuple[FloatArray, Sequence[Driver]]],
     p50: float | None,
     p95: float | None,
     p99: float | None,

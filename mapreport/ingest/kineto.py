@@ -38,10 +38,11 @@ from mapreport.ingest import helper
 from mapreport.ingest.base import Head
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
-from mapreport.ingest.native import ENVIRONMENT_KEYS
+from mapreport.ingest.kineto_link import extra, link
+from mapreport.ingest.kineto_values import canonical_dims, int_array, text_array
 from mapreport.ingest.records import open_bytes
 from mapreport.ingest.sink import Sink
-from mapreport.shapes import ShapeError, canonical_shape
+from mapreport.schema import ENVIRONMENT_KEYS
 
 _NONE = msgspec.Raw(b"null")
 """Raw values (kept undecoded until needed) default to JSON null."""
@@ -108,8 +109,6 @@ categories are kept under their own lowercase name."""
 SKIPPED_CATEGORIES = frozenset({"trace"})
 """The whole-trace span is not an execution. Flow ('s', 'f'), metadata ('M') and instant ('i')
 events carry links and labels, not executions, and are not rows either."""
-LAUNCHED = ("kernel", "memcpy", "memset")
-"""Device-side categories that inherit the shape of the operator that launched them."""
 CHUNK = 200_000
 """op_exec rows written per Parquet file."""
 _SKIP = "\0skip"
@@ -124,51 +123,9 @@ _RUN = msgspec.json.Decoder(list[Event])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ONE = msgspec.json.Decoder(Event)
 _ANY = msgspec.json.Decoder()
-_INT64 = (-(2**63), 2**63)
-
-
-def _int(value: Any) -> int | None:
-    """An id as an int: ints as they are, numeric strings (decimal or 0x) parsed; None else."""
-    if type(value) is int:
-        return value if _INT64[0] <= value < _INT64[1] else None
-    if isinstance(value, str):
-        try:
-            return _int(int(value, 0))
-        except ValueError:
-            return None
-    return None
 
 
 _I64 = pa.int64()
-
-
-def _ints(values: list[Any], kind: pa.DataType = _I64) -> pa.Array:
-    """An integer column of ids that are ints, numeric strings or missing."""
-    try:
-        return pa.array(values, kind)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        ints = [_int(v) for v in values]
-        if kind == pa.int32():
-            ints = [v if v is not None and -(2**31) <= v < 2**31 else None for v in ints]
-        return pa.array(ints, kind)
-
-
-def _texts(values: list[Any], as_json: bool) -> pa.Array:
-    """A string column of ints or strings: `str()` of each, or its JSON text."""
-    try:
-        return pa.array(values, pa.int64()).cast(pa.string())
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        pass
-    # mostly ints (Kineto's pid/tid: a few events use names): ints cast, the rest patched in
-    others = {i: v for i, v in enumerate(values) if type(v) is not int and v is not None}
-    ints = [None if i in others else v for i, v in enumerate(values)] if others else values
-    try:
-        texts = pa.array(ints, pa.int64()).cast(pa.string()).to_pylist()
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # ints beyond 64 bits
-        texts = [None if v is None else str(v) for v in ints]
-    for i, v in others.items():
-        texts[i] = _ENCODE(v).decode() if as_json else str(v)
-    return pa.array(texts, pa.string())
 
 
 class _Shapes(dict[bytes, str | None]):
@@ -176,7 +133,7 @@ class _Shapes(dict[bytes, str | None]):
 
     def __missing__(self, key: bytes) -> str | None:
         try:
-            value = _canonical_dims(_ANY.decode(key))
+            value = canonical_dims(_ANY.decode(key))
         except msgspec.DecodeError:
             value = None
         self[key] = value
@@ -212,26 +169,6 @@ class _Memo:
             return pa.nulls(len(raws), pa.string())
         compact = self.compact
         return pa.array([None if r is _NONE else compact[bytes(r)] for r in raws], pa.string())
-
-
-def _canonical_dims(dims: Any) -> str | None:
-    """Canonical positional shape from `Input Dims`; nested tensor lists are flattened one
-    level per tensor; anything else has no shape."""
-    if not isinstance(dims, list):
-        return None
-    tensors = []
-    for t in dims:
-        if isinstance(t, list) and all(isinstance(d, int) and not isinstance(d, bool) for d in t):
-            tensors.append(t)
-        elif isinstance(t, list):  # a tensor list (e.g. aten::cat inputs): keep its first
-            inner = next((x for x in t if isinstance(x, list)), [])
-            tensors.append([d for d in inner if isinstance(d, int)])
-        else:
-            tensors.append([])
-    try:
-        return canonical_shape(tensors) if tensors else None
-    except ShapeError:
-        return None
 
 
 def _invalid(ev: Event) -> tuple[str, str] | None:
@@ -356,9 +293,9 @@ def _columns(run: _Run, first: int, rejects: list[_Reject], memo: _Memo) -> pa.T
     if not xe:
         return None
     args = [e.args or _EMPTY for e in xe]
-    ext = _ints(list(map(_get.external_id, args)))
+    ext = int_array(list(map(_get.external_id, args)))
     if ext.null_count:
-        ext = pc.coalesce(ext, _ints(list(map(_get.external_id_legacy, args))))
+        ext = pc.coalesce(ext, int_array(list(map(_get.external_id_legacy, args))))
     dims = map(_get.input_dims, args)
     shapes = memo.shapes
     table = pa.table(
@@ -375,12 +312,12 @@ def _columns(run: _Run, first: int, rejects: list[_Reject], memo: _Memo) -> pa.T
             ),
             ts,
             dur,
-            _ints(list(map(_get.device, args)), pa.int32()),
-            _texts(list(map(_get.stream, args)), as_json=False),
-            _ints(list(map(_get.correlation, args))),
+            int_array(list(map(_get.device, args)), pa.int32()),
+            text_array(list(map(_get.stream, args)), as_json=False),
+            int_array(list(map(_get.correlation, args))),
             ext,
-            _texts(list(map(_get.pid, xe)), as_json=True),
-            _texts(list(map(_get.tid, xe)), as_json=True),
+            text_array(list(map(_get.pid, xe)), as_json=True),
+            text_array(list(map(_get.tid, xe)), as_json=True),
             memo.texts(list(map(_get.grid, args))),
             memo.texts(list(map(_get.block, args))),
         ],
@@ -389,149 +326,6 @@ def _columns(run: _Run, first: int, rejects: list[_Reject], memo: _Memo) -> pa.T
     if bad.any():
         table = table.filter(pa.array(~bad))
     return table
-
-
-def _first_of_each(keys: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Sorted distinct keys and, for each, the position of its first (or last) occurrence."""
-    order = np.argsort(keys, kind="stable")
-    sk = keys[order]
-    edge = np.ones(len(sk), bool)
-    if last:
-        edge[:-1] = sk[:-1] != sk[1:]
-    else:
-        edge[1:] = sk[1:] != sk[:-1]
-    return sk[edge], order[edge]
-
-
-def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Where each wanted key sits in sorted_keys, and whether it is there at all."""
-    at = np.searchsorted(sorted_keys, wanted)
-    safe = np.minimum(at, max(len(sorted_keys) - 1, 0))
-    found = (at < len(sorted_keys)) & (sorted_keys[safe] == wanted) if len(sorted_keys) else at < 0
-    return safe, found
-
-
-def _link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
-    """Per row: the shape (operators: their own; kernels, copies and sets: their launching
-    operator's) and the launching operator's name as JSON text (launched rows only).
-
-    A launch names its operator by `External id` when an operator carries the same id; older
-    traces give launches their own ids, so there the operator is the innermost cpu_op on the
-    same thread whose span holds the launch (`_sweep`). Operator keys are external ids, or
-    -(event number) for operators without one; an operator key's first operator counts, a
-    correlation's last launch. All of it is array lookups, no Python per event."""
-    n = len(rows)
-    cat = rows["category"]
-    ext = rows["external_id"]
-    has_ext = ext.is_valid().to_numpy(zero_copy_only=False)
-    ext_n = ext.fill_null(0).to_numpy()
-    key = np.where(has_ext, ext_n, -rows["line"].to_numpy())
-    cpu_idx = np.flatnonzero(pc.equal(cat, "cpu_op").to_numpy(zero_copy_only=False))
-    op_keys, first = _first_of_each(key[cpu_idx])
-    op_rows = cpu_idx[first]
-    has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
-    corr_n = rows["correlation"].fill_null(0).to_numpy()
-    li = np.flatnonzero(pc.equal(cat, "runtime").to_numpy(zero_copy_only=False) & has_corr)
-    _, named = _lookup(op_keys, ext_n[li])
-    named &= has_ext[li]
-    corr, op = corr_n[li[named]], ext_n[li[named]]
-    pending = li[~named]
-    if len(pending):
-        swept_corr, swept_op = _sweep(rows, pending, cpu_idx, key)
-        corr, op = np.concatenate([corr, swept_corr]), np.concatenate([op, swept_op])
-    map_corr, at = _first_of_each(corr, last=True)
-    map_op = op[at]
-    launched = np.flatnonzero(
-        pc.is_in(cat, pa.array(LAUNCHED)).to_numpy(zero_copy_only=False) & has_corr
-    )
-    pos, hit = _lookup(map_corr, corr_n[launched])
-    launched, pos = launched[hit], pos[hit]
-    pos, hit = _lookup(op_keys, map_op[pos])
-    launched, src = launched[hit], op_rows[pos[hit]]
-    shape_src = np.full(n, -1, np.int64)
-    shape_src[cpu_idx] = cpu_idx
-    shape_src[launched] = src
-    shapes = pc.take(rows["shape"], pa.array(shape_src, mask=shape_src < 0))
-    op_src = np.full(n, -1, np.int64)
-    op_src[launched] = src
-    names = pc.take(rows["name"], pa.array(op_src, mask=op_src < 0)).combine_chunks()
-    coded = names.dictionary_encode()
-    texts = pa.array([_ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
-    return shapes, pc.take(texts, coded.indices)
-
-
-def _sweep(
-    rows: pa.Table, pending: np.ndarray, cpu_idx: np.ndarray, key: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """(launch correlations, operator keys) for launches that name no operator: of the cpu_ops
-    on the launch's thread whose span holds it (start <= t <= end), the one that started last
-    (at equal starts, the shorter).
-
-    Vectorised: operators sorted by (thread, start, longer first), launches merged into that
-    order, so the last operator started by each launch is known; when that one has ended, a
-    descent over a sparse table of span ends finds the nearest earlier operator still open."""
-    if not len(cpu_idx) or not len(pending):
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    thread = (
-        pc.binary_join_element_wise(rows["pid"].fill_null(""), rows["tid"].fill_null(""), "\x1f")
-        .combine_chunks()
-        .dictionary_encode()
-        .indices.to_numpy()
-    )
-    ts = rows["ts_us"].to_numpy()
-    end = ts + rows["dur_us"].to_numpy()
-    n_ops, n_launch = len(cpu_idx), len(pending)
-    order = np.lexsort(
-        (
-            np.concatenate([ts[cpu_idx] - end[cpu_idx], np.zeros(n_launch)]),
-            np.repeat(np.array([0, 1], np.int8), [n_ops, n_launch]),
-            np.concatenate([ts[cpu_idx], ts[pending]]),
-            np.concatenate([thread[cpu_idx], thread[pending]]),
-        )
-    )
-    is_op = order < n_ops
-    ops = cpu_idx[order[is_op]]  # operator rows in (thread, start, longer first) order
-    last = (np.cumsum(is_op) - 1)[~is_op]  # per launch: the last operator started by then
-    launches = pending[order[~is_op] - n_ops]
-    t = ts[launches]
-    ends = [end[ops]]  # ends[k][i] = latest end among operators i .. i + 2**k - 1
-    while 2 ** len(ends) <= n_ops:
-        half = 2 ** (len(ends) - 1)
-        prev = ends[-1]
-        ends.append(np.maximum(prev[:-half], prev[half:]))
-    j = last.copy()
-    for k in range(len(ends) - 1, -1, -1):  # skip back over blocks that all ended before t
-        size = 2**k
-        start = j - size + 1
-        can = start >= 0
-        block_end = ends[k][np.where(can, start, 0)]
-        j = np.where(can & (block_end < t), j - size, j)
-    at = np.where(j >= 0, j, 0)
-    ok = (j >= 0) & (thread[ops[at]] == thread[launches]) & (end[ops[at]] >= t)
-    corr = rows["correlation"].fill_null(0).to_numpy()
-    return corr[launches[ok]], key[ops[at[ok]]]
-
-
-def _extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
-    """The `extra` JSON object of each row: grid, block, op, external_id, pid, tid where set."""
-
-    def member(name: str, values: pa.Array) -> pa.Array:
-        return pc.binary_join_element_wise(f'"{name}":', values, "")
-
-    parts = [
-        member("grid", rows["grid"]),
-        member("block", rows["block"]),
-        member("op", ops),
-        member("external_id", rows["external_id"].cast(pa.string())),
-        member("pid", rows["pid"]),
-        member("tid", rows["tid"]),
-    ]
-    body = pc.binary_join_element_wise(*parts, ",", null_handling="skip")
-    text = pc.binary_join_element_wise("{", body, "}", "")
-    empty = pc.equal(body, "")
-    if not pc.any(empty).as_py():
-        return text
-    return pc.if_else(empty, pa.scalar(None, pa.string()), text)
 
 
 def _events(fh: IO[bytes], stop: int | None = None, inside: bool = False) -> ArrayStream[_Run]:
@@ -654,7 +448,7 @@ class KinetoReader:
             raise InputError(path, None, None, f"unreadable: {e}") from None
         rows = (pa.concat_tables(tables) if tables else COLUMNS.empty_table()).combine_chunks()
         del tables
-        shapes, ops = _link(rows)
+        shapes, ops = link(rows)
         rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
@@ -679,7 +473,7 @@ class KinetoReader:
                     "stream": part["stream"],
                     "correlation": part["correlation"],
                     "plan_id": pa.nulls(n, pa.string()),
-                    "extra": _extra(part, ops.slice(start, n)),
+                    "extra": extra(part, ops.slice(start, n)),
                 },
             )
         self._environment(sink, header)

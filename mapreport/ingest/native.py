@@ -28,7 +28,7 @@ from mapreport.ingest.records import (
 )
 from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import Field, FieldError, RecordSpec, convert_record
-from mapreport.schema import ADAPTATION_KINDS, PLAN_VARIANTS
+from mapreport.schema import ADAPTATION_KINDS, ENVIRONMENT_KEYS, PLAN_VARIANTS
 
 COMPILE = RecordSpec(
     "compile profile",
@@ -98,20 +98,6 @@ QUALITY = RecordSpec(
         Field("value", "float", required=True),
         Field("max_drop", "float", minimum=0),
     ),
-)
-
-ENVIRONMENT_KEYS = (
-    "compiler",
-    "compiler_version",
-    "runtime",
-    "runtime_version",
-    "driver",
-    "firmware",
-    "hardware",
-    "host",
-    "container_digest",
-    "git_sha",
-    "captured_at",
 )
 
 

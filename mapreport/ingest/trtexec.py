@@ -24,8 +24,8 @@ from typing import Any
 from mapreport.errors import InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
-from mapreport.ingest.native import ENVIRONMENT_KEYS
 from mapreport.ingest.sink import Sink
+from mapreport.schema import ENVIRONMENT_KEYS
 from mapreport.shapes import MAX_DIMS
 
 SUFFIXES = (

@@ -12,18 +12,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from markupsafe import Markup
 
 from mapreport import __version__
-from mapreport.analysis.decision import ACTIONS
-from mapreport.analysis.environment import SHOWN
-from mapreport.analysis.results import DRIVERS, OWNER_ROLES, SliceResult
-from mapreport.config import SliceConfig
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.tail import DRIVERS
 from mapreport.report import charts as chart_builders
 from mapreport.report import html
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings
 from mapreport.report.sections import SECTIONS
+from mapreport.report.view import ReportView, build
 
 
 def atomic_write(path: Path, data: bytes) -> None:
@@ -33,20 +33,9 @@ def atomic_write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _window(r: SliceResult) -> str:
-    if r.window_start_us is None or r.window_end_us is None:
-        return "–"
-    t0, t1 = r.window_start_us, r.window_end_us
-    hours = (t1 - t0) / 3.6e9
-    if t0 > 9.0e14:  # microseconds since the Unix epoch
-        start = datetime.fromtimestamp(t0 / 1e6, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        return f"{start}, {hours:.2f} h"
-    return f"{hours:.2f} h (relative timestamps)"
-
-
 def _context(
     r: SliceResult,
-    sla: SliceConfig | None,
+    v: ReportView,
     generated_at: str,
     media: str,
     chart_markup: dict[str, Markup],
@@ -54,7 +43,7 @@ def _context(
 ) -> dict[str, Any]:
     return {
         "r": r,
-        "sla": sla,
+        "v": v,
         "sections": SECTIONS,
         "charts": chart_markup,
         "media": media,
@@ -62,30 +51,72 @@ def _context(
         "plotly_js": Markup(html.plotly_js()) if media == "screen" else None,
         "generated_at": generated_at,
         "version": __version__,
-        "decision_text": ACTIONS,
-        "window": _window(r),
-        "env_keys": [k for k in SHOWN if k in r.environment.compile or k in r.environment.runtime],
-        "mismatch_keys": {m.key for m in r.environment.mismatches},
         "notes": notes,
         "drivers": DRIVERS,
-        "roles": OWNER_ROLES,
     }
+
+
+class IndexEntry(msgspec.Struct, frozen=True):
+    """What the index shows of one slice's report; kept beside the report (ENTRY) so that
+    an index over slices not redone tonight needs no re-analysis."""
+
+    name: str
+    dir: str
+    error: str | None = None
+    summary: str = ""
+    requests: int = 0
+    covered: float | None = None
+    mape: float | None = None
+    decisions: dict[str, int] | None = None
+    actions: int = 0
+    checklist_failed: int = 0
+    pdf: bool = False
 
 
 @dataclass(frozen=True)
 class Written:
-    """The files one slice's report wrote, and what degraded."""
+    """The files one slice's report wrote, what degraded, and its index entry."""
 
     html: Path
     pdf: Path | None
     findings: Path
     notes: tuple[str, ...]
     blocked_urls: tuple[str, ...]
+    titles: dict[str, str]
+    """Tonight's action titles by id (the history keeps them)."""
+    summary: str
+
+
+ENTRY = ".entry.json"
+"""A slice folder's index entry, written with its report."""
+
+
+def read_entry(folder: Path, name: str, rel: str) -> IndexEntry:
+    """The index entry kept in a slice folder; one that says so when there is none."""
+    try:
+        return msgspec.json.decode((folder / ENTRY).read_bytes(), type=IndexEntry)
+    except (OSError, msgspec.DecodeError):
+        return IndexEntry(name=name, dir=rel, error="not reported yet")
+
+
+def index_entry(r: SliceResult, v: ReportView, folder: str, pdf: bool) -> IndexEntry:
+    """The index's entry of a slice reported now."""
+    return IndexEntry(
+        name=r.name,
+        dir=folder,
+        summary=v.summary,
+        requests=r.requests,
+        covered=r.coverage.covered_traffic_share,
+        mape=r.accuracy.mape_weighted,
+        decisions={d: n for d, n in v.decision_counts.items() if n},
+        actions=len(r.actions),
+        checklist_failed=len(v.checklist_failed),
+        pdf=pdf,
+    )
 
 
 def write_slice_report(
     r: SliceResult,
-    sla: SliceConfig | None,
     folder: Path,
     exporter: SvgExporter,
     pdf: bool = True,
@@ -97,13 +128,16 @@ def write_slice_report(
     folder.mkdir(parents=True, exist_ok=True)
     generated_at = clock().isoformat(timespec="seconds")
     figs = chart_builders.build_charts(r)
-    doc = findings(r, sla, generated_at)
+    v = build(r)
+    titles = {a.a.id: a.title for a in v.actions}
+    doc = findings(r, v, generated_at)
     atomic_write(folder / "findings.json", json.dumps(doc, indent=2).encode())
+    entry = index_entry(r, v, folder.name, pdf)
     screen = html.render(
         "report.html.j2",
         **_context(
             r,
-            sla,
+            v,
             generated_at,
             "screen",
             {c: html.interactive_chart(c, f) for c, f in figs.items()},
@@ -112,7 +146,10 @@ def write_slice_report(
     )
     atomic_write(folder / "report.html", screen.encode())
     if not pdf:
-        return Written(folder / "report.html", None, folder / "findings.json", (), ())
+        atomic_write(folder / ENTRY, msgspec.json.encode(entry))
+        return Written(
+            folder / "report.html", None, folder / "findings.json", (), (), titles, v.summary
+        )
     svgs = {c: exporter.svg(f, c) for c, f in figs.items()}
     notes = []
     if exporter.failure:
@@ -123,7 +160,7 @@ def write_slice_report(
         "report.html.j2",
         **_context(
             r,
-            sla,
+            v,
             generated_at,
             "print",
             {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
@@ -133,16 +170,19 @@ def write_slice_report(
     tmp = folder / f".report.pdf.tmp{os.getpid()}"
     blocked = write_pdf(printable, tmp)
     os.replace(tmp, folder / "report.pdf")
+    atomic_write(folder / ENTRY, msgspec.json.encode(entry))
     return Written(
         folder / "report.html",
         folder / "report.pdf",
         folder / "findings.json",
         tuple(notes),
         tuple(blocked),
+        titles,
+        v.summary,
     )
 
 
-def write_index(out: Path, entries: list[dict[str, Any]], dataset: str) -> Path:
+def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
     """Write OUT/index.html linking every slice's report (and listing failed slices)."""
     page = html.render(
         "index.html.j2",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from mapreport.analysis.results import DECISIONS, DRIVERS, SliceResult
-from mapreport.report.filters import label
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.tail import DRIVERS
+from mapreport.kinds import Decision
+from mapreport.report.words import label
 
 COLORS = {
     "specialise": "#1b7837",
@@ -39,18 +41,24 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
     tol = r.thresholds.tolerance * 100
     fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0, layer="below")
     fig.add_hline(y=0, line={"color": "#777", "width": 1})
-    for decision in DECISIONS:
+    for decision in Decision:
         pts = [
             m
             for m in r.shapes
-            if m.decision == decision and m.signed_error is not None and m.net_gain_p50 is not None
+            if m.decision == decision
+            and m.accuracy.signed_error is not None
+            and m.gain.net_gain_p50 is not None
         ]
         if not pts:
             continue
         fig.add_trace(
             go.Scatter(
-                x=[m.signed_error * 100 for m in pts if m.signed_error is not None],
-                y=[m.net_gain_p50 * 100 for m in pts if m.net_gain_p50 is not None],
+                x=[
+                    m.accuracy.signed_error * 100
+                    for m in pts
+                    if m.accuracy.signed_error is not None
+                ],
+                y=[m.gain.net_gain_p50 * 100 for m in pts if m.gain.net_gain_p50 is not None],
                 mode="markers+text",
                 text=[m.shape for m in pts],
                 textposition="top center",
@@ -66,14 +74,14 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
                     "type": "data",
                     "symmetric": False,
                     "array": [
-                        (m.net_gain_p50_ci.high - m.net_gain_p50) * 100
+                        (m.gain.net_gain_p50_ci.high - m.gain.net_gain_p50) * 100
                         for m in pts
-                        if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                        if m.gain.net_gain_p50_ci and m.gain.net_gain_p50 is not None
                     ],
                     "arrayminus": [
-                        (m.net_gain_p50 - m.net_gain_p50_ci.low) * 100
+                        (m.gain.net_gain_p50 - m.gain.net_gain_p50_ci.low) * 100
                         for m in pts
-                        if m.net_gain_p50_ci and m.net_gain_p50 is not None
+                        if m.gain.net_gain_p50_ci and m.gain.net_gain_p50 is not None
                     ],
                     "color": "#555",
                 },
@@ -114,11 +122,12 @@ def latency_percentiles(r: SliceResult) -> go.Figure:
 
 def predicted_vs_measured(r: SliceResult) -> go.Figure:
     """Compile-time prediction against measured static median compute per covered shape."""
-    pts = [m for m in r.shapes if m.predicted_us is not None]
+    pts = [m.accuracy for m in r.shapes if m.accuracy.predicted_us is not None]
+    names = [m.shape for m in r.shapes if m.accuracy.predicted_us is not None]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
-            x=[m.shape for m in pts],
+            x=names,
             y=[(m.predicted_us or 0) / 1000 for m in pts],
             name="predicted (compile plan)",
             marker={"color": "#fdae6b"},
@@ -126,7 +135,7 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
     )
     fig.add_trace(
         go.Bar(
-            x=[m.shape for m in pts],
+            x=names,
             y=[
                 None if m.measured_static_p50_us is None else m.measured_static_p50_us / 1000
                 for m in pts

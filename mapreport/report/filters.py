@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
+from typing import Any
 
-from mapreport.analysis.results import Evidence, Interval
-from mapreport.units import DASH, duration, missing, pct, signed_pct
+from mapreport.analysis.common import Evidence, Interval
 
-__all__ = ["FILTERS", "duration", "pct", "signed_pct"]
+DASH = "–"
+
+
+def missing(x: Any) -> bool:
+    """None or a non-finite float."""
+    return x is None or (isinstance(x, float) and not math.isfinite(x))
+
+
+def duration(us: float | None) -> str:
+    """Microseconds as a readable duration: 820 µs, 4.40 ms, 1.25 s."""
+    if us is None or missing(us):
+        return DASH
+    a = abs(us)
+    if a < 1000:
+        return f"{us:.0f} µs"
+    if a < 1_000_000:
+        return f"{us / 1000:.2f} ms"
+    return f"{us / 1_000_000:.2f} s"
+
+
+def duration_ms(ms: float | None) -> str:
+    """Milliseconds (compile times) as a readable duration."""
+    return duration(None if ms is None else ms * 1000)
+
+
+def pct(x: float | None, digits: int = 1) -> str:
+    """A share as a percentage: 0.923 -> 92.3%."""
+    return DASH if x is None or missing(x) else f"{x * 100:.{digits}f}%"
+
+
+def signed_pct(x: float | None, digits: int = 1) -> str:
+    """A signed change as a percentage: +24.2%, −3.1%."""
+    if x is None or missing(x):
+        return DASH
+    return f"{x * 100:+.{digits}f}%".replace("-", "−")
 
 
 def ci(iv: Interval | None, digits: int = 1) -> str:
@@ -27,11 +62,6 @@ def num(x: float | int | None, digits: int = 0) -> str:
 def ratio(x: float | None, digits: int = 2) -> str:
     """A dimensionless statistic such as Kendall tau."""
     return DASH if missing(x) else f"{x:.{digits}f}"
-
-
-def label(text: str | None) -> str:
-    """snake_case identifiers as words: close_the_loop -> close the loop."""
-    return DASH if not text else text.replace("_", " ")
 
 
 def size(n: float | None) -> str:
@@ -69,22 +99,60 @@ def evidence(e: Evidence | None) -> str:
         )
     if e.n:
         parts.append(f"n = {e.n:,}")
-    if e.note:
-        parts.append(e.note)
+    note = evidence_note(e)
+    if note:
+        parts.append(note)
     if e.sources:
         parts.append("files " + ", ".join(s[:8] for s in e.sources))
     return "; ".join(parts)
 
 
+def evidence_note(e: Evidence) -> str:
+    """What an evidence record's figure is, where its metric name does not say it."""
+    if e.metric.startswith("tail_share."):
+        return f"share of the excess of {e.n} requests above p95"
+    if e.metric == "ape" and e.ci is not None:
+        return "CI is of the signed error"
+    if e.metric in ("environment.compile", "environment.runtime"):
+        return "record missing"
+    if e.metric.startswith("quality."):
+        return "no quality record"
+    return ""
+
+
+def pct_whole(x: float | None) -> str:
+    """A share in whole percent: 0.654 -> 65%."""
+    return pct(x, 0)
+
+
+def index(x: float | None) -> str:
+    """An index in [0, 1] to three places (Jain's index)."""
+    return ratio(x, 3)
+
+
+def num1(x: float | None) -> str:
+    """A rate to one decimal place."""
+    return num(x, 1)
+
+
+def num2(x: float | None) -> str:
+    """A rate to two decimal places."""
+    return num(x, 2)
+
+
 FILTERS: dict[str, Callable[..., str]] = {
+    "pct_whole": pct_whole,
+    "index": index,
+    "num1": num1,
+    "num2": num2,
     "bytes": size,
     "metric_value": metric_value,
     "evidence": evidence,
     "duration": duration,
+    "duration_ms": duration_ms,
     "pct": pct,
     "signed_pct": signed_pct,
     "ci": ci,
     "num": num,
     "ratio": ratio,
-    "label": label,
 }

@@ -1,25 +1,32 @@
-"""findings.json: the machine-readable twin of a report (schema in findings.schema.json)."""
+"""findings.json: the machine-readable twin of a report (schema in findings.schema.json).
+
+Built from the result types with `msgspec.to_builtins` (enums become their values); where the
+document's layout differs from a type (flattened percentiles, renamed keys) or states words,
+the mapping is declared here, once, and reads the same view the HTML does.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
+import msgspec
+
 from mapreport import __version__
-from mapreport.analysis.decision import ACTIONS
-from mapreport.analysis.results import (
-    Action,
-    Evidence,
-    Interval,
-    Percentiles,
-    Scheduling,
-    ShapeMetrics,
-    SliceResult,
-    TailDrivers,
-)
-from mapreport.config import SliceConfig
+from mapreport.analysis.common import Evidence, Interval, Percentiles
+from mapreport.analysis.history import History
+from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.tail import TailDrivers
+from mapreport.report import words
+from mapreport.report.filters import evidence_note
+from mapreport.report.view import ActionView, ReportView, ShapeLine
 
 FINDINGS_SCHEMA_VERSION = "1.2"
+
+
+def plain(x: Any) -> Any:
+    """A result value as JSON-ready builtins (dataclasses to objects, enums to strings)."""
+    return msgspec.to_builtins(x)
 
 
 def _iv(iv: Interval | None) -> list[float] | None:
@@ -33,85 +40,78 @@ def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
 def _evidence(e: Evidence | None) -> dict[str, Any] | None:
     if e is None:
         return None
-    return {
-        "metric": e.metric,
-        "value": e.value,
-        "n": e.n,
-        "ci": _iv(e.ci),
-        "sources": list(e.sources),
-        "note": e.note,
-    }
+    return {**plain(e), "ci": _iv(e.ci), "note": evidence_note(e)}
 
 
 def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
     if t is None:
         return None
-    return {
-        "shares": t.shares,
-        "share_ci": {k: _iv(v) for k, v in t.share_ci.items()},
-        "material": t.material,
-        "n": t.n,
-        "n_tail": t.n_tail,
-        "excess_us": t.excess_us,
-        "unmeasured": list(t.unmeasured),
-    }
+    keys = ("shares", "material", "n", "n_tail", "excess_us", "unmeasured")
+    d = plain(t)
+    return {**{k: d[k] for k in keys}, "share_ci": {k: _iv(v) for k, v in t.share_ci.items()}}
 
 
-def _action(a: Action) -> dict[str, Any]:
+def _action(v: ActionView) -> dict[str, Any]:
+    a = v.a
+    rb = a.rollback_trigger
     return {
         "id": a.id,
-        "title": a.title,
+        "title": v.title,
         "shape": a.shape,
-        "class": a.cls,
-        "owner_role": a.owner_role,
+        "class": a.kind.value,
+        "owner_role": a.owner_role.value,
         "owner": a.owner,
         "evidence": _evidence(a.evidence),
-        "rollback_trigger": dataclasses.asdict(a.rollback_trigger),
-        "validation_matrix": [dataclasses.asdict(v) for v in a.validation_matrix],
+        "rollback_trigger": {
+            "metric": rb.metric,
+            "threshold": rb.threshold,
+            "window": words.rollback_window(rb),
+            "text": v.rollback,
+        },
+        "validation_matrix": [plain(row) for row in v.matrix],
         "impact": a.impact,
     }
 
 
-def _scheduling(s: Scheduling | None) -> dict[str, Any] | None:
+def _scheduling(s: Scheduling | None, view: ReportView) -> dict[str, Any] | None:
     if s is None:
         return None
     return {
-        "queue_by_stream": [dataclasses.asdict(q) for q in s.queue_by_stream],
-        "batch_impact": [dataclasses.asdict(b) for b in s.batch_impact],
-        "cores": [dataclasses.asdict(c) for c in s.cores],
+        "queue_by_stream": plain(s.queue_by_stream),
+        "batch_impact": plain(s.batch_impact),
+        "cores": plain(s.cores),
         "jain_index_cores": s.jain_index_cores,
-        "stream_fairness": {
-            "streams": [dataclasses.asdict(x) for x in s.streams],
-            "jain_index": s.jain_index_streams,
-        },
-        "fusion_effect": {
-            "groups": [dataclasses.asdict(f) for f in s.fusion],
-            "note": s.fusion_note,
-        },
+        "stream_fairness": {"streams": plain(s.streams), "jain_index": s.jain_index_streams},
+        "fusion_effect": {"groups": plain(s.fusion), "note": view.fusion_note},
     }
 
 
-def _history(r: SliceResult) -> dict[str, Any] | None:
-    h = r.history
+def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
     if h is None:
         return None
+    renamed = {"kind": "cls"}
     return {
         "compared_to": h.compared_to,
-        "note": h.note,
-        "runs": [dataclasses.asdict(p) for p in h.runs],
-        "actions": [dataclasses.asdict(a) for a in h.actions],
-        "regressions": [{**dataclasses.asdict(g), "ci": _iv(g.ci)} for g in h.regressions],
+        "note": view.history_note,
+        "runs": plain(h.runs),
+        "actions": [
+            {renamed.get(k, k): x for k, x in plain(sv.s).items()} | {"title": sv.title}
+            for sv in view.states
+        ],
+        "regressions": [{**plain(g), "ci": _iv(g.ci)} for g in h.regressions],
     }
 
 
-def shape_findings(m: ShapeMetrics) -> dict[str, Any]:
+def shape_findings(line: ShapeLine) -> dict[str, Any]:
     """One shape's entry of `shapes`."""
+    m: ShapeMetrics = line.m
+    acc, g, c = m.accuracy, m.gain, m.diagnosis
     return {
         "shape": m.shape,
         "n": m.n,
         "n_total": m.n_total,
         "n_failed": m.n_failed,
-        "error_rate": m.n_failed / m.n_total if m.n_total else 0.0,
+        "error_rate": m.error_rate or 0.0,
         "traffic_share": m.traffic_share,
         "covered": m.covered,
         "plan_id": m.plan_id,
@@ -122,38 +122,38 @@ def shape_findings(m: ShapeMetrics) -> dict[str, Any]:
         "n_static": m.n_static,
         "n_adapted": m.n_adapted,
         "n_fallback": m.n_fallback,
-        "predicted_us": m.predicted_us,
-        "measured_static_p50_us": m.measured_static_p50_us,
-        "signed_error": m.signed_error,
-        "ape": m.ape,
-        "accuracy": m.accuracy,
-        "baseline_variant": m.baseline_variant,
-        "baseline_p50_us": m.baseline_p50_us,
-        "adapted_p50_us": m.adapted_p50_us,
-        "gain_p50": m.gain_p50,
-        "gain_p50_ci": _iv(m.gain_p50_ci),
-        "gain_p95": m.gain_p95,
-        "gain_p95_ci": _iv(m.gain_p95_ci),
-        "adaptation_events": m.adaptation_events,
-        "adaptation_cost_us": m.adaptation_cost_us,
-        "adaptation_cost_per_request_us": m.adaptation_cost_per_request_us,
-        "net_gain_p50": m.net_gain_p50,
-        "net_gain_p50_ci": _iv(m.net_gain_p50_ci),
-        "gain": m.gain,
-        "decision": m.decision,
-        "decision_reason": m.decision_reason,
+        "predicted_us": acc.predicted_us,
+        "measured_static_p50_us": acc.measured_static_p50_us,
+        "signed_error": acc.signed_error,
+        "ape": acc.ape,
+        "accuracy": acc.state.value,
+        "baseline_variant": g.baseline_variant,
+        "baseline_p50_us": g.baseline_p50_us,
+        "adapted_p50_us": g.adapted_p50_us,
+        "gain_p50": g.gain_p50,
+        "gain_p50_ci": _iv(g.gain_p50_ci),
+        "gain_p95": g.gain_p95,
+        "gain_p95_ci": _iv(g.gain_p95_ci),
+        "adaptation_events": g.adaptation_events,
+        "adaptation_cost_us": g.adaptation_cost_us,
+        "adaptation_cost_per_request_us": g.cost_per_request_us,
+        "net_gain_p50": g.net_gain_p50,
+        "net_gain_p50_ci": _iv(g.net_gain_p50_ci),
+        "gain": g.state.value,
+        "decision": m.decision.value,
+        "decision_reason": line.decision_reason,
         "insufficient_evidence": list(m.insufficient),
         "sources": list(m.sources),
-        "signed_error_ci": _iv(m.signed_error_ci),
-        "tail_drivers": m.tail.shares if m.tail else None,
+        "signed_error_ci": _iv(acc.signed_error_ci),
+        "tail_drivers": plain(m.tail.shares) if m.tail else None,
         "tail": _tail(m.tail),
-        "bottleneck_class": m.bottleneck_class,
-        "class_evidence": _evidence(m.class_evidence),
-        "class_reason": m.class_reason,
+        "bottleneck_class": c.cls.value,
+        "class_evidence": _evidence(c.evidence),
+        "class_reason": line.class_reason,
     }
 
 
-def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict[str, Any]:
+def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
     """The whole findings document of one slice."""
     env = r.environment
     return {
@@ -162,51 +162,33 @@ def findings(r: SliceResult, sla: SliceConfig | None, generated_at: str) -> dict
         "generated_at": generated_at,
         "workload": r.workload,
         "slice": r.slice,
-        "summary": r.summary,
+        "summary": view.summary,
         "scope": {
             "requests": r.requests,
             "failed": r.failed,
             "window_start_us": r.window_start_us,
             "window_end_us": r.window_end_us,
             **_pct("latency", r.latency),
-            "sla_p95_us": sla.sla_p95_us if sla else None,
-            "sla_p99_us": sla.sla_p99_us if sla else None,
+            "sla_p95_us": r.review.sla_p95_us,
+            "sla_p99_us": r.review.sla_p99_us,
         },
-        "thresholds": dataclasses.asdict(r.thresholds),
-        "environment": {
-            "compile": env.compile,
-            "runtime": env.runtime,
-            "locked": env.locked,
-            "missing_sides": list(env.missing_sides),
-            "compared_keys": list(env.compared_keys),
-            "mismatches": [
-                {"key": m.key, "compile": list(m.compile), "runtime": list(m.runtime)}
-                for m in env.mismatches
-            ],
-        },
-        "coverage": {
-            "covered_traffic_share": r.coverage.covered_traffic_share,
-            "plans": list(r.coverage.plans),
-            "buckets": r.coverage.buckets,
-            "uncovered_shapes": [dataclasses.asdict(u) for u in r.coverage.uncovered_shapes],
-            "synthetic_only_buckets": [
-                dataclasses.asdict(b) for b in r.coverage.synthetic_only_buckets
-            ],
-        },
-        "accuracy": dataclasses.asdict(r.accuracy),
+        "thresholds": plain(r.thresholds),
+        "environment": {**plain(env), "locked": env.locked},
+        "coverage": plain(r.coverage),
+        "accuracy": plain(r.accuracy),
         "decisions": {
-            d: {"shapes": [m.shape for m in r.shapes if m.decision == d], "meaning": text}
-            for d, text in ACTIONS.items()
+            g.decision.value: {"shapes": [x.m.shape for x in g.shapes], "meaning": g.meaning}
+            for g in view.decisions
         },
-        "shapes": [shape_findings(m) for m in r.shapes],
+        "shapes": [shape_findings(x) for x in view.shapes],
         "tail_drivers": _tail(r.tail),
-        "scheduling": _scheduling(r.scheduling),
-        "actions": [_action(a) for a in r.actions],
-        "checklist": [dataclasses.asdict(c) for c in r.checklist],
-        "pitfalls": [dataclasses.asdict(p) for p in r.pitfalls],
-        "history": _history(r),
-        "operators": dataclasses.asdict(r.operators) if r.operators else None,
-        "compiles": dataclasses.asdict(r.compiles) if r.compiles else None,
-        "load_sweep": dataclasses.asdict(r.sweep) if r.sweep else None,
-        "sources": [dataclasses.asdict(s) for s in r.sources],
+        "scheduling": _scheduling(r.scheduling, view),
+        "actions": [_action(v) for v in view.actions],
+        "checklist": [{"item": c.name, "passed": c.flag, "reason": c.text} for c in view.checklist],
+        "pitfalls": [{"name": p.name, "present": p.flag, "detail": p.text} for p in view.pitfalls],
+        "history": _history(r.history, view),
+        "operators": plain(r.operators),
+        "compiles": plain(r.compiles),
+        "load_sweep": plain(r.sweep),
+        "sources": plain(r.sources),
     }

@@ -13,6 +13,7 @@ import jinja2
 import plotly.graph_objects as go
 from markupsafe import Markup
 
+from mapreport.report import words
 from mapreport.report.filters import FILTERS
 
 
@@ -37,6 +38,7 @@ def environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(FILTERS)
+    env.filters["label"] = words.label
     return env
 
 

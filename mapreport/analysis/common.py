@@ -1,0 +1,79 @@
+"""The small value types every metric family shares: thresholds, what a slice is reviewed
+against, intervals, percentiles, evidence and the files a number rests on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mapreport.kinds import OwnerRole
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """The evidence thresholds of METRICS.md, all configurable."""
+
+    tolerance: float = 0.15
+    min_samples: int = 10
+    min_samples_p95: int = 20
+    min_samples_p99: int = 100
+    bootstrap_resamples: int = 2000
+    seed: int = 20261129
+    tail_ratio: float = 1.5
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A 95% confidence interval."""
+
+    low: float
+    high: float
+
+    def excludes_zero(self) -> bool:
+        """True when the whole interval lies on one side of zero."""
+        return self.low > 0 or self.high < 0
+
+
+@dataclass(frozen=True)
+class Review:
+    """What a slice is reviewed against, from the run configuration: its description, SLA
+    targets, the owners and the sign-offs."""
+
+    sla_p95_us: float | None = None
+    sla_p99_us: float | None = None
+    owners: dict[OwnerRole, str] = field(default_factory=dict)
+    signoffs: dict[OwnerRole, str] = field(default_factory=dict)
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Percentiles:
+    """p50/p95/p99 of one measured quantity with its sample count."""
+
+    n: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a class or an action rests on, so it can be reproduced."""
+
+    metric: str
+    value: float | None
+    n: int
+    ci: Interval | None
+    sources: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """An input file a slice's numbers rest on."""
+
+    source_id: str
+    path: str
+    format: str
+    rows: dict[str, int]
+    rejected: int
+    rejections: tuple[dict[str, object], ...] = ()
+    """The first rejected records (line, field, reason); all of them are in `quarantine`."""

@@ -1,0 +1,372 @@
+"""The one place a slice's analysis is assembled: an ordered list of steps over a small
+context, ending in a finished `SliceResult` (history view included).
+
+Each step reads the context and the facts the steps before it found, and adds its own. A new
+metric family is one step here plus its module (see docs/architecture.md).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import duckdb
+import numpy as np
+
+from mapreport.analysis import query
+from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
+from mapreport.analysis.actions import Action, Scope, plan_actions
+from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.checklist import (
+    ChecklistItem,
+    Pitfall,
+    PrecisionCheck,
+    checklist,
+    pitfalls,
+    precision_changes,
+)
+from mapreport.analysis.classify import ShapeClass, classify
+from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
+from mapreport.analysis.compiles import Compiles, compiles
+from mapreport.analysis.coverage import Coverage, Placement, coverage, place
+from mapreport.analysis.decision import decide
+from mapreport.analysis.environment import EnvironmentCheck, check_environment
+from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
+from mapreport.analysis.operators import Operators, operators
+from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.scheduling import Scheduling, scheduling
+from mapreport.analysis.stats import FloatArray, bootstrap_relative_error, seed_for
+from mapreport.analysis.sweep import LoadSweep, load_sweep
+from mapreport.analysis.tail import TailDrivers, attribute, combine, tail_drivers
+from mapreport.kinds import BottleneckClass, ClassBasis
+from mapreport.shapes import sort_key
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every step reads: the slice, its thresholds and review, the per-shape rows and
+    buckets from SQL, the compute samples, per-core medians and the stored history."""
+
+    con: duckdb.DuckDBPyConnection
+    workload: str
+    slice: str
+    th: Thresholds
+    review: Review
+    stored: Stored
+    run: RunKey
+    rows: list[query.ShapeRow]
+    buckets: list[query.BucketRow]
+    placements: dict[str, Placement]
+    samples: dict[tuple[str, str], FloatArray]
+    cores: dict[str, list[tuple[int, float]]]
+
+    def seed(self, *key: str) -> int:
+        """The bootstrap seed of one figure of this slice."""
+        return seed_for(self.th.seed, self.workload, self.slice, *key)
+
+
+@dataclass
+class Facts:
+    """What the steps have found so far (each step fills its own fields)."""
+
+    shapes: list[ShapeMetrics] = field(default_factory=list)
+    coverage: Coverage | None = None
+    accuracy: Accuracy | None = None
+    requests: int = 0
+    failed: int = 0
+    window: tuple[float | None, float | None] = (None, None)
+    latency: Percentiles = field(default_factory=lambda: Percentiles(0, None, None, None))
+    sources: tuple[SourceFile, ...] = ()
+    environment: EnvironmentCheck | None = None
+    tail: TailDrivers | None = None
+    scheduling: Scheduling | None = None
+    precision: PrecisionCheck = field(default_factory=PrecisionCheck)
+    actions: tuple[Action, ...] = ()
+    checklist: tuple[ChecklistItem, ...] = ()
+    pitfalls: tuple[Pitfall, ...] = ()
+    operators: Operators | None = None
+    compiles: Compiles | None = None
+    sweep: LoadSweep | None = None
+    history: History | None = None
+
+
+UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
+"""A shape's class before `diagnosis_step` reads its tail."""
+
+
+def _error_ci(ctx: Context, shape: str, acc: ShapeAccuracy) -> Interval | None:
+    static = ctx.samples.get((shape, "static"))
+    if acc.signed_error is None or acc.predicted_us is None or static is None:
+        return None
+    resamples = ctx.th.bootstrap_resamples
+    seed = ctx.seed(shape, "error")
+    return Interval(*bootstrap_relative_error(static, acc.predicted_us, resamples, seed))
+
+
+def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
+    out = []
+    if n < th.min_samples_p95:
+        out += ["latency_p95_us", "queue_p95_us", "compute_p95_us"]
+    if n < th.min_samples_p99:
+        out += ["latency_p99_us", "queue_p99_us", "compute_p99_us"]
+    return tuple(out)
+
+
+def shapes_step(ctx: Context, f: Facts) -> None:
+    """Coverage, accuracy, adaptation gain and the decision of every shape."""
+    f.coverage = coverage(ctx.rows, ctx.buckets, ctx.placements)
+    costs = query.adaptation_costs(ctx.con, ctx.workload, ctx.slice)
+    total = sum(r.n_total for r in ctx.rows)
+    pairs = []
+    for r in ctx.rows:
+        pl = ctx.placements[r.shape]
+        covered = pl.bucket is not None
+        n_static, static_p50, _ = r.variants.get("static", (0, None, None))
+        predicted = pl.bucket.predicted_us if pl.bucket else None
+        acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th)
+        acc = replace(acc, signed_error_ci=_error_ci(ctx, r.shape, acc))
+        share = r.n_total / total if total else 0.0
+        pairs.append((share, acc))
+        samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
+        key = (ctx.workload, ctx.slice, r.shape)
+        gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th)
+        sources = set(r.sources) | set(pl.bucket.sources if pl.bucket else ())
+        f.shapes.append(
+            ShapeMetrics(
+                shape=r.shape,
+                n_total=r.n_total,
+                n=r.n,
+                n_failed=r.n_total - r.n,
+                traffic_share=share,
+                covered=covered,
+                plan_id=pl.plan_id,
+                bucket=pl.bucket.bucket if pl.bucket else None,
+                latency=r.latency,
+                queue=r.queue,
+                compute=r.compute,
+                n_static=n_static,
+                n_adapted=r.variants.get("adapted", (0, None, None))[0],
+                n_fallback=r.variants.get("fallback", (0, None, None))[0],
+                accuracy=acc,
+                gain=gain,
+                decision=decide(acc.state, gain.state),
+                insufficient=_insufficient(r.n, ctx.th),
+                sources=tuple(sorted(sources)),
+                tail=None,
+                diagnosis=UNREAD,
+            )
+        )
+    f.accuracy = summarise(pairs, ctx.th)
+
+
+def slice_step(ctx: Context, f: Facts) -> None:
+    """Slice-wide counts, window and latency; the files behind them and their environment."""
+    overall = query.slice_latency(ctx.con)
+    f.requests, f.failed = overall["requests"], overall["failed"]
+    f.window, f.latency = overall["window"], overall["latency"]
+    source_ids = sorted(
+        {s for m in f.shapes for s in m.sources}
+        | {s for b in ctx.buckets for s in b.sources}
+        | set(query.profile_sources(ctx.con, ctx.workload, ctx.slice))
+    )
+    f.sources = tuple(
+        SourceFile(
+            x["source_id"],
+            x["path"],
+            x["format"],
+            json.loads(x["rows"]),
+            int(x["rejected"]),
+            tuple(json.loads(x["rejections"])),
+        )
+        for x in query.source_files(ctx.con, source_ids)
+    )
+    f.environment = check_environment(query.environments(ctx.con, source_ids))
+
+
+def diagnosis_step(ctx: Context, f: Facts) -> None:
+    """Tail drivers and the bottleneck class of every shape, and the slice's pooled tail."""
+    budgets = {
+        m.shape: pl.bucket.mem_budget_bytes
+        for m in f.shapes
+        if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
+    }
+    tails = query.tail_rows(ctx.con, budgets, ctx.rows, ctx.cores)
+    evaluated = []  # attributed tail parts of every shape with tail evidence
+    shapes = []
+    for m in f.shapes:
+        t = tails.get(m.shape)
+        drivers = None
+        if t is not None:
+            parts = attribute(t.raw)
+            drivers = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
+            if drivers is not None:
+                evaluated.append((parts, drivers.unmeasured))
+        c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th)
+        shapes.append(replace(m, tail=drivers, diagnosis=c))
+    f.shapes = shapes
+    lat = f.latency
+    args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
+    f.tail = combine(evaluated, *args)
+
+
+def scheduling_step(ctx: Context, f: Facts) -> None:
+    """Queue wait, batch impact, core and stream fairness, fusion effect."""
+    bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
+    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of)
+
+
+def offline_step(ctx: Context, f: Facts) -> None:
+    """The families that need no request telemetry: per-op mapping, compiles, load sweep."""
+    con, w, s = ctx.con, ctx.workload, ctx.slice
+    f.operators = operators(con, w, s, ctx.th, query.plan_compute_p50(con))
+    savings = {m.shape: v for m in f.shapes if (v := m.gain.saving_p50_us) is not None}
+    f.compiles = compiles(con, w, s, savings)
+    f.sweep = load_sweep(con, w, s, ctx.review)
+
+
+def _slowest_cores(ctx: Context, f: Facts) -> dict[str, tuple[int, float]]:
+    """Per shape: the core with the slowest median compute and how much slower it is than
+    the median core."""
+    out = {}
+    for m in f.shapes:
+        per_core = ctx.cores.get(m.shape, [])
+        if len(per_core) > 1 and m.compute.p50:
+            core, p50 = max(per_core, key=lambda c: c[1])
+            out[m.shape] = (core, p50 / float(np.median([c[1] for c in per_core])) - 1)
+    return out
+
+
+def review_step(ctx: Context, f: Facts) -> None:
+    """Actions, the checklist and the pitfalls."""
+    assert f.environment is not None
+    assert f.coverage is not None
+    precisions = [b.precision for b in ctx.buckets if b.precision]
+    quality = query.quality_records(ctx.con, ctx.workload, ctx.slice)
+    f.precision = precision_changes(precisions, quality)
+    scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guarded)
+    sources = tuple(s.source_id for s in f.sources)
+    slowest = _slowest_cores(ctx, f)
+    f.actions = plan_actions(scope, f.environment, f.precision.missing, slowest, sources)
+    f.checklist = checklist(ctx.review, f.environment, f.actions, ctx.th)
+    f.pitfalls = pitfalls(f.coverage, f.actions, f.shapes, f.precision)
+
+
+def history_step(ctx: Context, f: Facts) -> None:
+    """Trend, action states and regressions against the stored earlier nights."""
+    assert f.coverage is not None
+    assert f.accuracy is not None
+    lat = f.latency
+    tonight = RunPoint(
+        ctx.run.run_id,
+        ctx.run.run_date,
+        f.requests,
+        lat.p50,
+        lat.p95,
+        lat.p99,
+        f.coverage.covered_traffic_share,
+        f.accuracy.mape_weighted,
+        len(f.actions),
+        True,
+    )
+    quantiles = _quantiles(ctx)
+    seed_key = (ctx.workload, ctx.slice)
+    f.history = history_view(
+        tonight, f.shapes, f.actions, quantiles, ctx.stored, ctx.run, ctx.th, seed_key
+    )
+
+
+def _quantiles(ctx: Context) -> dict[str, tuple[float, ...]]:
+    return {r.shape: r.latency_quantiles for r in ctx.rows if r.latency_quantiles}
+
+
+Step = Callable[[Context, Facts], None]
+STEPS: tuple[Step, ...] = (
+    shapes_step,
+    slice_step,
+    diagnosis_step,
+    scheduling_step,
+    offline_step,
+    review_step,
+    history_step,
+)
+"""The families in the order they run: each may read what the ones before it found."""
+
+
+def _context(
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review,
+    stored: Stored,
+    run: RunKey,
+) -> Context:
+    rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
+    buckets = query.bucket_rows(con, workload, slice_)
+    sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
+    return Context(
+        con=con,
+        workload=workload,
+        slice=slice_,
+        th=th,
+        review=review,
+        stored=stored,
+        run=run,
+        rows=rows,
+        buckets=buckets,
+        placements=place(rows, buckets),
+        samples=query.compute_samples(con, sampled),
+        cores=query.core_medians(con),
+    )
+
+
+def analyze(
+    con: duckdb.DuckDBPyConnection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review,
+    stored: Stored,
+    run: RunKey,
+) -> SliceResult:
+    """Every metric of METRICS.md for one slice, history included. The slice's requests are
+    one view over its Parquet files while it runs (`query.load_slice`)."""
+    query.load_slice(con, workload, slice_)
+    try:
+        ctx = _context(con, workload, slice_, th, review, stored, run)
+        f = Facts()
+        for step in STEPS:
+            step(ctx, f)
+    finally:
+        query.drop_slice(con)
+    assert f.coverage
+    assert f.accuracy
+    assert f.environment
+    return SliceResult(
+        workload=workload,
+        slice=slice_,
+        thresholds=th,
+        review=review,
+        requests=f.requests,
+        failed=f.failed,
+        window_start_us=f.window[0],
+        window_end_us=f.window[1],
+        latency=f.latency,
+        shapes=tuple(f.shapes),
+        coverage=f.coverage,
+        accuracy=f.accuracy,
+        environment=f.environment,
+        sources=f.sources,
+        tail=f.tail,
+        scheduling=f.scheduling,
+        precision=f.precision,
+        actions=f.actions,
+        checklist=f.checklist,
+        pitfalls=f.pitfalls,
+        latency_quantiles=_quantiles(ctx),
+        history=f.history,
+        operators=f.operators,
+        compiles=f.compiles,
+        sweep=f.sweep,
+    )

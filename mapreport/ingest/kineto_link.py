@@ -1,0 +1,156 @@
+"""Kineto: linking kernels to the operators that launched them (correlation ids, and a sweep
+of the CPU span that holds each runtime launch), and the `extra` column of each event."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LAUNCHED = ("kernel", "memcpy", "memset")
+"""Categories a runtime launch starts on the device."""
+_ENCODE = msgspec.json.Encoder().encode
+
+
+def _first_of_each(keys: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct keys and, for each, the position of its first (or last) occurrence."""
+    order = np.argsort(keys, kind="stable")
+    sk = keys[order]
+    edge = np.ones(len(sk), bool)
+    if last:
+        edge[:-1] = sk[:-1] != sk[1:]
+    else:
+        edge[1:] = sk[1:] != sk[:-1]
+    return sk[edge], order[edge]
+
+
+def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where each wanted key sits in sorted_keys, and whether it is there at all."""
+    at = np.searchsorted(sorted_keys, wanted)
+    safe = np.minimum(at, max(len(sorted_keys) - 1, 0))
+    found = (at < len(sorted_keys)) & (sorted_keys[safe] == wanted) if len(sorted_keys) else at < 0
+    return safe, found
+
+
+def link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
+    """Per row: the shape (operators: their own; kernels, copies and sets: their launching
+    operator's) and the launching operator's name as JSON text (launched rows only).
+
+    A launch names its operator by `External id` when an operator carries the same id; older
+    traces give launches their own ids, so there the operator is the innermost cpu_op on the
+    same thread whose span holds the launch (`_sweep`). Operator keys are external ids, or
+    -(event number) for operators without one; an operator key's first operator counts, a
+    correlation's last launch. All of it is array lookups, no Python per event."""
+    n = len(rows)
+    cat = rows["category"]
+    ext = rows["external_id"]
+    has_ext = ext.is_valid().to_numpy(zero_copy_only=False)
+    ext_n = ext.fill_null(0).to_numpy()
+    key = np.where(has_ext, ext_n, -rows["line"].to_numpy())
+    cpu_idx = np.flatnonzero(pc.equal(cat, "cpu_op").to_numpy(zero_copy_only=False))
+    op_keys, first = _first_of_each(key[cpu_idx])
+    op_rows = cpu_idx[first]
+    has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
+    corr_n = rows["correlation"].fill_null(0).to_numpy()
+    li = np.flatnonzero(pc.equal(cat, "runtime").to_numpy(zero_copy_only=False) & has_corr)
+    _, named = _lookup(op_keys, ext_n[li])
+    named &= has_ext[li]
+    corr, op = corr_n[li[named]], ext_n[li[named]]
+    pending = li[~named]
+    if len(pending):
+        swept_corr, swept_op = _sweep(rows, pending, cpu_idx, key)
+        corr, op = np.concatenate([corr, swept_corr]), np.concatenate([op, swept_op])
+    map_corr, at = _first_of_each(corr, last=True)
+    map_op = op[at]
+    launched = np.flatnonzero(
+        pc.is_in(cat, pa.array(LAUNCHED)).to_numpy(zero_copy_only=False) & has_corr
+    )
+    pos, hit = _lookup(map_corr, corr_n[launched])
+    launched, pos = launched[hit], pos[hit]
+    pos, hit = _lookup(op_keys, map_op[pos])
+    launched, src = launched[hit], op_rows[pos[hit]]
+    shape_src = np.full(n, -1, np.int64)
+    shape_src[cpu_idx] = cpu_idx
+    shape_src[launched] = src
+    shapes = pc.take(rows["shape"], pa.array(shape_src, mask=shape_src < 0))
+    op_src = np.full(n, -1, np.int64)
+    op_src[launched] = src
+    names = pc.take(rows["name"], pa.array(op_src, mask=op_src < 0)).combine_chunks()
+    coded = names.dictionary_encode()
+    texts = pa.array([_ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
+    return shapes, pc.take(texts, coded.indices)
+
+
+def _sweep(
+    rows: pa.Table, pending: np.ndarray, cpu_idx: np.ndarray, key: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(launch correlations, operator keys) for launches that name no operator: of the cpu_ops
+    on the launch's thread whose span holds it (start <= t <= end), the one that started last
+    (at equal starts, the shorter).
+
+    Vectorised: operators sorted by (thread, start, longer first), launches merged into that
+    order, so the last operator started by each launch is known; when that one has ended, a
+    descent over a sparse table of span ends finds the nearest earlier operator still open."""
+    if not len(cpu_idx) or not len(pending):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    thread = (
+        pc.binary_join_element_wise(rows["pid"].fill_null(""), rows["tid"].fill_null(""), "\x1f")
+        .combine_chunks()
+        .dictionary_encode()
+        .indices.to_numpy()
+    )
+    ts = rows["ts_us"].to_numpy()
+    end = ts + rows["dur_us"].to_numpy()
+    n_ops, n_launch = len(cpu_idx), len(pending)
+    order = np.lexsort(
+        (
+            np.concatenate([ts[cpu_idx] - end[cpu_idx], np.zeros(n_launch)]),
+            np.repeat(np.array([0, 1], np.int8), [n_ops, n_launch]),
+            np.concatenate([ts[cpu_idx], ts[pending]]),
+            np.concatenate([thread[cpu_idx], thread[pending]]),
+        )
+    )
+    is_op = order < n_ops
+    ops = cpu_idx[order[is_op]]  # operator rows in (thread, start, longer first) order
+    last = (np.cumsum(is_op) - 1)[~is_op]  # per launch: the last operator started by then
+    launches = pending[order[~is_op] - n_ops]
+    t = ts[launches]
+    ends = [end[ops]]  # ends[k][i] = latest end among operators i .. i + 2**k - 1
+    while 2 ** len(ends) <= n_ops:
+        half = 2 ** (len(ends) - 1)
+        prev = ends[-1]
+        ends.append(np.maximum(prev[:-half], prev[half:]))
+    j = last.copy()
+    for k in range(len(ends) - 1, -1, -1):  # skip back over blocks that all ended before t
+        size = 2**k
+        start = j - size + 1
+        can = start >= 0
+        block_end = ends[k][np.where(can, start, 0)]
+        j = np.where(can & (block_end < t), j - size, j)
+    at = np.where(j >= 0, j, 0)
+    ok = (j >= 0) & (thread[ops[at]] == thread[launches]) & (end[ops[at]] >= t)
+    corr = rows["correlation"].fill_null(0).to_numpy()
+    return corr[launches[ok]], key[ops[at[ok]]]
+
+
+def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
+    """The `extra` JSON object of each row: grid, block, op, external_id, pid, tid where set."""
+
+    def member(name: str, values: pa.Array) -> pa.Array:
+        return pc.binary_join_element_wise(f'"{name}":', values, "")
+
+    parts = [
+        member("grid", rows["grid"]),
+        member("block", rows["block"]),
+        member("op", ops),
+        member("external_id", rows["external_id"].cast(pa.string())),
+        member("pid", rows["pid"]),
+        member("tid", rows["tid"]),
+    ]
+    body = pc.binary_join_element_wise(*parts, ",", null_handling="skip")
+    text = pc.binary_join_element_wise("{", body, "}", "")
+    empty = pc.equal(body, "")
+    if not pc.any(empty).as_py():
+        return text
+    return pc.if_else(empty, pa.scalar(None, pa.string()), text)

@@ -1,0 +1,197 @@
+"""Every category mapreport decides, declared once as a StrEnum.
+
+Members are strings (their value is the identifier findings.json and the history tables
+store), so they compare equal to the stored text and serialise as it. The report gives each
+member its words (`mapreport.report.words`); a completeness test checks that none lacks one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Decision(StrEnum):
+    """The accuracy-versus-gain decision of one shape (METRICS.md's two-by-two table)."""
+
+    SPECIALISE = "specialise"
+    STATIC_SUFFICIENT = "static_sufficient"
+    CLOSE_THE_LOOP = "close_the_loop"
+    FIND_BOTTLENECK = "find_bottleneck"
+    INSUFFICIENT_EVIDENCE = "insufficient_evidence"
+
+
+class BottleneckClass(StrEnum):
+    """The first-principles class that explains a shape's symptom."""
+
+    QUEUEING = "queueing"
+    CORE_IMBALANCE = "core_imbalance"
+    MAPPING_FALLBACK = "mapping_fallback"
+    MEMORY_BURST = "memory_burst"
+    MAPPING_INACCURACY = "mapping_inaccuracy"
+    ADAPTATION_OVERHEAD = "adaptation_overhead"
+    NONE = "none"
+    INSUFFICIENT_EVIDENCE = "insufficient_evidence"
+
+
+class Driver(StrEnum):
+    """Tail drivers in attribution order: each takes what it can of the excess left by the
+    ones before it, and the residual is what none explains."""
+
+    QUEUEING = "queueing"
+    MAPPING_FALLBACK = "mapping_fallback"
+    MEMORY_BURST = "memory_burst"
+    CORE_IMBALANCE = "core_imbalance"
+    RESIDUAL = "residual"
+
+
+class OwnerRole(StrEnum):
+    """The roles of METRICS.md that own actions and sign a review (config keys)."""
+
+    COMPILER_LEAD = "compiler_lead"
+    RUNTIME_LEAD = "runtime_lead"
+    OBSERVABILITY_ENGINEER = "observability_engineer"
+    MODEL_SERVING_ARCHITECT = "model_serving_architect"
+
+
+class AccuracyState(StrEnum):
+    """How a shape's compile-time prediction compares with its measured static compute."""
+
+    ACCURATE = "accurate"
+    INACCURATE = "inaccurate"
+    UNCOVERED = "uncovered"
+    NOT_MEASURED = "not_measured"
+    NO_PREDICTION = "no_prediction"
+
+
+class GainState(StrEnum):
+    """What runtime adaptation gained on a shape, by the CI of its net p50 gain."""
+
+    SIGNIFICANT = "significant"
+    NOT_SIGNIFICANT = "not_significant"
+    REGRESSION = "regression"
+    NOT_MEASURED = "not_measured"
+
+
+class ActionKind(StrEnum):
+    """What a retuning action changes. The tail classes and the two decisions that call for
+    work are kinds of their own; the last three rest on a missing or differing record."""
+
+    QUEUEING = "queueing"
+    CORE_IMBALANCE = "core_imbalance"
+    MAPPING_FALLBACK = "mapping_fallback"
+    MEMORY_BURST = "memory_burst"
+    MAPPING_INACCURACY = "mapping_inaccuracy"
+    ADAPTATION_OVERHEAD = "adaptation_overhead"
+    SPECIALISE = "specialise"
+    CLOSE_THE_LOOP = "close_the_loop"
+    OBSERVABILITY = "observability"
+    PRECISION_WITHOUT_QUALITY = "precision_without_quality"
+    ENVIRONMENT_MISMATCH = "environment_mismatch"
+
+
+EVIDENCE_FREE = frozenset(
+    {
+        ActionKind.OBSERVABILITY,
+        ActionKind.ENVIRONMENT_MISMATCH,
+        ActionKind.PRECISION_WITHOUT_QUALITY,
+    }
+)
+"""Action kinds that rest on a missing or differing record, not on a statistic."""
+
+
+class ActionState(StrEnum):
+    """Where an action stands after a run (the closed loop across nights)."""
+
+    NEW = "new"
+    OPEN = "open"
+    VERIFIED = "verified"
+    ROLLED_BACK = "rolled_back"
+    DROPPED = "dropped"
+
+
+class RegressionKind(StrEnum):
+    """A shape's p95 change against an earlier run, by its CI."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    NO_CHANGE = "no_change"
+
+
+class Criterion(StrEnum):
+    """When one row of a validation matrix passes."""
+
+    HALVED = "halved"
+    TENTH_LOWER = "tenth_lower"
+    TENTH_LOWER_IN_BUDGET = "tenth_lower_in_budget"
+    NO_FALLBACK = "no_fallback"
+    APE_WITHIN = "ape_within"
+    APE_WITHIN_AFTER_UPDATE = "ape_within_after_update"
+    NOT_WORSE_THAN_STATIC = "not_worse_than_static"
+    AT_MOST_ADAPTED = "at_most_adapted"
+    NO_WORSE = "no_worse"
+    NO_ERROR_INCREASE = "no_error_increase"
+    GUARDS_NEIGHBOUR = "guards_neighbour"
+    QUALITY_GUARD = "quality_guard"
+    QUALITY_MAX_DROP = "quality_max_drop"
+    PRESENT_IN_EVERY_FILE = "present_in_every_file"
+    PRESENT_ON_EVERY_REQUEST = "present_on_every_request"
+    SAME_ON_BOTH_SIDES = "same_on_both_sides"
+
+
+class CheckItem(StrEnum):
+    """The five review-checklist items of METRICS.md."""
+
+    SCOPE = "scope"
+    ENVIRONMENT = "environment"
+    EVIDENCE = "evidence"
+    OWNERSHIP = "ownership"
+    SIGNOFF = "signoff"
+
+
+class PitfallKind(StrEnum):
+    """The known pitfalls a slice is checked for."""
+
+    SYNTHETIC_ONLY = "synthetic_only"
+    AVERAGE_ONLY = "average_only"
+    PRECISION_WITHOUT_QUALITY = "precision_without_quality"
+
+
+class IngestStatus(StrEnum):
+    """What ingesting one file did."""
+
+    INGESTED = "ingested"
+    UNCHANGED = "unchanged"
+
+
+class GainGap(StrEnum):
+    """Why a shape's adaptation gain could not be measured."""
+
+    NO_ADAPTED = "no_adapted"
+    NO_BASELINE = "no_baseline"
+    TOO_FEW = "too_few"
+
+
+class ClassBasis(StrEnum):
+    """Which rule of the classification decided a shape's class."""
+
+    TOO_FEW_REQUESTS = "too_few_requests"
+    NO_DRIVER_DECIDES = "no_driver_decides"
+    TIE = "tie"
+    DRIVER_DECIDES = "driver_decides"
+    PREDICTION_OFF = "prediction_off"
+    ADAPTATION_COSTS = "adaptation_costs"
+    NOTHING_FOUND = "nothing_found"
+
+
+class FusionGap(StrEnum):
+    """Why the operator-fusion effect could not be measured."""
+
+    NO_GROUPS = "no_groups"
+    NOT_BOTH_RAN = "not_both_ran"
+
+
+class HistoryNote(StrEnum):
+    """What limits the comparison with earlier nights."""
+
+    FIRST_RUN = "first_run"
+    BASELINE_MISSING = "baseline_missing"

@@ -1,0 +1,282 @@
+"""View models: what each section shows, computed once from the result.
+
+Templates loop over these and print; every sentence, table and chart that states a fact
+reads it from here (or from the result it came from), so no two places decide it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from mapreport.analysis.actions import Action, ValidationRow
+from mapreport.analysis.classify import DECIDING_SHARE
+from mapreport.analysis.history import IMPROVEMENT, ActionState
+from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.kinds import Decision, GainState, OwnerRole, RegressionKind
+from mapreport.report import words
+from mapreport.schema import ENVIRONMENT_SHOWN
+
+JAIN_IMBALANCE = 0.8
+"""Jain's index below which the per-core load is called imbalanced."""
+MATCHED_TIME_LOW = 0.9
+"""Below this share of measured op time the plan misses ops that matter."""
+REFORMAT_HIGH = 0.05
+"""Above this share of op time, layout/precision conversions are worth a look."""
+TOP_ACTIONS = 5
+"""Actions listed in the executive summary."""
+
+
+@dataclass(frozen=True)
+class SlaTarget:
+    """One SLA target against the slice's measured value."""
+
+    quantile: str
+    target_us: float | None
+    value_us: float | None
+    met: bool | None
+    """None when no target is configured."""
+
+
+@dataclass(frozen=True)
+class MatrixRow:
+    """One validation-matrix row as shown."""
+
+    shape: str
+    metric: str
+    baseline: float | None
+    criterion: str
+
+
+@dataclass(frozen=True)
+class ActionView:
+    """One action as the report shows it."""
+
+    a: Action
+    title: str
+    rollback: str
+    matrix: tuple[MatrixRow, ...]
+
+
+@dataclass(frozen=True)
+class ShapeLine:
+    """A shape with the words its decision and class rest on."""
+
+    m: ShapeMetrics
+    decision_reason: str
+    class_reason: str
+    n_baseline: int
+    muted_class: bool
+
+
+@dataclass(frozen=True)
+class DecisionGroup:
+    """The shapes of one decision, with what the decision asks."""
+
+    decision: Decision
+    meaning: str
+    shapes: tuple[ShapeLine, ...]
+
+
+@dataclass(frozen=True)
+class StateView:
+    """One action's state across nights, with its title."""
+
+    s: ActionState
+    title: str
+
+
+@dataclass(frozen=True)
+class PerOpSum:
+    """Sum of a plan's per-op medians against its end-to-end median compute."""
+
+    plan_id: str
+    ops_us: float
+    compute_us: float
+    change: float
+    serialised: bool
+    """The per-op sum exceeds end-to-end: profiling serialised the ops."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A label, its text and whether it is a problem: one line of a checklist or pitfall."""
+
+    name: str
+    flag: bool
+    text: str
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """Everything a report's sections print beyond the result's own figures."""
+
+    name: str
+    window: str
+    description: str
+    sla: tuple[SlaTarget, ...]
+    summary: str
+    actions: tuple[ActionView, ...]
+    top_actions: tuple[ActionView, ...]
+    more_actions: int
+    shapes: tuple[ShapeLine, ...]
+    decisions: tuple[DecisionGroup, ...]
+    decision_counts: dict[str, int]
+    checklist: tuple[Row, ...]
+    checklist_passed: int
+    checklist_failed: tuple[str, ...]
+    pitfalls: tuple[Row, ...]
+    signoffs: tuple[tuple[str, str, str, bool], ...]
+    """(role, owner, signed by, signed) per role."""
+    env_keys: tuple[str, ...]
+    mismatch_keys: frozenset[str]
+    fusion_note: str
+    history_note: str
+    states: tuple[StateView, ...]
+    moved: tuple[object, ...]
+    per_op_sums: tuple[PerOpSum, ...]
+    jain_low: bool
+    matched_time_low: bool
+    reformat_high: bool
+    unplotted: tuple[ShapeMetrics, ...]
+    """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
+    source_formats: str
+    rejected_total: int
+    unlisted_rejections: dict[str, int]
+    """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
+    limits: dict[str, float]
+    """Thresholds the prose quotes."""
+
+
+def window(r: SliceResult) -> str:
+    """The slice's time window as a reader reads it."""
+    if r.window_start_us is None or r.window_end_us is None:
+        return "–"
+    t0, t1 = r.window_start_us, r.window_end_us
+    hours = (t1 - t0) / 3.6e9
+    if t0 > 9.0e14:  # microseconds since the Unix epoch
+        start = datetime.fromtimestamp(t0 / 1e6, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        return f"{start}, {hours:.2f} h"
+    return f"{hours:.2f} h (relative timestamps)"
+
+
+def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
+    """p95 and p99 against their configured targets."""
+    lat, rv = r.latency, r.review
+
+    def one(q: str, target: float | None, value: float | None) -> SlaTarget:
+        met = None if not target else value is not None and value <= target
+        return SlaTarget(q, target or None, value, met)
+
+    return one("p95", rv.sla_p95_us, lat.p95), one("p99", rv.sla_p99_us, lat.p99)
+
+
+def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
+    """The tail statistic the slice has the evidence for (p99 from min_samples_p99 requests,
+    else p95), its value, its SLA and whether it is met."""
+    use_p99 = r.latency.n >= r.thresholds.min_samples_p99
+    q, value = ("p99", r.latency.p99) if use_p99 else ("p95", r.latency.p95)
+    sla = r.review.sla_p99_us if use_p99 else r.review.sla_p95_us
+    met = None if sla is None else value is not None and value <= sla
+    return q, value, sla, met
+
+
+def action_view(a: Action, r: SliceResult) -> ActionView:
+    """An action with its words."""
+    rows = tuple(_matrix_row(v) for v in a.validation_matrix)
+    return ActionView(a, words.title(a, r), words.rollback_text(a, r.name), rows)
+
+
+def _matrix_row(v: ValidationRow) -> MatrixRow:
+    return MatrixRow(v.shape, v.metric, v.baseline, words.criterion(v))
+
+
+def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
+    th = r.thresholds
+    n_base = m.n_static if m.gain.baseline_variant == "static" else m.n_fallback
+    muted = m.diagnosis.cls in ("none", "insufficient_evidence")
+    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th), n_base, muted)
+
+
+def build(r: SliceResult) -> ReportView:
+    """The view of one slice's report."""
+    actions = tuple(action_view(a, r) for a in r.actions)
+    lines = tuple(_shape_line(m, r) for m in r.shapes)
+    groups = tuple(
+        DecisionGroup(d, words.DECISION_MEANING[d], tuple(x for x in lines if x.m.decision == d))
+        for d in Decision
+    )
+    checks = tuple(
+        Row(words.CHECK_ITEMS[c.item], c.passed, words.check_reason(c, r)) for c in r.checklist
+    )
+    h = r.history
+    titles = {v.a.id: v.title for v in actions}
+    states = tuple(
+        StateView(s, s.title if s.title is not None else titles.get(s.action_id, ""))
+        for s in (h.actions if h else ())
+    )
+    ops = r.operators
+    sums = tuple(
+        PerOpSum(pid, a, b, a / b - 1, a > b)
+        for pid, (a, b) in (ops.layer_sum_vs_compute.items() if ops else ())
+    )
+    sched = r.scheduling
+    env = r.environment
+    rv = r.review
+    return ReportView(
+        name=r.name,
+        window=window(r),
+        description=rv.description,
+        sla=sla_targets(r),
+        summary=words.summary(r, headline(r)),
+        actions=actions,
+        top_actions=actions[:TOP_ACTIONS],
+        more_actions=max(0, len(actions) - TOP_ACTIONS),
+        shapes=lines,
+        decisions=groups,
+        decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
+        checklist=checks,
+        checklist_passed=sum(1 for c in r.checklist if c.passed),
+        checklist_failed=tuple(c.name for c in checks if not c.flag),
+        pitfalls=tuple(
+            Row(words.PITFALLS[p.kind], p.present, words.pitfall_detail(p, r)) for p in r.pitfalls
+        ),
+        signoffs=tuple(
+            (role, rv.owners.get(role, "–"), rv.signoffs.get(role, "missing"), role in rv.signoffs)
+            for role in OwnerRole
+        ),
+        env_keys=tuple(k for k in ENVIRONMENT_SHOWN if k in env.compile or k in env.runtime),
+        mismatch_keys=frozenset(m.key for m in env.mismatches),
+        fusion_note=words.fusion_note(sched) if sched else "",
+        history_note=words.history_note(h) if h else "",
+        states=states,
+        moved=tuple(g for g in (h.regressions if h else ()) if g.kind != RegressionKind.NO_CHANGE),
+        per_op_sums=sums,
+        jain_low=bool(
+            sched and sched.jain_index_cores is not None and sched.jain_index_cores < JAIN_IMBALANCE
+        ),
+        matched_time_low=bool(
+            ops and ops.matched_time_share is not None and ops.matched_time_share < MATCHED_TIME_LOW
+        ),
+        reformat_high=bool(
+            ops and ops.reformat_time_share is not None and ops.reformat_time_share > REFORMAT_HIGH
+        ),
+        unplotted=tuple(
+            m
+            for m in r.shapes
+            if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
+        ),
+        source_formats=", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources",
+        rejected_total=sum(s.rejected for s in r.sources),
+        unlisted_rejections={s.source_id: s.rejected - len(s.rejections) for s in r.sources},
+        limits={
+            "deciding_share": DECIDING_SHARE,
+            "jain_imbalance": JAIN_IMBALANCE,
+            "improvement": IMPROVEMENT,
+        },
+    )
+
+
+def significant(m: ShapeMetrics) -> bool:
+    """The shape's adaptation gain is significant."""
+    return m.gain.state == GainState.SIGNIFICANT

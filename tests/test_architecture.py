@@ -1,0 +1,117 @@
+"""The house's rules, checked: stages import only what lies before them, every category has
+its words, templates only loop and print, and no module or function outgrows its limit."""
+
+from __future__ import annotations
+
+import ast
+import re
+from enum import StrEnum
+from pathlib import Path
+
+import pytest
+
+from mapreport import kinds
+from mapreport.report import words
+from mapreport.report.html import TEMPLATES_DIR
+from mapreport.report.sections import SECTIONS
+
+PACKAGE = Path(__file__).resolve().parents[1] / "mapreport"
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 100
+
+FORBIDDEN = {
+    "analysis": ("mapreport.report", "mapreport.config", "mapreport.units", "mapreport.ingest"),
+    "report": ("mapreport.config", "mapreport.ingest"),
+    "ingest": ("mapreport.analysis", "mapreport.report", "mapreport.config"),
+}
+"""Per stage, the modules it must not import (the arrows point one way)."""
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("stage", sorted(FORBIDDEN))
+def test_stages_import_only_what_lies_before_them(stage: str) -> None:
+    bad = [
+        f"{f.relative_to(PACKAGE)} imports {m}"
+        for f in sorted((PACKAGE / stage).rglob("*.py"))
+        for m in _imports(f)
+        if m.startswith(FORBIDDEN[stage])
+    ]
+    assert bad == []
+
+
+def test_modules_and_functions_stay_small() -> None:
+    big = []
+    for f in sorted(PACKAGE.rglob("*.py")):
+        lines = f.read_text().splitlines()
+        if len(lines) > MAX_MODULE_LINES:
+            big.append(f"{f.relative_to(PACKAGE)}: {len(lines)} lines")
+        for node in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    big.append(f"{f.relative_to(PACKAGE)}:{node.lineno} {node.name}: {n} lines")
+    assert big == []
+    assert len((PACKAGE / "analysis" / "__init__.py").read_text().splitlines()) < 40
+
+
+WORDED: dict[type[StrEnum], dict[str, str]] = {
+    kinds.Decision: words.DECISION_MEANING,
+    kinds.Criterion: words.CRITERIA,
+    kinds.CheckItem: words.CHECK_ITEMS,
+    kinds.PitfallKind: words.PITFALLS,
+    kinds.GainGap: words.GAIN_GAPS,
+    kinds.ClassBasis: words.CLASS_BASES,
+    kinds.FusionGap: words.FUSION_GAPS,
+    kinds.HistoryNote: words.HISTORY_NOTES,
+}
+"""Enums whose members each say a sentence; every other enum's members have a label."""
+
+
+def _enums() -> list[type[StrEnum]]:
+    return [
+        v
+        for v in vars(kinds).values()
+        if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum
+    ]
+
+
+@pytest.mark.parametrize("enum", _enums(), ids=lambda e: e.__name__)
+def test_every_category_has_its_words(enum: type[StrEnum]) -> None:
+    table = WORDED.get(enum, words.LABELS)
+    missing = [m.value for m in enum if not table.get(m)]
+    assert missing == [], f"{enum.__name__} members without words"
+
+
+def test_every_action_kind_has_a_title() -> None:
+    covered = set(re.findall(r"ActionKind\.([A-Z_]+)", Path(words.__file__).read_text()))
+    assert {k.name for k in kinds.ActionKind} <= covered
+
+
+JINJA = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.S)
+ARITHMETIC = re.compile(r"(?<![\w\"'])(\d+(\.\d+)?)(?![\w\"'])|[^\s|]\s*[*/+]\s*[^\s]|\s-\s")
+
+
+def test_templates_hold_no_arithmetic_and_no_numeric_literals() -> None:
+    found = []
+    for f in sorted(TEMPLATES_DIR.rglob("*.j2")):
+        for m in JINJA.finditer(f.read_text()):
+            expr = m.group(1) or m.group(2) or ""
+            code = re.sub(r"\"[^\"]*\"|'[^']*'", '""', expr)  # string literals are words
+            if ARITHMETIC.search(code):
+                found.append(f"{f.name}: {expr.strip()}")
+    assert found == []
+
+
+def test_every_section_has_its_template() -> None:
+    for s in SECTIONS:
+        assert (TEMPLATES_DIR / s.template).is_file(), s.id
