@@ -150,9 +150,9 @@ class SliceOutcome:
     folder: Path
     error: str | None = None
     unchanged: bool = False
+    """Its inputs were those of the report already in its folder: nothing was redone."""
     written: tuple[str, ...] = ()
     """The files its report wrote, by name."""
-    """Its inputs were those of the report already in its folder: nothing was redone."""
 
     @property
     def name(self) -> str:
@@ -217,6 +217,7 @@ def report(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise MapreportError(f"cannot create output folder {out}: {e.strerror}") from None
+    key = RunKey(run_id, run_date, config.baseline_run)
     exporter = SvgExporter()
     outcomes = []
     live = set(ds.live())
@@ -231,24 +232,17 @@ def report(
                 continue
             try:
                 (folder / STAMP).unlink(missing_ok=True)
+                review = review_of(config, workload, slice_)
+                stored = _stored(ds, workload, slice_)
                 result = analyze_slice(
-                    con,
-                    workload,
-                    slice_,
-                    config.thresholds,
-                    review_of(config, workload, slice_),
-                    _stored(ds, workload, slice_),
-                    RunKey(run_id, run_date, config.baseline_run),
+                    con, workload, slice_, config.thresholds, review, stored, key
                 )
                 written = write_slice_report(result, folder, exporter, pdf)
                 if record:
-                    key = RunKey(run_id, run_date)
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
                 (folder / STAMP).write_text(stamp)
-                names = (written.html, written.pdf, written.findings)
-                files = tuple(p.name for p in names if p is not None)
-                outcomes.append(SliceOutcome(workload, slice_, folder, written=files))
+                outcomes.append(SliceOutcome(workload, slice_, folder, written=written.names))
             except Exception as e:
                 log.exception("report of %s failed", name)
                 outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))

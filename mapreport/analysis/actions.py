@@ -328,7 +328,8 @@ def slice_actions(
             for m in env.mismatches
         )
         kind = ActionKind.ENVIRONMENT_MISMATCH
-        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0))
+        differ = tuple((m.key, m.compile, m.runtime) for m in env.mismatches)
+        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0, mismatches=differ))
     for precision in missing_quality:
         ev = Evidence(f"quality.{precision}", None, 0, None, sources)
         row = ValidationRow(SLICE_WIDE, f"quality ({precision})", None, Criterion.QUALITY_MAX_DROP)

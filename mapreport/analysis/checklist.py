@@ -10,7 +10,7 @@ from mapreport.analysis.actions import Action
 from mapreport.analysis.common import Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
-from mapreport.kinds import EVIDENCE_FREE, CheckItem, OwnerRole, PitfallKind
+from mapreport.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
 
 if TYPE_CHECKING:
     from mapreport.analysis.results import ShapeMetrics
@@ -42,7 +42,7 @@ class Breach:
     or its n is below min_samples."""
 
     action_id: str
-    kind: str
+    kind: ActionKind
     shape: str
     n: int | None = None
 

@@ -293,34 +293,6 @@ STEPS: tuple[Step, ...] = (
 """The families in the order they run: each may read what the ones before it found."""
 
 
-def _context(
-    con: duckdb.DuckDBPyConnection,
-    workload: str,
-    slice_: str,
-    th: Thresholds,
-    review: Review,
-    stored: Stored,
-    run: RunKey,
-) -> Context:
-    rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
-    buckets = query.bucket_rows(con, workload, slice_)
-    sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
-    return Context(
-        con=con,
-        workload=workload,
-        slice=slice_,
-        th=th,
-        review=review,
-        stored=stored,
-        run=run,
-        rows=rows,
-        buckets=buckets,
-        placements=place(rows, buckets),
-        samples=query.compute_samples(con, sampled),
-        cores=query.core_medians(con),
-    )
-
-
 def analyze(
     con: duckdb.DuckDBPyConnection,
     workload: str,
@@ -334,7 +306,23 @@ def analyze(
     one view over its Parquet files while it runs (`query.load_slice`)."""
     query.load_slice(con, workload, slice_)
     try:
-        ctx = _context(con, workload, slice_, th, review, stored, run)
+        rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
+        buckets = query.bucket_rows(con, workload, slice_)
+        sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
+        ctx = Context(
+            con=con,
+            workload=workload,
+            slice=slice_,
+            th=th,
+            review=review,
+            stored=stored,
+            run=run,
+            rows=rows,
+            buckets=buckets,
+            placements=place(rows, buckets),
+            samples=query.compute_samples(con, sampled),
+            cores=query.core_medians(con),
+        )
         f = Facts()
         for step in STEPS:
             step(ctx, f)

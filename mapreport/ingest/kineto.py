@@ -39,7 +39,7 @@ from mapreport.ingest.base import Head
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.kineto_link import extra, link
-from mapreport.ingest.kineto_values import canonical_dims, int_array, text_array
+from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
 from mapreport.ingest.records import open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import ENVIRONMENT_KEYS
@@ -118,14 +118,10 @@ _get = SimpleNamespace(
     **{f: attrgetter(f) for f in (*Event.__struct_fields__, *Args.__struct_fields__)}
 )
 """attrgetter per struct field: `map(_get.ts, events)` reads a field of every event in C."""
-_ENCODE = msgspec.json.Encoder().encode
 _RUN = msgspec.json.Decoder(list[Event])
 _RAWS = msgspec.json.Decoder(list[msgspec.Raw])
 _ONE = msgspec.json.Decoder(Event)
 _ANY = msgspec.json.Decoder()
-
-
-_I64 = pa.int64()
 
 
 class _Shapes(dict[bytes, str | None]):
@@ -145,7 +141,7 @@ class _Compact(dict[bytes, str | None]):
 
     def __missing__(self, key: bytes) -> str | None:
         value = _ANY.decode(key)
-        self[key] = None if value is None else _ENCODE(value).decode()
+        self[key] = None if value is None else ENCODE(value).decode()
         return self[key]
 
 

@@ -3,14 +3,14 @@ of the CPU span that holds each runtime launch), and the `extra` column of each 
 
 from __future__ import annotations
 
-import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from mapreport.ingest.kineto_values import ENCODE
+
 LAUNCHED = ("kernel", "memcpy", "memset")
-"""Categories a runtime launch starts on the device."""
-_ENCODE = msgspec.json.Encoder().encode
+"""Device-side categories that inherit the shape of the operator that launched them."""
 
 
 def _first_of_each(keys: np.ndarray, last: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -78,7 +78,7 @@ def link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
     op_src[launched] = src
     names = pc.take(rows["name"], pa.array(op_src, mask=op_src < 0)).combine_chunks()
     coded = names.dictionary_encode()
-    texts = pa.array([_ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
+    texts = pa.array([ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
     return shapes, pc.take(texts, coded.indices)
 
 

@@ -10,8 +10,9 @@ import pyarrow as pa
 
 from mapreport.shapes import ShapeError, canonical_shape
 
-_ENCODE = msgspec.json.Encoder().encode
-_I64 = pa.int64()
+ENCODE = msgspec.json.Encoder().encode
+"""Compact JSON text of a decoded value (the `extra` column and JSON-valued args)."""
+I64 = pa.int64()
 _INT64 = (-(2**63), 2**63)
 
 
@@ -27,7 +28,7 @@ def int_value(value: Any) -> int | None:
     return None
 
 
-def int_array(values: list[Any], kind: pa.DataType = _I64) -> pa.Array:
+def int_array(values: list[Any], kind: pa.DataType = I64) -> pa.Array:
     """An integer column of ids that are ints, numeric strings or missing."""
     try:
         return pa.array(values, kind)
@@ -52,7 +53,7 @@ def text_array(values: list[Any], as_json: bool) -> pa.Array:
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):  # ints beyond 64 bits
         texts = [None if v is None else str(v) for v in ints]
     for i, v in others.items():
-        texts[i] = _ENCODE(v).decode() if as_json else str(v)
+        texts[i] = ENCODE(v).decode() if as_json else str(v)
     return pa.array(texts, pa.string())
 
 

@@ -75,7 +75,7 @@ class IndexEntry(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class Written:
-    """The files one slice's report wrote, what degraded, and its index entry."""
+    """The files one slice's report wrote, what degraded, and its actions' titles."""
 
     html: Path
     pdf: Path | None
@@ -84,7 +84,11 @@ class Written:
     blocked_urls: tuple[str, ...]
     titles: dict[str, str]
     """Tonight's action titles by id (the history keeps them)."""
-    summary: str
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The files written, by name."""
+        return tuple(p.name for p in (self.html, self.pdf, self.findings) if p is not None)
 
 
 ENTRY = ".entry.json"
@@ -99,11 +103,12 @@ def read_entry(folder: Path, name: str, rel: str) -> IndexEntry:
         return IndexEntry(name=name, dir=rel, error="not reported yet")
 
 
-def index_entry(r: SliceResult, v: ReportView, folder: str, pdf: bool) -> IndexEntry:
-    """The index's entry of a slice reported now."""
+def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
+    """The index's entry of a slice reported now (its folder, relative to OUT, is the
+    pipeline's to fill in)."""
     return IndexEntry(
         name=r.name,
-        dir=folder,
+        dir="",
         summary=v.summary,
         requests=r.requests,
         covered=r.coverage.covered_traffic_share,
@@ -132,7 +137,7 @@ def write_slice_report(
     titles = {a.a.id: a.title for a in v.actions}
     doc = findings(r, v, generated_at)
     atomic_write(folder / "findings.json", json.dumps(doc, indent=2).encode())
-    entry = index_entry(r, v, folder.name, pdf)
+    entry = index_entry(r, v, pdf)
     screen = html.render(
         "report.html.j2",
         **_context(
@@ -147,9 +152,7 @@ def write_slice_report(
     atomic_write(folder / "report.html", screen.encode())
     if not pdf:
         atomic_write(folder / ENTRY, msgspec.json.encode(entry))
-        return Written(
-            folder / "report.html", None, folder / "findings.json", (), (), titles, v.summary
-        )
+        return Written(folder / "report.html", None, folder / "findings.json", (), (), titles)
     svgs = {c: exporter.svg(f, c) for c, f in figs.items()}
     notes = []
     if exporter.failure:
@@ -178,7 +181,6 @@ def write_slice_report(
         tuple(notes),
         tuple(blocked),
         titles,
-        v.summary,
     )
 
 

@@ -68,7 +68,15 @@ def _action(v: ActionView) -> dict[str, Any]:
             "window": words.rollback_window(rb),
             "text": v.rollback,
         },
-        "validation_matrix": [plain(row) for row in v.matrix],
+        "validation_matrix": [
+            {
+                "shape": x.shape,
+                "metric": x.metric,
+                "baseline": x.baseline,
+                "criterion": words.criterion(x),
+            }
+            for x in a.validation_matrix
+        ],
         "impact": a.impact,
     }
 

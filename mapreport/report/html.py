@@ -39,6 +39,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters.update(FILTERS)
     env.filters["label"] = words.label
+    env.filters["criterion"] = words.criterion
     return env
 
 

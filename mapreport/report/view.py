@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from mapreport.analysis.actions import Action, ValidationRow
+from mapreport.analysis.actions import Action
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.history import IMPROVEMENT, ActionState
+from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression
 from mapreport.analysis.results import ShapeMetrics, SliceResult
-from mapreport.kinds import Decision, GainState, OwnerRole, RegressionKind
+from mapreport.kinds import BottleneckClass, Decision, OwnerRole, RegressionKind
 from mapreport.report import words
 from mapreport.schema import ENVIRONMENT_SHOWN
 
@@ -39,23 +39,12 @@ class SlaTarget:
 
 
 @dataclass(frozen=True)
-class MatrixRow:
-    """One validation-matrix row as shown."""
-
-    shape: str
-    metric: str
-    baseline: float | None
-    criterion: str
-
-
-@dataclass(frozen=True)
 class ActionView:
     """One action as the report shows it."""
 
     a: Action
     title: str
     rollback: str
-    matrix: tuple[MatrixRow, ...]
 
 
 @dataclass(frozen=True)
@@ -65,8 +54,17 @@ class ShapeLine:
     m: ShapeMetrics
     decision_reason: str
     class_reason: str
-    n_baseline: int
-    muted_class: bool
+
+    @property
+    def n_baseline(self) -> int:
+        """Requests of the variant the gain is measured against."""
+        m = self.m
+        return m.n_static if m.gain.baseline_variant == "static" else m.n_fallback
+
+    @property
+    def muted_class(self) -> bool:
+        """The shape has no bottleneck class to act on."""
+        return self.m.diagnosis.cls in (BottleneckClass.NONE, BottleneckClass.INSUFFICIENT_EVIDENCE)
 
 
 @dataclass(frozen=True)
@@ -93,9 +91,16 @@ class PerOpSum:
     plan_id: str
     ops_us: float
     compute_us: float
-    change: float
-    serialised: bool
-    """The per-op sum exceeds end-to-end: profiling serialised the ops."""
+
+    @property
+    def change(self) -> float:
+        """Per-op sum over end-to-end, minus one."""
+        return self.ops_us / self.compute_us - 1
+
+    @property
+    def serialised(self) -> bool:
+        """The per-op sum exceeds end-to-end: profiling serialised the ops."""
+        return self.ops_us > self.compute_us
 
 
 @dataclass(frozen=True)
@@ -133,7 +138,8 @@ class ReportView:
     fusion_note: str
     history_note: str
     states: tuple[StateView, ...]
-    moved: tuple[object, ...]
+    moved: tuple[Regression, ...]
+    """Shapes whose p95 moved significantly against the compared run."""
     per_op_sums: tuple[PerOpSum, ...]
     jain_low: bool
     matched_time_low: bool
@@ -183,19 +189,12 @@ def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | No
 
 def action_view(a: Action, r: SliceResult) -> ActionView:
     """An action with its words."""
-    rows = tuple(_matrix_row(v) for v in a.validation_matrix)
-    return ActionView(a, words.title(a, r), words.rollback_text(a, r.name), rows)
-
-
-def _matrix_row(v: ValidationRow) -> MatrixRow:
-    return MatrixRow(v.shape, v.metric, v.baseline, words.criterion(v))
+    return ActionView(a, words.action_title(a, r.name), words.rollback_text(a, r.name))
 
 
 def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     th = r.thresholds
-    n_base = m.n_static if m.gain.baseline_variant == "static" else m.n_fallback
-    muted = m.diagnosis.cls in ("none", "insufficient_evidence")
-    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th), n_base, muted)
+    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th))
 
 
 def build(r: SliceResult) -> ReportView:
@@ -217,8 +216,7 @@ def build(r: SliceResult) -> ReportView:
     )
     ops = r.operators
     sums = tuple(
-        PerOpSum(pid, a, b, a / b - 1, a > b)
-        for pid, (a, b) in (ops.layer_sum_vs_compute.items() if ops else ())
+        PerOpSum(pid, a, b) for pid, (a, b) in (ops.layer_sum_vs_compute.items() if ops else ())
     )
     sched = r.scheduling
     env = r.environment
@@ -275,8 +273,3 @@ def build(r: SliceResult) -> ReportView:
             "improvement": IMPROVEMENT,
         },
     )
-
-
-def significant(m: ShapeMetrics) -> bool:
-    """The shape's adaptation gain is significant."""
-    return m.gain.state == GainState.SIGNIFICANT

@@ -34,18 +34,19 @@ from mapreport.kinds import (
 )
 from mapreport.report.filters import DASH, duration, duration_ms, pct, signed_pct
 
-LABELS: dict[str, str] = {
-    **{d: d.value.replace("_", " ") for d in Decision},
-    **{c: c.value.replace("_", " ") for c in BottleneckClass},
-    **{d: d.value.replace("_", " ") for d in Driver},
-    **{r: r.value.replace("_", " ") for r in OwnerRole},
-    **{s: s.value.replace("_", " ") for s in AccuracyState},
-    **{s: s.value.replace("_", " ") for s in GainState},
-    **{k: k.value.replace("_", " ") for k in ActionKind},
-    **{s: s.value.replace("_", " ") for s in ActionState},
-    **{k: k.value.replace("_", " ") for k in RegressionKind},
-    **{s: s.value for s in IngestStatus},
-}
+LABELLED = (
+    Decision,
+    BottleneckClass,
+    Driver,
+    OwnerRole,
+    AccuracyState,
+    GainState,
+    ActionKind,
+    ActionState,
+    RegressionKind,
+    IngestStatus,
+)
+LABELS: dict[str, str] = {m: m.value.replace("_", " ") for e in LABELLED for m in e}
 """Short names of the categories shown in tables (the `label` filter)."""
 
 DECISION_MEANING: dict[Decision, str] = {
@@ -284,32 +285,22 @@ def action_title(a: Action, name: str) -> str:
             f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed "
             "without it"
         )
+    if k == ActionKind.ENVIRONMENT_MISMATCH:
+        differ = p["mismatches"]
+        keys = ", ".join(
+            f"{key} ({'/'.join(c) or '-'} vs {'/'.join(r) or '-'})" for key, c, r in differ
+        )
+        verb = "differs" if len(differ) == 1 else "differ"
+        return (
+            f"Re-lock the environment of {name}: {keys} {verb} between compile and runtime; "
+            "rebuild the plan on the serving environment or pin it"
+        )
     if k == ActionKind.PRECISION_WITHOUT_QUALITY:
         return (
             f"Run the quality evaluation of the {p['precision']} plan on {name} before relying "
             "on it: there is no quality evidence for this precision change"
         )
     raise AssertionError(f"no title for action kind {k}")
-
-
-def mismatch_title(a: Action, r: SliceResult) -> str:
-    """The environment-mismatch action's title, which names the differing keys."""
-    env = r.environment.mismatches
-    keys = ", ".join(
-        f"{m.key} ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})" for m in env
-    )
-    verb = "differs" if len(env) == 1 else "differ"
-    return (
-        f"Re-lock the environment of {r.name}: {keys} {verb} between compile and runtime; "
-        "rebuild the plan on the serving environment or pin it"
-    )
-
-
-def title(a: Action, r: SliceResult) -> str:
-    """Any action's title."""
-    if a.kind == ActionKind.ENVIRONMENT_MISMATCH:
-        return mismatch_title(a, r)
-    return action_title(a, r.name)
 
 
 def rollback_window(t: RollbackTrigger) -> str:
@@ -455,4 +446,4 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
     if not r.actions:
         return head + " No action is called for."
-    return head + f" {len(r.actions)} action(s); the biggest: {title(r.actions[0], r)}."
+    return head + f" {len(r.actions)} action(s); the biggest: {action_title(r.actions[0], r.name)}."
