@@ -242,3 +242,27 @@ def test_a_full_disk_is_a_system_error_not_a_bug(
     assert res.output.strip() == (
         f"mapreport: system error: No space left on device ({tmp_path / 'ds'})"
     )
+
+
+def test_no_pdf_report_names_only_what_it_wrote(demo_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    args = ["report", "--dataset", str(demo_dataset), "--out", str(out), "--no-pdf"]
+    res = CliRunner().invoke(main, [*args, "--slice", "bert-base"])
+    assert res.exit_code == 0, res.output
+    line = next(x for x in res.output.splitlines() if x.startswith("report"))
+    assert line.endswith("report.html, findings.json")
+    assert not (out / "bert-base" / "report.pdf").exists()
+    index = (out / "index.html").read_text()
+    assert 'href="bert-base/report.html"' in index
+    assert "report.pdf" not in index
+
+
+def test_python_dash_m_runs_the_cli_and_names_every_exit_code() -> None:
+    res = subprocess.run(
+        [sys.executable, "-m", "mapreport", "--help"], capture_output=True, text=True, cwd=REPO
+    )
+    assert res.returncode == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    for code in ("0 ok", "2 usage", "3 bad input", "4 bad config", "5 dataset", "6 a slice"):
+        assert code in text
+    assert "7 system error" in text
