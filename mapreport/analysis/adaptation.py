@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
 
 from mapreport.analysis.common import Interval, Thresholds
+from mapreport.analysis.query import ON_PRIMARY
 from mapreport.analysis.stats import FloatArray, bootstrap_ratio_gain, seed_for
 from mapreport.kinds import GainGap, GainState
 
@@ -115,3 +117,47 @@ def shape_gain(
 
 def _median(x: FloatArray) -> float:
     return float(np.quantile(x, 0.5))
+
+
+def compute_samples(
+    con: duckdb.DuckDBPyConnection, shapes: list[str]
+) -> dict[tuple[str, str], FloatArray]:
+    """Measured compute times of ok requests of the primary plan per (shape, variant), for
+    the bootstrap."""
+    if not shapes:
+        return {}
+    # each group sorted by DuckDB into one list; the lists come back as one Arrow buffer and
+    # are sliced without a Python float per request
+    t = con.sql(
+        f"""
+        SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
+        FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
+        GROUP BY shape, variant
+        """,
+        params={"shapes": shapes},
+    ).to_arrow_table()
+    if t is None or t.num_rows == 0:
+        return {}
+    lists = t["v"].combine_chunks()
+    values = np.asarray(lists.values.to_numpy(), np.float64)
+    offsets = lists.offsets.to_numpy()
+    return {
+        (str(shape), str(variant)): values[offsets[i] : offsets[i + 1]]
+        for i, (shape, variant) in enumerate(
+            zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
+        )
+    }
+
+
+def adaptation_costs(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> dict[str | None, tuple[int, float]]:
+    """Adaptation events per shape (None: events that name no shape): (count, summed dur_us)."""
+    rows = con.execute(
+        """
+        SELECT shape, count(*), coalesce(sum(dur_us), 0)
+        FROM adaptation_event WHERE workload = $w AND slice = $s GROUP BY shape
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return {shape: (int(n), float(cost)) for shape, n, cost in rows}

@@ -6,10 +6,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import duckdb
+
 from mapreport.analysis.actions import Action
 from mapreport.analysis.common import Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.query import records
 from mapreport.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
 
 if TYPE_CHECKING:
@@ -141,3 +144,15 @@ def pitfalls(
             PitfallKind.PRECISION_WITHOUT_QUALITY, bool(precision.missing or precision.failing)
         ),
     )
+
+
+def quality_records(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> list[dict[str, Any]]:
+    """Quality evidence of a slice (records without a slice apply to every slice)."""
+    cur = con.execute(
+        """SELECT precision, metric, baseline, value, max_drop, source_id FROM quality
+           WHERE workload = $w AND (slice = $s OR slice = '')""",
+        {"w": workload, "s": slice_},
+    )
+    return records(cur)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mapreport.analysis.query import BucketRow, ShapeRow
+import duckdb
+
+from mapreport.analysis.query import ShapeRow
 from mapreport.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
@@ -113,3 +116,67 @@ def coverage(
         plans=tuple(sorted({b.plan_id for b in buckets})),
         buckets=len(buckets),
     )
+
+
+@dataclass(frozen=True)
+class BucketRow:
+    """One compiled bucket of one plan with its whole-model prediction."""
+
+    plan_id: str
+    bucket: str
+    predicted_us: float | None
+    from_total: bool
+    ops: int
+    precision: str | None
+    sources: tuple[str, ...]
+    mem_budget_bytes: float | None = None
+    fusion_groups: tuple[tuple[str, int], ...] = ()
+    """(fusion group, ops in it) of the bucket's plan entries."""
+
+
+def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[BucketRow]:
+    """Compiled buckets of the slice's plans; a slice-specific entry wins over a generic one.
+
+    The prediction is the `__total__` line, else the sum of the bucket's op predictions (an op
+    listed twice counts once, at its largest prediction).
+    """
+    rows = con.execute(
+        """
+        WITH scoped AS (
+            SELECT *, rank() OVER (PARTITION BY plan_id, shape_bucket
+                                   ORDER BY (slice = $s) DESC) AS pick
+            FROM compile_plan WHERE workload = $w AND (slice = $s OR slice = '')
+        ), ops AS (
+            SELECT plan_id, shape_bucket, op, max(predicted_us) AS predicted_us,
+                any_value(precision) AS precision, list(DISTINCT source_id) AS sources,
+                max(mem_budget_bytes) AS budget, any_value(fusion_group) AS fusion_group
+            FROM scoped WHERE pick = 1 GROUP BY plan_id, shape_bucket, op
+        )
+        SELECT plan_id, shape_bucket,
+            max(predicted_us) FILTER (WHERE op = '__total__') AS total,
+            sum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
+            count(*) FILTER (WHERE op <> '__total__') AS n_ops,
+            any_value(precision) AS precision,
+            flatten(list(sources)) AS sources,
+            coalesce(max(budget) FILTER (WHERE op = '__total__'), max(budget)) AS budget,
+            list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups
+        FROM ops GROUP BY plan_id, shape_bucket ORDER BY plan_id, shape_bucket
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return [
+        BucketRow(
+            plan_id=plan,
+            bucket=bucket,
+            predicted_us=float(total)
+            if total is not None
+            else (float(ops_sum) if ops_sum is not None else None),
+            from_total=total is not None,
+            ops=int(n_ops),
+            precision=precision,
+            sources=tuple(sorted(set(sources))),
+            mem_budget_bytes=None if budget is None else float(budget),
+            fusion_groups=tuple(sorted(Counter(groups or []).items())),
+        )
+        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups in rows
+    ]

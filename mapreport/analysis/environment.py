@@ -6,6 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import duckdb
+
+from mapreport.analysis.query import records
 from mapreport.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
 
@@ -65,3 +68,12 @@ def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
         missing_sides=missing,
         compared_keys=tuple(compared),
     )
+
+
+def environments(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
+    """Environment rows of the given source files."""
+    cur = con.execute(
+        "SELECT * EXCLUDE (line, extra) FROM environment WHERE list_contains($ids, source_id)",
+        {"ids": source_ids},
+    )
+    return records(cur)

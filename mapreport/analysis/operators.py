@@ -17,6 +17,7 @@ from typing import Any
 import duckdb
 
 from mapreport.analysis.common import Thresholds
+from mapreport.analysis.query import REQUESTS
 
 
 @dataclass(frozen=True)
@@ -218,3 +219,14 @@ def operators(
         rows=tuple(rows[:TOP_OPS]),
         rows_total=len(rows),
     )
+
+
+def plan_compute_p50(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
+    """Median compute time of each plan's ok requests (the end-to-end side of per-op sums)."""
+    rows = con.execute(
+        f"""
+        SELECT plan_id, median(compute_us) FROM ({REQUESTS})
+        WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY plan_id
+        """
+    ).fetchall()
+    return {str(p): float(v) for p, v in rows if v is not None}

@@ -1,24 +1,21 @@
-"""The SQL side of analysis: grouped aggregates over the canonical tables, run by DuckDB.
+"""The slice view every family queries: one slice's requests with their derived columns and
+primary plan (`load_slice`), the per-shape rows, the slice-wide counts, and query helpers.
 
-The SQL is plain (GROUP BY, FILTER, quantile_cont) so a distributed engine could run it too;
-what comes back to Python is one row per shape, per variant or per bucket. `quantile_cont`
-interpolates linearly between order statistics, as numpy's default does.
+Each family runs its own SQL over this view in its own module. The SQL is plain (GROUP BY,
+FILTER, quantile_cont) so a distributed engine could run it too; what comes back to Python is
+one row per shape, per variant or per bucket. `quantile_cont` interpolates linearly between
+order statistics, as numpy's default does.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import duckdb
-import numpy as np
-import pyarrow as pa
 
 from mapreport.analysis.common import Percentiles
-from mapreport.analysis.stats import FloatArray
 
 QS = "[0.5, 0.95, 0.99]"
 GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
@@ -38,6 +35,17 @@ smallest id). The plan's prediction is what the shape is measured against."""
 ON_PRIMARY = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary"
 """Requests that ran their shape's primary plan (or named no plan): the variant statistics
 (static, adapted, fallback) compare like with like."""
+
+
+def temp_name(prefix: str) -> str:
+    """A connection-unique name for an Arrow table registered for one query."""
+    return f"_{prefix}_{next(_REGISTERED)}"
+
+
+def records(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rows of an executed query as dicts keyed by column name."""
+    names = [d[0] for d in cur.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
 def _literal(text: str) -> str:
@@ -213,124 +221,6 @@ def slice_latency(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
-def compute_samples(
-    con: duckdb.DuckDBPyConnection, shapes: list[str]
-) -> dict[tuple[str, str], FloatArray]:
-    """Measured compute times of ok requests of the primary plan per (shape, variant), for
-    the bootstrap."""
-    if not shapes:
-        return {}
-    # each group sorted by DuckDB into one list; the lists come back as one Arrow buffer and
-    # are sliced without a Python float per request
-    t = con.sql(
-        f"""
-        SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
-        FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
-        GROUP BY shape, variant
-        """,
-        params={"shapes": shapes},
-    ).to_arrow_table()
-    if t is None or t.num_rows == 0:
-        return {}
-    lists = t["v"].combine_chunks()
-    values = np.asarray(lists.values.to_numpy(), np.float64)
-    offsets = lists.offsets.to_numpy()
-    return {
-        (str(shape), str(variant)): values[offsets[i] : offsets[i + 1]]
-        for i, (shape, variant) in enumerate(
-            zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
-        )
-    }
-
-
-@dataclass(frozen=True)
-class BucketRow:
-    """One compiled bucket of one plan with its whole-model prediction."""
-
-    plan_id: str
-    bucket: str
-    predicted_us: float | None
-    from_total: bool
-    ops: int
-    precision: str | None
-    sources: tuple[str, ...]
-    mem_budget_bytes: float | None = None
-    fusion_groups: tuple[tuple[str, int], ...] = ()
-    """(fusion group, ops in it) of the bucket's plan entries."""
-
-
-def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[BucketRow]:
-    """Compiled buckets of the slice's plans; a slice-specific entry wins over a generic one.
-
-    The prediction is the `__total__` line, else the sum of the bucket's op predictions (an op
-    listed twice counts once, at its largest prediction).
-    """
-    rows = con.execute(
-        """
-        WITH scoped AS (
-            SELECT *, rank() OVER (PARTITION BY plan_id, shape_bucket
-                                   ORDER BY (slice = $s) DESC) AS pick
-            FROM compile_plan WHERE workload = $w AND (slice = $s OR slice = '')
-        ), ops AS (
-            SELECT plan_id, shape_bucket, op, max(predicted_us) AS predicted_us,
-                any_value(precision) AS precision, list(DISTINCT source_id) AS sources,
-                max(mem_budget_bytes) AS budget, any_value(fusion_group) AS fusion_group
-            FROM scoped WHERE pick = 1 GROUP BY plan_id, shape_bucket, op
-        )
-        SELECT plan_id, shape_bucket,
-            max(predicted_us) FILTER (WHERE op = '__total__') AS total,
-            sum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
-            count(*) FILTER (WHERE op <> '__total__') AS n_ops,
-            any_value(precision) AS precision,
-            flatten(list(sources)) AS sources,
-            coalesce(max(budget) FILTER (WHERE op = '__total__'), max(budget)) AS budget,
-            list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups
-        FROM ops GROUP BY plan_id, shape_bucket ORDER BY plan_id, shape_bucket
-        """,
-        {"w": workload, "s": slice_},
-    ).fetchall()
-    return [
-        BucketRow(
-            plan_id=plan,
-            bucket=bucket,
-            predicted_us=float(total)
-            if total is not None
-            else (float(ops_sum) if ops_sum is not None else None),
-            from_total=total is not None,
-            ops=int(n_ops),
-            precision=precision,
-            sources=tuple(sorted(set(sources))),
-            mem_budget_bytes=None if budget is None else float(budget),
-            fusion_groups=tuple(sorted(Counter(groups or []).items())),
-        )
-        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups in rows
-    ]
-
-
-def adaptation_costs(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> dict[str | None, tuple[int, float]]:
-    """Adaptation events per shape (None: events that name no shape): (count, summed dur_us)."""
-    rows = con.execute(
-        """
-        SELECT shape, count(*), coalesce(sum(dur_us), 0)
-        FROM adaptation_event WHERE workload = $w AND slice = $s GROUP BY shape
-        """,
-        {"w": workload, "s": slice_},
-    ).fetchall()
-    return {shape: (int(n), float(cost)) for shape, n, cost in rows}
-
-
-def environments(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
-    """Environment rows of the given source files."""
-    cur = con.execute(
-        "SELECT * EXCLUDE (line, extra) FROM environment WHERE list_contains($ids, source_id)",
-        {"ids": source_ids},
-    )
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
 def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
     """ingest_log rows of the given sources."""
     cur = con.execute(
@@ -338,152 +228,7 @@ def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[
            WHERE list_contains($ids, source_id) ORDER BY path""",
         {"ids": source_ids},
     )
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-@dataclass(frozen=True)
-class TailRows:
-    """A shape's tail requests with the raw size of each driver, before attribution."""
-
-    n: int
-    p50_us: float | None
-    p95_us: float | None
-    p99_us: float | None
-    n_core: int
-    n_mem: int
-    raw: FloatArray
-    """One row per tail request: excess, queueing, fallback, memory, core (microseconds)."""
-    sources: tuple[str, ...]
-
-
-def tail_rows(
-    con: duckdb.DuckDBPyConnection,
-    budgets: dict[str, float],
-    shapes: Sequence[ShapeRow],
-    cores: dict[str, list[tuple[int, float]]],
-) -> dict[str, TailRows]:
-    """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
-
-    excess = latency - p50(latency); queueing = queue - p50(queue); fallback = compute excess
-    of requests that ran `fallback`; memory = compute excess of requests whose peak memory
-    exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
-    on the request's core - p50 compute on all cores. Each is clipped at zero here; the
-    attribution clips them to the excess. The per-shape percentiles come from `shape_rows`
-    and the per-core medians from `core_medians`: only the tail rows are scanned here.
-    """
-    stats_name = f"_tail_stats_{next(_REGISTERED)}"
-    cores_name = f"_tail_cores_{next(_REGISTERED)}"
-    with_n = [r for r in shapes if r.n]
-    con.register(
-        stats_name,
-        pa.table(
-            {
-                "shape": [r.shape for r in with_n],
-                "lat50": [r.latency.p50 for r in with_n],
-                "lat95": [r.latency.p95 for r in with_n],
-                "q50": [r.queue.p50 for r in with_n],
-                "c50": [r.compute.p50 for r in with_n],
-                "m50": [r.mem_p50 for r in with_n],
-                "budget": [budgets.get(r.shape) for r in with_n],
-            },
-            schema=pa.schema(
-                [("shape", pa.string())]
-                + [(c, pa.float64()) for c in ("lat50", "lat95", "q50", "c50", "m50", "budget")]
-            ),
-        ),
-    )
-    per_core = [(shape, core, p50) for shape, cs in cores.items() for core, p50 in cs]
-    con.register(
-        cores_name,
-        pa.table(
-            {
-                "shape": [c[0] for c in per_core],
-                "core": [c[1] for c in per_core],
-                "c50_core": [c[2] for c in per_core],
-            },
-            schema=pa.schema(
-                [("shape", pa.string()), ("core", pa.int32()), ("c50_core", pa.float64())]
-            ),
-        ),
-    )
-    try:
-        rows = con.execute(
-            f"""
-            SELECT ok.shape,
-                list([
-                    ok.latency_us - s.lat50,
-                    greatest(ok.queue_us - s.q50, 0),
-                    CASE WHEN ok.variant = 'fallback'
-                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
-                    CASE WHEN ok.mem_peak_bytes > coalesce(s.budget, 1.5 * s.m50)
-                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
-                    greatest(coalesce(c.c50_core - s.c50, 0), 0)
-                ] ORDER BY ok.latency_us, ok.source_id, ok.line),
-                list(DISTINCT ok.source_id ORDER BY ok.source_id)
-            FROM ({REQUESTS}) ok JOIN {stats_name} s USING (shape)
-            LEFT JOIN {cores_name} c ON c.shape = ok.shape AND c.core = ok.core
-            WHERE ok.status = 'ok' AND ok.latency_us > s.lat95
-            GROUP BY ok.shape
-            """
-        ).fetchall()
-    finally:
-        con.unregister(stats_name)
-        con.unregister(cores_name)
-    tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
-    out = {}
-    for s in shapes:
-        if not s.n:
-            continue
-        raw, src = tails.get(s.shape, (np.zeros((0, 5)), []))
-        out[s.shape] = TailRows(
-            n=s.n,
-            p50_us=s.latency.p50,
-            p95_us=s.latency.p95,
-            p99_us=s.latency.p99,
-            n_core=s.n_core,
-            n_mem=s.n_mem,
-            raw=raw.reshape(-1, 5),
-            sources=tuple(src),
-        )
-    return out
-
-
-def core_medians(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, float]]]:
-    """Per shape: median compute of ok requests on each core."""
-    out: dict[str, list[tuple[int, float]]] = {}
-    for shape, core, p50 in con.execute(
-        f"""
-        SELECT shape, core, quantile_cont(compute_us, 0.5) FROM ({REQUESTS})
-        WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core ORDER BY shape, core
-        """
-    ).fetchall():
-        out.setdefault(shape, []).append((int(core), float(p50)))
-    return out
-
-
-def quality_records(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> list[dict[str, Any]]:
-    """Quality evidence of a slice (records without a slice apply to every slice)."""
-    cur = con.execute(
-        """SELECT precision, metric, baseline, value, max_drop, source_id FROM quality
-           WHERE workload = $w AND (slice = $s OR slice = '')""",
-        {"w": workload, "s": slice_},
-    )
-    names = [d[0] for d in cur.description]
-    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-
-
-def plan_compute_p50(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
-    """Median compute time of each plan's ok requests (the end-to-end side of per-op sums)."""
-    rows = con.execute(
-        f"""
-        SELECT plan_id, median(compute_us) FROM ({REQUESTS})
-        WHERE status = 'ok' AND plan_id IS NOT NULL GROUP BY plan_id
-        """
-    ).fetchall()
-    return {str(p): float(v) for p, v in rows if v is not None}
+    return records(cur)
 
 
 def profile_sources(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[str]:

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 
 import duckdb
 
-from mapreport.analysis.query import REQUESTS, BucketRow
+from mapreport.analysis.coverage import BucketRow
+from mapreport.analysis.query import REQUESTS
 from mapreport.analysis.stats import jain_index
 from mapreport.kinds import FusionGap
 

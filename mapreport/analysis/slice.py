@@ -17,7 +17,7 @@ import numpy as np
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope, plan_actions
-from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.adaptation import adaptation_costs, compute_samples, shape_gain
 from mapreport.analysis.checklist import (
     ChecklistItem,
     Pitfall,
@@ -25,20 +25,28 @@ from mapreport.analysis.checklist import (
     checklist,
     pitfalls,
     precision_changes,
+    quality_records,
 )
 from mapreport.analysis.classify import ShapeClass, classify
 from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
-from mapreport.analysis.coverage import Coverage, Placement, coverage, place
+from mapreport.analysis.coverage import BucketRow, Coverage, Placement, bucket_rows, coverage, place
 from mapreport.analysis.decision import decide
-from mapreport.analysis.environment import EnvironmentCheck, check_environment
+from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
-from mapreport.analysis.operators import Operators, operators
+from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling, scheduling
 from mapreport.analysis.stats import FloatArray, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep
-from mapreport.analysis.tail import TailDrivers, attribute, combine, tail_drivers
+from mapreport.analysis.tail import (
+    TailDrivers,
+    attribute,
+    combine,
+    core_medians,
+    tail_drivers,
+    tail_rows,
+)
 from mapreport.kinds import BottleneckClass, ClassBasis
 from mapreport.shapes import sort_key
 
@@ -56,7 +64,7 @@ class Context:
     stored: Stored
     run: RunKey
     rows: list[query.ShapeRow]
-    buckets: list[query.BucketRow]
+    buckets: list[BucketRow]
     placements: dict[str, Placement]
     samples: dict[tuple[str, str], FloatArray]
     cores: dict[str, list[tuple[int, float]]]
@@ -116,7 +124,7 @@ def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
 def shapes_step(ctx: Context, f: Facts) -> None:
     """Coverage, accuracy, adaptation gain and the decision of every shape."""
     f.coverage = coverage(ctx.rows, ctx.buckets, ctx.placements)
-    costs = query.adaptation_costs(ctx.con, ctx.workload, ctx.slice)
+    costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
     for r in ctx.rows:
@@ -181,7 +189,7 @@ def slice_step(ctx: Context, f: Facts) -> None:
         )
         for x in query.source_files(ctx.con, source_ids)
     )
-    f.environment = check_environment(query.environments(ctx.con, source_ids))
+    f.environment = check_environment(environments(ctx.con, source_ids))
 
 
 def diagnosis_step(ctx: Context, f: Facts) -> None:
@@ -191,7 +199,7 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
         for m in f.shapes
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
-    tails = query.tail_rows(ctx.con, budgets, ctx.rows, ctx.cores)
+    tails = tail_rows(ctx.con, budgets, ctx.rows, ctx.cores)
     evaluated = []  # attributed tail parts of every shape with tail evidence
     shapes = []
     for m in f.shapes:
@@ -219,7 +227,7 @@ def scheduling_step(ctx: Context, f: Facts) -> None:
 def offline_step(ctx: Context, f: Facts) -> None:
     """The families that need no request telemetry: per-op mapping, compiles, load sweep."""
     con, w, s = ctx.con, ctx.workload, ctx.slice
-    f.operators = operators(con, w, s, ctx.th, query.plan_compute_p50(con))
+    f.operators = operators(con, w, s, ctx.th, plan_compute_p50(con))
     savings = {m.shape: v for m in f.shapes if (v := m.gain.saving_p50_us) is not None}
     f.compiles = compiles(con, w, s, savings)
     f.sweep = load_sweep(con, w, s, ctx.review)
@@ -242,7 +250,7 @@ def review_step(ctx: Context, f: Facts) -> None:
     assert f.environment is not None
     assert f.coverage is not None
     precisions = [b.precision for b in ctx.buckets if b.precision]
-    quality = query.quality_records(ctx.con, ctx.workload, ctx.slice)
+    quality = quality_records(ctx.con, ctx.workload, ctx.slice)
     f.precision = precision_changes(precisions, quality)
     scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guarded)
     sources = tuple(s.source_id for s in f.sources)
@@ -307,7 +315,7 @@ def analyze(
     query.load_slice(con, workload, slice_)
     try:
         rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
-        buckets = query.bucket_rows(con, workload, slice_)
+        buckets = bucket_rows(con, workload, slice_)
         sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
         ctx = Context(
             con=con,
@@ -320,8 +328,8 @@ def analyze(
             rows=rows,
             buckets=buckets,
             placements=place(rows, buckets),
-            samples=query.compute_samples(con, sampled),
-            cores=query.core_medians(con),
+            samples=compute_samples(con, sampled),
+            cores=core_medians(con),
         )
         f = Facts()
         for step in STEPS:

@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import duckdb
 import numpy as np
+import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds
-from mapreport.analysis.query import TailRows
+from mapreport.analysis.query import REQUESTS, ShapeRow, temp_name
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
 from mapreport.kinds import Driver
 
@@ -190,3 +192,123 @@ def combine(
         return None
     unmeasured = sorted({u for _, missing in per_shape for u in missing})
     return _drivers(np.concatenate(pooled), n, p50, p95, p99, unmeasured, th, review, seed)
+
+
+@dataclass(frozen=True)
+class TailRows:
+    """A shape's tail requests with the raw size of each driver, before attribution."""
+
+    n: int
+    p50_us: float | None
+    p95_us: float | None
+    p99_us: float | None
+    n_core: int
+    n_mem: int
+    raw: FloatArray
+    """One row per tail request: excess, queueing, fallback, memory, core (microseconds)."""
+    sources: tuple[str, ...]
+
+
+def tail_rows(
+    con: duckdb.DuckDBPyConnection,
+    budgets: dict[str, float],
+    shapes: Sequence[ShapeRow],
+    cores: dict[str, list[tuple[int, float]]],
+) -> dict[str, TailRows]:
+    """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
+
+    excess = latency - p50(latency); queueing = queue - p50(queue); fallback = compute excess
+    of requests that ran `fallback`; memory = compute excess of requests whose peak memory
+    exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
+    on the request's core - p50 compute on all cores. Each is clipped at zero here; the
+    attribution clips them to the excess. The per-shape percentiles come from `shape_rows`
+    and the per-core medians from `core_medians`: only the tail rows are scanned here.
+    """
+    stats_name = temp_name("tail_stats")
+    cores_name = temp_name("tail_cores")
+    with_n = [r for r in shapes if r.n]
+    con.register(
+        stats_name,
+        pa.table(
+            {
+                "shape": [r.shape for r in with_n],
+                "lat50": [r.latency.p50 for r in with_n],
+                "lat95": [r.latency.p95 for r in with_n],
+                "q50": [r.queue.p50 for r in with_n],
+                "c50": [r.compute.p50 for r in with_n],
+                "m50": [r.mem_p50 for r in with_n],
+                "budget": [budgets.get(r.shape) for r in with_n],
+            },
+            schema=pa.schema(
+                [("shape", pa.string())]
+                + [(c, pa.float64()) for c in ("lat50", "lat95", "q50", "c50", "m50", "budget")]
+            ),
+        ),
+    )
+    per_core = [(shape, core, p50) for shape, cs in cores.items() for core, p50 in cs]
+    con.register(
+        cores_name,
+        pa.table(
+            {
+                "shape": [c[0] for c in per_core],
+                "core": [c[1] for c in per_core],
+                "c50_core": [c[2] for c in per_core],
+            },
+            schema=pa.schema(
+                [("shape", pa.string()), ("core", pa.int32()), ("c50_core", pa.float64())]
+            ),
+        ),
+    )
+    try:
+        rows = con.execute(
+            f"""
+            SELECT ok.shape,
+                list([
+                    ok.latency_us - s.lat50,
+                    greatest(ok.queue_us - s.q50, 0),
+                    CASE WHEN ok.variant = 'fallback'
+                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
+                    CASE WHEN ok.mem_peak_bytes > coalesce(s.budget, 1.5 * s.m50)
+                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
+                    greatest(coalesce(c.c50_core - s.c50, 0), 0)
+                ] ORDER BY ok.latency_us, ok.source_id, ok.line),
+                list(DISTINCT ok.source_id ORDER BY ok.source_id)
+            FROM ({REQUESTS}) ok JOIN {stats_name} s USING (shape)
+            LEFT JOIN {cores_name} c ON c.shape = ok.shape AND c.core = ok.core
+            WHERE ok.status = 'ok' AND ok.latency_us > s.lat95
+            GROUP BY ok.shape
+            """
+        ).fetchall()
+    finally:
+        con.unregister(stats_name)
+        con.unregister(cores_name)
+    tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
+    out = {}
+    for s in shapes:
+        if not s.n:
+            continue
+        raw, src = tails.get(s.shape, (np.zeros((0, 5)), []))
+        out[s.shape] = TailRows(
+            n=s.n,
+            p50_us=s.latency.p50,
+            p95_us=s.latency.p95,
+            p99_us=s.latency.p99,
+            n_core=s.n_core,
+            n_mem=s.n_mem,
+            raw=raw.reshape(-1, 5),
+            sources=tuple(src),
+        )
+    return out
+
+
+def core_medians(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, float]]]:
+    """Per shape: median compute of ok requests on each core."""
+    out: dict[str, list[tuple[int, float]]] = {}
+    for shape, core, p50 in con.execute(
+        f"""
+        SELECT shape, core, quantile_cont(compute_us, 0.5) FROM ({REQUESTS})
+        WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core ORDER BY shape, core
+        """
+    ).fetchall():
+        out.setdefault(shape, []).append((int(core), float(p50)))
+    return out
