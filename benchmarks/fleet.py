@@ -177,23 +177,10 @@ writer.close()
 
 BARE = """
 import sys, time, msgspec
-class Request(msgspec.Struct):
-    workload: str
-    request_id: str
-    shape: dict[str, int]
-    arrival_us: float
-    compute_start_us: float
-    compute_end_us: float
-    slice: str | None = None
-    queue_start_us: float | None = None
-    plan_id: str | None = None
-    plan_variant: str | None = None
-    core: int | None = None
-    stream: str | None = None
-    batch_size: int | None = None
-    mem_peak_bytes: int | None = None
-    precision: str | None = None
-    status: str | None = None
+from mapreport.ingest.native_spec import REQUEST
+from mapreport.ingest.spec import struct_of
+# the native request record as declared, every field typed, unknown fields ignored
+Request = struct_of(REQUEST, "Request", {}, "bare", forbid_unknown=False)
 dec = msgspec.json.Decoder(Request)
 t0 = time.perf_counter()
 n = 0

@@ -20,9 +20,8 @@ import click
 
 from mapreport import __version__
 from mapreport.config import MAX_JOBS, default_config, load_config
-from mapreport.errors import MapreportError, ReportError
+from mapreport.errors import ERROR_POLICIES, ErrorPolicy, MapreportError, ReportError
 from mapreport.ingest import READERS, IngestResult
-from mapreport.ingest.sink import ERROR_POLICIES, ErrorPolicy
 from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report, run
 
 F = TypeVar("F", bound=Callable[..., Any])

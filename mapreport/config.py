@@ -16,8 +16,7 @@ from typing import Any
 import msgspec
 
 from mapreport.analysis.common import Thresholds
-from mapreport.errors import ConfigError
-from mapreport.ingest.sink import ErrorPolicy
+from mapreport.errors import ConfigError, ErrorPolicy
 
 
 class _Run(msgspec.Struct, forbid_unknown_fields=True):

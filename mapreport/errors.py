@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal, get_args
+
+ErrorPolicy = Literal["abort", "quarantine"]
+"""What a bad record does: `abort` the file with its one-line error, or `quarantine` it (kept
+in the quarantine table, counted, the file read on)."""
+ERROR_POLICIES: tuple[ErrorPolicy, ...] = get_args(ErrorPolicy)
 
 
 class MapreportError(Exception):

@@ -19,9 +19,8 @@ from mapreport import __version__
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
-from mapreport.errors import DatasetError, InputError, MapreportError
+from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
-from mapreport.ingest.sink import ErrorPolicy
 from mapreport.kinds import OwnerRole
 from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
 from mapreport.report.export import SvgExporter

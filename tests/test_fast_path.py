@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,7 +20,7 @@ from hypothesis import strategies as st
 from mapreport.errors import InputError
 from mapreport.ingest import READERS, fast, helper
 from mapreport.ingest.native import NativeReader
-from mapreport.ingest.records import container_of, head_bytes, iter_records
+from mapreport.ingest.records import Memo, container_of, head_bytes, iter_records
 from mapreport.ingest.sink import Sink
 
 GOOD: dict[str, Any] = {
@@ -252,3 +253,33 @@ def test_a_failed_helper_half_is_read_here(tmp_path: Path) -> None:
         two = _staged(reader, path, tmp_path / "two", False, two=True)
     assert two == one
     assert not any(f.name.startswith("src-h") for f in (tmp_path / "two").rglob("*.parquet"))
+
+
+def test_memo_of_raw_values_starts_over_past_its_limit() -> None:
+    calls: list[bytes] = []
+
+    def upper(raw: bytes) -> str:
+        calls.append(raw)
+        return raw.decode().upper()
+
+    memo = Memo(upper, limit=3)
+    assert [memo[b"a"], memo[b"a"], memo[b"b"]] == ["A", "A", "B"]
+    assert calls == [b"a", b"b"]  # computed once per distinct value
+    for i in range(10):
+        assert memo[str(i).encode()] == str(i)
+    assert len(memo) <= 3  # all-distinct values never grow it past its limit
+
+
+def test_fast_struct_is_the_declared_request_record() -> None:
+    from mapreport.ingest.native_spec import REQUEST
+
+    assert set(fast.Request.__struct_fields__) == {f.raw for f in REQUEST.fields}
+    required = {f.raw for f in REQUEST.fields if f.required}
+    assert set(fast.Request.__struct_fields__[: len(required)]) == required
+    ok = b'{"workload":"w","request_id":1,"shape":{"b":1},"arrival_us":0,'
+    assert fast._ONE.decode(ok + b'"compute_start_us":1,"compute_end_us":2}').request_id == 1
+    for refused in (b'"compute_start_us":1,"compute_end_us":2,"x":1}', b'"compute_start_us":1}'):
+        with pytest.raises(msgspec.ValidationError):  # unknown field; a required one missing
+            fast._ONE.decode(ok + refused)
+    with pytest.raises(msgspec.ValidationError):  # plan_variant outside its choices
+        fast._ONE.decode(ok + b'"compute_start_us":1,"compute_end_us":2,"plan_variant":"x"}')

@@ -124,16 +124,9 @@ def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def tail_metric(m: ShapeMetrics, min_p99: int) -> tuple[str, float | None]:
-    """The tail statistic a shape has the evidence for: p99 from min_p99 requests, else p95."""
-    return (
-        ("latency_p99_us", m.latency.p99) if m.n >= min_p99 else ("latency_p95_us", m.latency.p95)
-    )
-
-
 def _rollback(s: Scope, m: ShapeMetrics) -> RollbackTrigger:
-    metric, value = tail_metric(m, s.thresholds.min_samples_p99)
-    sla = s.review.sla_p99_us if metric == "latency_p99_us" else s.review.sla_p95_us
+    q, value = m.latency.tail(s.thresholds.min_samples_p99)
+    metric, sla = f"latency_{q}_us", s.review.sla(q)
     threshold = None if value is None else value * (1 + ROLLBACK_MARGIN)
     # the SLA is a rollback bound only while the pre-change value meets it
     bounds = sla is not None and value is not None and value <= sla
@@ -145,7 +138,8 @@ def _rollback(s: Scope, m: ShapeMetrics) -> RollbackTrigger:
 def _matrix(s: Scope, m: ShapeMetrics, target: ValidationRow) -> tuple[ValidationRow, ...]:
     """The changed shape with its target metric, the shape's tail and the busiest other shapes
     as regression guards; a precision change adds the quality guardrail."""
-    metric, value = tail_metric(m, s.thresholds.min_samples_p99)
+    q, value = m.latency.tail(s.thresholds.min_samples_p99)
+    metric = f"latency_{q}_us"
     rows = [
         target,
         ValidationRow(m.shape, metric, value, Criterion.NO_WORSE),

@@ -4,8 +4,11 @@ against, intervals, percentiles, evidence and the files a number rests on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mapreport.kinds import OwnerRole
+
+TailQuantile = Literal["p95", "p99"]
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,10 @@ class Review:
     signoffs: dict[OwnerRole, str] = field(default_factory=dict)
     description: str = ""
 
+    def sla(self, q: TailQuantile) -> float | None:
+        """The SLA target of one tail quantile (None when none is configured)."""
+        return self.sla_p99_us if q == "p99" else self.sla_p95_us
+
 
 @dataclass(frozen=True)
 class Percentiles:
@@ -53,6 +60,11 @@ class Percentiles:
     p50: float | None
     p95: float | None
     p99: float | None
+
+    def tail(self, min_p99: int) -> tuple[TailQuantile, float | None]:
+        """The tail quantile these samples are evidence for, with its value: p99 from
+        `min_p99` samples, else p95."""
+        return ("p99", self.p99) if self.n >= min_p99 else ("p95", self.p95)
 
 
 @dataclass(frozen=True)

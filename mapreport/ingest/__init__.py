@@ -12,15 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import cast
 
-from mapreport.errors import InputError, MapreportError
+from mapreport.errors import ErrorPolicy, InputError, MapreportError
 from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.records import head_bytes
-from mapreport.ingest.sink import ErrorPolicy, Sink
+from mapreport.ingest.sink import Sink
 from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
@@ -143,7 +142,7 @@ def stage_file(
         return Staged(IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0))
     reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir(source_id)
-    chosen: ErrorPolicy = policy or cast(ErrorPolicy, getattr(reader, "default_policy", "abort"))
+    chosen = policy or reader.default_policy
     sink = Sink(staging, source_id, path, chosen, dict(hints or {}))
     try:
         with gc_paused():

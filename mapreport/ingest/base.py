@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from mapreport.errors import ErrorPolicy
 from mapreport.ingest.sink import Sink
 
 
@@ -33,6 +34,12 @@ class Reader(Protocol):
     @property
     def tables(self) -> tuple[str, ...]:
         """The canonical tables it writes."""
+        ...
+
+    @property
+    def default_policy(self) -> ErrorPolicy:
+        """What a bad record does when the user names no policy: `abort` for formats whose
+        writer validates, `quarantine` for logs where a damaged record is routine."""
         ...
 
     def sniff(self, head: Head) -> bool:

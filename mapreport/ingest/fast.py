@@ -16,7 +16,7 @@ import re
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -27,8 +27,10 @@ import pyarrow.parquet as pq
 from mapreport.errors import InputError
 from mapreport.ingest import helper
 from mapreport.ingest.helper import Helper
-from mapreport.ingest.records import BadRecord, iter_jsonl_batches, open_bytes
+from mapreport.ingest.native_spec import REQUEST
+from mapreport.ingest.records import BadRecord, Memo, iter_jsonl_batches, open_bytes
 from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import struct_of
 from mapreport.schema import TABLES
 from mapreport.shapes import ShapeError, canonical_shape
 
@@ -39,74 +41,47 @@ Slow = Callable[[int, Any], None]
 """The per-record reader: (line, decoded record or BadRecord) -> rows or a rejection."""
 
 
-class Request(msgspec.Struct, forbid_unknown_fields=True, gc=False):
-    """A request record exactly as FORMATS.md declares it, with no unknown field."""
-
-    workload: str
-    request_id: str | int
-    shape: msgspec.Raw
-    """Kept raw: canonicalised once per distinct shape (a fleet repeats a few)."""
-    arrival_us: float
-    compute_start_us: float
-    compute_end_us: float
-    slice: str | None = None
-    queue_start_us: float | None = None
-    plan_id: str | None = None
-    plan_variant: Literal["static", "adapted", "fallback"] | None = None
-    core: int | None = None
-    stream: str | None = None
-    batch_size: int | None = None
-    mem_peak_bytes: int | None = None
-    precision: str | None = None
-    status: str | None = None
-
+Request = struct_of(
+    REQUEST, "Request", {"shape": msgspec.Raw, "request_id": str | int}, module=__name__
+)
+"""A request record exactly as FORMATS.md declares it, with no unknown field. The shape is kept
+raw: canonicalised once per distinct shape (a fleet repeats a few)."""
+Rec = Any
+"""A decoded `Request` (made at import, so typed loosely)."""
 
 _ONE = msgspec.json.Decoder(Request)
-_MANY = msgspec.json.Decoder(list[Request])
+_MANY = msgspec.json.Decoder(list[Request])  # type: ignore[valid-type]  # made at import
 _ANY = msgspec.json.Decoder()
 _SCHEMA = TABLES["request"]
-_STR_COLS = ("workload", "plan_id", "plan_variant", "stream", "precision")
-_INT_MIN = {"core": 0, "batch_size": 1, "mem_peak_bytes": 0}
-_FLOATS = ("arrival_us", "queue_start_us", "compute_start_us", "compute_end_us")
+_TEXT = tuple(f.target for f in REQUEST.fields if f.kind in ("str", "shape"))
+_FLOATS = tuple(f.target for f in REQUEST.fields if f.kind == "float")
 _INT_LIMIT = 2**62
+_INT_MIN = {
+    f.target: -_INT_LIMIT if f.minimum is None else f.minimum
+    for f in REQUEST.fields
+    if f.kind == "int"
+}
+_REQUIRED = tuple(f.target for f in REQUEST.fields if f.required)
 
 
-class _Shapes:
-    """Canonical shape strings by the raw JSON of the shape; None for an invalid shape (the
-    slow path rejects it with the reason)."""
-
-    def __init__(self) -> None:
-        self.cache: dict[bytes, str | None] = {}
-
-    def __call__(self, raw: msgspec.Raw) -> str | None:
-        key = bytes(raw)
-        out = self.cache.get(key, _MISSING)
-        if out is not _MISSING:
-            return out  # type: ignore[return-value]
-        try:
-            value = _ANY.decode(key)
-            shape: str | None = (
-                canonical_shape(value) if isinstance(value, dict | list) and value else None
-            )
-        except (msgspec.DecodeError, ShapeError):
-            shape = None
-        if len(self.cache) > 100_000:
-            self.cache.clear()
-        self.cache[key] = shape
-        return shape
+def _shape_of(raw: bytes) -> str | None:
+    """The canonical shape of a record's raw shape JSON; None for an invalid shape (the slow
+    path rejects it with the reason)."""
+    try:
+        value = _ANY.decode(raw)
+        return canonical_shape(value) if isinstance(value, dict | list) and value else None
+    except (msgspec.DecodeError, ShapeError):
+        return None
 
 
-_MISSING = object()
-
-
-def _columns(recs: list[Request], shapes: _Shapes) -> dict[str, list[Any]]:
+def _columns(recs: list[Rec], shapes: Memo) -> dict[str, list[Any]]:
     cols: dict[str, list[Any]] = {
         "workload": [r.workload for r in recs],
         "slice": [r.slice or "" for r in recs],
         "request_id": [
             r.request_id if type(r.request_id) is str else str(r.request_id) for r in recs
         ],
-        "shape": [shapes(r.shape) for r in recs],
+        "shape": [shapes[bytes(r.shape)] for r in recs],
         "arrival_us": [r.arrival_us for r in recs],
         "queue_start_us": [
             r.queue_start_us if r.queue_start_us is not None else r.arrival_us for r in recs
@@ -157,7 +132,7 @@ def _arrays(cols: dict[str, list[Any]]) -> dict[str, pa.Array] | None:
         out |= {c: pa.array(cols[c], pa.int64()) for c in _INT_MIN}
     except (OverflowError, pa.ArrowInvalid, pa.ArrowTypeError):
         return None
-    for c in ("workload", "slice", "request_id", "shape", "status", *_STR_COLS):
+    for c in _TEXT:
         out[c] = pa.array(cols[c], pa.string())
     return out
 
@@ -177,7 +152,7 @@ def _write(sink: Sink, table: pa.Table, lines: np.ndarray) -> None:
         )
 
 
-CHUNK = 1 << 20
+CHUNK_BYTES = 1 << 20
 """Bytes read at a time. A chunk's complete lines are decoded as one JSON array (newlines
 become commas, no per-line split) when they are plain; a chunk and the carried-over part of
 its first line are at most 2 MiB, so none of its lines can exceed MAX_LINE_BYTES."""
@@ -209,14 +184,10 @@ def read_jsonl(path: Path, sink: Sink, slow_for: Callable[[Sink], Slow]) -> None
     sink.absorb(*outcome)
 
 
-HELPER_SHARE = 0.45
-"""The share of a large file the helper process reads (it counts the lines before it too)."""
-
-
 def _split(path: Path) -> int | None:
     """Where the helper starts: the line after the first line end past 55% of the file; None
     when the file gets no helper (`helper.available`) or has no line end there."""
-    found = helper.start_window(path, HELPER_SHARE, CHUNK)
+    found = helper.start_window(path, CHUNK_BYTES)
     if found is None:
         return None
     at, window = found
@@ -229,7 +200,7 @@ def _lines_before(path: Path, offset: int) -> int:
     n = 0
     with open(path, "rb") as fh:
         while offset > 0:
-            data = fh.read(min(8 * CHUNK, offset))
+            data = fh.read(min(8 * CHUNK_BYTES, offset))
             if not data:
                 break
             n += data.count(b"\n")
@@ -253,7 +224,7 @@ def _second_half(
 def _read(path: Path, start: int, end: int | None, line: int, sink: Sink, slow: Slow) -> None:
     """The lines of bytes `start`..`end` (a line start, and a line start or the end of the
     file), the first being line number `line`."""
-    shapes = _Shapes()
+    shapes = Memo(_shape_of)
     pending = _Pending(sink)
     with open_bytes(path) as fh:
         if start:
@@ -262,12 +233,12 @@ def _read(path: Path, start: int, end: int | None, line: int, sink: Sink, slow: 
         rest = b""
         try:
             while left:
-                data = fh.read(CHUNK if left < 0 else min(CHUNK, left))
+                data = fh.read(CHUNK_BYTES if left < 0 else min(CHUNK_BYTES, left))
                 if not data:
                     break
                 left -= len(data) if left > 0 else 0
                 cut = data.rfind(b"\n")
-                if cut < 0 or len(rest) > CHUNK:  # a long line: leave it to the line reader
+                if cut < 0 or len(rest) > CHUNK_BYTES:  # a long line: leave it to the line reader
                     raise _LongLine
                 body, rest = rest + data[:cut], data[cut + 1 :]
                 n = body.count(b"\n") + 1
@@ -293,7 +264,7 @@ class _LongLine(Exception):
 
 
 def _from_line(
-    path: Path, first: int, stop: int | None, sink: Sink, slow: Slow, shapes: _Shapes
+    path: Path, first: int, stop: int | None, sink: Sink, slow: Slow, shapes: Memo
 ) -> None:
     """Read the file's lines `first`.. (before line `stop`) through the per-line reader."""
     pending = _Pending(sink)
@@ -312,7 +283,7 @@ def _chunk(
     first: int,
     n: int,
     slow: Slow,
-    shapes: _Shapes,
+    shapes: Memo,
     terminated: bool,
 ) -> None:
     """One chunk of complete lines: decoded as a JSON array when every line is a plain
@@ -320,7 +291,7 @@ def _chunk(
     line ended with a newline (all but a file's unterminated last line)."""
     if b"\n\n" not in body and not body.startswith(b"\n") and not body.endswith(b"\n"):
         try:
-            recs: list[Request | None] = list(_MANY.decode(b"[" + body.replace(b"\n", b",") + b"]"))
+            recs: list[Rec | None] = list(_MANY.decode(b"[" + body.replace(b"\n", b",") + b"]"))
         except msgspec.DecodeError:
             pass
         else:
@@ -342,11 +313,11 @@ _NOT_REQUESTS = (b'{"event"', b'{"environment"')
 _AT = re.compile(r"at `\$\[(\d+)\]")
 
 
-def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Request | None]:
+def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Rec | None]:
     """Typed records of a batch, None where a line is not a plain request. The batch is
     decoded as one JSON array; where an element fails, msgspec names its index, that element
     is set aside and the rest is decoded on (a few events in a batch cost a few passes)."""
-    out: list[Request | None] = [None] * len(batch)
+    out: list[Rec | None] = [None] * len(batch)
     # lines that open as an event or an environment record are not requests: set them aside
     # before the batch decode (any other non-request is found by the decode itself)
     raws = {
@@ -356,7 +327,7 @@ def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Request | None]:
     }
     todo = list(raws)
 
-    def many(idx: list[int]) -> list[Request]:
+    def many(idx: list[int]) -> list[Rec]:
         return _MANY.decode(b"[" + b",".join([raws[i] for i in idx]) + b"]")
 
     while todo:
@@ -379,8 +350,8 @@ def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Request | None]:
 
 
 def _decode_each(
-    raws: dict[int, bytes], out: list[Request | None], todo: list[int]
-) -> list[Request | None]:
+    raws: dict[int, bytes], out: list[Rec | None], todo: list[int]
+) -> list[Rec | None]:
     for i in todo:
         try:
             out[i] = _ONE.decode(raws[i])
@@ -390,7 +361,7 @@ def _decode_each(
 
 
 def _batch(
-    pending: _Pending, batch: list[tuple[int, bytes | BadRecord]], slow: Slow, shapes: _Shapes
+    pending: _Pending, batch: list[tuple[int, bytes | BadRecord]], slow: Slow, shapes: Memo
 ) -> None:
     """Lines decoded one batch at a time (blank lines, over-long lines, non-requests)."""
     _emit(pending, _decode(batch), [ln for ln, _ in batch], batch, None, slow, shapes)
@@ -398,12 +369,12 @@ def _batch(
 
 def _emit(
     pending: _Pending,
-    recs: list[Request | None],
+    recs: list[Rec | None],
     lines: list[int],
     batch: list[tuple[int, bytes | BadRecord]] | None,
     body: bytes | None,
     slow: Slow,
-    shapes: _Shapes,
+    shapes: Memo,
     terminated: bool = True,
 ) -> None:
     """Check the typed records as columns; the good rows wait in `pending`, the rest go to
@@ -463,9 +434,8 @@ class _Pending:
 _KINDS = {
     **dict.fromkeys(_FLOATS, "float"),
     **dict.fromkeys(_INT_MIN, "int"),
-    **dict.fromkeys(("workload", "slice", "request_id", "shape", "status", *_STR_COLS), "str"),
+    **dict.fromkeys(_TEXT, "str"),
 }
-_REQUIRED = ("workload", "request_id", "shape", "arrival_us", "compute_start_us", "compute_end_us")
 
 
 def _fits(kind: str, t: pa.DataType) -> bool:

@@ -33,14 +33,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest import helper
 from mapreport.ingest.base import Head
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.kineto_link import extra, link
 from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
-from mapreport.ingest.records import open_bytes
+from mapreport.ingest.records import Memo, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import ENVIRONMENT_KEYS
 
@@ -109,8 +109,10 @@ categories are kept under their own lowercase name."""
 SKIPPED_CATEGORIES = frozenset({"trace"})
 """The whole-trace span is not an execution. Flow ('s', 'f'), metadata ('M') and instant ('i')
 events carry links and labels, not executions, and are not rows either."""
-CHUNK = 200_000
+ROWS_PER_FILE = 200_000
 """op_exec rows written per Parquet file."""
+EVENTS_PER_RUN = 200_000
+"""Events of a whole-decoded document typed and turned into columns at a time."""
 _SKIP = "\0skip"
 _EMPTY = Args()
 _UNDECODED = Event()
@@ -124,25 +126,18 @@ _ONE = msgspec.json.Decoder(Event)
 _ANY = msgspec.json.Decoder()
 
 
-class _Shapes(dict[bytes, str | None]):
-    """Raw `Input Dims` text -> canonical shape, computed on first sight."""
-
-    def __missing__(self, key: bytes) -> str | None:
-        try:
-            value = canonical_dims(_ANY.decode(key))
-        except msgspec.DecodeError:
-            value = None
-        self[key] = value
-        return value
+def _shape_of(raw: bytes) -> str | None:
+    """The canonical shape of a raw `Input Dims` text."""
+    try:
+        return canonical_dims(_ANY.decode(raw))
+    except msgspec.DecodeError:
+        return None
 
 
-class _Compact(dict[bytes, str | None]):
-    """Raw JSON text -> its compact text (None for null), computed on first sight."""
-
-    def __missing__(self, key: bytes) -> str | None:
-        value = _ANY.decode(key)
-        self[key] = None if value is None else ENCODE(value).decode()
-        return self[key]
+def _compact(raw: bytes) -> str | None:
+    """The compact text of a raw JSON value (None for null)."""
+    value = _ANY.decode(raw)
+    return None if value is None else ENCODE(value).decode()
 
 
 @dataclass
@@ -150,8 +145,8 @@ class _Memo:
     """Per-read caches: traces repeat a few categories, shapes and launch geometries."""
 
     categories: dict[str | None, str | None] = field(default_factory=dict)
-    shapes: _Shapes = field(default_factory=_Shapes)
-    compact: _Compact = field(default_factory=_Compact)
+    shapes: Memo = field(default_factory=lambda: Memo(_shape_of))
+    compact: Memo = field(default_factory=lambda: Memo(_compact))
 
     def category(self, raw: str | None) -> str | None:
         low = (raw or "").lower()
@@ -354,10 +349,6 @@ def _read_runs(
     return first
 
 
-HELPER_SHARE = 0.45
-"""The share of a large trace the helper process reads (it also ships its columns back)."""
-
-
 class _Half(NamedTuple):
     """What the helper read: columns (event numbers from 0), rejections, and the document
     after the array."""
@@ -380,7 +371,7 @@ class _Split:
     @classmethod
     def start(cls, path: Path) -> _Split | None:
         """A helper for a large plain trace (see `helper.available`), else None."""
-        found = helper.start_window(path, HELPER_SHARE)
+        found = helper.start_window(path)
         if found is None:
             return None
         at, window = found
@@ -421,6 +412,7 @@ class KinetoReader:
     name = "kineto"
     summary = "PyTorch profiler (Kineto) Chrome trace JSON: cpu ops, kernels, launches"
     tables = ("op_exec", "environment")
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first keys include traceEvents or Kineto's schema header."""
@@ -448,9 +440,9 @@ class KinetoReader:
         rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
-        for start in range(0, len(rows), CHUNK):
+        for start in range(0, len(rows), ROWS_PER_FILE):
             # `extra` per chunk: built here while the sink's thread writes the chunk before
-            part = rows.slice(start, CHUNK)
+            part = rows.slice(start, ROWS_PER_FILE)
             n = len(part)
             sink.add_table(
                 "op_exec",
@@ -515,8 +507,8 @@ class KinetoReader:
             doc = msgspec.json.decode(data, type=Whole)
         except msgspec.DecodeError as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
-        for start in range(0, len(doc.traceEvents), CHUNK):
-            run = _decode_each(doc.traceEvents[start : start + CHUNK])
+        for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):
+            run = _decode_each(doc.traceEvents[start : start + EVENTS_PER_RUN])
             rejects: list[_Reject] = []
             table = _columns(run, start, rejects, memo)
             _reject(sink, rejects)

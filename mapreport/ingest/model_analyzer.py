@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text, read_document
 from mapreport.ingest.sink import Sink
@@ -76,6 +76,7 @@ class ModelAnalyzerReader:
         "throughput per model config and concurrency"
     )
     tables = ("load_sweep",)
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first key is Model Analyzer's result manager state."""

@@ -1,6 +1,6 @@
 """The native formats of FORMATS.md: compile profile, runtime telemetry and quality evidence.
 
-Each record kind declares its fields as data (`RecordSpec`); the readers only add the
+Each record kind declares its fields as data (`native_spec.py`); the readers only add the
 cross-field rules of the format (timestamp order, event kinds).
 """
 
@@ -14,9 +14,10 @@ from typing import Any
 
 import msgspec
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest import fast
 from mapreport.ingest.base import Head
+from mapreport.ingest.native_spec import COMPILE, EVENT, QUALITY, REQUEST
 from mapreport.ingest.records import (
     BadRecord,
     Container,
@@ -27,78 +28,8 @@ from mapreport.ingest.records import (
     parquet_columns,
 )
 from mapreport.ingest.sink import Sink
-from mapreport.ingest.spec import Field, FieldError, RecordSpec, convert_record
-from mapreport.schema import ADAPTATION_KINDS, ENVIRONMENT_KEYS, PLAN_VARIANTS
-
-COMPILE = RecordSpec(
-    "compile profile",
-    (
-        Field("workload", "str", required=True),
-        Field("slice", "str"),
-        Field("plan_id", "str", required=True),
-        Field("shape_bucket", "bucket", required=True),
-        Field("op", "str", required=True),
-        Field("predicted_us", "float", required=True, minimum=0),
-        Field("prediction_source", "str"),
-        Field("kernel", "str"),
-        Field("tile", "str"),
-        Field("fusion_group", "str"),
-        Field("core", "int", minimum=0),
-        Field("precision", "str"),
-        Field("predicted_peak_mem_bytes", "int", minimum=0),
-        Field("mem_budget_bytes", "int", minimum=0),
-        Field("compile_ms", "float", minimum=0),
-    ),
-)
-
-REQUEST = RecordSpec(
-    "request",
-    (
-        Field("workload", "str", required=True),
-        Field("slice", "str"),
-        Field("request_id", "str", required=True),
-        Field("shape", "shape", required=True),
-        Field("arrival_us", "float", required=True),
-        Field("queue_start_us", "float"),
-        Field("compute_start_us", "float", required=True),
-        Field("compute_end_us", "float", required=True),
-        Field("plan_id", "str"),
-        Field("plan_variant", "str", choices=PLAN_VARIANTS),
-        Field("core", "int", minimum=0),
-        Field("stream", "str"),
-        Field("batch_size", "int", minimum=1),
-        Field("mem_peak_bytes", "int", minimum=0),
-        Field("precision", "str"),
-        Field("status", "str"),
-    ),
-)
-
-EVENT = RecordSpec(
-    "adaptation event",
-    (
-        Field("event", "str", required=True, choices=ADAPTATION_KINDS),
-        Field("workload", "str", required=True),
-        Field("slice", "str"),
-        Field("ts_us", "float", required=True),
-        Field("dur_us", "float", minimum=0),
-        Field("shape", "shape"),
-        Field("plan_id", "str"),
-        Field("detail", "str"),
-    ),
-)
-
-QUALITY = RecordSpec(
-    "quality",
-    (
-        Field("workload", "str", required=True),
-        Field("slice", "str"),
-        Field("precision", "str", required=True),
-        Field("metric", "str", required=True),
-        Field("baseline", "float", required=True),
-        Field("value", "float", required=True),
-        Field("max_drop", "float", minimum=0),
-    ),
-)
+from mapreport.ingest.spec import FieldError, convert_record
+from mapreport.schema import ENVIRONMENT_KEYS
 
 
 def environment_row(side: str, env: Any) -> dict[str, Any]:
@@ -151,6 +82,7 @@ class NativeReader:
     side: str
     marker_keys: tuple[frozenset[str], ...]
     add: Callable[[Sink, int, dict[str, Any], bool], None]
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """True when the first data record has one of this format's marker key sets."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any, Literal, NamedTuple
 
@@ -198,3 +198,20 @@ def iter_records(path: Path, container: Container) -> Iterator[tuple[int, Any]]:
     if container == "csv":
         return iter_csv(path)
     return iter_parquet(path)
+
+
+class Memo(dict[bytes, str | None]):
+    """`fn(raw)` per distinct raw JSON text, computed on first sight (files repeat a few shapes
+    and launch geometries). Past `limit` entries it starts over, so a file of all-distinct
+    values costs time, never unbounded memory."""
+
+    def __init__(self, fn: Callable[[bytes], str | None], limit: int = 100_000) -> None:
+        super().__init__()
+        self.fn = fn
+        self.limit = limit
+
+    def __missing__(self, key: bytes) -> str | None:
+        if len(self) >= self.limit:
+            self.clear()
+        value = self[key] = self.fn(key)
+        return value

@@ -7,19 +7,17 @@ from collections import Counter, deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.schema import PARTITIONED, TABLES
 from mapreport.store import Dataset, write_parquet
 
-ErrorPolicy = Literal["abort", "quarantine"]
-ERROR_POLICIES: tuple[str, ...] = ("abort", "quarantine")
 FLUSH_ROWS = 100_000
 WRITES_IN_FLIGHT = 2
 """Staged Parquet writes queued behind the reader at most."""

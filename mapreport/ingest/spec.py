@@ -123,3 +123,32 @@ def convert_record(
     unknown = {k: v for k, v in record.items() if k not in known}
     out["extra"] = msgspec.json.encode(unknown, order="sorted").decode() if unknown else None
     return out
+
+
+_TYPES: dict[str, Any] = {
+    "str": str,
+    "float": float,
+    "int": int,
+    "shape": dict[str, int],
+    "bucket": str,
+    "bool": bool,
+}
+
+
+def struct_of(
+    spec: RecordSpec,
+    name: str,
+    types: Mapping[str, Any],
+    module: str,
+    forbid_unknown: bool = True,
+) -> type[msgspec.Struct]:
+    """A msgspec Struct that decodes the records `spec` declares, each value typed by its kind
+    (or by `types`, per raw name); a field with choices is a Literal of them. With
+    `forbid_unknown` a record with any other key fails to decode."""
+    fields: list[tuple[str, Any] | tuple[str, Any, Any]] = []
+    for f in sorted(spec.fields, key=lambda f: not f.required):  # required ones come first
+        kind = types.get(f.raw) or (Literal[f.choices] if f.choices else _TYPES[f.kind])
+        fields.append((f.raw, kind) if f.required else (f.raw, kind | None, None))
+    return msgspec.defstruct(
+        name, fields, module=module, forbid_unknown_fields=forbid_unknown, gc=False
+    )

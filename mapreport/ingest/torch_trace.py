@@ -18,6 +18,7 @@ from typing import Any
 
 import msgspec
 
+from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
 from mapreport.ingest.sink import Sink
@@ -101,7 +102,7 @@ class TorchTraceReader:
         "Inductor per-op runtime estimates"
     )
     tables = ("compile_event", "compile_plan")
-    default_policy = "quarantine"
+    default_policy: ErrorPolicy = "quarantine"
 
     def sniff(self, head: Head) -> bool:
         """The first line carries a glog prefix followed by a JSON object."""

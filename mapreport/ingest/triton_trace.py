@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
 from mapreport.ingest.sink import Sink
@@ -83,6 +83,7 @@ class TritonTraceReader:
         "queue and compute times per model"
     )
     tables = ("request",)
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """A JSON array whose first object starts with a trace fragment's keys."""

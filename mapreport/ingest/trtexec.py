@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from mapreport.errors import InputError
+from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
 from mapreport.ingest.sink import Sink
@@ -168,6 +168,7 @@ class TrtexecReader:
         "(profile.json), per-inference times (timing.json), build/device metadata"
     )
     tables = ("compile_plan", "op_exec", "request", "environment")
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """A JSON document whose first keys are those of one of trtexec's exports."""

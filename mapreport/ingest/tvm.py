@@ -28,6 +28,7 @@ from typing import Any
 
 import msgspec
 
+from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
@@ -183,6 +184,7 @@ class TvmReader:
         "workload and argument shapes, tuning cost, failed trials"
     )
     tables = ("compile_plan", "compile_event")
+    default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
         """The first non-comment line is one of the three record layouts."""

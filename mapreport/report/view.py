@@ -178,11 +178,10 @@ def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
 
 
 def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
-    """The tail statistic the slice has the evidence for (p99 from min_samples_p99 requests,
-    else p95), its value, its SLA and whether it is met."""
-    use_p99 = r.latency.n >= r.thresholds.min_samples_p99
-    q, value = ("p99", r.latency.p99) if use_p99 else ("p95", r.latency.p95)
-    sla = r.review.sla_p99_us if use_p99 else r.review.sla_p95_us
+    """The tail statistic the slice has the evidence for (`Percentiles.tail`), its value, its
+    SLA and whether it is met."""
+    q, value = r.latency.tail(r.thresholds.min_samples_p99)
+    sla = r.review.sla(q)
     met = None if sla is None else value is not None and value <= sla
     return q, value, sla, met
 
