@@ -4,7 +4,7 @@ against, intervals, percentiles, evidence and the files a number rests on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from mapreport.kinds import OwnerRole
 
@@ -24,9 +24,8 @@ class Thresholds:
     tail_ratio: float = 1.5
 
 
-@dataclass(frozen=True)
-class Interval:
-    """A 95% confidence interval."""
+class Interval(NamedTuple):
+    """A 95% confidence interval (a pair: findings.json states it as [low, high])."""
 
     low: float
     high: float

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from mapreport import __version__
-from mapreport.analysis.common import Evidence, Interval, Percentiles
+from mapreport.analysis.common import Evidence, Percentiles
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
@@ -29,10 +29,6 @@ def plain(x: Any) -> Any:
     return msgspec.to_builtins(x)
 
 
-def _iv(iv: Interval | None) -> list[float] | None:
-    return None if iv is None else [iv.low, iv.high]
-
-
 def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
     return {f"{prefix}_p50_us": p.p50, f"{prefix}_p95_us": p.p95, f"{prefix}_p99_us": p.p99}
 
@@ -40,15 +36,63 @@ def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
 def _evidence(e: Evidence | None) -> dict[str, Any] | None:
     if e is None:
         return None
-    return {**plain(e), "ci": _iv(e.ci), "note": evidence_note(e)}
+    return {**plain(e), "note": evidence_note(e)}
+
+
+TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
+"""What a tail split states (its p50 and p95 are the shape's or the slice's own)."""
 
 
 def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
     if t is None:
         return None
-    keys = ("shares", "material", "n", "n_tail", "excess_us", "unmeasured")
     d = plain(t)
-    return {**{k: d[k] for k in keys}, "share_ci": {k: _iv(v) for k, v in t.share_ci.items()}}
+    return {k: d[k] for k in TAIL_KEYS}
+
+
+SHAPE_GROUPS = ("accuracy", "gain", "diagnosis")
+"""Nested results of a shape whose fields sit at the top level of its findings entry."""
+SHAPE_PERCENTILES = ("latency", "queue", "compute")
+"""Percentiles of a shape, flattened to `<name>_p50_us`, `_p95_us`, `_p99_us`."""
+SHAPE_RENAMES = {
+    "accuracy.state": "accuracy",
+    "gain.state": "gain",
+    "gain.cost_per_request_us": "adaptation_cost_per_request_us",
+    "diagnosis.cls": "bottleneck_class",
+    "insufficient": "insufficient_evidence",
+}
+SHAPE_LEFT_OUT = frozenset(
+    {"gain.gap", "gain.n_adapted", "gain.n_baseline", "diagnosis.basis", "diagnosis.top"}
+    | {"diagnosis.runner_up", "diagnosis.evidence"}
+)
+"""Fields findings.json states otherwise: reasons as words (decision_reason, class_reason), the
+evidence with its note (class_evidence), counts the shape states itself (n_adapted)."""
+
+
+def shape_findings(line: ShapeLine) -> dict[str, Any]:
+    """One shape's entry of `shapes`: `ShapeMetrics` as builtins, its groups and percentiles
+    flattened by the declarations above, plus the words and derived figures."""
+    m: ShapeMetrics = line.m
+    d = plain(m)
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if key in SHAPE_PERCENTILES:
+            out |= _pct(key, getattr(m, key))
+        elif key in SHAPE_GROUPS:
+            for sub, x in value.items():
+                name = f"{key}.{sub}"
+                if name not in SHAPE_LEFT_OUT:
+                    out[SHAPE_RENAMES.get(name, sub)] = x
+        elif key != "tail":
+            out[SHAPE_RENAMES.get(key, key)] = value
+    return out | {
+        "error_rate": m.error_rate or 0.0,
+        "decision_reason": line.decision_reason,
+        "tail_drivers": d["tail"]["shares"] if m.tail else None,
+        "tail": _tail(m.tail),
+        "class_evidence": _evidence(m.diagnosis.evidence),
+        "class_reason": line.class_reason,
+    }
 
 
 def _action(v: ActionView) -> dict[str, Any]:
@@ -106,58 +150,7 @@ def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
             {renamed.get(k, k): x for k, x in plain(sv.s).items()} | {"title": sv.title}
             for sv in view.states
         ],
-        "regressions": [{**plain(g), "ci": _iv(g.ci)} for g in h.regressions],
-    }
-
-
-def shape_findings(line: ShapeLine) -> dict[str, Any]:
-    """One shape's entry of `shapes`."""
-    m: ShapeMetrics = line.m
-    acc, g, c = m.accuracy, m.gain, m.diagnosis
-    return {
-        "shape": m.shape,
-        "n": m.n,
-        "n_total": m.n_total,
-        "n_failed": m.n_failed,
-        "error_rate": m.error_rate or 0.0,
-        "traffic_share": m.traffic_share,
-        "covered": m.covered,
-        "plan_id": m.plan_id,
-        "bucket": m.bucket,
-        **_pct("latency", m.latency),
-        **_pct("queue", m.queue),
-        **_pct("compute", m.compute),
-        "n_static": m.n_static,
-        "n_adapted": m.n_adapted,
-        "n_fallback": m.n_fallback,
-        "predicted_us": acc.predicted_us,
-        "measured_static_p50_us": acc.measured_static_p50_us,
-        "signed_error": acc.signed_error,
-        "ape": acc.ape,
-        "accuracy": acc.state.value,
-        "baseline_variant": g.baseline_variant,
-        "baseline_p50_us": g.baseline_p50_us,
-        "adapted_p50_us": g.adapted_p50_us,
-        "gain_p50": g.gain_p50,
-        "gain_p50_ci": _iv(g.gain_p50_ci),
-        "gain_p95": g.gain_p95,
-        "gain_p95_ci": _iv(g.gain_p95_ci),
-        "adaptation_events": g.adaptation_events,
-        "adaptation_cost_us": g.adaptation_cost_us,
-        "adaptation_cost_per_request_us": g.cost_per_request_us,
-        "net_gain_p50": g.net_gain_p50,
-        "net_gain_p50_ci": _iv(g.net_gain_p50_ci),
-        "gain": g.state.value,
-        "decision": m.decision.value,
-        "decision_reason": line.decision_reason,
-        "insufficient_evidence": list(m.insufficient),
-        "sources": list(m.sources),
-        "signed_error_ci": _iv(acc.signed_error_ci),
-        "tail_drivers": plain(m.tail.shares) if m.tail else None,
-        "tail": _tail(m.tail),
-        "bottleneck_class": c.cls.value,
-        "class_evidence": _evidence(c.evidence),
-        "class_reason": line.class_reason,
+        "regressions": plain(h.regressions),
     }
 
 
