@@ -11,11 +11,15 @@ from pathlib import Path
 import pytest
 
 from mapreport import kinds
+from mapreport.errors import InputError
+from mapreport.ingest import READERS, detect
 from mapreport.report import words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
+from tests.conftest import REALDATA, SAMPLE_DATA
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mapreport"
+TESTS = Path(__file__).resolve().parent
 MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 100
 
@@ -115,3 +119,22 @@ def test_templates_hold_no_arithmetic_and_no_numeric_literals() -> None:
 def test_every_section_has_its_template() -> None:
     for s in SECTIONS:
         assert (TEMPLATES_DIR / s.template).is_file(), s.id
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not beside the repo")
+def test_every_reader_reads_a_real_file_and_has_its_test() -> None:
+    """Each registered reader recognises at least one file of ../shared/realdata (the native
+    formats, ours, one of sample_data) and its module has a test file of its own."""
+    found: dict[str, Path] = {}
+    roots = (REALDATA, SAMPLE_DATA)
+    for f in sorted(p for root in roots for p in root.rglob("*") if p.is_file()):
+        try:
+            found.setdefault(detect(f).name, f)
+        except InputError:
+            continue  # formats no reader knows yet (serving-side ones)
+    native = {name for name, f in found.items() if f.is_relative_to(SAMPLE_DATA)}
+    assert set(READERS) == set(found), set(READERS) - set(found)
+    assert native == {n for n in READERS if n.startswith("native-")}, native
+    for reader in READERS.values():
+        module = type(reader).__module__.rsplit(".", 1)[-1]
+        assert (TESTS / f"test_ingest_{module}.py").is_file(), f"{reader.name}: no test module"

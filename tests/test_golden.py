@@ -1,5 +1,9 @@
 """Golden cases: findings.json of known inputs compared within tolerance (never HTML or PDF
-bytes). Regenerate with MAPREPORT_UPDATE_GOLDEN=1 after an intended change, and review the diff.
+bytes). Each case is a folder `tests/golden/<case>/` with `input/mapreport.toml` (a nightly-job
+configuration whose sources are its inputs, relative to it) and `expected/<slice>.json` per
+slice. `demo`'s input is the committed sample data; the others read real traces and profiles
+from ../shared/realdata. Regenerate with MAPREPORT_UPDATE_GOLDEN=1 after an intended change,
+and review the diff.
 """
 
 from __future__ import annotations
@@ -7,15 +11,23 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mapreport import synth
-from tests.conftest import SAMPLE_DATA
+from mapreport.config import load_config
+from mapreport.pipeline import ingest, report
+from mapreport.report.sections import SECTIONS
+from tests.conftest import REALDATA, SAMPLE_DATA
 
-GOLDEN = Path(__file__).parent / "golden" / "demo" / "expected"
+GOLDEN = Path(__file__).parent / "golden"
+CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.toml").is_file())
+RUN_DATE = "2026-11-30"
 IGNORED = {"generated_at", "generator", "path", "run_id", "run_date", "first_run_id"}
 """Keys that legitimately differ between runs (time, version, absolute input paths)."""
 REL, ABS, CI_ABS = 1e-6, 1e-9, 0.005
@@ -58,16 +70,75 @@ def test_committed_sample_data_is_the_generator_output(sample_dir: Path) -> None
     assert names <= {p.name for p in SAMPLE_DATA.iterdir()}
 
 
-@pytest.mark.parametrize("name", ["bert-base", "resnet50-int8/prod", "llama-decode/chat"])
-def test_findings_match_golden(demo_reports: Path, name: str) -> None:
-    got = json.loads((demo_reports / name / "findings.json").read_text())
-    expected = GOLDEN / (name.replace("/", "__") + ".json")
+@dataclass(frozen=True)
+class Case:
+    """A golden case run through the nightly job: its report folder and the slices' folders."""
+
+    name: str
+    out: Path
+    folders: tuple[str, ...]
+    """Each slice's report folder, relative to `out`."""
+
+
+def _stable(doc: Any) -> Any:
+    """A findings document without the keys that differ between runs (`IGNORED`)."""
+    if isinstance(doc, dict):
+        return {k: _stable(v) for k, v in doc.items() if k not in IGNORED}
+    if isinstance(doc, list):
+        return [_stable(v) for v in doc]
+    return doc
+
+
+def _needs_realdata(config: Path) -> bool:
+    return "shared/realdata" in config.read_text()
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
+    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML)."""
+    name: str = request.param
+    path = GOLDEN / name / "input" / "mapreport.toml"
+    if _needs_realdata(path) and not REALDATA.is_dir():
+        pytest.skip("../shared/realdata is not beside the repo")
+    work = tmp_path_factory.mktemp(f"golden-{name}")
+    config = replace(load_config(path), dataset=work / "dataset", out=work / "reports")
+    ingest(config.dataset, config.source_files(), config.on_error)
+    outcomes = report(config.dataset, config.out, config, pdf=False, record=True, run_date=RUN_DATE)
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    folders = tuple(
+        str(f.parent.relative_to(config.out)) for f in sorted(config.out.rglob("findings.json"))
+    )
+    return Case(name, config.out, folders)
+
+
+def test_findings_match_golden(case: Case) -> None:
+    expected = GOLDEN / case.name / "expected"
     if os.environ.get("MAPREPORT_UPDATE_GOLDEN"):
-        expected.parent.mkdir(parents=True, exist_ok=True)
-        expected.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
-    want = json.loads(expected.read_text())
-    diffs = compare(got, want)
-    assert diffs == [], "\n".join(diffs[:20])
+        shutil.rmtree(expected, ignore_errors=True)
+        expected.mkdir()
+        for folder in case.folders:
+            got = json.loads((case.out / folder / "findings.json").read_text())
+            name = folder.replace("/", "__") + ".json"
+            text = json.dumps(_stable(got), indent=1, sort_keys=True)
+            (expected / name).write_text(text + "\n")
+    wanted = sorted(p.name for p in expected.glob("*.json"))
+    assert sorted(f.replace("/", "__") + ".json" for f in case.folders) == wanted
+    for folder in case.folders:
+        got = json.loads((case.out / folder / "findings.json").read_text())
+        want = json.loads((expected / (folder.replace("/", "__") + ".json")).read_text())
+        diffs = compare(got, want)
+        assert diffs == [], f"{folder}:\n" + "\n".join(diffs[:20])
+
+
+def test_every_section_renders_for_every_golden_case(case: Case) -> None:
+    for folder in case.folders:
+        html = (case.out / folder / "report.html").read_text()
+        for s in SECTIONS:
+            start = html.find(f'<section id="{s.id}"')
+            assert start >= 0, f"{case.name} {folder}: section {s.id} missing"
+            body = html[start : html.find("</section>", start)]
+            assert s.title in body, f"{case.name} {folder}: section {s.id} has no heading"
+            assert len(re.sub(r"<[^>]+>|\s+", " ", body).strip()) > len(s.title), s.id
 
 
 def test_compare_tolerances() -> None:
