@@ -6,6 +6,7 @@ value), for JSON Lines and for Parquet."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -76,6 +77,8 @@ def _line(kind: str, i: int, change: int) -> str:
         return ""
     if kind == "garbage":
         return '{"workload": "w", "request_id": '
+    if kind in ADVERSARIAL:
+        return ADVERSARIAL[kind](json.dumps({**GOOD, "request_id": f"r{i}"}), change)
     rec = {**GOOD, "request_id": f"r{i}"}
     if kind == "bad":
         key, value = BREAKS[change % len(BREAKS)]
@@ -88,9 +91,24 @@ def _line(kind: str, i: int, change: int) -> str:
     return json.dumps(rec)
 
 
+ADVERSARIAL: dict[str, Callable[[str, int], str]] = {
+    # lines that are not one whole JSON value, which joined with their neighbours by commas
+    # could decode as other records (a request with status ",", shifted line numbers)
+    "two_objects": lambda rec, c: rec + ("," if c % 2 else "") + rec.replace('"r', '"t'),
+    "open_string": lambda rec, c: '{"workload": "w", "request_id": "o' + str(c) + '", "status": "',
+    "close_string": lambda rec, c: '"}',
+    "first_half": lambda rec, c: rec[: rec.index('"plan_id"')],
+    "second_half": lambda rec, c: rec[rec.index('"plan_id"') :],
+    "spaced": lambda rec, c: " " * (c % 3) + rec + "\t" * (c % 2),  # valid, with whitespace
+    "crlf": lambda rec, c: rec + "\r",  # valid: a Windows line end
+}
+
+
 LINES = st.lists(
     st.tuples(
-        st.sampled_from(["good"] * 6 + ["bad"] * 3 + ["event", "env", "blank", "garbage"]),
+        st.sampled_from(
+            ["good"] * 6 + ["bad"] * 3 + ["event", "env", "blank", "garbage", *ADVERSARIAL]
+        ),
         st.integers(0, 1000),
     ),
     min_size=1,
@@ -123,7 +141,7 @@ def _staged(
 
 
 @settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(lines=LINES)
 def test_jsonl_fast_path_equals_record_path(
@@ -132,14 +150,36 @@ def test_jsonl_fast_path_equals_record_path(
     tmp = tmp_path_factory.mktemp("fast")
     path = tmp / "runtime.jsonl"
     text = [_line(kind, i, change) for i, (kind, change) in enumerate(lines)]
-    if not any(t.startswith("{") for t in text):
-        text.insert(0, json.dumps({**GOOD}))
+    if not next((t for t in text if t.strip()), "").startswith("{"):
+        text.insert(0, json.dumps({**GOOD}))  # the first record is what detection reads
     path.write_text("\n".join(text) + "\n")
     reader = READERS["native-runtime"]
     assert isinstance(reader, NativeReader)
     slow = _staged(reader, path, tmp / "slow", True)
     assert _staged(reader, path, tmp / "fast", False) == slow
     assert _staged(reader, path, tmp / "two", False, two=True) == slow
+
+
+def test_lines_that_merge_when_joined_are_not_taken_as_requests(tmp_path: Path) -> None:
+    """The attack of issue 13 item 2: an unterminated string and a stray `"}` join into one
+    record with status ","; a line of two objects keeps the count of elements right."""
+    rec = json.dumps({**GOOD, "request_id": "a"})
+    text = [
+        rec,
+        '{"workload": "w", "request_id": "x", "shape": {"b": 1}, "arrival_us": 1, '
+        '"compute_start_us": 2, "compute_end_us": 3, "status": "',
+        '"}',
+        rec.replace('"a"', '"b"') + "," + rec.replace('"a"', '"c"'),
+        rec.replace('"a"', '"d"'),
+    ]
+    path = tmp_path / "merge.jsonl"
+    path.write_text("\n".join(text) + "\n")
+    reader = READERS["native-runtime"]
+    assert isinstance(reader, NativeReader)
+    fast = _staged(reader, path, tmp_path / "fast", False)
+    assert fast == _staged(reader, path, tmp_path / "slow", True)
+    assert [(r["request_id"], r["line"]) for r in fast["request"]] == [("a", 1), ("d", 5)]
+    assert [q["line"] for q in fast["quarantine"]] == [2, 3, 4]
 
 
 def test_jsonl_across_chunks(tmp_path: Path) -> None:

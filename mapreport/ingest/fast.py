@@ -289,17 +289,17 @@ def _chunk(
     """One chunk of complete lines: decoded as a JSON array when every line is a plain
     request; else split into lines and decoded line-wise. `terminated`: the chunk's last
     line ended with a newline (all but a file's unterminated last line)."""
+    lines = body.split(b"\n")
     if b"\n\n" not in body and not body.startswith(b"\n") and not body.endswith(b"\n"):
         try:
-            recs: list[Rec | None] = list(_MANY.decode(b"[" + body.replace(b"\n", b",") + b"]"))
+            recs: list[Rec | None] | None = _many(lines)
         except msgspec.DecodeError:
-            pass
-        else:
-            if len(recs) == n:
-                lines_ = list(range(first, first + n))
-                _emit(pending, recs, lines_, None, body, slow, shapes, terminated)
-                return
-    lines = body.split(b"\n")
+            recs = None
+        if recs is not None:
+            _emit(
+                pending, recs, list(range(first, first + n)), None, body, slow, shapes, terminated
+            )
+            return
     # each line as the line reader sees it, newline included
     batch: list[tuple[int, bytes | BadRecord]] = [
         (first + i, raw + b"\n" if terminated or i < len(lines) - 1 else raw)
@@ -307,6 +307,24 @@ def _chunk(
         if raw.strip()
     ]
     _batch(pending, batch, slow, shapes)
+
+
+_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+
+
+def _many(lines: list[bytes]) -> list[Rec] | None:
+    """The lines decoded as one JSON array (raises DecodeError naming the failing element), or
+    None when the array's elements are not the lines one for one: a line that is not one
+    whole JSON value (two objects, half of one, an unterminated string) would otherwise merge
+    with its neighbours into elements that decode, with wrong rows and line numbers."""
+    buf = b"[" + b",".join(lines) + b"]"
+    recs = _MANY.decode(buf)
+    if len(recs) != len(lines):
+        return None
+    raws = _RAWS.decode(buf)
+    if any(len(r) != len(line.strip()) for r, line in zip(raws, lines, strict=True)):
+        return None
+    return recs
 
 
 _NOT_REQUESTS = (b'{"event"', b'{"environment"')
@@ -327,8 +345,15 @@ def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Rec | None]:
     }
     todo = list(raws)
 
-    def many(idx: list[int]) -> list[Rec]:
-        return _MANY.decode(b"[" + b",".join([raws[i] for i in idx]) + b"]")
+    def many(idx: list[int]) -> list[Rec] | None:
+        return _many([raws[i] for i in idx])
+
+    def head(k: int) -> list[Rec] | None:
+        """The records before element k, which failed (None: misaligned, so decode each)."""
+        try:
+            return many(todo[:k]) if k else []
+        except msgspec.DecodeError:
+            return None
 
     while todo:
         try:
@@ -338,11 +363,15 @@ def _decode(batch: list[tuple[int, bytes | BadRecord]]) -> list[Rec | None]:
             if m is None or int(m.group(1)) >= len(todo):
                 return _decode_each(raws, out, todo)
             k = int(m.group(1))
-            if k:
-                for i, r in zip(todo[:k], many(todo[:k]), strict=True):
-                    out[i] = r
+            before = head(k)
+            if before is None:
+                return _decode_each(raws, out, todo)
+            for i, r in zip(todo[:k], before, strict=True):
+                out[i] = r
             todo = todo[k + 1 :]
             continue
+        if recs is None:
+            return _decode_each(raws, out, todo)
         for i, r in zip(todo, recs, strict=True):
             out[i] = r
         break
