@@ -468,3 +468,31 @@ def test_a_failed_background_write_fails_the_file(tmp_path: Path, monkeypatch: A
     monkeypatch.setattr(sink_module, "write_parquet", real)
     res = ingest_file(ds, runtime)
     assert res.rows["request"] > 0
+
+
+@pytest.mark.parametrize("width", [131_073, 1 << 20, 5 << 20])
+def test_csv_cell_over_the_field_limit_loses_no_row_after_it(tmp_path: Path, width: int) -> None:
+    """A cell over the csv module's field limit (128 KiB), or a line over MAX_LINE_BYTES, is
+    one rejected row; the rows after it are read (kept + rejected = rows of the file)."""
+    lines = (CORPUS / "ragged.csv").read_text().splitlines()
+    header, good = lines[0], lines[1]
+    rid = header.split(",").index("request_id")
+
+    def row(i: int) -> str:
+        cells = good.split(",")
+        cells[rid] = f"r{i}"
+        return ",".join(cells)
+
+    rows = [row(i) for i in range(3)]
+    wide = good.split(",")
+    wide[rid] = "x" * width
+    rows += [",".join(wide)] + [row(i) for i in range(3, 10)]
+    f = tmp_path / "wide.runtime.csv"
+    f.write_text("\n".join([header, *rows]) + "\n")
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, f)
+    assert err.value.line == 5
+    assert "field limit" in err.value.reason or "longer than" in err.value.reason
+    res = ingest_file(ds, f, policy="quarantine")
+    assert (res.rows["request"], res.rejected) == (10, 1)

@@ -119,10 +119,24 @@ def iter_jsonl_raw(path: Path) -> Iterator[tuple[int, bytes | BadRecord]]:
             yield lineno + 1, BadRecord(None, TRUNCATED, b"")
 
 
+_LONG = "\ud800"
+"""The line `_text_lines` gives for a physical line over MAX_LINE_BYTES: no decoding yields a
+lone high surrogate, so the row it makes can be told from every real row."""
+
+
 def _text_lines(raw: IO[bytes]) -> Iterator[str]:
     """Physical lines decoded as UTF-8; undecodable bytes become lone surrogates, so the row
-    that holds them can be rejected with its own line number."""
-    for line in raw:
+    that holds them can be rejected with its own line number. A line over MAX_LINE_BYTES is
+    skipped without being held and stands as `_LONG`."""
+    while True:
+        line = raw.readline(MAX_LINE_BYTES + 1)
+        if not line:
+            return
+        if len(line) > MAX_LINE_BYTES and not line.endswith(b"\n"):
+            while line and not line.endswith(b"\n"):
+                line = raw.readline(MAX_LINE_BYTES)
+            yield _LONG + "\n"
+            continue
         yield line.decode("utf-8", errors="surrogateescape")
 
 
@@ -130,30 +144,53 @@ def _has_undecodable(cells: list[str]) -> bool:
     return any("\udc80" <= ch <= "\udcff" for cell in cells for ch in cell)
 
 
+def _rows(reader: Any) -> Iterator[tuple[int, list[str] | BadRecord]]:
+    """The rows of a csv reader; a row the csv module refuses (a cell over its field limit)
+    is a BadRecord and the rows after it are read on."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as e:
+            yield reader.line_num, BadRecord(None, f"bad CSV: {e}", b"")
+            continue
+        if row and row[0].startswith(_LONG):
+            yield reader.line_num, BadRecord(None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
+            continue
+        yield reader.line_num, row
+
+
 def iter_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | BadRecord]]:
-    """Read a CSV file with a header row; each row is a dict of strings (line 1 is the header)."""
+    """Read a CSV file with a header row; each row is a dict of strings (line 1 is the header).
+    Every row is yielded, as a record or a BadRecord: none after a bad one is lost."""
     with open_bytes(path) as raw:
         reader = csv.reader(_text_lines(raw))
+        rows = _rows(reader)
         try:
-            header = next(reader, None)
-            if header is None:
+            line, header = next(rows, (0, []))
+            if isinstance(header, BadRecord):
+                yield line, BadRecord(None, f"header: {header.reason}; the file is unreadable", b"")
+                return
+            if not header:
                 return
             if _has_undecodable(header):
                 yield 1, BadRecord(None, "header is not UTF-8; the file is unreadable", b"")
                 return
-            for row in reader:
+            for line, row in rows:
+                if isinstance(row, BadRecord):
+                    yield line, row
+                    continue
                 if not row:
                     continue
                 if _has_undecodable(row):
-                    yield reader.line_num, BadRecord(None, "not UTF-8", ",".join(row)[:2000])
+                    yield line, BadRecord(None, "not UTF-8", ",".join(row)[:2000])
                     continue
                 if len(row) != len(header):
                     reason = f"row has {len(row)} cells, the header has {len(header)}"
-                    yield reader.line_num, BadRecord(None, reason, ",".join(row)[:2000])
+                    yield line, BadRecord(None, reason, ",".join(row)[:2000])
                     continue
-                yield reader.line_num, dict(zip(header, row, strict=True))
-        except csv.Error as e:
-            yield reader.line_num, BadRecord(None, f"bad CSV: {e}", b"")
+                yield line, dict(zip(header, row, strict=True))
         except (EOFError, zlib.error, gzip.BadGzipFile):
             yield reader.line_num + 1, BadRecord(None, TRUNCATED, b"")
 
