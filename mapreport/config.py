@@ -97,6 +97,12 @@ class Config:
             matched = sorted(Path(p) for p in glob.glob(full, recursive=True) if Path(p).is_file())
             if not matched:
                 raise ConfigError(f"{self.path}: run.sources: {pattern!r} matches no file")
+            for m in matched:
+                for key, folder in (("run.dataset", self.dataset), ("run.out", self.out)):
+                    if m.resolve().is_relative_to(folder.resolve()):
+                        raise ConfigError(
+                            f"{self.path}: run.sources: {pattern!r} matches {m}, inside {key}"
+                        )
             files += [m for m in matched if m not in files]
         return files
 

@@ -19,7 +19,7 @@ from mapreport import __version__
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
-from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
+from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
 from mapreport.kinds import OwnerRole
 from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
@@ -79,6 +79,10 @@ def ingest(
     results = []
     failures: list[InputError] = []
     files = list(iter_files(list(paths)))
+    root = dataset_dir.resolve()
+    for f in files:
+        if f.resolve().is_relative_to(root):  # its rows would be added again every night
+            raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
     pool = (
         ProcessPoolExecutor(
             max_workers=jobs,
@@ -351,7 +355,7 @@ def run(
     """The nightly job: ingest the configured sources (`jobs` files at once; default the
     config's run.jobs), then report every slice."""
     if not config.sources:
-        raise MapreportError(f"{config.path}: run.sources lists no input files")
+        raise ConfigError(f"{config.path}: run.sources lists no input files")
     failed: IngestFailures | None = None
     try:
         ingested = ingest(

@@ -266,3 +266,24 @@ def test_python_dash_m_runs_the_cli_and_names_every_exit_code() -> None:
     for code in ("0 ok", "2 usage", "3 bad input", "4 bad config", "5 dataset", "6 a slice"):
         assert code in text
     assert "7 system error" in text
+
+
+def test_config_without_sources_is_a_config_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[run]\nsources = []\n")
+    res = cli("run", cfg)
+    assert (res.returncode, res.stderr.strip()) == (
+        4,
+        f"mapreport: {cfg}: run.sources lists no input files",
+    )
+
+
+def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir: Path) -> None:
+    ds = tmp_path / "ds"
+    assert cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl").returncode == 0
+    res = cli("ingest", "--dataset", ds, ds)
+    assert res.returncode == 3
+    assert "is inside the dataset" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    again = cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl")
+    assert again.returncode == 0  # nothing was added: the same file is unchanged

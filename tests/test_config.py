@@ -76,3 +76,18 @@ def test_source_glob_matching_nothing(tmp_path: Path) -> None:
     p.write_text('[run]\nsources = ["missing/*.jsonl"]\n')
     with pytest.raises(ConfigError, match="matches no file"):
         load_config(p).source_files()
+
+
+@pytest.mark.parametrize(("glob", "key"), [("dataset/**/*", "dataset"), ("reports/*", "out")])
+def test_sources_inside_the_dataset_or_out_are_refused(tmp_path: Path, glob: str, key: str) -> None:
+    """A glob that reaches the dataset (or OUT) would feed the dataset its own rows again
+    every night."""
+    (tmp_path / "dataset" / "request").mkdir(parents=True)
+    (tmp_path / "dataset" / "request" / "x.parquet").write_bytes(b"PAR1")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "findings.json").write_text("{}")
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    p = tmp_path / "c.toml"
+    p.write_text(f'[run]\nsources = ["*.jsonl", "{glob}"]\n')
+    with pytest.raises(ConfigError, match=f"inside run.{key}"):
+        load_config(p).source_files()
