@@ -31,16 +31,47 @@ def events(ds: Dataset) -> list[tuple[object, ...]]:
     )
 
 
+BROKEN_ON_PURPOSE = {"simple_corrupted_json.log"}
+TORCH_2_13 = Path(__file__).parent / "corpus" / "torch" / "recompile_2_13.log.gz"
+"""A real TORCH_TRACE log of PyTorch 2.13 (recompile_2_13.py beside it): three compiles of
+one frame, two recompiles, one `recompile_reasons` payload as plain text, one as JSON."""
+
+
 def test_every_log_is_read(tmp_path: Path) -> None:
-    total = rejected = 0
-    for log in LOGS:
+    """Every real log reads under abort (the policy of the demo's own config), except the one
+    tlparse's tests corrupt on purpose."""
+    total = 0
+    for log in [*LOGS, TORCH_2_13]:
         assert detect(log).name == "torch-trace", log
         ds = Dataset(tmp_path / log.name, create=True)
-        res = ingest_file(ds, log)
+        if log.name in BROKEN_ON_PURPOSE:
+            assert ingest_file(ds, log).rejected == 1  # the corrupted payload, nothing else
+            continue
+        res = ingest_file(ds, log, policy="abort")
+        assert res.rejected == 0, log
         total += res.rows.get("compile_event", 0)
-        rejected += res.rejected
-    assert total == 67
-    assert rejected == 1  # the deliberately corrupted payload, and nothing else
+    assert total == 66 + 3
+
+
+def test_recompile_reasons_as_plain_text_or_json(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, TORCH_2_13, policy="abort")
+    rows = ds.connect().execute(
+        "SELECT compile_id, shape, recompile_reason FROM compile_event ORDER BY compile_id"
+    )
+    assert rows.fetchall() == [
+        ("0/0", "16x16;16;2x128x16", None),
+        (
+            "0/1",
+            "16x16;16;2x64x16",
+            "0/0: tensor 'x' size mismatch at index 1. expected 128, actual 64",
+        ),
+        (
+            "0/2",
+            "16x16;16;2x32x16",
+            "0/1: tensor 'x' size mismatch at index 1. expected 64, actual 32",
+        ),
+    ]
 
 
 def test_one_frame_recompiled_for_fifteen_shapes(tmp_path: Path) -> None:

@@ -1,6 +1,7 @@
-"""The Triton trace-file reader on files written from the server's docs/user_guide/trace.md
-(no licensed real sample exists): TIMESTAMPS and TENSORS levels, fragments out of order,
-ensembles, the old one-object-per-trace layout, and broken files."""
+"""The Triton trace-file reader on the real excerpt of the server's docs/user_guide/trace.md
+(../shared/realdata/serving/triton_trace) and on files written from that page: TIMESTAMPS and
+TENSORS levels, fragments out of order, ensembles, the old one-object-per-trace layout, and
+broken files."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from mapreport.analysis import Review, Thresholds, analyze_slice
 from mapreport.errors import InputError
 from mapreport.ingest import detect, ingest_file
 from mapreport.store import Dataset
+from tests.conftest import REALDATA
+
+DOCS_EXAMPLE = REALDATA / "serving" / "triton_trace" / "docs_trace_timestamps_example.json"
 
 # the TIMESTAMPS example of trace.md, verbatim values
 DOC_STAMPS = [
@@ -202,3 +206,20 @@ def test_truncated_file(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     with pytest.raises(InputError, match="invalid JSON"):
         ingest_file(ds, path, fmt="triton-trace")
+
+
+@pytest.mark.skipif(not DOCS_EXAMPLE.is_file(), reason="../shared/realdata is not beside the repo")
+def test_real_docs_excerpt_without_a_model_name(tmp_path: Path) -> None:
+    """The excerpt names no model: its request belongs to the named workload, else the file's;
+    it was rejected before (`trace 1 names no model`)."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, DOCS_EXAMPLE, policy="abort")
+    assert (res.rows["request"], res.rejected) == (1, 0)
+    ((workload, rid, _, arrival, queue, start, end, plan, line),) = _requests(ds)
+    assert (workload, rid, plan, line) == ("docs_trace_timestamps_example", "1", None, 2)
+    stamps = dict(DOC_STAMPS)
+    assert (arrival, queue) == (stamps["HTTP_RECV_START"] / 1e3, stamps["QUEUE_START"] / 1e3)
+    assert (start, end) == (stamps["COMPUTE_START"] / 1e3, stamps["COMPUTE_END"] / 1e3)
+    named = Dataset(tmp_path / "named", create=True)
+    ingest_file(named, DOCS_EXAMPLE, hints={"workload": "resnet"})
+    assert _requests(named)[0][0] == "resnet"

@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 
 from mapreport.config import default_config
 from mapreport.errors import InputError
-from mapreport.ingest import ingest_file
+from mapreport.ingest import detect, ingest_file
 from mapreport.pipeline import ingest, report
 from mapreport.report import export
 from mapreport.report.pdf import write_pdf
 from mapreport.store import Dataset
-from tests.conftest import REPO
+from tests.conftest import REALDATA, REPO
 
 CORPUS = Path(__file__).parent / "corpus" / "native"
 
@@ -496,3 +496,26 @@ def test_csv_cell_over_the_field_limit_loses_no_row_after_it(tmp_path: Path, wid
     assert "field limit" in err.value.reason or "longer than" in err.value.reason
     res = ingest_file(ds, f, policy="quarantine")
     assert (res.rows["request"], res.rejected) == (10, 1)
+
+
+BROKEN_ON_PURPOSE = {"simple_corrupted_json.log"}
+"""Real files their project corrupts on purpose for its own tests (tlparse)."""
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not beside the repo")
+def test_every_real_file_reads_under_abort(tmp_path: Path) -> None:
+    """What the producing tool writes is valid input: every real file a reader recognises is
+    read under `abort` without a rejection (what tlparse, HTA, trex and Triton's tools read,
+    mapreport reads)."""
+    read = 0
+    for i, f in enumerate(sorted(p for p in REALDATA.rglob("*") if p.is_file())):
+        try:
+            detect(f)
+        except InputError:
+            continue  # a format no reader knows yet
+        if f.name in BROKEN_ON_PURPOSE:
+            continue
+        res = ingest_file(Dataset(tmp_path / str(i), create=True), f, policy="abort")
+        assert res.rejected == 0, f
+        read += 1
+    assert read >= 90

@@ -3,9 +3,11 @@ one compilation per `compilation_metrics` record into `compile_event`, with the 
 described for that compile, its compile time, recompile reason and FX graph cache hit or miss.
 
 A record is a glog prefix, a JSON envelope on the same line, and optionally payload lines that
-start with a tab. JSON payloads (chromium events, json artifacts) are checked; a corrupted
-record is rejected by its line number and, under the reader's default quarantine policy,
-counted and reported rather than fatal (`--on-error abort` makes it fatal).
+start with a tab. The payloads this reader reads (chromium events, Inductor's per-op
+estimates) are checked; a corrupted one is rejected by its line number and, under the
+reader's default quarantine policy, counted and reported rather than fatal (`--on-error abort`
+makes it fatal). Other artifacts are content, as tlparse treats them: `recompile_reasons` is
+declared `json` but PyTorch writes a single reason as plain text, and both forms are read.
 """
 
 from __future__ import annotations
@@ -37,6 +39,23 @@ class _Compile:
     cache: str | None = None
     planned: bool = False
     """Inductor logged per-op runtime estimates for this compile (its compile_plan rows)."""
+    reasons: str | None = None
+    """The `recompile_reasons` artifact's text (used when the metrics record states none)."""
+
+
+REASONS = "recompile_reasons"
+
+
+def _reasons(payload: bytes) -> str | None:
+    """The reasons of a `recompile_reasons` payload: a JSON list of strings, a JSON string,
+    or (as PyTorch 2.13 writes one reason) the plain text itself."""
+    try:
+        value = _DECODE.decode(payload)
+    except msgspec.DecodeError:
+        value = payload.decode("utf-8", errors="replace")
+    if isinstance(value, list):
+        value = "; ".join(str(v) for v in value)
+    return value.strip() or None if isinstance(value, str) else None
 
 
 def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bytes]]:
@@ -116,13 +135,9 @@ class TorchTraceReader:
         slice_ = sink.hints.get("slice", "")
         compiles: dict[str, _Compile] = {}
         for line, env, payload in _records(path, sink):
-            if payload and (
-                "chromium_event" in env
-                or (
-                    isinstance(env.get("artifact"), dict)
-                    and env["artifact"].get("encoding") == "json"
-                )
-            ):
+            art = env.get("artifact")
+            name = art.get("name") if isinstance(art, dict) else None
+            if payload and ("chromium_event" in env or name == ESTIMATES):
                 try:
                     body = _DECODE.decode(payload)
                 except msgspec.DecodeError as e:
@@ -131,13 +146,7 @@ class TorchTraceReader:
             else:
                 body = None
             key = _key(env)
-            art = env.get("artifact")
-            if (
-                key is not None
-                and isinstance(art, dict)
-                and art.get("name") == ESTIMATES
-                and isinstance(body, dict)
-            ):
+            if key is not None and name == ESTIMATES and isinstance(body, dict):
                 c = compiles.setdefault(key, _Compile())
                 c.planned = self._plan(sink, line, key, body, c, workload, slice_) or c.planned
             if key is not None:
@@ -145,9 +154,10 @@ class TorchTraceReader:
                 tensor = env.get("describe_tensor")
                 if isinstance(tensor, dict) and isinstance(tensor.get("size"), list):
                     c.sizes[int(tensor.get("id", len(c.sizes)))] = tensor["size"]
-                art = env.get("artifact")
-                if isinstance(art, dict) and str(art.get("name", "")).startswith("fx_graph_cache_"):
-                    c.cache = str(art["name"]).removeprefix("fx_graph_cache_")
+                if isinstance(name, str) and name.startswith("fx_graph_cache_"):
+                    c.cache = name.removeprefix("fx_graph_cache_")
+                if name == REASONS and payload:
+                    c.reasons = _reasons(payload)
             metrics = env.get("compilation_metrics")
             if isinstance(metrics, dict):
                 if not isinstance(metrics.get("compile_id"), str) and key is not None:
@@ -245,6 +255,8 @@ class TorchTraceReader:
             seconds = m["dynamo_cumulative_compile_time_us"] / 1e6
         start = m.get("start_time")
         reason = m.get("recompile_reason")
+        if not isinstance(reason, str):
+            reason = c.reasons
         extra = {
             k: m.get(k)
             for k in (

@@ -138,16 +138,17 @@ class TritonTraceReader:
             parent = t.meta.get("parent_id")
             if isinstance(parent, int) and parent in traces:
                 children.setdefault(parent, []).append(t)
+        unnamed = path.name.split(".")[0]
         for tid, t in sorted(traces.items()):
-            self._emit(sink, tid, t, children.get(tid, []))
+            self._emit(sink, tid, t, children.get(tid, []), unnamed)
 
     @staticmethod
-    def _emit(sink: Sink, tid: int, t: _Trace, children: list[_Trace]) -> None:
+    def _emit(sink: Sink, tid: int, t: _Trace, children: list[_Trace], unnamed: str) -> None:
+        """One request per complete trace; a trace that names no model (Triton's documented
+        example does not) belongs to the workload the user names, else to the file's."""
         st = t.stamps
-        model = t.meta.get("model_name")
-        if not isinstance(model, str) or not model:
-            sink.reject(t.line, "model_name", f"trace {tid} names no model", t.meta)
-            return
+        named = t.meta.get("model_name")
+        model = named if isinstance(named, str) and named else None
         start, end = st.get("COMPUTE_START"), st.get("COMPUTE_END")
         if (start is None or end is None) and children:
             starts = [c.stamps["COMPUTE_START"] for c in children if "COMPUTE_START" in c.stamps]
@@ -186,7 +187,7 @@ class TritonTraceReader:
             "request",
             t.line,
             {
-                "workload": sink.hints.get("workload") or model,
+                "workload": sink.hints.get("workload") or model or unnamed,
                 "slice": sink.hints.get("slice", ""),
                 "request_id": str(tid),
                 "shape": _shape(t.inputs),
@@ -194,7 +195,7 @@ class TritonTraceReader:
                 "queue_start_us": queue / 1e3,
                 "compute_start_us": start / 1e3,
                 "compute_end_us": end / 1e3,
-                "plan_id": f"{model}:{version}" if version is not None else model,
+                "plan_id": f"{model}:{version}" if model and version is not None else model,
                 "plan_variant": None,
                 "status": "ok",
                 "extra": json_text({k: v for k, v in extra.items() if v is not None}),
