@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -27,10 +28,35 @@ from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report, run
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+_UNSAFE = re.compile(
+    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+"""What must not reach a terminal raw: C0 and C1 controls (ESC sequences retitle, clear or
+recolour it; a newline forges a second line), bidi overrides, lone surrogates (undecodable
+bytes of a file name)."""
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every unsafe character written as its escape (`\\x1b`, `\\n`, `\\u202e`)."""
+    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+def echo(text: str, err: bool = False) -> None:
+    """Print one line; names and messages from files cannot drive the terminal or split it."""
+    click.echo(terminal_safe(text), err=err)
+
+
+class _SafeFormatter(logging.Formatter):
+    """Log lines escaped like everything else printed (tracebacks keep their newlines)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return terminal_safe(super().formatMessage(record))
+
+
 def _progress(quiet: bool) -> Callable[[str], None]:
     if quiet or not sys.stderr.isatty():
         return lambda _msg: None
-    return lambda msg: click.echo(f"  {msg}", err=True)
+    return lambda msg: echo(f"  {msg}", err=True)
 
 
 SYSTEM_ERROR_EXIT = 7
@@ -45,20 +71,20 @@ def domain_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except MapreportError as e:
-            click.echo(f"mapreport: {e}", err=True)
+            echo(f"mapreport: {e}", err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
-            click.echo("mapreport: interrupted", err=True)
+            echo("mapreport: interrupted", err=True)
             sys.exit(130)
         except (click.exceptions.Exit, click.ClickException, SystemExit):
             raise
         except OSError as e:  # the system refused: a full disk, a read-only or missing folder
             where = f" ({e.filename})" if e.filename else ""
-            click.echo(f"mapreport: system error: {e.strerror or e}{where}", err=True)
+            echo(f"mapreport: system error: {e.strerror or e}{where}", err=True)
             sys.exit(SYSTEM_ERROR_EXIT)
         except Exception as e:
             first = str(e).splitlines()[0] if str(e) else ""
-            click.echo(
+            echo(
                 f"mapreport: internal error: {type(e).__name__}: {first} "
                 "(run with -v for the traceback; please report it)",
                 err=True,
@@ -71,10 +97,9 @@ def domain_errors(fn: F) -> F:
 
 
 def _logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="mapreport: %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler()
+    handler.setFormatter(_SafeFormatter("mapreport: %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
     for noisy in ("weasyprint", "fontTools", "choreographer", "kaleido", "logistro"):
         logging.getLogger(noisy).setLevel(logging.ERROR)
 
@@ -85,7 +110,7 @@ def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
     for r in results:
         rows = ", ".join(f"{t} {n}" for t, n in sorted(r.rows.items()))
         rejected = f", {r.rejected} rejected" if r.rejected else ""
-        click.echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected})")
+        echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected})")
 
 
 def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> None:
@@ -93,12 +118,12 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
     if not quiet:
         for o in outcomes:
             if o.error:
-                click.echo(f"FAILED    {o.name}: {o.error}")
+                echo(f"FAILED    {o.name}: {o.error}")
             elif o.unchanged:
-                click.echo(f"unchanged {o.name} -> {o.folder}/ (same inputs as its report)")
+                echo(f"unchanged {o.name} -> {o.folder}/ (same inputs as its report)")
             else:
-                click.echo(f"report    {o.name} -> {o.folder}/{', '.join(o.written)}")
-        click.echo(f"index     {out / 'index.html'}")
+                echo(f"report    {o.name} -> {o.folder}/{', '.join(o.written)}")
+        echo(f"index     {out / 'index.html'}")
     if failed:
         raise ReportError(
             f"{len(failed)} of {len(outcomes)} slice report(s) failed: "
@@ -288,9 +313,9 @@ def run_cmd(
     _logging(verbose)
     config = load_config(config_path)
     if not quiet:
-        click.echo(f"config    {config.path}")
-        click.echo(f"dataset   {config.dataset}")
-        click.echo(f"out       {config.out}")
+        echo(f"config    {config.path}")
+        echo(f"dataset   {config.dataset}")
+        echo(f"out       {config.out}")
     try:
         ingested, outcomes = run(
             config,
@@ -312,8 +337,8 @@ def run_cmd(
 def formats_cmd() -> None:
     """List the input formats mapreport reads and the tables each writes."""
     for r in READERS.values():
-        click.echo(f"{r.name:16} {r.summary}")
-        click.echo(f"{'':16} -> {', '.join(r.tables)}")
+        echo(f"{r.name:16} {r.summary}")
+        echo(f"{'':16} -> {', '.join(r.tables)}")
 
 
 if __name__ == "__main__":

@@ -247,7 +247,8 @@ def report(
                 (folder / STAMP).write_text(stamp)
                 outcomes.append(SliceOutcome(workload, slice_, folder, written=written.names))
             except Exception as e:
-                log.exception("report of %s failed", name)
+                # the outcome carries the one-line error; the traceback is for -v
+                log.info("report of %s failed", name, exc_info=True)
                 outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))
     finally:
         exporter.close()

@@ -287,3 +287,48 @@ def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir
     assert len(res.stderr.strip().splitlines()) == 1
     again = cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl")
     assert again.returncode == 0  # nothing was added: the same file is unchanged
+
+
+def test_a_failed_slice_is_one_line_without_a_traceback(tmp_path: Path, sample_dir: Path) -> None:
+    ds, out = tmp_path / "ds", tmp_path / "out"
+    assert (
+        cli("ingest", "-q", "--dataset", ds, sample_dir / "bert-base.runtime.jsonl.gz").returncode
+        == 0
+    )
+    out.mkdir()
+    (out / "bert-base").write_text("a file where the slice's folder goes")
+    res = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
+    assert res.returncode == 6
+    assert "Traceback" not in res.stderr
+    assert res.stderr.strip().splitlines() == [
+        "mapreport: 1 of 1 slice report(s) failed: bert-base: NotADirectoryError: "
+        f"[Errno 20] Not a directory: '{out / 'bert-base' / '.inputs'}'"
+    ]
+    verbose = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q", "-v")
+    assert "Traceback" in verbose.stderr  # -v keeps it
+
+
+def test_names_from_files_cannot_drive_the_terminal(tmp_path: Path) -> None:
+    """ESC sequences in a workload name and a newline in a file name reach stdout escaped:
+    no title change, no forged `mapreport:` line."""
+    rec = {"request_id": "r", "shape": {"b": 1}, "arrival_us": 1, "compute_start_us": 2}
+    evil = "w\x1b]0;owned\x07\x1b[2J\u202e"
+    f = tmp_path / "a\nmapreport: all good.jsonl"
+    f.write_text(json.dumps({**rec, "workload": evil, "compute_end_us": 3}) + "\n")
+    ds = tmp_path / "ds"
+    res = cli("ingest", "--dataset", ds, f)
+    assert res.returncode == 0, res.stderr
+    assert "\x1b" not in res.stdout
+    assert len(res.stdout.strip().splitlines()) == 1
+    assert "a\\nmapreport: all good.jsonl" in res.stdout
+    rep = cli("report", "--dataset", ds, "--out", tmp_path / "out", "--no-pdf")
+    assert rep.returncode == 0, rep.stderr
+    assert "\x1b" not in rep.stdout + rep.stderr
+    assert "\u202e" not in rep.stdout
+    assert "w\\x1b]0;owned\\x07\\x1b[2J\\u202e" in rep.stdout
+    bad = tmp_path / "b\x1b[31m.jsonl"
+    bad.write_text(json.dumps({**rec, "workload": "w", "compute_end_us": "x\x1b[2J"}) + "\n")
+    err = cli("ingest", "--dataset", ds, bad)
+    assert err.returncode == 3
+    assert "\x1b" not in err.stderr
+    assert len(err.stderr.strip().splitlines()) == 1
