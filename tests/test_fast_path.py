@@ -65,6 +65,9 @@ BREAKS: list[tuple[str, Any]] = [
     ("queue_start_us", None),
     ("note", "an unknown field is kept in extra"),
     ("compute_start_us", 1e309),
+    ("arrival_us", 1e300),  # valid JSON, not a time: beyond 2^53
+    ("compute_end_us", 2.0**53 + 2),
+    ("queue_start_us", -1.7e308),
 ]
 
 

@@ -80,6 +80,10 @@ class Case:
     """Each slice's report folder, relative to `out`."""
 
 
+def _refuse(constant: str) -> None:
+    raise AssertionError(f"findings.json is not strict JSON: {constant}")
+
+
 def _stable(doc: Any) -> Any:
     """A findings document without the keys that differ between runs (`IGNORED`)."""
     if isinstance(doc, dict):
@@ -124,7 +128,7 @@ def test_findings_match_golden(case: Case) -> None:
     wanted = sorted(p.name for p in expected.glob("*.json"))
     assert sorted(f.replace("/", "__") + ".json" for f in case.folders) == wanted
     for folder in case.folders:
-        got = json.loads((case.out / folder / "findings.json").read_text())
+        got = json.loads((case.out / folder / "findings.json").read_text(), parse_constant=_refuse)
         want = json.loads((expected / (folder.replace("/", "__") + ".json")).read_text())
         diffs = compare(got, want)
         assert diffs == [], f"{folder}:\n" + "\n".join(diffs[:20])

@@ -30,7 +30,7 @@ from mapreport.ingest.helper import Helper
 from mapreport.ingest.native_spec import REQUEST
 from mapreport.ingest.records import BadRecord, Memo, iter_jsonl_batches, open_bytes
 from mapreport.ingest.sink import Sink
-from mapreport.ingest.spec import struct_of
+from mapreport.ingest.spec import MAX_MAGNITUDE, struct_of
 from mapreport.schema import TABLES
 from mapreport.shapes import ShapeError, canonical_shape
 
@@ -110,7 +110,8 @@ def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
     n = len(data["workload"])
     bad = np.zeros(n, dtype=bool)
     for name in _FLOATS:
-        bad |= ~pc.fill_null(pc.is_finite(data[name]), True).to_numpy(zero_copy_only=False)
+        finite = pc.and_(pc.is_finite(data[name]), pc.less_equal(pc.abs(data[name]), MAX_MAGNITUDE))
+        bad |= ~pc.fill_null(finite, True).to_numpy(zero_copy_only=False)
     for name, low in _INT_MIN.items():
         arr = data[name]  # below its minimum, or beyond the range a record may state
         bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), _INT_LIMIT))

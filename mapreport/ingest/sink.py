@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.errors import ErrorPolicy, InputError
+from mapreport.ingest.spec import MAX_MAGNITUDE, out_of_range
 from mapreport.schema import PARTITIONED, TABLES
 from mapreport.store import Dataset, write_parquet
 
@@ -124,11 +126,36 @@ class Sink:
             return
         self._write(table, workload, pa.Table.from_pylist(rows, schema=TABLES[table]))
 
+    def _in_range(self, table: str, data: pa.Table) -> pa.Table:
+        """The rows whose numbers are all finite and within MAX_MAGNITUDE; every other row is
+        rejected by its line and first bad column (every reader's rows pass here, so no
+        reader can stage a number the analysis cannot compute with)."""
+        masks = {}
+        for col in data.schema:
+            if pa.types.is_floating(col.type):
+                arr = data[col.name]
+                ok = pc.and_(pc.is_finite(arr), pc.less_equal(pc.abs(arr), MAX_MAGNITUDE))
+                this = ~np.asarray(pc.fill_null(ok, True).to_numpy(zero_copy_only=False), bool)
+                if this.any():
+                    masks[col.name] = this
+        if not masks:
+            return data
+        bad = np.logical_or.reduce(list(masks.values()))
+        for i in np.flatnonzero(bad):  # in row order: under abort the first bad line is named
+            name = next(c for c, m in masks.items() if m[i])
+            value = data[name][int(i)].as_py()
+            self.reject(data["line"][int(i)].as_py(), name, out_of_range(name, value).reason, value)
+        self.rows[table] -= int(bad.sum())
+        return data.filter(pa.array(~bad))
+
     def _write(self, table: str, workload: str, data: pa.Table) -> None:
         """One staged Parquet file of `table` (in the workload's partition when it has one),
         written by a background thread: Parquet encoding and compression release the GIL, so
         they run on the second core while the reader decodes the next batch. At most
         WRITES_IN_FLIGHT batches wait, so memory stays bounded."""
+        data = self._in_range(table, data)
+        if data.num_rows == 0:
+            return
         self._seq += 1
         name = f"{self.source_id}-{self.part}{self._seq:05d}.parquet"
         target = Dataset.table_path(self.staging, table, workload, name)

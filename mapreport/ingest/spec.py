@@ -12,6 +12,15 @@ import msgspec
 from mapreport.shapes import ShapeError, canonical_bucket, canonical_shape
 
 Kind = Literal["str", "float", "int", "shape", "bucket", "bool"]
+MAX_MAGNITUDE = float(2**53)
+"""The largest magnitude a number of any table may have (9.0e15: 285 years in microseconds,
+where float64 still counts whole microseconds). A larger one, valid JSON as it is, would turn
+into inf or lose every digit in the differences, sums and ratios of the analysis."""
+
+
+def out_of_range(f: str, value: Any) -> FieldError:
+    """The error for a finite number beyond MAX_MAGNITUDE."""
+    return FieldError(f, f"out of range: {value!r} (a number must be within +-2^53)")
 
 
 class FieldError(ValueError):
@@ -64,6 +73,8 @@ def _number(f: Field, value: Any, text: bool) -> float:
     out = float(value)
     if not math.isfinite(out):
         raise FieldError(f.raw, f"expected a finite number, got {value!r}")
+    if abs(out) > MAX_MAGNITUDE:
+        raise out_of_range(f.raw, value)
     if f.minimum is not None and out < f.minimum:
         raise FieldError(f.raw, f"must be >= {f.minimum:g}, got {value!r}")
     return out

@@ -21,7 +21,7 @@ from mapreport.analysis.tail import DRIVERS
 from mapreport.report import charts as chart_builders
 from mapreport.report import html
 from mapreport.report.export import SvgExporter
-from mapreport.report.findings import findings
+from mapreport.report.findings import findings, strict
 from mapreport.report.sections import SECTIONS
 from mapreport.report.view import ReportView, build
 
@@ -136,7 +136,8 @@ def write_slice_report(
     v = build(r)
     titles = {a.a.id: a.title for a in v.actions}
     doc = findings(r, v, generated_at)
-    atomic_write(folder / "findings.json", json.dumps(doc, indent=2).encode())
+    text = json.dumps(strict(doc), indent=2, allow_nan=False)
+    atomic_write(folder / "findings.json", text.encode())
     entry = index_entry(r, v, pdf)
     screen = html.render(
         "report.html.j2",

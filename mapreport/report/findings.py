@@ -7,6 +7,7 @@ the mapping is declared here, once, and reads the same view the HTML does.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import msgspec
@@ -22,6 +23,18 @@ from mapreport.report.filters import evidence_note
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
 FINDINGS_SCHEMA_VERSION = "1.2"
+
+
+def strict(doc: Any) -> Any:
+    """`doc` with every non-finite float as null: findings.json is strict JSON (RFC 8259 has
+    no NaN or Infinity, and JSON.parse refuses them), whatever a figure came to."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: strict(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [strict(v) for v in doc]
+    return doc
 
 
 def plain(x: Any) -> Any:
