@@ -228,32 +228,55 @@ FUZZ_SECONDS = float(os.environ.get("MAPREPORT_FUZZ_SECONDS", "6"))
 
 
 @pytest.mark.parametrize(
-    "source",
+    ("source", "fmt"),
     [
-        "resnet50-int8.compile.jsonl",
-        "llama-decode.runtime.csv",
-        "bert-base.runtime.jsonl.gz",
-        "quality.jsonl",
+        ("sample_data/resnet50-int8.compile.jsonl", None),
+        ("sample_data/llama-decode.runtime.csv", None),
+        ("sample_data/bert-base.runtime.jsonl.gz", None),  # the columnar fast path
+        ("sample_data/quality.jsonl", None),
+        ("realdata/hta/triton_example/triton_example.json.gz", "kineto"),
+        (
+            "realdata/tensorrt/trex/pytorch/resnet/A100/fp16/resnet.onnx.engine.profile.json",
+            "trtexec",
+        ),
+        (
+            "realdata/tensorrt/trex/pytorch/resnet/A100/fp16/resnet.onnx.engine.graph.json",
+            "trtexec",
+        ),
+        ("realdata/tvm/apache-tvm/ci_logs/conv2d.json", "tvm"),
+        ("realdata/tlparse/inputs/cache_hit_miss.log", "torch-trace"),
+        ("realdata/serving/triton_trace/docs_trace_timestamps_example.json", "triton-trace"),
+        ("realdata/triton/model_analyzer/tests/common/single-model-ckpt/0.ckpt", "model-analyzer"),
     ],
 )
-def test_fuzz_readers_raise_only_input_errors(tmp_path: Path, source: str) -> None:
-    raw = (REPO / "sample_data" / source).read_bytes()
+def test_fuzz_readers_raise_only_input_errors(tmp_path: Path, source: str, fmt: str | None) -> None:
+    """Mutated copies of a native sample or of a real third-party file (bytes flipped, cut,
+    repeated, truncated), read by its reader under both policies: an InputError or rows,
+    never another exception."""
+    path = (
+        (REPO / source) if source.startswith("sample_data") else REALDATA / source.split("/", 1)[1]
+    )
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    raw = path.read_bytes()
     raw = gzip.compress(gzip.decompress(raw)[:200000]) if source.endswith(".gz") else raw[:200000]
     rng = random.Random(source)
-    deadline = time.monotonic() + FUZZ_SECONDS
+    deadline = time.monotonic() + (FUZZ_SECONDS if fmt is None else FUZZ_SECONDS / 2)
     runs = errors = 0
     while time.monotonic() < deadline:
         runs += 1
-        f = tmp_path / f"m{runs}{''.join(Path(source).suffixes)}"
+        folder = tmp_path / f"m{runs}"
+        folder.mkdir()
+        f = folder / path.name  # the name, which some readers look at, stays
         f.write_bytes(mutate(raw, rng))
         ds = Dataset(tmp_path / f"ds{runs}", create=True)
         for policy in ("abort", "quarantine"):
             try:
-                ingest_file(ds, f, policy=policy)  # type: ignore[arg-type]
+                ingest_file(ds, f, policy=policy, fmt=fmt)  # type: ignore[arg-type]
             except InputError:
                 errors += 1
         shutil.rmtree(tmp_path / f"ds{runs}")
-        f.unlink()
+        shutil.rmtree(folder)
     assert runs >= 5
     print(f"fuzz {source}: {runs} mutated files, {2 * runs} ingests, {errors} InputErrors")
 
@@ -567,3 +590,124 @@ def test_findings_are_strict_json() -> None:
     assert json.dumps(strict(doc), allow_nan=False) == (
         '{"a": null, "b": [null, 1.5, null], "c": {"d": 2}}'
     )
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+"""JSON nested 100,000 levels: valid JSON, deeper than Python's recursion allows."""
+HUGE = "1" + "0" * 400
+"""An integer beyond float range, as a JSON file may write it."""
+
+
+def _run(i: int, arrival: str, extra: str) -> str:
+    return (
+        f'{{"workload":"w","request_id":"r{i}","shape":{{"b":1}},"arrival_us":{arrival},'
+        f'"compute_start_us":2,"compute_end_us":3{extra}}}'
+    )
+
+
+def _torch(i: int, start: str, extra: str) -> str:
+    return (
+        "V1206 15:18:16.845000 1 torch/_dynamo/utils.py:1] "
+        f'{{"compilation_metrics": {{"compile_id": "0/{i}", "co_name": "f", '
+        f'"start_time": {start}{extra}}}}}'
+    )
+
+
+def _hostile(kind: str, value: str) -> tuple[str, str, str]:
+    """(file name, content, --format) of one reader's input with `value` in a number field
+    (HUGE) or an extra field (DEEP) of its second record."""
+    extra = f',"x":{value}' if value == DEEP else ""
+    num = value if value == HUGE else "1"
+    if kind == "native-runtime":
+        return "r.jsonl", "\n".join([_run(0, "1", ""), _run(1, num, extra)]), kind
+    if kind == "native-event":
+        ev = f'{{"event":"retune","workload":"w","ts_us":{num},"dur_us":2{extra}}}'
+        return "e.jsonl", "\n".join([_run(0, "1", ""), ev]), "native-runtime"
+    if kind == "native-compile":
+        head = '{"workload":"w","plan_id":"p","shape_bucket":{"b":[1,4]},'
+        recs = [
+            f'{head}"op":"o0","predicted_us":1}}',
+            f'{head}"op":"o1","predicted_us":{num}{extra}}}',
+        ]
+        return "c.jsonl", "\n".join(recs), kind
+    if kind == "native-quality":
+        head = '{"workload":"w","precision":"int8",'
+        recs = [
+            f'{head}"metric":"m0","baseline":1,"value":0.5}}',
+            f'{head}"metric":"m1","baseline":{num},"value":0.5{extra}}}',
+        ]
+        return "q.jsonl", "\n".join(recs), kind
+    if kind == "torch-trace":
+        return "t.log", "\n".join([_torch(0, "1", ""), _torch(1, num, extra)]), kind
+    if kind == "triton-trace":
+        stamps = f'[{{"name":"COMPUTE_START","ns":{num}}},{{"name":"COMPUTE_END","ns":9}}]'
+        frags = [
+            f'{{"id":1,"model_name":"m","model_version":1{extra}}}',
+            f'{{"id":1,"timestamps":{stamps}}}',
+        ]
+        return "tr.json", "[\n" + ",\n".join(frags) + "\n]", kind
+    ev = '{{"ph":"X","name":"aten::mm","cat":"cpu_op","ts":{},"dur":2,"pid":1,"tid":1{}}}'
+    return "k.json", f'{{"traceEvents":[{ev.format("1", "")},{ev.format(num, extra)}]}}', "kineto"
+
+
+@pytest.mark.parametrize("value", ["DEEP", "HUGE"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "native-runtime",
+        "native-event",
+        "native-compile",
+        "native-quality",
+        "torch-trace",
+        "triton-trace",
+        "kineto",
+    ],
+)
+def test_deep_nesting_and_huge_integers_are_input_errors(
+    tmp_path: Path, kind: str, value: str
+) -> None:
+    """Before: RecursionError or OverflowError, an internal error (exit 1) that also stopped
+    a quarantine run. Now a file:line error, or under quarantine one rejected record."""
+    name, text, fmt = _hostile(kind, DEEP if value == "DEEP" else HUGE)
+    f = tmp_path / name
+    f.write_text(text + "\n")
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, f, policy="abort", fmt=fmt)
+    assert err.value.line in (None, 1, 2, 3)
+    if "nested too deeply" in err.value.reason and err.value.line is None:
+        # a one-document file nested too deeply cannot be read at all: named, exit 3
+        with pytest.raises(InputError, match="nested too deeply"):
+            ingest_file(ds, f, policy="quarantine", fmt=fmt)
+        return
+    assert ingest_file(ds, f, policy="quarantine", fmt=fmt).rejected >= 1
+
+
+def test_parquet_uint64_beyond_int64_is_named(tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    f = tmp_path / "u.parquet"
+    cols = {"workload": ["w", "w"], "request_id": ["a", "b"], "shape": ["b=1", "b=1"]}
+    times = {
+        k: [v, v]
+        for k, v in (("arrival_us", 1.0), ("compute_start_us", 2.0), ("compute_end_us", 3.0))
+    }
+    pq.write_table(pa.table({**cols, **times, "core": pa.array([1, 2**64 - 1], pa.uint64())}), f)
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as err:
+        ingest_file(ds, f)
+    assert (err.value.line, err.value.field) == (2, "core")
+    res = ingest_file(ds, f, policy="quarantine")
+    assert (res.rows["request"], res.rejected) == (1, 1)
+
+
+def test_kineto_event_without_pid_or_tid(tmp_path: Path) -> None:
+    f = tmp_path / "one.json"
+    f.write_text(
+        json.dumps(
+            {"traceEvents": [{"ph": "X", "name": "aten::mm", "cat": "cpu_op", "ts": 1, "dur": 2}]}
+        )
+    )
+    res = ingest_file(Dataset(tmp_path / "ds", create=True), f, policy="abort")
+    assert (res.rows["op_exec"], res.rejected) == (1, 0)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import difflib
 import gc
+import gzip
 import hashlib
 import shutil
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -146,7 +148,13 @@ def stage_file(
     sink = Sink(staging, source_id, path, chosen, dict(hints or {}))
     try:
         with gc_paused():
-            reader.read(path, sink)
+            try:
+                reader.read(path, sink)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                # readers that read a document whole cannot keep what came before the break
+                raise InputError(
+                    path, None, None, f"truncated or corrupt gzip stream: {e}"
+                ) from None
         sink.enforce_unique()
         rows = sink.close()
     except BaseException:

@@ -28,9 +28,9 @@ from mapreport.errors import InputError
 from mapreport.ingest import helper
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.native_spec import REQUEST
-from mapreport.ingest.records import BadRecord, Memo, iter_jsonl_batches, open_bytes
+from mapreport.ingest.records import BadRecord, JsonDecoder, Memo, iter_jsonl_batches, open_bytes
 from mapreport.ingest.sink import Sink
-from mapreport.ingest.spec import MAX_MAGNITUDE, struct_of
+from mapreport.ingest.spec import INT_LIMIT, MAX_MAGNITUDE, struct_of
 from mapreport.schema import TABLES
 from mapreport.shapes import ShapeError, canonical_shape
 
@@ -49,15 +49,14 @@ raw: canonicalised once per distinct shape (a fleet repeats a few)."""
 Rec = Any
 """A decoded `Request` (made at import, so typed loosely)."""
 
-_ONE = msgspec.json.Decoder(Request)
-_MANY = msgspec.json.Decoder(list[Request])  # type: ignore[valid-type]  # made at import
-_ANY = msgspec.json.Decoder()
+_ONE: JsonDecoder[Any] = JsonDecoder(Request)
+_MANY: JsonDecoder[list[Any]] = JsonDecoder(list[Request])  # type: ignore[valid-type]
+_ANY: JsonDecoder[Any] = JsonDecoder()
 _SCHEMA = TABLES["request"]
 _TEXT = tuple(f.target for f in REQUEST.fields if f.kind in ("str", "shape"))
 _FLOATS = tuple(f.target for f in REQUEST.fields if f.kind == "float")
-_INT_LIMIT = 2**62
 _INT_MIN = {
-    f.target: -_INT_LIMIT if f.minimum is None else f.minimum
+    f.target: -INT_LIMIT if f.minimum is None else f.minimum
     for f in REQUEST.fields
     if f.kind == "int"
 }
@@ -114,7 +113,7 @@ def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
         bad |= ~pc.fill_null(finite, True).to_numpy(zero_copy_only=False)
     for name, low in _INT_MIN.items():
         arr = data[name]  # below its minimum, or beyond the range a record may state
-        bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), _INT_LIMIT))
+        bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), INT_LIMIT))
     for name in ("workload", "request_id", "shape"):
         bad |= pc.is_null(data[name]).to_numpy(zero_copy_only=False)
     a, q = data["arrival_us"], data["queue_start_us"]
@@ -310,7 +309,7 @@ def _chunk(
     _batch(pending, batch, slow, shapes)
 
 
-_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_RAWS: JsonDecoder[list[msgspec.Raw]] = JsonDecoder(list[msgspec.Raw])
 
 
 def _many(lines: list[bytes]) -> list[Rec] | None:
@@ -471,8 +470,8 @@ _KINDS = {
 def _fits(kind: str, t: pa.DataType) -> bool:
     if kind == "float":
         return bool(pa.types.is_floating(t) or pa.types.is_integer(t))
-    if kind == "int":
-        return bool(pa.types.is_integer(t))
+    if kind == "int":  # uint64 may exceed int64: such a file reads per row, which names it
+        return bool(pa.types.is_signed_integer(t) or t in (pa.uint8(), pa.uint16(), pa.uint32()))
     return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from typing import IO, Generic, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 import msgspec
+
+from mapreport.ingest.records import JsonDecoder
 
 T = TypeVar("T")
 
@@ -29,8 +31,8 @@ MAX_RUN = 256 << 20
 CUT = re.compile(rb"\}\s*,\s*\{")
 """Where two objects of an array may meet: `}` `,` `{` (also found inside strings and nested
 lists, so a cut is only proven by decoding)."""
-_ANY = msgspec.json.Decoder()
-_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
+_ANY: JsonDecoder[Any] = JsonDecoder()
+_RAWS: JsonDecoder[list[msgspec.Raw]] = JsonDecoder(list[msgspec.Raw])
 _TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
 
 

@@ -11,13 +11,13 @@ from typing import Any
 import msgspec
 
 from mapreport.errors import InputError
-from mapreport.ingest.records import open_bytes
+from mapreport.ingest.records import JsonDecoder, open_bytes
 
 MAX_DOCUMENT_BYTES = 1 << 30
 """A one-document file larger than this is refused: these exports are per engine or per run."""
 
 _BYTE = re.compile(r"byte (\d+)")
-_DECODE = msgspec.json.Decoder()
+_DECODE: JsonDecoder[Any] = JsonDecoder()
 
 
 def read_document(path: Path) -> tuple[Any, bytes]:

@@ -40,7 +40,7 @@ from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.kineto_link import extra, link
 from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
-from mapreport.ingest.records import Memo, open_bytes
+from mapreport.ingest.records import JsonDecoder, Memo, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import ENVIRONMENT_KEYS
 
@@ -120,10 +120,12 @@ _get = SimpleNamespace(
     **{f: attrgetter(f) for f in (*Event.__struct_fields__, *Args.__struct_fields__)}
 )
 """attrgetter per struct field: `map(_get.ts, events)` reads a field of every event in C."""
-_RUN = msgspec.json.Decoder(list[Event])
-_RAWS = msgspec.json.Decoder(list[msgspec.Raw])
-_ONE = msgspec.json.Decoder(Event)
-_ANY = msgspec.json.Decoder()
+_RUN: JsonDecoder[list[Event]] = JsonDecoder(list[Event])
+_RAWS: JsonDecoder[list[msgspec.Raw]] = JsonDecoder(list[msgspec.Raw])
+_HEADER: JsonDecoder[Header] = JsonDecoder(Header)
+_WHOLE: JsonDecoder[Whole] = JsonDecoder(Whole)
+_ONE: JsonDecoder[Event] = JsonDecoder(Event)
+_ANY: JsonDecoder[Any] = JsonDecoder()
 
 
 def _shape_of(raw: bytes) -> str | None:
@@ -494,7 +496,7 @@ class KinetoReader:
             if second is not None:
                 second.close()
         try:
-            return msgspec.json.decode(rest, type=Header)
+            return _HEADER.decode(rest)
         except msgspec.DecodeError as e:
             raise InputError(path, None, None, f"not a Chrome trace: {e}") from None
 
@@ -504,7 +506,7 @@ class KinetoReader:
         with open_bytes(path) as fh:
             data = fh.read()
         try:
-            doc = msgspec.json.decode(data, type=Whole)
+            doc = _WHOLE.decode(data)
         except msgspec.DecodeError as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
         for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):

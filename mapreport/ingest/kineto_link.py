@@ -138,7 +138,9 @@ def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
     """The `extra` JSON object of each row: grid, block, op, external_id, pid, tid where set."""
 
     def member(name: str, values: pa.Array) -> pa.Array:
-        return pc.binary_join_element_wise(f'"{name}":', values, "")
+        # `"name":value,` or "" where null: pyarrow's null_handling="skip" drops the rows
+        # whose members are all null (pyarrow 26), so the separators are placed here
+        return pc.fill_null(pc.binary_join_element_wise(f'"{name}":', values, ",", ""), "")
 
     parts = [
         member("grid", rows["grid"]),
@@ -148,8 +150,8 @@ def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
         member("pid", rows["pid"]),
         member("tid", rows["tid"]),
     ]
-    body = pc.binary_join_element_wise(*parts, ",", null_handling="skip")
-    text = pc.binary_join_element_wise("{", body, "}", "")
+    body = pc.binary_join_element_wise(*parts, "")
+    text = pc.binary_join_element_wise("{", pc.utf8_slice_codeunits(body, 0, -1), "}", "")
     empty = pc.equal(body, "")
     if not pc.any(empty).as_py():
         return text

@@ -17,6 +17,7 @@ from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text, read_document
 from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import as_float
 
 RESULTS = "ResultManager.results"
 _MS = {
@@ -39,9 +40,9 @@ def _values(pairs: Any) -> dict[str, float]:
     out: dict[str, float] = {}
     for pair in pairs if isinstance(pairs, list) else []:
         if isinstance(pair, list) and len(pair) == 2 and isinstance(pair[1], dict):
-            v = pair[1].get("_value")
-            if isinstance(v, int | float) and not isinstance(v, bool):
-                out[str(pair[0])] = float(v)
+            v = as_float(pair[1].get("_value"))
+            if v is not None:
+                out[str(pair[0])] = v
     return out
 
 

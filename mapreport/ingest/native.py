@@ -21,6 +21,7 @@ from mapreport.ingest.native_spec import COMPILE, EVENT, QUALITY, REQUEST
 from mapreport.ingest.records import (
     BadRecord,
     Container,
+    JsonDecoder,
     container_of,
     csv_header,
     head_bytes,
@@ -47,6 +48,9 @@ def environment_row(side: str, env: Any) -> dict[str, Any]:
     return row
 
 
+_ANY: JsonDecoder[Any] = JsonDecoder()
+
+
 @lru_cache(maxsize=4)
 def _first_record(head: Head) -> tuple[Container | None, dict[str, Any] | None]:
     """The container and the first data record (skipping an environment line) of a file."""
@@ -54,7 +58,7 @@ def _first_record(head: Head) -> tuple[Container | None, dict[str, Any] | None]:
     if container == "jsonl":
         for raw in head.data.split(b"\n")[:3]:
             try:
-                rec = msgspec.json.decode(raw)
+                rec = _ANY.decode(raw)
             except msgspec.DecodeError:
                 continue
             if isinstance(rec, dict) and not (len(rec) == 1 and "environment" in rec):

@@ -12,7 +12,7 @@ import gzip
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Literal, NamedTuple
+from typing import IO, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 import pyarrow.parquet as pq
@@ -34,6 +34,25 @@ class BadRecord(NamedTuple):
     field: str | None
     reason: str
     raw: bytes | str
+
+
+T = TypeVar("T")
+
+
+class JsonDecoder(Generic[T]):
+    """msgspec's JSON decoder, with one more kind of malformed input: a value nested deeper
+    than Python's recursion limit allows (100,000 brackets) is a DecodeError like any other,
+    not a RecursionError. Every reader decodes JSON through it."""
+
+    def __init__(self, type: Any = Any) -> None:
+        self._decoder: msgspec.json.Decoder[T] = msgspec.json.Decoder(type)
+
+    def decode(self, data: bytes | bytearray | memoryview | str) -> T:
+        """The decoded value; DecodeError when `data` is not such a value."""
+        try:
+            return self._decoder.decode(data)
+        except RecursionError:
+            raise msgspec.DecodeError("JSON nested too deeply") from None
 
 
 TRUNCATED = "truncated or corrupt gzip stream; the rest of the file is unreadable"
@@ -73,7 +92,7 @@ def container_of(path: Path, head: bytes) -> Container | None:
 
 def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """Decode a JSON Lines file line by line; blank lines are skipped, bad ones are BadRecord."""
-    decoder = msgspec.json.Decoder()
+    decoder: JsonDecoder[Any] = JsonDecoder()
     for lineno, raw in iter_jsonl_raw(path):
         if isinstance(raw, BadRecord):
             yield lineno, raw

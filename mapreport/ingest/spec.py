@@ -18,9 +18,14 @@ where float64 still counts whole microseconds). A larger one, valid JSON as it i
 into inf or lose every digit in the differences, sums and ratios of the analysis."""
 
 
+INT_LIMIT = 2**62
+"""An integer (core, batch size, bytes) must be below this in magnitude: it fits int64 with
+room for the sums of the analysis."""
+
+
 def out_of_range(f: str, value: Any) -> FieldError:
-    """The error for a finite number beyond MAX_MAGNITUDE."""
-    return FieldError(f, f"out of range: {value!r} (a number must be within +-2^53)")
+    """The error for a number beyond MAX_MAGNITUDE (its text cut to 60 characters)."""
+    return FieldError(f, f"out of range: {_show(value)} (a number must be within +-2^53)")
 
 
 class FieldError(ValueError):
@@ -62,6 +67,17 @@ class RecordSpec:
         return frozenset(f.raw for f in self.fields)
 
 
+def as_float(value: Any) -> float | None:
+    """A JSON number as a float; None for anything else (a bool, a string) and for an integer
+    beyond float range (`1e400` written out as an integer), which the caller rejects."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    try:
+        return float(value)
+    except OverflowError:
+        return None
+
+
 def _number(f: Field, value: Any, text: bool) -> float:
     if text and isinstance(value, str):
         try:
@@ -70,10 +86,13 @@ def _number(f: Field, value: Any, text: bool) -> float:
             raise FieldError(f.raw, f"expected a number, got {value!r}") from None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise FieldError(f.raw, f"expected a number, got {_show(value)}")
-    out = float(value)
-    if not math.isfinite(out):
+    out = as_float(value)
+    if out is not None and not math.isfinite(out):
         raise FieldError(f.raw, f"expected a finite number, got {value!r}")
-    if abs(out) > MAX_MAGNITUDE:
+    if f.kind == "int":
+        if out is None or abs(out) >= INT_LIMIT:
+            raise FieldError(f.raw, f"integer out of range: {_show(value)}")
+    elif out is None or abs(out) > MAX_MAGNITUDE:
         raise out_of_range(f.raw, value)
     if f.minimum is not None and out < f.minimum:
         raise FieldError(f.raw, f"must be >= {f.minimum:g}, got {value!r}")
@@ -100,8 +119,6 @@ def convert_value(f: Field, value: Any, text: bool = False) -> Any:
         num = _number(f, value, text)
         if num != int(num):
             raise FieldError(f.raw, f"expected an integer, got {value!r}")
-        if abs(num) >= 2**62:
-            raise FieldError(f.raw, f"integer out of range: {value!r}")
         return int(num)
     if f.kind == "bool":
         if text and isinstance(value, str) and value.lower() in ("true", "false", "1", "0"):

@@ -22,12 +22,13 @@ import msgspec
 
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
-from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
+from mapreport.ingest.records import MAX_LINE_BYTES, JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import as_float
 from mapreport.shapes import UNKNOWN, ShapeError, canonical_shape
 
 PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^\]\n]+\] ")
-_DECODE = msgspec.json.Decoder()
+_DECODE: JsonDecoder[Any] = JsonDecoder()
 _ENCODE = msgspec.json.Encoder().encode
 
 
@@ -44,6 +45,7 @@ class _Compile:
 
 
 REASONS = "recompile_reasons"
+_TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
 
 
 def _reasons(payload: bytes) -> str | None:
@@ -187,13 +189,9 @@ class TorchTraceReader:
             bucket = None
         added = False
         for i, op in enumerate(ops):
-            est = op.get("estimated_runtime_ns") if isinstance(op, dict) else None
+            est = as_float(op.get("estimated_runtime_ns")) if isinstance(op, dict) else None
             name = op.get("name") if isinstance(op, dict) else None
-            if (
-                not isinstance(name, str)
-                or isinstance(est, bool)
-                or not isinstance(est, int | float)
-            ):
+            if not isinstance(name, str) or est is None:
                 sink.reject(
                     line, f"payload.ops[{i}]", "op needs a name and estimated_runtime_ns", op
                 )
@@ -209,7 +207,7 @@ class TorchTraceReader:
                     "plan_id": key,
                     "shape_bucket": bucket or UNKNOWN,
                     "op": name,
-                    "predicted_us": float(est) / 1e3,
+                    "predicted_us": est / 1e3,
                     "prediction_source": "inductor estimated_runtime_ns",
                     "kernel": op.get("type") if isinstance(op.get("type"), str) else None,
                     "tile": None,
@@ -236,6 +234,16 @@ class TorchTraceReader:
         workload: str,
         slice_: str,
     ) -> None:
+        for key in _TIMES:  # an integer beyond float range is no time: the record is refused
+            stated = m.get(key)
+            if (
+                isinstance(stated, int)
+                and not isinstance(stated, bool)
+                and as_float(stated) is None
+            ):
+                why = f"out of range: {str(stated)[:40]}... (not a time)"
+                sink.reject(line, f"compilation_metrics.{key}", why, m)
+                return
         compile_id = m.get("compile_id")
         if not isinstance(compile_id, str):
             # an ahead-of-time compile (torch.export, AOTInductor) has no dynamo frame id
@@ -282,8 +290,8 @@ class TorchTraceReader:
                 "plan_id": compile_id.split(" ")[0].split("_")[0] if c.planned else None,
                 "frame": m.get("co_name"),
                 "shape": shape,
-                "ts_us": float(start) * 1e6 if isinstance(start, int | float) else None,
-                "compile_ms": float(seconds) * 1e3 if isinstance(seconds, int | float) else None,
+                "ts_us": None if (t0 := as_float(start)) is None else t0 * 1e6,
+                "compile_ms": None if (s := as_float(seconds)) is None else s * 1e3,
                 "recompile_reason": reason if isinstance(reason, str) else None,
                 "cache_hit": None if c.cache is None else c.cache == "hit",
                 "op_count": m.get("graph_op_count")

@@ -122,7 +122,12 @@ class TritonTraceReader:
                 for s in stamps:
                     ns = s.get("ns") if isinstance(s, dict) else None
                     name = s.get("name") if isinstance(s, dict) else None
-                    if not isinstance(name, str) or isinstance(ns, bool) or not isinstance(ns, int):
+                    if (
+                        not isinstance(name, str)
+                        or isinstance(ns, bool)
+                        or not isinstance(ns, int)
+                        or not 0 <= ns < 2**63  # nanoseconds as Triton's uint64 clock states
+                    ):
                         sink.reject(line, "timestamps", f"bad timestamp {s!r}"[:200], frag)
                         continue
                     t.stamps.setdefault(_stamp_name(name), ns)

@@ -25,6 +25,7 @@ from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
 from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import as_float
 from mapreport.schema import ENVIRONMENT_KEYS
 from mapreport.shapes import MAX_DIMS
 
@@ -257,9 +258,10 @@ class TrtexecReader:
             if not isinstance(rec, dict) or not isinstance(rec.get("name"), str):
                 sink.reject(line, "name", "layer record has no name", rec)
                 continue
-            ms = rec.get("medianMs", rec.get("averageMs"))
-            if isinstance(ms, bool) or not isinstance(ms, int | float) or ms < 0:
-                sink.reject(line, "medianMs", f"must be a non-negative number, got {ms!r}", rec)
+            stated = rec.get("medianMs", rec.get("averageMs"))
+            ms = as_float(stated)
+            if ms is None or ms < 0:
+                sink.reject(line, "medianMs", f"must be a non-negative number, got {stated!r}", rec)
                 continue
             extra = {k: rec.get(k) for k in ("timeMs", "averageMs", "percentage")}
             sink.add(
@@ -270,7 +272,7 @@ class TrtexecReader:
                     "slice": ctx["slice"],
                     "name": rec["name"],
                     "category": "trt_layer",
-                    "dur_us": float(ms) * 1e3,
+                    "dur_us": ms * 1e3,
                     "plan_id": ctx["plan_id"],
                     "extra": json_text({**extra, "runs": runs}),
                 },
@@ -334,9 +336,10 @@ def _ms(rec: Any, key: str, default: float | None = None) -> float:
     if not isinstance(rec, dict):
         raise _Bad(key, "record is not a JSON object")
     v = rec.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise _Bad(key, f"must be a number of milliseconds, got {v!r}")
-    return float(v)
+    out = as_float(v)
+    if out is None:
+        raise _Bad(key, f"must be a number of milliseconds, got {v!r}"[:200])
+    return out
 
 
 def _environment(kind: str | None, doc: Any) -> dict[str, Any]:

@@ -31,14 +31,15 @@ import msgspec
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import MAX_LINE_BYTES, open_bytes
+from mapreport.ingest.records import MAX_LINE_BYTES, JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
+from mapreport.ingest.spec import as_float
 from mapreport.shapes import ShapeError, canonical_shape
 
 FAILED_SECONDS = 1e9
 """TVM records a failed run as 1e10 s (MAX_FLOAT-like sentinels); anything this large failed."""
 
-_DECODE = msgspec.json.Decoder()
+_DECODE: JsonDecoder[Any] = JsonDecoder()
 _ANSOR = re.compile(rb'^\{\s*"i"\s*:\s*\[\s*\[')
 _AUTOTVM = re.compile(rb'^\{\s*"input"\s*:\s*\[')
 _META = re.compile(rb"^\[\s*\d+\s*,\s*\[\s*\[")
@@ -111,15 +112,13 @@ def _costs(result: Any, what: str) -> tuple[list[float], int, float, float | Non
     if not isinstance(result, list) or len(result) < 2:
         raise _Bad(what, "must be [costs, error_no, all_cost, timestamp]")
     costs, err = result[0], result[1]
-    if not isinstance(costs, list) or not all(
-        isinstance(c, int | float) and not isinstance(c, bool) for c in costs
-    ):
+    if not isinstance(costs, list) or not all(as_float(c) is not None for c in costs):
         raise _Bad(what, f"costs must be a list of seconds, got {costs!r}"[:200])
     if not isinstance(err, int) or isinstance(err, bool):
         raise _Bad(what, f"error_no must be an integer, got {err!r}")
-    all_cost = result[2] if len(result) > 2 and isinstance(result[2], int | float) else 0.0
-    ts = result[3] if len(result) > 3 and isinstance(result[3], int | float) else None
-    return [float(c) for c in costs], err, float(all_cost), ts
+    all_cost = (as_float(result[2]) if len(result) > 2 else None) or 0.0
+    ts = as_float(result[3]) if len(result) > 3 else None
+    return [float(c) for c in costs], err, all_cost, ts
 
 
 def _parse(rec: Any) -> tuple[str, str, str | None, str, list[float], int, float, float | None]:
@@ -154,9 +153,7 @@ def _parse(rec: Any) -> tuple[str, str, str | None, str, list[float], int, float
         run_secs = body[1]
         if run_secs is None:
             run_secs = []
-        if not isinstance(run_secs, list) or not all(
-            isinstance(c, int | float) and not isinstance(c, bool) for c in run_secs
-        ):
+        if not isinstance(run_secs, list) or not all(as_float(c) is not None for c in run_secs):
             raise _Bad("run_secs", f"must be a list of seconds, got {run_secs!r}"[:200])
         target = body[2] if len(body) > 2 else None
         kind = target.get("kind") if isinstance(target, dict) else target
