@@ -6,7 +6,6 @@ import hashlib
 import logging
 import multiprocessing
 import os
-import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from mapreport.config import Config
 from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
 from mapreport.kinds import OwnerRole
+from mapreport.names import folder_name
 from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
@@ -31,27 +31,16 @@ from mapreport.store import Dataset, iter_files
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
 
 def _quiet(_: str) -> None:
     return None
 
 
-def safe_name(name: str) -> str:
-    """A workload or slice name as one safe path component (never '.', '..' or absolute);
-    a name that had to change gets a short hash so two names cannot collide."""
-    clean = _UNSAFE.sub("_", name).strip("._") or "_"
-    if clean != name:
-        clean = f"{clean[:80]}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
-    return clean[:120]
-
-
 def slice_dir(out: Path, workload: str, slice_: str) -> Path:
-    """OUT/<workload>[/<slice>], with names sanitised; guaranteed to stay inside OUT."""
-    d = out / safe_name(workload)
+    """OUT/<workload>[/<slice>] (`names.folder_name`: unique per name); stays inside OUT."""
+    d = out / folder_name(workload)
     if slice_:
-        d = d / safe_name(slice_)
+        d = d / folder_name(slice_)
     resolved_out = out.resolve()
     if not d.resolve().is_relative_to(resolved_out):
         raise MapreportError(f"refusing to write outside {out}: {d}")
@@ -176,12 +165,13 @@ def review_of(config: Config, workload: str, slice_: str) -> Review:
     )
 
 
-def parse_slice(text: str) -> tuple[str, str | None]:
-    """`workload` or `workload/slice` as given to --slice (slice None: every slice of it)."""
-    workload, sep, slice_ = text.partition("/")
-    if not workload:
-        raise MapreportError(f"--slice must be WORKLOAD or WORKLOAD/SLICE, got {text!r}")
-    return workload, (slice_ if sep else None)
+def slice_candidates(text: str) -> list[tuple[str, str | None]]:
+    """The (workload, slice) pairs `--slice TEXT` may mean, most literal first: the whole text
+    as a workload (every slice of it), then each split at a `/` (a workload may hold `/`)."""
+    if not text:
+        raise MapreportError("--slice must be WORKLOAD or WORKLOAD/SLICE, got ''")
+    splits = [(text[:i], text[i + 1 :]) for i, ch in enumerate(text) if ch == "/" and i]
+    return [(text, None), *splits]
 
 
 def report(
@@ -204,18 +194,24 @@ def report(
     now = datetime.now(UTC)
     run_date = run_date or now.date().isoformat()
     run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}"
-    wanted = parse_slice(only) if only else None
-    con = ds.connect(wanted[0] if wanted else None)
-    slices = list_slices(con)
-    if wanted:
-        slices = [s for s in slices if s[0] == wanted[0] and wanted[1] in (None, s[1])]
-        if not slices:
+    wanted = None
+    for workload, slice_ in slice_candidates(only) if only else []:
+        con = ds.connect(workload)
+        slices = [s for s in list_slices(con) if s[0] == workload and slice_ in (None, s[1])]
+        if slices:
+            wanted = (workload, slice_)
+            break
+    if only:
+        if wanted is None:
             every = (
                 ", ".join(f"{w}/{s}" if s else w for w, s in list_slices(ds.connect())) or "none"
             )
             raise DatasetError(f"no slice {only!r} in {dataset_dir} (slices: {every})")
-    elif not slices:
-        raise DatasetError(f"{dataset_dir} holds no requests to report on")
+    else:
+        con = ds.connect()
+        slices = list_slices(con)
+        if not slices:
+            raise DatasetError(f"{dataset_dir} holds no requests to report on")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:

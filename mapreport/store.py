@@ -31,18 +31,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mapreport.errors import DatasetError
+from mapreport.names import partition_name
 from mapreport.schema import HISTORY_TABLES, PARTITIONED, SCHEMA_VERSION, TABLES
 
 STAGING = ".staging"
 LOG = "ingest_log"
-
-
-def partition_dir(workload: str) -> str:
-    """The folder name of a workload partition: percent-encoded, bounded in length."""
-    enc = quote(workload, safe="-_.")
-    if len(enc) > 120 or enc in {".", ".."}:
-        enc = enc[:80] + "~" + hashlib.sha256(workload.encode()).hexdigest()[:16]
-    return f"workload={enc}"
 
 
 HIGH_CARDINALITY = frozenset({"request_id", "extra", "raw", "line", "correlation"})
@@ -175,7 +168,7 @@ class Dataset:
         """Where a data file of `table` lives below `base` (the dataset root or a staging dir)."""
         d = base / table
         if table in PARTITIONED:
-            d = d / partition_dir(workload or "")
+            d = d / partition_name(workload or "")
         d.mkdir(parents=True, exist_ok=True)
         return d / name
 
@@ -254,7 +247,7 @@ class Dataset:
         live = set(self.live()) if live is None else live
         base = self.root / table
         if table in PARTITIONED and workload is not None:
-            base = base / partition_dir(workload)
+            base = base / partition_name(workload)
         if not base.is_dir():
             return []
         return sorted(f for f in base.rglob("*.parquet") if f.name.split("-", 1)[0] in live)
@@ -313,7 +306,8 @@ class Dataset:
             )
             if files:
                 paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-                source = f"read_parquet([{paths}], union_by_name = true)"
+                # folders are not data: a workload is what its rows hold, not its folder name
+                source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
                 try:
                     present = {
                         r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()

@@ -23,6 +23,8 @@ from mapreport.store import Dataset, write_parquet
 FLUSH_ROWS = 100_000
 WRITES_IN_FLIGHT = 2
 """Staged Parquet writes queued behind the reader at most."""
+_NO_HIVE = "hive_partitioning = false"
+"""Staging folders are not data: a row's workload is the value it holds."""
 MAX_REJECTIONS_LOGGED = 50
 """ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
 
@@ -196,7 +198,7 @@ class Sink:
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         # the common case first: one hash aggregate (DuckDB spills it), no window over the rows
         distinct, total = con.execute(
-            f"SELECT count(DISTINCT {key}), count(*) FROM read_parquet([{paths}])"
+            f"SELECT count(DISTINCT {key}), count(*) FROM read_parquet([{paths}], {_NO_HIVE})"
         ).fetchall()[0]
         if distinct == total:
             con.close()
@@ -206,7 +208,7 @@ class Sink:
             SELECT line, first_line, {key} FROM (
                 SELECT {key}, line, min(line) OVER (PARTITION BY {key}) AS first_line,
                     row_number() OVER (PARTITION BY {key} ORDER BY line) AS rn
-                FROM read_parquet([{paths}])
+                FROM read_parquet([{paths}], {_NO_HIVE})
             ) WHERE rn > 1 ORDER BY line
             """
         ).fetchall()
