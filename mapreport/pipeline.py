@@ -37,14 +37,25 @@ def _quiet(_: str) -> None:
 
 
 def slice_dir(out: Path, workload: str, slice_: str) -> Path:
-    """OUT/<workload>[/<slice>] (`names.folder_name`: unique per name); stays inside OUT."""
+    """OUT/<workload>[/<slice>] (`names.folder_name`: unique per name)."""
     d = out / folder_name(workload)
-    if slice_:
-        d = d / folder_name(slice_)
-    resolved_out = out.resolve()
-    if not d.resolve().is_relative_to(resolved_out):
-        raise MapreportError(f"refusing to write outside {out}: {d}")
-    return d
+    return d / folder_name(slice_) if slice_ else d
+
+
+class FolderRefused(MapreportError):
+    """A slice folder mapreport will not write into (the slice fails, the others go on)."""
+
+
+def check_folder(out: Path, folder: Path) -> None:
+    """Refuse a slice folder reached through a symbolic link (it could lead outside OUT, or
+    onto another slice's folder) or that is not a folder."""
+    d = out
+    for part in folder.relative_to(out).parts:
+        d = d / part
+        if d.is_symlink():
+            raise FolderRefused(f"refusing to write through the symbolic link {d}")
+        if d.exists() and not d.is_dir():
+            raise FolderRefused(f"refusing to write into {d}: not a folder")
 
 
 def ingest(
@@ -225,6 +236,11 @@ def report(
             name = f"{workload}/{slice_}" if slice_ else workload
             progress(f"report {i}/{len(slices)} {name}")
             folder = slice_dir(out, workload, slice_)
+            try:
+                check_folder(out, folder)
+            except FolderRefused as e:
+                outcomes.append(SliceOutcome(workload, slice_, folder, str(e)))
+                continue
             stamp = _fingerprint(ds, live, workload, slice_, config, run_date, pdf, record)
             if not force and _unchanged(folder, stamp, pdf):
                 outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))

@@ -291,21 +291,45 @@ def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir
 
 def test_a_failed_slice_is_one_line_without_a_traceback(tmp_path: Path, sample_dir: Path) -> None:
     ds, out = tmp_path / "ds", tmp_path / "out"
-    assert (
-        cli("ingest", "-q", "--dataset", ds, sample_dir / "bert-base.runtime.jsonl.gz").returncode
-        == 0
-    )
-    out.mkdir()
-    (out / "bert-base").write_text("a file where the slice's folder goes")
+    runtime = sample_dir / "bert-base.runtime.jsonl.gz"
+    assert cli("ingest", "-q", "--dataset", ds, runtime).returncode == 0
+    (out / "bert-base" / "report.html").mkdir(parents=True)  # where the report file goes
     res = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
     assert res.returncode == 6
     assert "Traceback" not in res.stderr
-    assert res.stderr.strip().splitlines() == [
-        "mapreport: 1 of 1 slice report(s) failed: bert-base: NotADirectoryError: "
-        f"[Errno 20] Not a directory: '{out / 'bert-base' / '.inputs'}'"
-    ]
+    (line,) = res.stderr.strip().splitlines()
+    assert line.startswith("mapreport: 1 of 1 slice report(s) failed: bert-base: IsADirectoryError")
     verbose = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q", "-v")
     assert "Traceback" in verbose.stderr  # -v keeps it
+
+
+@pytest.mark.parametrize("kind", ["symlink_out", "symlink_in", "file"])
+def test_a_refused_slice_folder_fails_that_slice_only(
+    tmp_path: Path, sample_dir: Path, kind: str
+) -> None:
+    """OUT/<workload> as a symbolic link (outside OUT, or onto another slice's folder) or as
+    a file: that slice fails with one line, the others and the index are written, exit 6
+    (before: the whole run stopped, exit 1)."""
+    ds, out = tmp_path / "ds", tmp_path / "out"
+    files = [sample_dir / "bert-base.runtime.jsonl.gz", sample_dir / "resnet50-int8.runtime.jsonl"]
+    assert cli("ingest", "-q", "--dataset", ds, *files).returncode == 0
+    (out / "resnet50-int8").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if kind == "symlink_out":
+        (out / "bert-base").symlink_to(elsewhere)
+    elif kind == "symlink_in":
+        (out / "bert-base").symlink_to(out / "resnet50-int8")
+    else:
+        (out / "bert-base").write_text("x")
+    res = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
+    assert res.returncode == 6
+    assert "bert-base: refusing to write" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert (out / "resnet50-int8" / "prod" / "findings.json").is_file()
+    assert (out / "index.html").is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert not (out / "resnet50-int8" / "findings.json").exists()
 
 
 def test_names_from_files_cannot_drive_the_terminal(tmp_path: Path) -> None:
