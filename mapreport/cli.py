@@ -125,10 +125,13 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
                 echo(f"report    {o.name} -> {o.folder}/{', '.join(o.written)}")
         echo(f"index     {out / 'index.html'}")
     if failed:
-        raise ReportError(
+        e = ReportError(
             f"{len(failed)} of {len(outcomes)} slice report(s) failed: "
             + "; ".join(f"{o.name}: {o.error}" for o in failed)
         )
+        if any(o.refused_by_system for o in failed):
+            e.exit_code = SYSTEM_ERROR_EXIT  # the system refused a write, as for any OSError
+        raise e
 
 
 quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")

@@ -19,6 +19,7 @@ from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slice
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, InputError, MapreportError
+from mapreport.files import atomic_write
 from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
 from mapreport.kinds import OwnerRole
 from mapreport.names import folder_name
@@ -156,6 +157,8 @@ class SliceOutcome:
     """Its inputs were those of the report already in its folder: nothing was redone."""
     written: tuple[str, ...] = ()
     """The files its report wrote, by name."""
+    refused_by_system: bool = False
+    """The operating system refused a write (a full disk, a read-only folder)."""
 
     @property
     def name(self) -> str:
@@ -256,12 +259,16 @@ def report(
                 if record:
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
-                (folder / STAMP).write_text(stamp)
+                atomic_write(folder / STAMP, stamp.encode())
                 outcomes.append(SliceOutcome(workload, slice_, folder, written=written.names))
             except Exception as e:
                 # the outcome carries the one-line error; the traceback is for -v
                 log.info("report of %s failed", name, exc_info=True)
-                outcomes.append(SliceOutcome(workload, slice_, folder, f"{type(e).__name__}: {e}"))
+                error = f"{type(e).__name__}: {e}"
+                system = isinstance(e, OSError)
+                outcomes.append(
+                    SliceOutcome(workload, slice_, folder, error, refused_by_system=system)
+                )
     finally:
         exporter.close()
     _index(ds, out, outcomes, dataset_dir, None if wanted else slices)

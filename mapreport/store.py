@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mapreport.errors import DatasetError
+from mapreport.files import replacing
 from mapreport.names import partition_name
 from mapreport.schema import HISTORY_TABLES, PARTITIONED, SCHEMA_VERSION, TABLES
 
@@ -47,16 +48,15 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     """Write a table with the schema version in its metadata, atomically (temp name + rename)."""
     meta = dict(table.schema.metadata or {})
     meta[b"mapreport.schema_version"] = SCHEMA_VERSION.encode()
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     dictionary = [
         f.name
         for f in table.schema
         if f.name not in HIGH_CARDINALITY and not pa.types.is_floating(f.type)
     ]
-    pq.write_table(
-        table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
-    )
-    os.replace(tmp, path)
+    with replacing(path) as tmp:
+        pq.write_table(
+            table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
+        )
 
 
 @dataclass(frozen=True)

@@ -295,7 +295,7 @@ def test_a_failed_slice_is_one_line_without_a_traceback(tmp_path: Path, sample_d
     assert cli("ingest", "-q", "--dataset", ds, runtime).returncode == 0
     (out / "bert-base" / "report.html").mkdir(parents=True)  # where the report file goes
     res = cli("report", "--dataset", ds, "--out", out, "--no-pdf", "-q")
-    assert res.returncode == 6
+    assert res.returncode == 7  # the system refused the write
     assert "Traceback" not in res.stderr
     (line,) = res.stderr.strip().splitlines()
     assert line.startswith("mapreport: 1 of 1 slice report(s) failed: bert-base: IsADirectoryError")
@@ -356,3 +356,26 @@ def test_names_from_files_cannot_drive_the_terminal(tmp_path: Path) -> None:
     assert err.returncode == 3
     assert "\x1b" not in err.stderr
     assert len(err.stderr.strip().splitlines()) == 1
+
+
+def test_a_full_disk_leaves_no_temp_file_and_names_the_path(
+    tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ENOSPC in the middle of writing a report file: exit 7 naming the file, and no temp
+    file left to keep the disk full on every rerun (before: exit 7 or 1, temps left)."""
+    ds, out = tmp_path / "ds", tmp_path / "out"
+    pipeline.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
+    real = Path.write_bytes
+
+    def full(self: Path, data: bytes) -> int:  # type: ignore[override]
+        real(self, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")  # the system names no file
+
+    monkeypatch.setattr(Path, "write_bytes", full)
+    res = CliRunner().invoke(
+        main, ["report", "-q", "--dataset", str(ds), "--out", str(out), "--no-pdf"]
+    )
+    assert res.exit_code == 7
+    assert "No space left on device" in res.output
+    assert f"({out}/" in res.output  # the file it could not write
+    assert [p for p in out.rglob("*") if ".tmp" in p.name] == []

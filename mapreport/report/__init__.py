@@ -5,7 +5,6 @@ Renderers only consume results; nothing here computes a metric."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,19 +17,13 @@ from markupsafe import Markup
 from mapreport import __version__
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.tail import DRIVERS
+from mapreport.files import atomic_write, replacing
 from mapreport.report import charts as chart_builders
 from mapreport.report import html
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings, strict
 from mapreport.report.sections import SECTIONS
 from mapreport.report.view import ReportView, build
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write a file under a temporary name and rename it, so no reader sees half of it."""
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def _context(
@@ -171,9 +164,8 @@ def write_slice_report(
             notes,
         ),
     )
-    tmp = folder / f".report.pdf.tmp{os.getpid()}"
-    blocked = write_pdf(printable, tmp)
-    os.replace(tmp, folder / "report.pdf")
+    with replacing(folder / "report.pdf") as tmp:
+        blocked = write_pdf(printable, tmp)
     atomic_write(folder / ENTRY, msgspec.json.encode(entry))
     return Written(
         folder / "report.html",
