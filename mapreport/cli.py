@@ -135,6 +135,12 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
 
 
 quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+no_wait_opt = click.option(
+    "--no-wait",
+    is_flag=True,
+    help="Fail at once (exit 5) when another mapreport is writing the dataset, instead of "
+    "waiting for it.",
+)
 force_opt = click.option(
     "--force",
     is_flag=True,
@@ -199,6 +205,7 @@ def main() -> None:
     help="Files read at once, each in its own process (commits stay in order; memory grows "
     "with one reader per job).",
 )
+@no_wait_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -210,6 +217,7 @@ def ingest_cmd(
     workload: str | None,
     slice_: str,
     jobs: int,
+    no_wait: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -220,7 +228,8 @@ def ingest_cmd(
     try:
         policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
-        results = ingest(dataset, list(files), policy, fmt, _progress(quiet), hints, jobs)
+        progress = _progress(quiet)
+        results = ingest(dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait)
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         raise
@@ -299,6 +308,7 @@ def report_cmd(
     help="Source files read at once, each in its own process [default: run.jobs of CONFIG, "
     "else 1].",
 )
+@no_wait_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -307,6 +317,7 @@ def run_cmd(
     run_date: datetime | None,
     force: bool,
     jobs: int | None,
+    no_wait: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -326,6 +337,7 @@ def run_cmd(
             run_date.date().isoformat() if run_date else None,
             force=force,
             jobs=jobs,
+            wait=not no_wait,
         )
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)

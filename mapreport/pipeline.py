@@ -67,8 +67,10 @@ def ingest(
     progress: Progress = _quiet,
     hints: dict[str, str] | None = None,
     jobs: int = 1,
+    wait: bool = True,
 ) -> list[IngestResult]:
-    """Ingest files (folders are walked) into the dataset; each file commits atomically.
+    """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
+    false: fail at once when another writer holds it); each file commits atomically.
 
     Under `abort` the first bad file stops the command (files before it stay committed).
     Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
@@ -76,6 +78,20 @@ def ingest(
     processes read files at once; commits still happen here, one at a time in the files'
     order, so the dataset ends as a serial ingest leaves it (peak memory: one reader per job)."""
     ds = Dataset(dataset_dir, create=True)
+    with ds.writing(wait):
+        return _ingest(ds, paths, policy, fmt, progress, hints, jobs)
+
+
+def _ingest(
+    ds: Dataset,
+    paths: Sequence[Path],
+    policy: ErrorPolicy | None,
+    fmt: str | None,
+    progress: Progress,
+    hints: dict[str, str] | None,
+    jobs: int,
+) -> list[IngestResult]:
+    dataset_dir = ds.root
     ds.recover()
     results = []
     failures: list[InputError] = []
@@ -371,6 +387,7 @@ def run(
     run_date: str | None = None,
     force: bool = False,
     jobs: int | None = None,
+    wait: bool = True,
 ) -> tuple[list[IngestResult], list[SliceOutcome]]:
     """The nightly job: ingest the configured sources (`jobs` files at once; default the
     config's run.jobs), then report every slice."""
@@ -384,6 +401,7 @@ def run(
             config.on_error,
             progress=progress,
             jobs=jobs or config.jobs,
+            wait=wait,
         )
     except IngestFailures as e:
         ingested, failed = e.results, e

@@ -16,8 +16,10 @@ readable dataset; `recover()` deletes what such a run left behind.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator
@@ -36,6 +38,11 @@ from mapreport.names import partition_name
 from mapreport.schema import HISTORY_TABLES, PARTITIONED, SCHEMA_VERSION, TABLES
 
 STAGING = ".staging"
+LOCK = ".lock"
+"""The writer lock (an advisory flock held for a whole ingest and for each history write)."""
+_HELD: dict[Path, int] = {}
+"""Dataset roots whose lock this process holds, with the depth of nesting."""
+log = logging.getLogger(__name__)
 LOG = "ingest_log"
 
 
@@ -200,8 +207,50 @@ class Dataset:
         for old in entry.supersedes:  # the earlier versions of this path
             self._drop_source(old)
 
+    @contextlib.contextmanager
+    def writing(self, wait: bool = True) -> Iterator[None]:
+        """Hold the dataset's writer lock while the block runs. One writer at a time: a second
+        one waits (saying so), or with `wait` false fails at once naming the holder. Readers
+        take no lock: a file counts only once its log record is committed."""
+        root = self.root.resolve()
+        if root in _HELD:  # nested in this process: already held
+            _HELD[root] += 1
+            try:
+                yield
+            finally:
+                _HELD[root] -= 1
+            return
+        path = self.root / LOCK
+        try:
+            fh = open(path, "a+")  # noqa: SIM115 - held until the block ends
+        except OSError as e:
+            raise DatasetError(f"cannot lock {self.root} for writing: {e.strerror}") from None
+        try:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fh.seek(0)
+                holder = fh.read().strip() or "another process"
+                if not wait:
+                    raise DatasetError(
+                        f"{self.root} is being written by another mapreport ({holder}); "
+                        "run again later, or without --no-wait to wait for it"
+                    ) from None
+                log.warning("waiting for the other writer of %s (%s) to finish", self.root, holder)
+                fcntl.flock(fh, fcntl.LOCK_EX)
+            fh.seek(0)
+            fh.truncate()
+            fh.write(f"pid {os.getpid()}\n")
+            fh.flush()
+            _HELD[root] = 1
+            yield
+        finally:
+            _HELD.pop(root, None)
+            fh.close()  # releases the lock
+
     def recover(self) -> int:
-        """Delete staging folders and data files of uncommitted or superseded sources."""
+        """Delete staging folders and data files of uncommitted or superseded sources (under
+        the writer lock: what a staging folder holds then was left by a writer that died)."""
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
         return self.collect_garbage()
 
@@ -263,13 +312,14 @@ class Dataset:
         Each file is written atomically; the `history_run` file is written last, and readers
         only use runs that have one, so a run killed half-way is invisible."""
         safe = _history_key(workload, slice_)
-        for table in ("history_shape", "history_action", "history_run"):
-            d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
-            d.mkdir(parents=True, exist_ok=True)
-            write_parquet(
-                pa.Table.from_pylist(rows.get(table, []), schema=HISTORY_TABLES[table]),
-                d / f"{safe}.parquet",
-            )
+        with self.writing():
+            for table in ("history_shape", "history_action", "history_run"):
+                d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
+                d.mkdir(parents=True, exist_ok=True)
+                write_parquet(
+                    pa.Table.from_pylist(rows.get(table, []), schema=HISTORY_TABLES[table]),
+                    d / f"{safe}.parquet",
+                )
 
     def history(self, table: str, workload: str, slice_: str) -> list[dict[str, Any]]:
         """Rows of a history table for one slice, from complete runs, oldest run first.
