@@ -15,6 +15,7 @@ readable dataset; `recover()` deletes what such a run left behind.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import fcntl
 import hashlib
@@ -84,12 +85,53 @@ class LogEntry:
     """The file's modification time when it was read (None in logs written before 0.1.1)."""
 
 
+@dataclass
+class _Index:
+    """The commit log as the writer holding the lock knows it: kept up to date by its own
+    commits, so an ingest of thousands of files never lists the log folder again."""
+
+    entries: list[LogEntry]
+    live: dict[str, LogEntry]
+    by_file: dict[tuple[str, int, int | None], LogEntry]
+    by_sha: dict[str, LogEntry]
+
+    @classmethod
+    def of(cls, entries: list[LogEntry]) -> _Index:
+        """The index of a log read from disk."""
+        dead = {s for e in entries for s in e.supersedes}
+        idx = cls(entries, {}, {}, {})
+        for e in entries:
+            if e.source_id not in dead:
+                idx.add(e)
+        return idx
+
+    def add(self, e: LogEntry) -> None:
+        """A live entry."""
+        self.live[e.source_id] = e
+        self.by_file.setdefault((e.path, e.size_bytes, e.mtime_ns), e)
+        self.by_sha.setdefault(e.sha256, e)
+
+    def commit(self, e: LogEntry) -> None:
+        """A new entry, which supersedes its path's earlier versions."""
+        bisect.insort(self.entries, e, key=lambda x: (x.ingested_at, x.source_id))
+        for old in e.supersedes:
+            gone = self.live.pop(old, None)
+            if gone is not None:
+                self.by_file.pop((gone.path, gone.size_bytes, gone.mtime_ns), None)
+                if self.by_sha.get(gone.sha256) is gone:
+                    del self.by_sha[gone.sha256]
+        self.add(e)
+
+
 class Dataset:
     """A canonical dataset folder."""
 
     def __init__(self, root: Path, create: bool = False):
         self.root = root
         self._log_cache: dict[tuple[str, int, int], list[LogEntry]] = {}
+        self._index: _Index | None = None
+        """Set while this instance holds the writer lock (no one else changes the log)."""
+        self._owner = False
         if create:
             try:
                 (root / LOG).mkdir(parents=True, exist_ok=True)
@@ -101,8 +143,21 @@ class Dataset:
     # -- commit log ---------------------------------------------------------------------------
 
     def log(self) -> list[LogEntry]:
-        """Every committed source, oldest first. Log files are read once per version (name,
-        size, mtime), so ingesting many files does not re-read the whole log each time."""
+        """Every committed source, oldest first."""
+        return list(self._current().entries)
+
+    def _current(self) -> _Index:
+        """The log's index: the writer's own while it holds the lock, else read from disk."""
+        if self._index is not None:
+            return self._index
+        idx = _Index.of(self._read_logs())
+        if self._owner:
+            self._index = idx
+        return idx
+
+    def _read_logs(self) -> list[LogEntry]:
+        """Every log record on disk. Log files are parsed once per version (name, size,
+        mtime), so a reader that asks again re-reads only what changed."""
         entries = []
         seen = set()
         for f in sorted((self.root / LOG).glob("*.parquet")):
@@ -139,26 +194,18 @@ class Dataset:
 
     def live(self) -> dict[str, LogEntry]:
         """Committed sources that no later version of the same path superseded."""
-        entries = self.log()
-        dead = {s for e in entries for s in e.supersedes}
-        return {e.source_id: e for e in entries if e.source_id not in dead}
+        return dict(self._current().live)
 
     def same_file(self, path: str, size: int, mtime_ns: int) -> LogEntry | None:
         """The live entry read from this path when the file had this size and modification
         time: the file was not rewritten since, so its content hash need not be recomputed
         (as make and git decide; a nightly job over gigabytes of unchanged telemetry would
         otherwise hash all of it again)."""
-        for e in self.live().values():
-            if e.path == path and e.size_bytes == size and e.mtime_ns == mtime_ns:
-                return e
-        return None
+        return self._current().by_file.get((path, size, mtime_ns))
 
     def find(self, sha256: str) -> LogEntry | None:
         """The live entry for a file content, if that content was already ingested."""
-        for e in self.live().values():
-            if e.sha256 == sha256:
-                return e
-        return None
+        return self._current().by_sha.get(sha256)
 
     # -- staging and commit -------------------------------------------------------------------
 
@@ -203,6 +250,8 @@ class Dataset:
             pa.Table.from_pylist([row], schema=TABLES[LOG]),
             self.root / LOG / f"{entry.source_id}.parquet",
         )
+        if self._index is not None:
+            self._index.commit(entry)
         shutil.rmtree(staging, ignore_errors=True)
         for old in entry.supersedes:  # the earlier versions of this path
             self._drop_source(old)
@@ -243,8 +292,10 @@ class Dataset:
             fh.write(f"pid {os.getpid()}\n")
             fh.flush()
             _HELD[root] = 1
+            self._owner, self._index = True, None
             yield
         finally:
+            self._owner, self._index = False, None
             _HELD.pop(root, None)
             fh.close()  # releases the lock
 
@@ -252,7 +303,9 @@ class Dataset:
         """Delete staging folders and data files of uncommitted or superseded sources (under
         the writer lock: what a staging folder holds then was left by a writer that died)."""
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
-        return self.collect_garbage()
+        removed = self.collect_garbage()
+        self._index = None  # read again: the log folder changed
+        return removed
 
     def _drop_source(self, source_id: str) -> int:
         """Delete one source's data files, then its log record."""

@@ -25,6 +25,9 @@ WRITES_IN_FLIGHT = 2
 """Staged Parquet writes queued behind the reader at most."""
 _NO_HIVE = "hive_partitioning = false"
 """Staging folders are not data: a row's workload is the value it holds."""
+SMALL_UNIQUE = 100_000
+"""Up to this many rows, a file's keys are checked for uniqueness in Arrow; beyond, DuckDB
+counts them (it spills, memory stays bounded)."""
 MAX_REJECTIONS_LOGGED = 50
 """ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
 
@@ -194,6 +197,13 @@ class Sink:
         files = sorted((self.staging / table).rglob("*.parquet"))
         if not files:
             return
+        if self.rows[table] <= SMALL_UNIQUE:
+            # a small file: its keys counted by Arrow, without DuckDB's start-up per file
+            keys = pa.concat_arrays(
+                [pq.read_table(f, columns=[key])[key].combine_chunks() for f in files]
+            )
+            if pc.count_distinct(keys).as_py() == len(keys):
+                return
         con = duckdb.connect()
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         # the common case first: one hash aggregate (DuckDB spills it), no window over the rows
