@@ -13,8 +13,10 @@ import msgspec
 from mapreport.errors import InputError
 from mapreport.ingest.records import JsonDecoder, open_bytes
 
-MAX_DOCUMENT_BYTES = 1 << 30
-"""A one-document file larger than this is refused: these exports are per engine or per run."""
+MAX_DOCUMENT_BYTES = 128 << 20
+"""A one-document file decompressing to more than this is refused while it is read: these
+exports are per engine or per run (the largest real one here is 1 MB), and the decoded
+document takes several times its bytes."""
 
 _BYTE = re.compile(r"byte (\d+)")
 _DECODE: JsonDecoder[Any] = JsonDecoder()

@@ -38,6 +38,7 @@ from mapreport.ingest import helper
 from mapreport.ingest.base import Head
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
+from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES
 from mapreport.ingest.kineto_link import extra, link
 from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
 from mapreport.ingest.records import JsonDecoder, Memo, open_bytes
@@ -113,6 +114,15 @@ ROWS_PER_FILE = 200_000
 """op_exec rows written per Parquet file."""
 EVENTS_PER_RUN = 200_000
 """Events of a whole-decoded document typed and turned into columns at a time."""
+MAX_EVENTS = 10_000_000
+"""A trace with more events is refused (its columns would pass ~1.5 GiB before the kernels
+are linked to their operators): profile fewer steps (`schedule(active=...)`)."""
+
+
+class TooManyEvents(Exception):
+    """More than MAX_EVENTS events (a decompression bomb, or a profile of too many steps)."""
+
+
 _SKIP = "\0skip"
 _EMPTY = Args()
 _UNDECODED = Event()
@@ -346,6 +356,8 @@ def _read_runs(
             _reject(sink, found)
             found.clear()
         first += len(run.events)
+        if first > MAX_EVENTS:
+            raise TooManyEvents
         if table is not None:
             tables.append(table)
     return first
@@ -429,13 +441,20 @@ class KinetoReader:
         memo = _Memo()
         tables: list[pa.Table] = []
         try:
-            header = self._stream(path, sink, memo, tables)
-        except NotStreamable:
-            header = self._whole(path, sink, memo, tables)
+            try:
+                header = self._stream(path, sink, memo, tables)
+            except NotStreamable:
+                header = self._whole(path, sink, memo, tables)
         except BadArray as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
+        except TooManyEvents:
+            why = f"more than {MAX_EVENTS:,} events; profile fewer steps"
+            raise InputError(path, None, "traceEvents", why) from None
         except (OSError, EOFError) as e:
             raise InputError(path, None, None, f"unreadable: {e}") from None
+        if sum(len(x) for x in tables) > MAX_EVENTS:  # each process's half was within it
+            why = f"more than {MAX_EVENTS:,} events; profile fewer steps"
+            raise InputError(path, None, "traceEvents", why)
         rows = (pa.concat_tables(tables) if tables else COLUMNS.empty_table()).combine_chunks()
         del tables
         shapes, ops = link(rows)
@@ -504,11 +523,16 @@ class KinetoReader:
     def _whole(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
         """The document decoded whole, its events one by one (layouts streaming refuses)."""
         with open_bytes(path) as fh:
-            data = fh.read()
+            data = fh.read(MAX_DOCUMENT_BYTES + 1)
+        if len(data) > MAX_DOCUMENT_BYTES:
+            why = f"a trace that cannot be streamed may hold at most {MAX_DOCUMENT_BYTES} bytes"
+            raise InputError(path, None, "traceEvents", why)
         try:
             doc = _WHOLE.decode(data)
         except msgspec.DecodeError as e:
             raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
+        if len(doc.traceEvents) > MAX_EVENTS:
+            raise TooManyEvents
         for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):
             run = _decode_each(doc.traceEvents[start : start + EVENTS_PER_RUN])
             rejects: list[_Reject] = []

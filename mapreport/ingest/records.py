@@ -115,25 +115,37 @@ def iter_jsonl_batches(path: Path, size: int) -> Iterator[list[tuple[int, bytes 
         yield batch
 
 
+def bounded_lines(fh: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, line) of a byte stream, each line at most MAX_LINE_BYTES; a longer one
+    is None, its rest skipped without being held (a 6 GiB line costs time, not memory)."""
+    lineno = 0
+    while True:
+        raw = fh.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        lineno += 1
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):  # skip the rest of the line
+                raw = fh.readline(MAX_LINE_BYTES)
+            yield lineno, None
+            continue
+        yield lineno, raw
+
+
+LONG_LINE = f"line longer than {MAX_LINE_BYTES} bytes"
+
+
 def iter_jsonl_raw(path: Path) -> Iterator[tuple[int, bytes | BadRecord]]:
     """The non-blank lines of a JSON Lines file, undecoded, with their line numbers; an
     over-long line or a truncated gzip stream is a BadRecord."""
     lineno = 0
     with open_bytes(path) as fh:
         try:
-            while True:
-                raw = fh.readline(MAX_LINE_BYTES + 1)
-                if not raw:
-                    break
-                lineno += 1
-                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    while raw and not raw.endswith(b"\n"):  # skip the rest of the line
-                        raw = fh.readline(MAX_LINE_BYTES)
-                    yield lineno, BadRecord(None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
-                    continue
-                if not raw.strip():
-                    continue
-                yield lineno, raw
+            for lineno, raw in bounded_lines(fh):
+                if raw is None:
+                    yield lineno, BadRecord(None, LONG_LINE, b"")
+                elif raw.strip():
+                    yield lineno, raw
         except (EOFError, zlib.error, gzip.BadGzipFile):
             yield lineno + 1, BadRecord(None, TRUNCATED, b"")
 

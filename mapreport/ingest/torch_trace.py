@@ -22,7 +22,7 @@ import msgspec
 
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
-from mapreport.ingest.records import MAX_LINE_BYTES, JsonDecoder, open_bytes
+from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import as_float
 from mapreport.shapes import UNKNOWN, ShapeError, canonical_shape
@@ -45,6 +45,8 @@ class _Compile:
 
 
 REASONS = "recompile_reasons"
+MAX_PAYLOAD_BYTES = 64 << 20
+"""A record's payload (its tab-prefixed lines) larger than this is rejected, not held."""
 _TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
 
 
@@ -64,17 +66,24 @@ def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], byte
     """(line, envelope, payload bytes) per record; undecodable records are rejected."""
     pending: tuple[int, dict[str, Any]] | None = None
     payload: list[bytes] = []
+    size = 0
     with open_bytes(path) as fh:
-        for line_no, raw in enumerate(fh, 1):
-            if len(raw) > MAX_LINE_BYTES:
-                sink.reject(line_no, None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
+        for line_no, raw in bounded_lines(fh):
+            if raw is None:
+                sink.reject(line_no, None, LONG_LINE, b"")
                 continue
             if raw.startswith(b"\t"):
-                payload.append(raw[1:])
+                size += len(raw)
+                if pending is not None and size > MAX_PAYLOAD_BYTES:
+                    why = f"payload longer than {MAX_PAYLOAD_BYTES} bytes"
+                    sink.reject(pending[0], "payload", why, b"")
+                    pending, payload = None, []  # the rest of it is skipped, line by line
+                elif pending is not None:
+                    payload.append(raw[1:])
                 continue
             if pending is not None:
                 yield pending[0], pending[1], b"".join(payload)
-            pending, payload = None, []
+            pending, payload, size = None, [], 0
             if not raw.strip():
                 continue
             m = PREFIX.match(raw)

@@ -31,7 +31,7 @@ import msgspec
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import MAX_LINE_BYTES, JsonDecoder, open_bytes
+from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import as_float
 from mapreport.shapes import ShapeError, canonical_shape
@@ -195,9 +195,9 @@ class TvmReader:
         plan_id = path.name.rsplit(".", 1)[0]
         seen: dict[tuple[str, str, str | None], _Workload] = {}
         with open_bytes(path) as fh:
-            for line_no, raw in enumerate(fh, 1):
-                if len(raw) > MAX_LINE_BYTES:
-                    sink.reject(line_no, None, f"line longer than {MAX_LINE_BYTES} bytes", b"")
+            for line_no, raw in bounded_lines(fh):
+                if raw is None:
+                    sink.reject(line_no, None, LONG_LINE, b"")
                     continue
                 text = raw.strip()
                 if not text or text.startswith(b"#"):
