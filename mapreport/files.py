@@ -12,7 +12,7 @@ from pathlib import Path
 def replacing(path: Path) -> Iterator[Path]:
     """A temporary path beside `path` to write; renamed onto `path` when the block ends, and
     removed when it fails (a full disk must not stay full on every rerun). An OSError that
-    names no file (ENOSPC from a write) is raised naming `path`."""
+    names no file (ENOSPC from a write) or the temporary one is raised naming `path`."""
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     try:
         yield tmp
@@ -20,7 +20,7 @@ def replacing(path: Path) -> Iterator[Path]:
     except BaseException as e:
         with contextlib.suppress(OSError):
             tmp.unlink()
-        if isinstance(e, OSError) and not e.filename:
+        if isinstance(e, OSError) and e.filename in (None, "", str(tmp)):
             raise OSError(e.errno, e.strerror, str(path)) from None
         raise
 

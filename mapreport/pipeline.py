@@ -242,10 +242,7 @@ def report(
         slices = list_slices(con)
         if not slices:
             raise DatasetError(f"{dataset_dir} holds no requests to report on")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise MapreportError(f"cannot create output folder {out}: {e.strerror}") from None
+    out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
     key = RunKey(run_id, run_date, config.baseline_run)
     exporter = SvgExporter()
     outcomes = []

@@ -367,7 +367,7 @@ def test_a_full_disk_leaves_no_temp_file_and_names_the_path(
     pipeline.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
     real = Path.write_bytes
 
-    def full(self: Path, data: bytes) -> int:  # type: ignore[override]
+    def full(self: Path, data: bytes) -> int:
         real(self, data[: len(data) // 2])
         raise OSError(28, "No space left on device")  # the system names no file
 
@@ -379,3 +379,23 @@ def test_a_full_disk_leaves_no_temp_file_and_names_the_path(
     assert "No space left on device" in res.output
     assert f"({out}/" in res.output  # the file it could not write
     assert [p for p in out.rglob("*") if ".tmp" in p.name] == []
+
+
+def test_a_read_only_out_is_a_system_error(
+    tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OUT on a read-only filesystem: exit 7 naming it (was exit 1)."""
+    ds, out = tmp_path / "ds", tmp_path / "ro" / "out"
+    pipeline.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
+    real = Path.mkdir
+
+    def read_only(self: Path, *args: object, **kwargs: object) -> None:
+        if self.is_relative_to(tmp_path / "ro"):
+            raise OSError(30, "Read-only file system", str(self))
+        real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    args = ["report", "-q", "--dataset", str(ds), "--out", str(out), "--no-pdf"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 7
+    assert res.output.strip() == f"mapreport: system error: Read-only file system ({out})"
