@@ -20,7 +20,14 @@ from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.files import atomic_write
-from mapreport.ingest import IngestResult, commit_staged, helper, ingest_file, stage_file
+from mapreport.ingest import (
+    IngestResult,
+    Staged,
+    commit_staged,
+    helper,
+    ingest_file,
+    stage_file,
+)
 from mapreport.kinds import OwnerRole
 from mapreport.names import folder_name
 from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
@@ -93,6 +100,7 @@ def _ingest(
 ) -> list[IngestResult]:
     dataset_dir = ds.root
     ds.recover()
+    ds.live()  # the log read once here; reader processes get it with their work
     results = []
     failures: list[InputError] = []
     files = list(iter_files(list(paths)))
@@ -104,15 +112,14 @@ def _ingest(
         ProcessPoolExecutor(
             max_workers=jobs,
             mp_context=multiprocessing.get_context("spawn"),
-            initializer=helper.disable,  # the jobs use the cores: no second process per file
+            initializer=_reader_process,
+            initargs=(ds,),  # the dataset and its log go to each process once, not per file
         )
         if jobs > 1 and len(files) > 1
         else None
     )
     try:
-        pending = [
-            pool.submit(stage_file, ds, f, policy, fmt, hints) if pool else None for f in files
-        ]
+        pending = [pool.submit(_stage, f, policy, fmt, hints) if pool else None for f in files]
         for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
             progress(f"ingest {i}/{len(files)} {f}")
             try:
@@ -131,6 +138,24 @@ def _ingest(
     if failures:
         raise IngestFailures(results, failures)
     return results
+
+
+_READER_DATASET: list[Dataset] = []
+"""In an `ingest --jobs` reader process: the dataset it stages for."""
+
+
+def _reader_process(ds: Dataset) -> None:
+    """Initialise a reader process: its dataset, and no helper processes (the jobs already
+    use the cores)."""
+    helper.disable()
+    _READER_DATASET.append(ds)
+
+
+def _stage(
+    path: Path, policy: ErrorPolicy | None, fmt: str | None, hints: dict[str, str] | None
+) -> Staged:
+    """Stage one file in a reader process."""
+    return stage_file(_READER_DATASET[0], path, policy, fmt, hints)
 
 
 class IngestFailures(InputError):

@@ -24,7 +24,7 @@ import logging
 import os
 import shutil
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -94,6 +94,8 @@ class _Index:
     live: dict[str, LogEntry]
     by_file: dict[tuple[str, int, int | None], LogEntry]
     by_sha: dict[str, LogEntry]
+    by_path: dict[str, list[str]] = field(default_factory=dict)
+    """Live source ids per input path."""
 
     @classmethod
     def of(cls, entries: list[LogEntry]) -> _Index:
@@ -110,6 +112,7 @@ class _Index:
         self.live[e.source_id] = e
         self.by_file.setdefault((e.path, e.size_bytes, e.mtime_ns), e)
         self.by_sha.setdefault(e.sha256, e)
+        self.by_path.setdefault(e.path, []).append(e.source_id)
 
     def commit(self, e: LogEntry) -> None:
         """A new entry, which supersedes its path's earlier versions."""
@@ -117,6 +120,7 @@ class _Index:
         for old in e.supersedes:
             gone = self.live.pop(old, None)
             if gone is not None:
+                self.by_path[gone.path].remove(old)
                 self.by_file.pop((gone.path, gone.size_bytes, gone.mtime_ns), None)
                 if self.by_sha.get(gone.sha256) is gone:
                     del self.by_sha[gone.sha256]
@@ -139,6 +143,12 @@ class Dataset:
                 raise DatasetError(f"cannot create dataset folder {root}: {e.strerror}") from None
         elif not (root / LOG).is_dir():
             raise DatasetError(f"{root} is not a mapreport dataset (no {LOG}/ folder)")
+
+    def __getstate__(self) -> dict[str, Any]:
+        """What a reader process (`ingest --jobs`) gets: the folder and the log as it was when
+        its work was handed out (the committing process checks again before each commit),
+        not this process's claim on the lock."""
+        return {"root": self.root, "_log_cache": {}, "_index": self._index, "_owner": False}
 
     # -- commit log ---------------------------------------------------------------------------
 
@@ -202,6 +212,10 @@ class Dataset:
         (as make and git decide; a nightly job over gigabytes of unchanged telemetry would
         otherwise hash all of it again)."""
         return self._current().by_file.get((path, size, mtime_ns))
+
+    def versions(self, path: str) -> tuple[str, ...]:
+        """The live source ids read from `path` (what a new version of it supersedes)."""
+        return tuple(self._current().by_path.get(path, ()))
 
     def find(self, sha256: str) -> LogEntry | None:
         """The live entry for a file content, if that content was already ingested."""

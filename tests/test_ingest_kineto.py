@@ -461,7 +461,7 @@ def test_helper_reply_or_none() -> None:
 
 
 def test_helpers_off_in_jobs_readers(monkeypatch: Any) -> None:
-    """`helper.disable` (the initializer of `ingest --jobs` reader processes) turns helpers
+    """`helper.disable` (called when an `ingest --jobs` reader process starts) turns helpers
     off in that process; size and gzip decide otherwise."""
     import os
 

@@ -74,6 +74,22 @@ CASES: dict[str, tuple[int | None, str | None, str, tuple[int, int] | None]] = {
 DATA_TABLES = ("request", "adaptation_event", "compile_plan", "quality", "environment")
 
 
+def abort_then_quarantine(
+    tmp_path: Path, f: Path, reason: str, line: int | None, kept: int, fmt: str | None = None
+) -> InputError:
+    """Under abort the file stops at `line` with `reason` and nothing of it is committed;
+    under quarantine `kept` rows of its main table stay and one record is rejected."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError, match=reason) as err:
+        ingest_file(ds, f, fmt=fmt)
+    assert err.value.line == line
+    assert ds.live() == {}
+    res = ingest_file(ds, f, policy="quarantine", fmt=fmt)
+    table = "op_exec" if fmt == "kineto" else "request"
+    assert (res.rows[table], res.rejected) == (kept, 1)
+    return err.value
+
+
 def test_corpus_is_complete() -> None:
     assert {p.name for p in CORPUS.iterdir()} == set(CASES)
 
@@ -127,12 +143,7 @@ def test_line_over_the_size_limit_is_rejected(tmp_path: Path) -> None:
         fh.write(json.dumps(rec) + "\n")
         fh.write(json.dumps({**rec, "request_id": "big", "pad": "x" * (5 << 20)}) + "\n")
         fh.write(json.dumps({**rec, "request_id": "after"}) + "\n")
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError, match="longer than") as err:
-        ingest_file(ds, f)
-    assert err.value.line == 2
-    res = ingest_file(ds, f, policy="quarantine")
-    assert (res.rows["request"], res.rejected) == (2, 1)
+    abort_then_quarantine(tmp_path, f, "longer than", 2, 2)
 
 
 def test_thousands_of_dims_rejected(tmp_path: Path) -> None:
@@ -512,13 +523,7 @@ def test_csv_cell_over_the_field_limit_loses_no_row_after_it(tmp_path: Path, wid
     rows += [",".join(wide)] + [row(i) for i in range(3, 10)]
     f = tmp_path / "wide.runtime.csv"
     f.write_text("\n".join([header, *rows]) + "\n")
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError) as err:
-        ingest_file(ds, f)
-    assert err.value.line == 5
-    assert "field limit" in err.value.reason or "longer than" in err.value.reason
-    res = ingest_file(ds, f, policy="quarantine")
-    assert (res.rows["request"], res.rejected) == (10, 1)
+    abort_then_quarantine(tmp_path, f, "field limit|longer than", 5, 10)
 
 
 BROKEN_ON_PURPOSE = {"simple_corrupted_json.log"}
@@ -558,12 +563,7 @@ def test_numbers_beyond_two_to_the_53_are_rejected_at_ingest(
     lines[2][field] = value
     f = tmp_path / "times.jsonl"
     f.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError, match="out of range") as err:
-        ingest_file(ds, f)
-    assert err.value.line == 3
-    res = ingest_file(ds, f, policy="quarantine")
-    assert (res.rows["request"], res.rejected) == (3, 1)
+    abort_then_quarantine(tmp_path, f, "out of range", 3, 3)
 
 
 def test_every_reader_stages_only_numbers_in_range(tmp_path: Path) -> None:
@@ -575,12 +575,8 @@ def test_every_reader_stages_only_numbers_in_range(tmp_path: Path) -> None:
     ]
     f = tmp_path / "trace.json"
     f.write_text(json.dumps({"traceEvents": events}, indent=0))
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError, match="out of range") as err:
-        ingest_file(ds, f, fmt="kineto")
-    assert err.value.field == "ts_us"
-    res = ingest_file(ds, f, policy="quarantine", fmt="kineto")
-    assert (res.rows["op_exec"], res.rejected) == (2, 1)
+    err = abort_then_quarantine(tmp_path, f, "out of range", 2, 2, fmt="kineto")  # event 2
+    assert err.field == "ts_us"
 
 
 def test_findings_are_strict_json() -> None:
@@ -694,12 +690,7 @@ def test_parquet_uint64_beyond_int64_is_named(tmp_path: Path) -> None:
         for k, v in (("arrival_us", 1.0), ("compute_start_us", 2.0), ("compute_end_us", 3.0))
     }
     pq.write_table(pa.table({**cols, **times, "core": pa.array([1, 2**64 - 1], pa.uint64())}), f)
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError) as err:
-        ingest_file(ds, f)
-    assert (err.value.line, err.value.field) == (2, "core")
-    res = ingest_file(ds, f, policy="quarantine")
-    assert (res.rows["request"], res.rejected) == (1, 1)
+    assert abort_then_quarantine(tmp_path, f, "out of range", 2, 1).field == "core"
 
 
 def test_kineto_event_without_pid_or_tid(tmp_path: Path) -> None:

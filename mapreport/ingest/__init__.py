@@ -189,6 +189,6 @@ def commit_staged(dataset: Dataset, staged: Staged) -> IngestResult:
         shutil.rmtree(staging, ignore_errors=True)
         r = staged.result
         return IngestResult(r.path, known.source_id, known.format, "unchanged", known.rows, 0)
-    previous = tuple(e.source_id for e in dataset.live().values() if e.path == entry.path)
+    previous = dataset.versions(entry.path)
     dataset.commit(staging, replace(entry, supersedes=previous))
     return staged.result
