@@ -89,6 +89,15 @@ class ActionKind(StrEnum):
     ENVIRONMENT_MISMATCH = "environment_mismatch"
 
 
+BLOCKERS: tuple[ActionKind, ...] = (
+    ActionKind.PRECISION_WITHOUT_QUALITY,
+    ActionKind.ENVIRONMENT_MISMATCH,
+    ActionKind.OBSERVABILITY,
+)
+"""Actions that block a trustworthy result, in the order they rank above every tuning action
+whatever its traffic: a precision change without quality evidence, an unlocked environment,
+missing telemetry."""
+
 EVIDENCE_FREE = frozenset(
     {
         ActionKind.OBSERVABILITY,

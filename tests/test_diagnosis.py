@@ -223,3 +223,20 @@ def test_every_action_names_the_configured_owner_of_its_role(demo_reports: Path)
             assert a["owner"] == owners[a["owner_role"]], a["title"]  # the person, from config
             seen.add(kind)
     assert seen == set(ActionKind)  # the demo exercises every kind of action
+
+
+def test_blockers_rank_above_tuning_whatever_their_traffic(demo_reports: Path) -> None:
+    """A precision change without quality evidence, an unlocked environment and missing
+    telemetry come first (before: llama's int8-without-quality action was #8 of 8)."""
+    from mapreport.kinds import BLOCKERS
+
+    seen = 0
+    for name in TRUTH:
+        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        kinds = [ActionKind(a["class"]) for a in doc["actions"]]
+        rank = [BLOCKERS.index(k) if k in BLOCKERS else len(BLOCKERS) for k in kinds]
+        assert rank == sorted(rank), (name, kinds)
+        if kinds and kinds[0] in BLOCKERS:
+            seen += 1
+            assert "first, a blocker: " in doc["summary"]
+    assert seen >= 2  # llama (int8 without quality) and resnet (environment mismatch)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from mapreport.analysis.common import Evidence, Review, Thresholds
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.kinds import (
+    BLOCKERS,
     ActionKind,
     BottleneckClass,
     Criterion,
@@ -343,7 +344,8 @@ def plan_actions(
     slowest: dict[str, tuple[int, float]],
     sources: tuple[str, ...],
 ) -> tuple[Action, ...]:
-    """Every action of a slice, most impact first (ties: shape, kind)."""
+    """Every action of a slice: blockers first (`BLOCKERS`, in that order), then the tuning
+    actions, most impact first (ties: shape, kind)."""
     actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
     unmeasured = [
         (m.shape, UNMEASURED_FIELDS[u])
@@ -354,4 +356,9 @@ def plan_actions(
         for u in m.tail.unmeasured
     ]
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
-    return tuple(sorted(actions, key=lambda a: (-a.impact, a.shape, a.kind)))
+    return tuple(sorted(actions, key=_rank))
+
+
+def _rank(a: Action) -> tuple[int, float, str, str]:
+    blocker = BLOCKERS.index(a.kind) if a.kind in BLOCKERS else len(BLOCKERS)
+    return blocker, -a.impact, a.shape, a.kind

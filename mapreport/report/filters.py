@@ -140,7 +140,18 @@ def num2(x: float | None) -> str:
     return num(x, 2)
 
 
+def plural_word(n: int, noun: str) -> str:
+    """`noun` for one, `nouns` for any other count."""
+    return noun if n == 1 else noun + "s"
+
+
+def plural(n: int, noun: str) -> str:
+    """`1 action`, `8 actions`, `1,204 requests`."""
+    return f"{n:,} {plural_word(n, noun)}"
+
+
 FILTERS: dict[str, Callable[..., str]] = {
+    "plural": plural,
     "pct_whole": pct_whole,
     "index": index,
     "num1": num1,

@@ -14,6 +14,7 @@ from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.kinds import (
+    BLOCKERS,
     AccuracyState,
     ActionKind,
     ActionState,
@@ -32,7 +33,15 @@ from mapreport.kinds import (
     PitfallKind,
     RegressionKind,
 )
-from mapreport.report.filters import DASH, duration, duration_ms, pct, signed_pct
+from mapreport.report.filters import (
+    DASH,
+    duration,
+    duration_ms,
+    pct,
+    plural,
+    plural_word,
+    signed_pct,
+)
 
 LABELLED = (
     Decision,
@@ -117,7 +126,7 @@ CLASS_BASES: dict[ClassBasis, str] = {
 
 FUSION_GAPS: dict[FusionGap, str] = {
     FusionGap.NO_GROUPS: "not measured: no fusion groups",
-    FusionGap.NOT_BOTH_RAN: "not measured: {n} compiled bucket(s) fuse ops, but no shape ran "
+    FusionGap.NOT_BOTH_RAN: "not measured: ops are fused in {n}, but no shape ran "
     "both a fused and an unfused plan of the same bucket",
 }
 
@@ -359,10 +368,11 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
     if c.item == CheckItem.OWNERSHIP:
         if not c.roles:
             return (
-                f"{len(r.actions)} action(s), each with an owner, a rollback trigger and a "
+                f"{plural(len(r.actions), 'action')}, each with an owner, a rollback trigger and a "
                 "validation matrix"
             )
-        return f"no owner configured for role(s): {', '.join(c.roles)} ([owners] in the config)"
+        roles = f"{plural_word(len(c.roles), 'role')} {', '.join(c.roles)}"
+        return f"no owner configured for the {roles} ([owners] in the config)"
     if c.passed:
         return "signed by " + ", ".join(f"{k}: {v}" for k, v in sorted(rv.signoffs.items()))
     return "missing sign-off: " + ", ".join(c.roles)
@@ -395,7 +405,7 @@ def fusion_note(s: Scheduling) -> str:
     """Why no fusion effect is shown ('' when one is)."""
     if s.fusion_gap is None:
         return ""
-    return FUSION_GAPS[s.fusion_gap].format(n=s.fused_buckets)
+    return FUSION_GAPS[s.fusion_gap].format(n=plural(s.fused_buckets, "compiled bucket"))
 
 
 def history_note(h: History) -> str:
@@ -415,14 +425,15 @@ def _offline(r: SliceResult) -> list[str]:
     c = r.compiles
     if c is not None:
         parts.append(
-            f"{c.compiles} compile(s), {c.recompiles} recompile(s) over {len(c.shapes)} shape(s), "
+            f"{plural(c.compiles, 'compile')}, {plural(c.recompiles, 'recompile')} over "
+            f"{plural(len(c.shapes), 'shape')}, "
             f"{duration_ms(c.compile_ms)} compiling"
         )
     w = r.sweep
     if w is not None:
         parts.append(
-            f"{w.configs_total} model config(s) swept at {w.points} load point(s), best "
-            f"{w.best or DASH}"
+            f"{plural(w.configs_total, 'model config')} swept at "
+            f"{plural(w.points, 'load point')}, best {w.best or DASH}"
         )
     return parts or ["nothing to report beyond the data sources"]
 
@@ -446,4 +457,7 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
     if not r.actions:
         return head + " No action is called for."
-    return head + f" {len(r.actions)} action(s); the biggest: {action_title(r.actions[0], r.name)}."
+    first = r.actions[0]
+    lead = "first, a blocker" if first.kind in BLOCKERS else "the biggest"
+    count = plural(len(r.actions), "action")
+    return head + f" {count}; {lead}: {action_title(first, r.name)}."
