@@ -159,3 +159,61 @@ def test_index_links_every_report(demo_reports: Path) -> None:
             assert f'href="{name}/{f}"' in index
             assert (demo_reports / name / f).is_file()
     assert not list(demo_reports.rglob(".*tmp*"))  # no temporary files left behind
+
+
+def _page(pdf: Path, page: int) -> str:
+    out = subprocess.run(
+        ["pdftotext", "-layout", "-f", str(page), "-l", str(page), str(pdf), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return re.sub(r"\s+", " ", out)
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_page_one_is_the_verdict(demo_reports: Path, name: str) -> None:
+    """Page 1 states each SLA target met or missed, the shape driving a miss, the first
+    actions with their owners and what fails, all as findings.json has them; the contents
+    are on page 2 (before: page 1 was six cards and the contents, the SLA on page 2)."""
+    doc = json.loads((demo_reports / name / "findings.json").read_text())
+    first = _page(demo_reports / name / "report.pdf", 1)
+    assert "Verdict" in first
+    assert "Contents" not in first
+    scope = doc["scope"]
+    for q in ("p95", "p99"):
+        target, value = scope[f"sla_{q}_us"], scope[f"latency_{q}_us"]
+        if target:
+            word = "met" if value <= target else "missed by"
+            assert (
+                f"{q} {value / 1000:.2f} ms against an SLA of {target / 1000:.2f} ms: {word}"
+                in first
+            )
+    over = doc["over_sla"]
+    missed = any(
+        scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
+        for q in ("p95", "p99")
+    )
+    if missed:
+        top = over["shapes"][0]
+        assert f"Driven by {top['shape']}: {top['n_over']} of its {top['n']} requests" in first
+    for a in doc["actions"][:3]:
+        assert a["title"][:60] in first
+        assert (a["owner"] or "unassigned") in first
+    for c in doc["checklist"]:
+        if not c["passed"]:
+            assert c["item"] in first
+
+
+def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_reports: Path) -> None:
+    """over_sla counted again from the canonical Parquet with pandas."""
+    import pandas as pd
+
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    over = doc["over_sla"]
+    df = pd.concat(pd.read_parquet(f) for f in (demo_dataset / "request").rglob("*.parquet"))
+    df = df[(df.workload == "bert-base") & (df.status == "ok")]
+    late = df[df.compute_end_us - df.arrival_us > over["target_us"]]
+    counts = late.groupby("shape").size().sort_values(ascending=False)
+    assert over["n_over"] == len(late)
+    assert {s["shape"]: s["n_over"] for s in over["shapes"]} == counts.to_dict()

@@ -19,6 +19,7 @@ from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.kinds import Decision
@@ -75,6 +76,8 @@ class SliceResult:
     window_start_us: float | None
     window_end_us: float | None
     latency: Percentiles
+    over_sla: OverSla | None
+    """The requests over the SLA target of the headline quantile, by shape (no target: None)."""
     shapes: tuple[ShapeMetrics, ...]
     coverage: Coverage
     accuracy: Accuracy

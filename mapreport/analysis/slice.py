@@ -37,6 +37,7 @@ from mapreport.analysis.history import History, RunKey, RunPoint, Stored, histor
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling, scheduling
+from mapreport.analysis.sla import OverSla, over_sla
 from mapreport.analysis.stats import FloatArray, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.tail import (
@@ -87,6 +88,7 @@ class Facts:
     latency: Percentiles = field(default_factory=lambda: Percentiles(0, None, None, None))
     sources: tuple[SourceFile, ...] = ()
     environment: EnvironmentCheck | None = None
+    over_sla: OverSla | None = None
     tail: TailDrivers | None = None
     scheduling: Scheduling | None = None
     precision: PrecisionCheck = field(default_factory=PrecisionCheck)
@@ -169,7 +171,8 @@ def shapes_step(ctx: Context, f: Facts) -> None:
 
 
 def slice_step(ctx: Context, f: Facts) -> None:
-    """Slice-wide counts, window and latency; the files behind them and their environment."""
+    """Slice-wide counts, window and latency against the SLA; the files behind them and their
+    environment."""
     overall = query.slice_latency(ctx.con)
     f.requests, f.failed = overall["requests"], overall["failed"]
     f.window, f.latency = overall["window"], overall["latency"]
@@ -190,6 +193,7 @@ def slice_step(ctx: Context, f: Facts) -> None:
         for x in query.source_files(ctx.con, source_ids)
     )
     f.environment = check_environment(environments(ctx.con, source_ids))
+    f.over_sla = over_sla(ctx.con, f.latency, ctx.review, ctx.th)
 
 
 def diagnosis_step(ctx: Context, f: Facts) -> None:
@@ -349,6 +353,7 @@ def analyze(
         window_start_us=f.window[0],
         window_end_us=f.window[1],
         latency=f.latency,
+        over_sla=f.over_sla,
         shapes=tuple(f.shapes),
         coverage=f.coverage,
         accuracy=f.accuracy,

@@ -22,7 +22,7 @@ from mapreport.report import words
 from mapreport.report.filters import evidence_note
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.2"
+FINDINGS_SCHEMA_VERSION = "1.3"
 
 
 def strict(doc: Any) -> Any:
@@ -195,6 +195,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             for g in view.decisions
         },
         "shapes": [shape_findings(x) for x in view.shapes],
+        "over_sla": plain(r.over_sla),
         "tail_drivers": _tail(r.tail),
         "scheduling": _scheduling(r.scheduling, view),
         "actions": [_action(v) for v in view.actions],

@@ -6,6 +6,7 @@ reads it from here (or from the result it came from), so no two places decide it
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -13,7 +14,9 @@ from mapreport.analysis.actions import Action
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression
 from mapreport.analysis.results import ShapeMetrics, SliceResult
-from mapreport.kinds import BottleneckClass, Decision, OwnerRole, RegressionKind
+from mapreport.analysis.sla import OverSla, OverTarget
+from mapreport.kinds import BLOCKERS, BottleneckClass, Decision, OwnerRole, RegressionKind
+from mapreport.kinds import ActionState as State
 from mapreport.report import words
 from mapreport.schema import ENVIRONMENT_SHOWN
 
@@ -36,6 +39,41 @@ class SlaTarget:
     value_us: float | None
     met: bool | None
     """None when no target is configured."""
+
+    @property
+    def excess(self) -> float | None:
+        """How far the value is above (positive) or below its target, as a share of it."""
+        if not self.target_us or self.value_us is None:
+            return None
+        return self.value_us / self.target_us - 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What page 1 says before anything else: the SLA, what drives a miss, what to do, what
+    fails, and what changed since the compared night."""
+
+    sla: tuple[SlaTarget, ...]
+    """The configured targets only."""
+    driver: OverTarget | None
+    """The shape holding the most requests over the headline target, when it is missed."""
+    over: OverSla | None
+    actions: tuple[ActionView, ...]
+    blockers: int
+    """How many of `actions` are blockers (they come first)."""
+    failed: tuple[str, ...]
+    """Checklist items that fail."""
+    pitfalls: tuple[str, ...]
+    """Pitfalls found."""
+    changes: dict[State, int]
+    """Actions by state since the compared night (empty on a first night)."""
+    regressions: int
+    compared_to: str | None
+
+    @property
+    def missed(self) -> tuple[SlaTarget, ...]:
+        """The targets the slice misses."""
+        return tuple(s for s in self.sla if s.met is False)
 
 
 @dataclass(frozen=True)
@@ -117,6 +155,7 @@ class ReportView:
     """Everything a report's sections print beyond the result's own figures."""
 
     name: str
+    verdict: Verdict
     window: str
     description: str
     sla: tuple[SlaTarget, ...]
@@ -196,6 +235,36 @@ def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th))
 
 
+VERDICT_ACTIONS = 3
+"""Actions page 1 names (blockers first); the actions section lists every one."""
+
+
+def verdict(
+    r: SliceResult,
+    sla: tuple[SlaTarget, ...],
+    actions: tuple[ActionView, ...],
+    checks: tuple[Row, ...],
+) -> Verdict:
+    """Page 1 of the report, from the facts the sections state in full."""
+    h = r.history
+    compared = h is not None and h.compared_to is not None
+    moved = h.regressions if h is not None and compared else ()
+    missed = any(s.met is False for s in sla)
+    over = r.over_sla
+    return Verdict(
+        sla=tuple(s for s in sla if s.target_us),
+        driver=over.shapes[0] if over and over.shapes and missed else None,
+        over=over,
+        actions=actions[:VERDICT_ACTIONS],
+        blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
+        failed=tuple(c.name for c in checks if not c.flag),
+        pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
+        changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
+        regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
+        compared_to=h.compared_to if h else None,
+    )
+
+
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
     actions = tuple(action_view(a, r) for a in r.actions)
@@ -220,11 +289,13 @@ def build(r: SliceResult) -> ReportView:
     sched = r.scheduling
     env = r.environment
     rv = r.review
+    sla = sla_targets(r)
     return ReportView(
         name=r.name,
+        verdict=verdict(r, sla, actions, checks),
         window=window(r),
         description=rv.description,
-        sla=sla_targets(r),
+        sla=sla,
         summary=words.summary(r, headline(r)),
         actions=actions,
         top_actions=actions[:TOP_ACTIONS],
