@@ -118,6 +118,15 @@ class ActionState(StrEnum):
     DROPPED = "dropped"
 
 
+class Health(StrEnum):
+    """A slice's state on the index, the first that holds in this order."""
+
+    SLA_MISSED = "sla_missed"
+    ENVIRONMENT_UNLOCKED = "environment_unlocked"
+    CHECKLIST_FAILING = "checklist_failing"
+    HEALTHY = "healthy"
+
+
 class RegressionKind(StrEnum):
     """A shape's p95 change against an earlier run, by its CI."""
 

@@ -217,3 +217,31 @@ def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_reports: Path)
     counts = late.groupby("shape").size().sort_values(ascending=False)
     assert over["n_over"] == len(late)
     assert {s["shape"]: s["n_over"] for s in over["shapes"]} == counts.to_dict()
+
+
+def test_index_is_a_health_board(demo_reports: Path) -> None:
+    """Each slice's state is the first of SLA missed, environment unlocked, checklist failing,
+    healthy, as findings.json has the facts (before: a green "ok" for every generated report,
+    two of which missed their SLA); names link to the reports; the table sorts."""
+    index = (demo_reports / "index.html").read_text()
+    rows = re.findall(r"<tr>(.*?)</tr>", index.split("<tbody>")[1], re.S)
+    assert len(rows) == len(SLICES)
+    for name in SLICES:
+        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        scope = doc["scope"]
+        missed = any(
+            scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
+            for q in ("p95", "p99")
+        )
+        if missed:
+            state = "sla missed"
+        elif not doc["environment"]["locked"]:
+            state = "environment unlocked"
+        elif not all(c["passed"] for c in doc["checklist"]):
+            state = "checklist failing"
+        else:
+            state = "healthy"
+        (row,) = [r for r in rows if f'<a href="{name}/report.html">{name}</a>' in r]
+        assert f">{state}</td>" in row, (name, state)
+        assert doc["actions"][0]["title"] in row
+    assert "table.sortable" in index  # the inline sort script, no CDN

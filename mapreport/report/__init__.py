@@ -42,6 +42,7 @@ def _context(
         "media": media,
         "css": Markup(html.css()),
         "plotly_js": Markup(html.plotly_js()) if media == "screen" else None,
+        "sort_js": Markup(html.sort_js()) if media == "screen" else None,
         "generated_at": generated_at,
         "version": __version__,
         "notes": notes,
@@ -64,6 +65,15 @@ class IndexEntry(msgspec.Struct, frozen=True):
     actions: int = 0
     checklist_failed: int = 0
     pdf: bool = False
+    health: str = ""
+    """`kinds.Health` of the slice (empty for a failed report)."""
+    tail_quantile: str = ""
+    tail_us: float | None = None
+    sla_us: float | None = None
+    tail_change: float | None = None
+    """The headline quantile against the previous recorded night (None on a first night)."""
+    top_action: str = ""
+    top_owner: str = ""
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,13 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         actions=len(r.actions),
         checklist_failed=len(v.checklist_failed),
         pdf=pdf,
+        health=v.health,
+        tail_quantile=v.headline[0],
+        tail_us=v.headline[1],
+        sla_us=v.headline[2],
+        tail_change=v.tail_change,
+        top_action=v.actions[0].title if v.actions else "",
+        top_owner=(v.actions[0].a.owner or "unassigned") if v.actions else "",
     )
 
 
@@ -186,6 +203,7 @@ def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
         css=Markup(html.css()),
         media="screen",
         plotly_js=None,
+        sort_js=Markup(html.sort_js()),
         version=__version__,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

@@ -50,6 +50,12 @@ def css() -> str:
 
 
 @cache
+def sort_js() -> str:
+    """The few lines that make `table.sortable` sortable (inlined: no CDN)."""
+    return (STATIC_DIR / "sort.js").read_text(encoding="utf-8")
+
+
+@cache
 def plotly_js() -> str:
     """plotly.js, inlined once per HTML file (no CDN: reports are read offline)."""
     from plotly.offline import get_plotlyjs

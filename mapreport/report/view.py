@@ -12,10 +12,17 @@ from datetime import UTC, datetime
 
 from mapreport.analysis.actions import Action
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression
+from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.sla import OverSla, OverTarget
-from mapreport.kinds import BLOCKERS, BottleneckClass, Decision, OwnerRole, RegressionKind
+from mapreport.kinds import (
+    BLOCKERS,
+    BottleneckClass,
+    Decision,
+    Health,
+    OwnerRole,
+    RegressionKind,
+)
 from mapreport.kinds import ActionState as State
 from mapreport.report import words
 from mapreport.schema import ENVIRONMENT_SHOWN
@@ -156,6 +163,11 @@ class ReportView:
 
     name: str
     verdict: Verdict
+    health: Health
+    headline: tuple[str, float | None, float | None, bool | None]
+    """The tail quantile the slice has the evidence for, its value, SLA and whether met."""
+    tail_change: float | None
+    """That quantile against the previous recorded night (None on a first night)."""
     window: str
     description: str
     sla: tuple[SlaTarget, ...]
@@ -235,6 +247,33 @@ def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th))
 
 
+def health(r: SliceResult, sla: tuple[SlaTarget, ...], checks: tuple[Row, ...]) -> Health:
+    """The slice's state on the index: the first of SLA missed, environment unlocked,
+    checklist failing, healthy."""
+    if any(s.met is False for s in sla):
+        return Health.SLA_MISSED
+    if not r.environment.locked:
+        return Health.ENVIRONMENT_UNLOCKED
+    if any(not c.flag for c in checks):
+        return Health.CHECKLIST_FAILING
+    return Health.HEALTHY
+
+
+def tail_change(r: SliceResult, q: str) -> float | None:
+    """Tonight's headline quantile against the last earlier recorded night's."""
+    runs = r.history.runs if r.history else ()
+    tonight = [p for p in runs if p.current]
+    earlier = [p for p in runs if not p.current]
+    if not tonight or not earlier:
+        return None
+
+    def pick(p: RunPoint) -> float | None:
+        return p.latency_p99_us if q == "p99" else p.latency_p95_us
+
+    now, before = pick(tonight[-1]), pick(earlier[-1])
+    return None if not now or not before else now / before - 1
+
+
 VERDICT_ACTIONS = 3
 """Actions page 1 names (blockers first); the actions section lists every one."""
 
@@ -290,13 +329,17 @@ def build(r: SliceResult) -> ReportView:
     env = r.environment
     rv = r.review
     sla = sla_targets(r)
+    head = headline(r)
     return ReportView(
         name=r.name,
         verdict=verdict(r, sla, actions, checks),
+        health=health(r, sla, checks),
+        headline=head,
+        tail_change=tail_change(r, head[0]),
         window=window(r),
         description=rv.description,
         sla=sla,
-        summary=words.summary(r, headline(r)),
+        summary=words.summary(r, head),
         actions=actions,
         top_actions=actions[:TOP_ACTIONS],
         more_actions=max(0, len(actions) - TOP_ACTIONS),

@@ -27,6 +27,7 @@ from mapreport.kinds import (
     FusionGap,
     GainGap,
     GainState,
+    Health,
     HistoryNote,
     IngestStatus,
     OwnerRole,
@@ -54,6 +55,7 @@ LABELLED = (
     ActionState,
     RegressionKind,
     IngestStatus,
+    Health,
 )
 LABELS: dict[str, str] = {m: m.value.replace("_", " ") for e in LABELLED for m in e}
 """Short names of the categories shown in tables (the `label` filter)."""

@@ -1,0 +1,27 @@
+// Sortable tables: click a header to sort its column (again: the other way). Cells sort by
+// their data-sort attribute when they have one (numbers), else by their text.
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  table.querySelectorAll("thead th").forEach(function (th, col) {
+    th.style.cursor = "pointer";
+    th.title = "Sort by this column";
+    th.addEventListener("click", function () {
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      var up = th.getAttribute("aria-sort") !== "ascending";
+      function key(row) {
+        var cell = row.cells[col];
+        if (!cell) return "";
+        var v = cell.getAttribute("data-sort");
+        return v !== null && v !== "" && !isNaN(v) ? parseFloat(v) : (v || cell.textContent.trim()).toLowerCase();
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        var c = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y));
+        return up ? c : -c;
+      });
+      table.querySelectorAll("thead th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", up ? "ascending" : "descending");
+      rows.forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
