@@ -245,3 +245,15 @@ def test_index_is_a_health_board(demo_reports: Path) -> None:
         assert f">{state}</td>" in row, (name, state)
         assert doc["actions"][0]["title"] in row
     assert "table.sortable" in index  # the inline sort script, no CDN
+
+
+def test_data_sources_name_files_below_one_folder(demo_reports: Path) -> None:
+    """Data sources says the folder once and each file below it (before: every absolute
+    build path in full); findings.json keeps the full paths."""
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    html = (demo_reports / "bert-base" / "report.html").read_text()
+    shown = re.findall(r'<td class="path">([^<]*)</td>', html)
+    full = [s["path"] for s in doc["sources"]]
+    root = str(Path(full[0]).parent)
+    assert f"below <code>{root}</code>" in html
+    assert sorted(shown) == sorted(str(Path(p).relative_to(root)) for p in full)

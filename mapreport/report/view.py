@@ -6,9 +6,11 @@ reads it from here (or from the result it came from), so no two places decide it
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import PurePath
 
 from mapreport.analysis.actions import Action
 from mapreport.analysis.classify import DECIDING_SHARE
@@ -198,6 +200,10 @@ class ReportView:
     unplotted: tuple[ShapeMetrics, ...]
     """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
     source_formats: str
+    source_dir: str
+    """The folder every input file of the slice lies below (the paths shown are relative to it)."""
+    source_paths: dict[str, str]
+    """Per source id: its path relative to `source_dir`."""
     rejected_total: int
     unlisted_rejections: dict[str, int]
     """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
@@ -272,6 +278,18 @@ def tail_change(r: SliceResult, q: str) -> float | None:
 
     now, before = pick(tonight[-1]), pick(earlier[-1])
     return None if not now or not before else now / before - 1
+
+
+def source_dir(r: SliceResult) -> str:
+    """The deepest folder holding every input file of the slice ('' without files)."""
+    folders = [str(PurePath(s.path).parent) for s in r.sources]
+    return os.path.commonpath(folders) if folders else ""
+
+
+def source_paths(r: SliceResult) -> dict[str, str]:
+    """Each input file's path below `source_dir` (a build machine's absolute prefix said once)."""
+    root = source_dir(r)
+    return {s.source_id: os.path.relpath(s.path, root) if root else s.path for s in r.sources}
 
 
 VERDICT_ACTIONS = 3
@@ -378,6 +396,8 @@ def build(r: SliceResult) -> ReportView:
             if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
         ),
         source_formats=", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources",
+        source_dir=source_dir(r),
+        source_paths=source_paths(r),
         rejected_total=sum(s.rejected for s in r.sources),
         unlisted_rejections={s.source_id: s.rejected - len(s.rejections) for s in r.sources},
         limits={
