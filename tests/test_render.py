@@ -257,3 +257,13 @@ def test_data_sources_name_files_below_one_folder(demo_reports: Path) -> None:
     root = str(Path(full[0]).parent)
     assert f"below <code>{root}</code>" in html
     assert sorted(shown) == sorted(str(Path(p).relative_to(root)) for p in full)
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_validation_matrices_name_metrics_in_words(demo_reports: Path, name: str) -> None:
+    """`queue_p95_us` reads "p95 queue wait" in the matrices (findings.json keeps the key)."""
+    html = (demo_reports / name / "report.html").read_text()
+    actions = html[html.index('<section id="actions"') : html.index('<section id="history"')]
+    cells = re.findall(r"<td>([^<]*)</td>", actions)
+    assert not [c for c in cells if re.fullmatch(r"(latency|queue|compute)_p\d+_us|error_rate", c)]
+    assert "p95 queue wait" in actions or "p95 latency" in actions

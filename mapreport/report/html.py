@@ -40,6 +40,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(FILTERS)
     env.filters["label"] = words.label
     env.filters["criterion"] = words.criterion
+    env.filters["metric"] = words.metric
     return env
 
 

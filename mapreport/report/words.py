@@ -319,6 +319,37 @@ def rollback_window(t: RollbackTrigger) -> str:
     return f"{t.runs} consecutive nightly runs" if t.runs else "-"
 
 
+METRIC_NAMES: dict[str, str] = {
+    "latency": "latency",
+    "queue": "queue wait",
+    "compute": "compute",
+}
+METRIC_WORDS: dict[str, str] = {
+    "ape": "APE (|predicted - measured| / measured)",
+    "error_rate": "error rate",
+    "fallback_share": "share of requests on the fallback path",
+    "net_gain_p50": "net p50 adaptation gain",
+    "cost_per_request_us": "adaptation cost per request",
+}
+
+
+def metric(name: str) -> str:
+    """A metric identifier (findings.json's) in words: `queue_p95_us` is "p95 queue wait"."""
+    parts = name.split("_")
+    if len(parts) == 3 and parts[0] in METRIC_NAMES and parts[1][:1] == "p" and parts[2] == "us":
+        return f"{parts[1]} {METRIC_NAMES[parts[0]]}"
+    if name in METRIC_WORDS:
+        return METRIC_WORDS[name]
+    head, _, rest = name.partition(".")
+    if head == "tail_share" and rest:
+        return f"share of the tail excess from {label(rest)}"
+    if head == "missing" and rest:
+        return f"{rest} on every request"
+    if head == "environment" and rest:
+        return f"environment {rest.replace('_', ' ')}"
+    return name.replace("_", " ")
+
+
 def rollback_text(a: Action, name: str) -> str:
     """When to roll an action's change back, as one sentence."""
     t = a.rollback_trigger
@@ -327,7 +358,7 @@ def rollback_text(a: Action, name: str) -> str:
     bound = (f"> SLA {duration(t.sla_us)} or " if t.sla_us is not None else "> ") + (
         f"+10% over the pre-change {duration(t.pre_change)}"
     )
-    what = t.metric.removesuffix("_us").replace("_", " ")
+    what = metric(t.metric)
     return f"{what} of {name} at {a.shape} {bound} for {rollback_window(t)}"
 
 
