@@ -23,9 +23,11 @@ SCHEMA = json.loads(
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
-def pdftotext(pdf: Path) -> str:
+def pdftotext(pdf: Path, page: int | None = None) -> str:
+    """The PDF's text laid out (one page of it when `page` is given)."""
+    pages = ["-f", str(page), "-l", str(page)] if page else []
     return subprocess.run(
-        ["pdftotext", "-layout", str(pdf), "-"], capture_output=True, text=True, check=True
+        ["pdftotext", "-layout", *pages, str(pdf), "-"], capture_output=True, text=True, check=True
     ).stdout
 
 
@@ -161,23 +163,13 @@ def test_index_links_every_report(demo_reports: Path) -> None:
     assert not list(demo_reports.rglob(".*tmp*"))  # no temporary files left behind
 
 
-def _page(pdf: Path, page: int) -> str:
-    out = subprocess.run(
-        ["pdftotext", "-layout", "-f", str(page), "-l", str(page), str(pdf), "-"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return re.sub(r"\s+", " ", out)
-
-
 @pytest.mark.parametrize("name", SLICES)
 def test_page_one_is_the_verdict(demo_reports: Path, name: str) -> None:
     """Page 1 states each SLA target met or missed, the shape driving a miss, the first
     actions with their owners and what fails, all as findings.json has them; the contents
     are on page 2 (before: page 1 was six cards and the contents, the SLA on page 2)."""
     doc = json.loads((demo_reports / name / "findings.json").read_text())
-    first = _page(demo_reports / name / "report.pdf", 1)
+    first = re.sub(r"\s+", " ", pdftotext(demo_reports / name / "report.pdf", 1))
     assert "Verdict" in first
     assert "Contents" not in first
     scope = doc["scope"]

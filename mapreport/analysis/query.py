@@ -10,7 +10,7 @@ order statistics, as numpy's default does.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -125,6 +125,8 @@ class ShapeRow:
     """ok requests that report their peak memory."""
     mem_p50: float | None = None
     """Median peak memory of ok requests (bytes; None when none reports it)."""
+    over: dict[str, int] = field(default_factory=dict)
+    """ok requests above each configured SLA target, by quantile ("p95", "p99")."""
 
 
 def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
@@ -149,9 +151,17 @@ def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     return [(str(w), str(s)) for w, s in rows]
 
 
-def shape_rows(con: duckdb.DuckDBPyConnection) -> list[ShapeRow]:
+def shape_rows(
+    con: duckdb.DuckDBPyConnection, targets: dict[str, float] | None = None
+) -> list[ShapeRow]:
     """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
-    wait and compute (ok requests)."""
+    wait and compute (ok requests), and the ok requests above each SLA target in `targets`
+    (by quantile name), counted in the same scan."""
+    targets = targets or {}
+    over_sql = "".join(
+        f", count(*) FILTER (WHERE status = 'ok' AND latency_us > {float(v)!r}) AS over_{q}"
+        for q, v in targets.items()
+    )
     main = con.execute(
         f"""
         WITH r AS ({REQUESTS})
@@ -162,7 +172,7 @@ def shape_rows(con: duckdb.DuckDBPyConnection) -> list[ShapeRow]:
             list(DISTINCT source_id ORDER BY source_id) AS sources,
             count(core) FILTER (WHERE status = 'ok') AS n_core,
             count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
-            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50
+            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50{over_sql}
         FROM r GROUP BY shape ORDER BY shape
         """
     ).fetchall()
@@ -196,8 +206,9 @@ def shape_rows(con: duckdb.DuckDBPyConnection) -> list[ShapeRow]:
             n_core=int(n_core),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
+            over={q: int(c) for q, c in zip(targets, over, strict=True)},
         )
-        for shape, n_total, n, lat, que, com, sources, n_core, n_mem, m50 in main
+        for shape, n_total, n, lat, que, com, sources, n_core, n_mem, m50, *over in main
     ]
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-import duckdb
-
 from mapreport.analysis.common import Percentiles, Review, TailQuantile, Thresholds
-from mapreport.analysis.query import REQUESTS
+from mapreport.analysis.query import ShapeRow
 
 
 @dataclass(frozen=True)
@@ -34,29 +33,19 @@ class OverSla:
 
 
 def over_sla(
-    con: duckdb.DuckDBPyConnection, latency: Percentiles, review: Review, th: Thresholds
+    rows: Sequence[ShapeRow], latency: Percentiles, review: Review, th: Thresholds
 ) -> OverSla | None:
-    """Of the loaded slice: per shape, the ok requests whose latency exceeds the SLA target of
-    the tail quantile the slice has the evidence for (None without such a target)."""
+    """Per shape, the ok requests whose latency exceeds the SLA target of the tail quantile
+    the slice has the evidence for (None without such a target). The counts come from
+    `shape_rows`, in the scan that computes the percentiles."""
     q, _ = latency.tail(th.min_samples_p99)
     target = review.sla(q)
     if not target:
         return None
-    rows = con.execute(
-        f"""
-        SELECT shape, count(*) FILTER (WHERE latency_us > $t), count(*)
-        FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY shape
-        """,
-        {"t": target},
-    ).fetchall()
-    total = sum(int(n_over) for _, n_over, _ in rows)
+    total = sum(r.over.get(q, 0) for r in rows)
     shapes = tuple(
         sorted(
-            (
-                OverTarget(str(s), int(n_over), int(n), int(n_over) / total)
-                for s, n_over, n in rows
-                if n_over
-            ),
+            (OverTarget(r.shape, r.over[q], r.n, r.over[q] / total) for r in rows if r.over.get(q)),
             key=lambda o: (-o.n_over, o.shape),
         )
     )

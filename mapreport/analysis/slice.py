@@ -193,7 +193,7 @@ def slice_step(ctx: Context, f: Facts) -> None:
         for x in query.source_files(ctx.con, source_ids)
     )
     f.environment = check_environment(environments(ctx.con, source_ids))
-    f.over_sla = over_sla(ctx.con, f.latency, ctx.review, ctx.th)
+    f.over_sla = over_sla(ctx.rows, f.latency, ctx.review, ctx.th)
 
 
 def diagnosis_step(ctx: Context, f: Facts) -> None:
@@ -318,7 +318,8 @@ def analyze(
     one view over its Parquet files while it runs (`query.load_slice`)."""
     query.load_slice(con, workload, slice_)
     try:
-        rows = sorted(query.shape_rows(con), key=lambda r: sort_key(r.shape))
+        targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
+        rows = sorted(query.shape_rows(con, targets), key=lambda r: sort_key(r.shape))
         buckets = bucket_rows(con, workload, slice_)
         sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
         ctx = Context(

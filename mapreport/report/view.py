@@ -79,11 +79,6 @@ class Verdict:
     regressions: int
     compared_to: str | None
 
-    @property
-    def missed(self) -> tuple[SlaTarget, ...]:
-        """The targets the slice misses."""
-        return tuple(s for s in self.sla if s.met is False)
-
 
 @dataclass(frozen=True)
 class ActionView:
@@ -253,10 +248,15 @@ def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th))
 
 
+def sla_missed(sla: tuple[SlaTarget, ...]) -> bool:
+    """Whether the slice misses a configured target."""
+    return any(s.met is False for s in sla)
+
+
 def health(r: SliceResult, sla: tuple[SlaTarget, ...], checks: tuple[Row, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
-    if any(s.met is False for s in sla):
+    if sla_missed(sla):
         return Health.SLA_MISSED
     if not r.environment.locked:
         return Health.ENVIRONMENT_UNLOCKED
@@ -306,11 +306,10 @@ def verdict(
     h = r.history
     compared = h is not None and h.compared_to is not None
     moved = h.regressions if h is not None and compared else ()
-    missed = any(s.met is False for s in sla)
     over = r.over_sla
     return Verdict(
         sla=tuple(s for s in sla if s.target_us),
-        driver=over.shapes[0] if over and over.shapes and missed else None,
+        driver=over.shapes[0] if over and over.shapes and sla_missed(sla) else None,
         over=over,
         actions=actions[:VERDICT_ACTIONS],
         blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
