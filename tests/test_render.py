@@ -259,3 +259,23 @@ def test_validation_matrices_name_metrics_in_words(demo_reports: Path, name: str
     cells = re.findall(r"<td>([^<]*)</td>", actions)
     assert not [c for c in cells if re.fullmatch(r"(latency|queue|compute)_p\d+_us|error_rate", c)]
     assert "p95 queue wait" in actions or "p95 latency" in actions
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_running_headers_name_the_section_a_page_is_in(demo_reports: Path, name: str) -> None:
+    """Each page's running header names the section its first line belongs to: the section
+    that starts at the top of the page, else the one carried over from the page before
+    (before: the last heading on the page, so a chart was printed under the next section)."""
+    pdf = demo_reports / name / "report.pdf"
+    titles = {s.title for s in SECTIONS}
+    titles.add("Contents")
+    current = ""
+    for page in range(2, len(pypdf.PdfReader(pdf).pages) + 1):
+        lines = [ln.strip() for ln in pdftotext(pdf, page).splitlines() if ln.strip()]
+        header, body = lines[0], lines[1:]
+        if body and body[0] in titles:
+            current = body[0]
+        assert header.endswith(current), (page, header, current)
+        for line in body:
+            if line in titles:
+                current = line
