@@ -231,7 +231,7 @@ con = Dataset(Path(sys.argv[1])).connect()
 r = analyze_slice(con, sys.argv[2], "", Thresholds(), Review())
 exporter = SvgExporter()
 t0 = time.perf_counter()
-write_slice_report(r, None, Path(sys.argv[3]), exporter, pdf=True)
+write_slice_report(r, Path(sys.argv[3]), exporter, pdf=True)
 total = time.perf_counter() - t0
 exporter.close()
 print(json.dumps({"total_s": total, "chromium_start_s": exporter.start_s,

@@ -172,6 +172,8 @@ class PitfallKind(StrEnum):
     SYNTHETIC_ONLY = "synthetic_only"
     AVERAGE_ONLY = "average_only"
     PRECISION_WITHOUT_QUALITY = "precision_without_quality"
+    DESCRIBED_PRECISION = "described_precision"
+    """The slice's description names a precision its plans do not run."""
 
 
 class IngestStatus(StrEnum):

@@ -293,7 +293,9 @@ def report(
                 result = analyze_slice(
                     con, workload, slice_, config.thresholds, review, stored, key
                 )
-                written = write_slice_report(result, folder, exporter, pdf)
+                written = write_slice_report(
+                    result, folder, exporter, pdf, index=out / "index.html"
+                )
                 if record:
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)

@@ -13,7 +13,7 @@ import pytest
 from mapreport import kinds
 from mapreport.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import words
+from mapreport.report import prose, words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
 from tests.conftest import REALDATA, SAMPLE_DATA
@@ -97,7 +97,7 @@ def test_every_category_has_its_words(enum: type[StrEnum]) -> None:
 
 
 def test_every_action_kind_has_a_title() -> None:
-    covered = set(re.findall(r"ActionKind\.([A-Z_]+)", Path(words.__file__).read_text()))
+    covered = set(re.findall(r"ActionKind\.([A-Z_]+)", Path(prose.__file__).read_text()))
     assert {k.name for k in kinds.ActionKind} <= covered
 
 

@@ -21,7 +21,8 @@ from mapreport.analysis.tail import attribute, shares
 from mapreport.config import load_config
 from mapreport.kinds import ActionKind
 from mapreport.pipeline import ingest
-from mapreport.report.words import fusion_note, rollback_text
+from mapreport.report.prose import rollback_text
+from mapreport.report.words import fusion_note
 from mapreport.store import Dataset
 from tests.conftest import SAMPLE_DATA
 
@@ -104,7 +105,12 @@ def test_checklist_and_pitfalls(demo_reports: Path) -> None:
         "Optimising synthetic kernels without production-shape validation": True,
         "Average-only claims (no tail statistic behind a claim)": False,
         "Precision change without quality evidence": False,
+        "Description names a precision the plan does not run": False,
     }
+    # llama's description says fp8; its plan runs int8 (before: nothing flagged it)
+    described = pit["Description names a precision the plan does not run"]
+    assert described["present"]
+    assert "says fp8; the plan runs int8" in described["detail"]
     llama_env = {c["item"]: c for c in llama["checklist"]}[
         "Environment metadata is locked and reproducible"
     ]
@@ -240,3 +246,25 @@ def test_blockers_rank_above_tuning_whatever_their_traffic(demo_reports: Path) -
             seen += 1
             assert "first, a blocker: " in doc["summary"]
     assert seen >= 2  # llama (int8 without quality) and resnet (environment mismatch)
+
+
+@pytest.mark.parametrize(
+    ("description", "planned", "flagged"),
+    [
+        ("Llama decode step, fp8, chat serving", ["int8"], ("fp8",)),
+        ("ResNet-50 int8, image moderation", ["int8"], ()),
+        ("encoder in bfloat16", ["bf16"], ()),
+        ("int8 weights with fp32 accumulation", ["int8"], ()),  # one named precision runs
+        ("BERT-base encoder, interactive search ranking", ["fp16"], ()),
+        ("served at FP16", [], ()),  # no plan precision recorded: nothing to compare
+        ("nvfp4 experts", ["fp8", "bf16"], ("nvfp4",)),
+    ],
+)
+def test_a_description_naming_another_precision_is_flagged(
+    description: str, planned: list[str], flagged: tuple[str, ...]
+) -> None:
+    from mapreport.analysis.checklist import precision_changes
+
+    got = precision_changes(planned, [], description)
+    assert got.described == flagged
+    assert got.planned == tuple(sorted(planned))

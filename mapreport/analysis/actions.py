@@ -71,6 +71,14 @@ class ValidationRow:
     """The bound a criterion names (the APE tolerance)."""
 
 
+def measured(
+    m: ShapeMetrics, metric: str, criterion: Criterion, limit: float | None = None
+) -> ValidationRow:
+    """A shape's validation row with tonight's value of `metric` (`ShapeMetrics.metric`, the
+    value the history compares later nights with)."""
+    return ValidationRow(m.shape, metric, m.metric(metric), criterion, limit)
+
+
 @dataclass(frozen=True)
 class RollbackTrigger:
     """When to roll a change back: metric above threshold for `runs` consecutive nights.
@@ -139,21 +147,18 @@ def _rollback(s: Scope, m: ShapeMetrics) -> RollbackTrigger:
 def _matrix(s: Scope, m: ShapeMetrics, target: ValidationRow) -> tuple[ValidationRow, ...]:
     """The changed shape with its target metric, the shape's tail and the busiest other shapes
     as regression guards; a precision change adds the quality guardrail."""
-    q, value = m.latency.tail(s.thresholds.min_samples_p99)
+    q, _ = m.latency.tail(s.thresholds.min_samples_p99)
     metric = f"latency_{q}_us"
     rows = [
         target,
-        ValidationRow(m.shape, metric, value, Criterion.NO_WORSE),
-        ValidationRow(m.shape, "error_rate", m.error_rate, Criterion.NO_ERROR_INCREASE),
+        measured(m, metric, Criterion.NO_WORSE),
+        measured(m, "error_rate", Criterion.NO_ERROR_INCREASE),
     ]
     others = sorted(
         (o for o in s.shapes if o.shape != m.shape and o.n >= s.thresholds.min_samples_p95),
         key=lambda o: -o.traffic_share,
     )[:NEIGHBOURS]
-    rows += [
-        ValidationRow(o.shape, "latency_p95_us", o.latency.p95, Criterion.GUARDS_NEIGHBOUR)
-        for o in others
-    ]
+    rows += [measured(o, "latency_p95_us", Criterion.GUARDS_NEIGHBOUR) for o in others]
     if s.precision is not None:
         rows.append(
             ValidationRow(SLICE_WIDE, f"quality ({s.precision})", None, Criterion.QUALITY_GUARD)
@@ -202,11 +207,11 @@ def _class_action(
         params: dict[str, Any] = {"share": ev.value}
         if kind == ActionKind.QUEUEING:
             params |= {"queue_p95_us": m.queue.p95, "queue_p50_us": m.queue.p50}
-            target = ValidationRow(m.shape, "queue_p95_us", m.queue.p95, Criterion.HALVED)
+            target = measured(m, "queue_p95_us", Criterion.HALVED)
         elif kind == ActionKind.CORE_IMBALANCE:
             core, slowdown = slowest_core if slowest_core else (None, None)
             params |= {"core": core, "slowdown": slowdown}
-            target = ValidationRow(m.shape, "latency_p95_us", lat.p95, Criterion.TENTH_LOWER)
+            target = measured(m, "latency_p95_us", Criterion.TENTH_LOWER)
         elif kind == ActionKind.MAPPING_FALLBACK:
             significant = gain.state == GainState.SIGNIFICANT
             params |= {
@@ -215,13 +220,9 @@ def _class_action(
                 "covered": m.covered,
                 "net_gain_p50": gain.net_gain_p50 if significant else None,
             }
-            target = ValidationRow(
-                m.shape, "fallback_share", m.fallback_share, Criterion.NO_FALLBACK
-            )
+            target = measured(m, "fallback_share", Criterion.NO_FALLBACK)
         else:
-            target = ValidationRow(
-                m.shape, "latency_p95_us", lat.p95, Criterion.TENTH_LOWER_IN_BUDGET
-            )
+            target = measured(m, "latency_p95_us", Criterion.TENTH_LOWER_IN_BUDGET)
         return kind, target, impact, params
     tol = s.thresholds.tolerance
     if c.cls == BottleneckClass.MAPPING_INACCURACY:
@@ -230,15 +231,15 @@ def _class_action(
             "measured_us": acc.measured_static_p50_us,
             "signed_error": acc.signed_error,
         }
-        target = ValidationRow(m.shape, "ape", acc.ape, Criterion.APE_WITHIN, tol)
+        target = measured(m, "ape", Criterion.APE_WITHIN, tol)
         return ActionKind.MAPPING_INACCURACY, target, m.traffic_share * (acc.ape or 0.0), params
     if c.cls == BottleneckClass.ADAPTATION_OVERHEAD:
         params = {
             "cost_per_request_us": gain.cost_per_request_us,
             "net_gain_p50": gain.net_gain_p50,
         }
-        target = ValidationRow(
-            m.shape, "compute_p50_us", gain.baseline_p50_us, Criterion.NOT_WORSE_THAN_STATIC
+        target = measured(
+            m, "compute_p50_us", Criterion.NOT_WORSE_THAN_STATIC, gain.baseline_p50_us
         )
         impact = m.traffic_share * abs(gain.net_gain_p50 or 0.0)
         return ActionKind.ADAPTATION_OVERHEAD, target, impact, params
@@ -254,9 +255,7 @@ def _decision_action(
         return None
     params: dict[str, Any] = {"signed_error": acc.signed_error, "net_gain_p50": gain.net_gain_p50}
     if m.decision == Decision.SPECIALISE:
-        target = ValidationRow(
-            m.shape, "compute_p50_us", gain.adapted_p50_us, Criterion.AT_MOST_ADAPTED
-        )
+        target = measured(m, "compute_p50_us", Criterion.AT_MOST_ADAPTED, gain.adapted_p50_us)
         return ActionKind.SPECIALISE, target, params
     fixed_by_class = m.diagnosis.cls in (
         BottleneckClass.MAPPING_FALLBACK,
@@ -264,7 +263,7 @@ def _decision_action(
     )
     if m.decision == Decision.CLOSE_THE_LOOP and not fixed_by_class:
         tol = s.thresholds.tolerance
-        target = ValidationRow(m.shape, "ape", acc.ape, Criterion.APE_WITHIN_AFTER_UPDATE, tol)
+        target = measured(m, "ape", Criterion.APE_WITHIN_AFTER_UPDATE, tol)
         return ActionKind.CLOSE_THE_LOOP, target, params | {"covered": m.covered}
     return None
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
 
 REFERENCE_PRECISIONS = frozenset({"fp32", "tf32", "float32"})
 """Precisions that are not a change; any other plan precision needs quality evidence."""
+PRECISION_WORD = re.compile(r"\b(?:fp|bf|tf|int|float|bfloat|mxfp|nvfp)\d{1,2}\b", re.IGNORECASE)
+"""A precision named in free text: fp8, bf16, int4, float16, nvfp4."""
+PRECISION_ALIASES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float8": "fp8"}
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,10 @@ class PrecisionCheck:
     """Changes without any quality record."""
     failing: tuple[str, ...] = ()
     """Changes whose quality drop exceeds the record's max_drop."""
+    described: tuple[str, ...] = ()
+    """Precisions the slice's description names when its plans run none of them."""
+    planned: tuple[str, ...] = ()
+    """Every precision the slice's plans run."""
 
     @property
     def guarded(self) -> str | None:
@@ -71,10 +79,20 @@ class Pitfall:
     """(action id, shape) of the actions an average-only claim rests on."""
 
 
+def named_precisions(text: str) -> set[str]:
+    """The precisions free text names, in their short form (bfloat16 is bf16)."""
+    words = {w.lower() for w in PRECISION_WORD.findall(text)}
+    return {PRECISION_ALIASES.get(w, w) for w in words}
+
+
 def precision_changes(
-    plan_precisions: Sequence[str], quality: Sequence[dict[str, Any]]
+    plan_precisions: Sequence[str], quality: Sequence[dict[str, Any]], description: str = ""
 ) -> PrecisionCheck:
-    """Precision changes of a slice's plans, by their quality evidence."""
+    """Precision changes of a slice's plans, by their quality evidence, and the precisions its
+    description names when the plans run none of them (a reviewer reads the description)."""
+    planned = {PRECISION_ALIASES.get(p.lower(), p.lower()) for p in plan_precisions if p}
+    named = named_precisions(description)
+    described = tuple(sorted(named)) if named and planned and not named & planned else ()
     changed = sorted({p for p in plan_precisions if p and p.lower() not in REFERENCE_PRECISIONS})
     ok, missing, failing = [], [], []
     for p in changed:
@@ -87,7 +105,9 @@ def precision_changes(
             ok.append(p)
         else:
             failing.append(p)
-    return PrecisionCheck(tuple(ok), tuple(missing), tuple(failing))
+    return PrecisionCheck(
+        tuple(ok), tuple(missing), tuple(failing), described, tuple(sorted(planned))
+    )
 
 
 def _breach(a: Action, th: Thresholds) -> Breach | None:
@@ -129,8 +149,8 @@ def pitfalls(
     shapes: Sequence[ShapeMetrics],
     precision: PrecisionCheck,
 ) -> tuple[Pitfall, ...]:
-    """The seed's pitfalls: synthetic-only shapes, average-only claims, precision changes
-    without quality evidence."""
+    """The seed's pitfalls (synthetic-only shapes, average-only claims, precision changes
+    without quality evidence) and a description that names another precision than the plan."""
     by_shape = {m.shape: m for m in shapes}
     average_only = tuple(
         (a.id, a.shape)
@@ -143,6 +163,7 @@ def pitfalls(
         Pitfall(
             PitfallKind.PRECISION_WITHOUT_QUALITY, bool(precision.missing or precision.failing)
         ),
+        Pitfall(PitfallKind.DESCRIBED_PRECISION, bool(precision.described)),
     )
 
 

@@ -94,21 +94,6 @@ MAX_DRAW = 20_000
 """Largest sample redrawn from a stored quantile function (the CI only widens above)."""
 
 
-def shape_metric(m: ShapeMetrics, metric: str) -> float | None:
-    """The current value of a named per-shape metric (the names actions use)."""
-    values: dict[str, float | None] = {
-        "latency_p50_us": m.latency.p50,
-        "latency_p95_us": m.latency.p95,
-        "latency_p99_us": m.latency.p99,
-        "queue_p95_us": m.queue.p95,
-        "compute_p50_us": m.compute.p50,
-        "ape": m.accuracy.ape,
-        "fallback_share": m.fallback_share,
-        "error_rate": m.error_rate,
-    }
-    return values.get(metric)
-
-
 def _redraw_p95(q: Sequence[float], n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
     """p95 of `resamples` samples of size n drawn from a stored quantile function."""
     grid = np.linspace(0, 1, len(q))
@@ -286,8 +271,8 @@ def _action_states(
             kind, shape = ActionKind(first["class"]), first["shape"]
             title, role = first["title"], OwnerRole(first["owner_role"])
         m = shapes_now.get(shape)
-        t_now = shape_metric(m, t_metric) if m is not None and t_metric else None
-        rb_now = shape_metric(m, rb_metric) if m is not None and rb_metric else None
+        t_now = m.metric(t_metric) if m is not None and t_metric else None
+        rb_now = m.metric(rb_metric) if m is not None and rb_metric else None
         rb_prev = last_shapes.get(shape, {}).get(rb_metric or "") if rb_metric else None
         fired = (
             first is not None

@@ -62,6 +62,21 @@ class ShapeMetrics:
         """Requests that ran the generic fallback path over the shape's ok requests."""
         return self.n_fallback / self.n if self.n else None
 
+    def metric(self, name: str) -> float | None:
+        """The current value of a named per-shape metric: the names validation matrices and
+        rollback triggers use, so a matrix's "now" and the history's read one value."""
+        values: dict[str, float | None] = {
+            "latency_p50_us": self.latency.p50,
+            "latency_p95_us": self.latency.p95,
+            "latency_p99_us": self.latency.p99,
+            "queue_p95_us": self.queue.p95,
+            "compute_p50_us": self.compute.p50,
+            "ape": self.accuracy.ape,
+            "fallback_share": self.fallback_share,
+            "error_rate": self.error_rate,
+        }
+        return values.get(name)
+
 
 @dataclass(frozen=True)
 class SliceResult:

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import duckdb
+import numpy as np
 
 from mapreport.analysis.coverage import BucketRow
 from mapreport.analysis.query import REQUESTS
@@ -24,7 +26,7 @@ class QueueProfile:
     p95_us: float | None
     p99_us: float | None
     cdf_us: tuple[float, ...]
-    """Queue wait at the 1st..99th percentile."""
+    """Queue wait at each quantile of CDF_GRID."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,23 @@ class CoreLoad:
     compute_p50_us: float | None
 
 
+class CoreCompute(NamedTuple):
+    """One shape's median compute on one core, against the median over its cores."""
+
+    core: int
+    compute_p50_us: float
+    vs_median: float
+    """compute_p50_us over the median of the shape's per-core medians, minus one."""
+
+
+def per_core(medians: Sequence[tuple[int, float]]) -> tuple[CoreCompute, ...]:
+    """A shape's (core, median compute) pairs, each against the median core."""
+    if not medians:
+        return ()
+    mid = float(np.median([p50 for _, p50 in medians]))
+    return tuple(CoreCompute(c, p50, p50 / mid - 1 if mid else 0.0) for c, p50 in medians)
+
+
 @dataclass(frozen=True)
 class FusionEffect:
     """A fused group measured against an unfused plan of the same bucket, when both ran."""
@@ -82,6 +101,8 @@ class Scheduling:
     """Scheduling quality of a slice."""
 
     queue_by_stream: tuple[QueueProfile, ...]
+    queue_by_shape: tuple[QueueProfile, ...]
+    """The same per shape: a burst of queueing on one shape hides in its stream's profile."""
     batch_impact: tuple[BatchImpact, ...]
     cores: tuple[CoreLoad, ...]
     jain_index_cores: float | None
@@ -92,16 +113,23 @@ class Scheduling:
     """Why no fusion effect is measured (None when one is)."""
     fused_buckets: int
     """Compiled buckets whose plan entries fuse ops."""
+    shape_cores: dict[str, tuple[CoreCompute, ...]]
+    """Per shape: the median compute of its ok requests on each core. The slice-wide
+    index weighs every shape's busy time and can read 1.000 while one shape runs slower on
+    one core: a core-placement action rests on these."""
 
 
-CDF_POINTS = "[" + ", ".join(f"{i / 100:.2f}" for i in range(1, 100)) + "]"
+CDF_GRID = (*(i / 100 for i in range(1, 100)), 0.995, 0.999)
+"""The quantiles a queue profile keeps: every percentile, then two deeper into the tail."""
+CDF_POINTS = "[" + ", ".join(f"{q:g}" for q in CDF_GRID) + "]"
 
 
-def _queue_by_stream(con: duckdb.DuckDBPyConnection) -> list[QueueProfile]:
+def _queue_profiles(con: duckdb.DuckDBPyConnection, column: str) -> list[QueueProfile]:
+    """Queue wait of ok requests per value of `column` (stream or shape), at CDF_GRID."""
     rows = con.execute(
         f"""
-        SELECT coalesce(stream, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
-        FROM ({REQUESTS}) WHERE status = 'ok' GROUP BY g ORDER BY g
+        SELECT coalesce({column}, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
+        FROM ({REQUESTS}) WHERE status = 'ok' AND queue_us IS NOT NULL GROUP BY g ORDER BY g
         """
     ).fetchall()
     # p50, p95 and p99 are points 50, 95 and 99 of the CDF: one quantile aggregate, not two
@@ -219,15 +247,18 @@ def scheduling(
     con: duckdb.DuckDBPyConnection,
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
+    shape_cores: dict[str, list[tuple[int, float]]],
 ) -> Scheduling:
-    """Every scheduling-quality figure of the loaded slice (`query.load_slice`)."""
+    """Every scheduling-quality figure of the loaded slice (`query.load_slice`);
+    `shape_cores` is `tail.core_medians` of the slice."""
     cores = _cores(con)
     streams = _streams(con)
     fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
     gap = None if fusion else FusionGap.NOT_BOTH_RAN if grouped else FusionGap.NO_GROUPS
     return Scheduling(
-        queue_by_stream=tuple(_queue_by_stream(con)),
+        queue_by_stream=tuple(_queue_profiles(con, "stream")),
+        queue_by_shape=tuple(_queue_profiles(con, "shape")),
         batch_impact=tuple(_batch_impact(con)),
         cores=tuple(cores),
         jain_index_cores=jain_index([c.busy_us for c in cores]),
@@ -236,4 +267,5 @@ def scheduling(
         fusion=tuple(fusion),
         fusion_gap=gap,
         fused_buckets=grouped,
+        shape_cores={k: per_core(v) for k, v in shape_cores.items()},
     )

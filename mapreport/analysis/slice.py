@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import duckdb
-import numpy as np
 
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
@@ -225,7 +224,7 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
 def scheduling_step(ctx: Context, f: Facts) -> None:
     """Queue wait, batch impact, core and stream fairness, fusion effect."""
     bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
-    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of)
+    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores)
 
 
 def offline_step(ctx: Context, f: Facts) -> None:
@@ -237,15 +236,16 @@ def offline_step(ctx: Context, f: Facts) -> None:
     f.sweep = load_sweep(con, w, s, ctx.review)
 
 
-def _slowest_cores(ctx: Context, f: Facts) -> dict[str, tuple[int, float]]:
+def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
     """Per shape: the core with the slowest median compute and how much slower it is than
     the median core."""
+    per_shape = f.scheduling.shape_cores if f.scheduling else {}
     out = {}
     for m in f.shapes:
-        per_core = ctx.cores.get(m.shape, [])
-        if len(per_core) > 1 and m.compute.p50:
-            core, p50 = max(per_core, key=lambda c: c[1])
-            out[m.shape] = (core, p50 / float(np.median([c[1] for c in per_core])) - 1)
+        cores = per_shape.get(m.shape, ())
+        if len(cores) > 1 and m.compute.p50:
+            slowest = max(cores, key=lambda c: c.compute_p50_us)
+            out[m.shape] = (slowest.core, slowest.vs_median)
     return out
 
 
@@ -255,10 +255,10 @@ def review_step(ctx: Context, f: Facts) -> None:
     assert f.coverage is not None
     precisions = [b.precision for b in ctx.buckets if b.precision]
     quality = quality_records(ctx.con, ctx.workload, ctx.slice)
-    f.precision = precision_changes(precisions, quality)
+    f.precision = precision_changes(precisions, quality, ctx.review.description)
     scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guarded)
     sources = tuple(s.source_id for s in f.sources)
-    slowest = _slowest_cores(ctx, f)
+    slowest = _slowest_cores(f)
     f.actions = plan_actions(scope, f.environment, f.precision.missing, slowest, sources)
     f.checklist = checklist(ctx.review, f.environment, f.actions, ctx.th)
     f.pitfalls = pitfalls(f.coverage, f.actions, f.shapes, f.precision)

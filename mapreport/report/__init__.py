@@ -5,6 +5,7 @@ Renderers only consume results; nothing here computes a metric."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,7 +23,6 @@ from mapreport.report import charts as chart_builders
 from mapreport.report import html
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings, strict
-from mapreport.report.sections import SECTIONS
 from mapreport.report.view import ReportView, build
 
 
@@ -33,16 +33,18 @@ def _context(
     media: str,
     chart_markup: dict[str, Markup],
     notes: list[str],
+    index_href: str = "",
 ) -> dict[str, Any]:
     return {
         "r": r,
         "v": v,
-        "sections": SECTIONS,
         "charts": chart_markup,
+        "captions": chart_builders.CAPTIONS,
         "media": media,
         "css": Markup(html.css()),
         "plotly_js": Markup(html.plotly_js()) if media == "screen" else None,
-        "sort_js": Markup(html.sort_js()) if media == "screen" else None,
+        "page_js": Markup(html.page_js()) if media == "screen" else None,
+        "index_href": index_href if media == "screen" else "",
         "generated_at": generated_at,
         "version": __version__,
         "notes": notes,
@@ -136,8 +138,10 @@ def write_slice_report(
     exporter: SvgExporter,
     pdf: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    index: Path | None = None,
 ) -> Written:
-    """Write report.html, report.pdf and findings.json for one slice into `folder`."""
+    """Write report.html, report.pdf and findings.json for one slice into `folder`; the HTML
+    links back to `index` (the run's index.html) when given."""
     from mapreport.report.pdf import write_pdf  # WeasyPrint is slow to import
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -158,6 +162,7 @@ def write_slice_report(
             "screen",
             {c: html.interactive_chart(c, f) for c, f in figs.items()},
             [],
+            Path(os.path.relpath(index, folder)).as_posix() if index else "",
         ),
     )
     atomic_write(folder / "report.html", screen.encode())
@@ -203,7 +208,7 @@ def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
         css=Markup(html.css()),
         media="screen",
         plotly_js=None,
-        sort_js=Markup(html.sort_js()),
+        page_js=Markup(html.page_js()),
         version=__version__,
         generated_at=datetime.now(UTC).isoformat(timespec="seconds"),
     )

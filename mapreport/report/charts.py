@@ -4,34 +4,74 @@ HTML and exported to SVG for the PDF."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from mapreport.analysis.results import SliceResult
+from mapreport.analysis.scheduling import CDF_GRID
 from mapreport.analysis.tail import DRIVERS
 from mapreport.kinds import Decision
 from mapreport.report.words import label
 
 COLORS = {
-    "specialise": "#1b7837",
-    "static_sufficient": "#5aae61",
-    "close_the_loop": "#2166ac",
-    "find_bottleneck": "#d6604d",
+    # one hue per decision, none of them green: a decision is what to do, not a pass mark
+    "specialise": "#cc79a7",
+    "static_sufficient": "#0072b2",
+    "close_the_loop": "#e69f00",
+    "find_bottleneck": "#d55e00",
     "insufficient_evidence": "#9e9e9e",
 }
 INSUFFICIENT = "#d9d9d9"
+SLA_LINE = {"dash": "dash", "color": "#b2182b", "width": 1.5}
 FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
+
+CAPTIONS = {
+    "accuracy_vs_gain": "One point per shape with a prediction and a measured gain: its signed "
+    "prediction error against the net p50 gain of adaptation, sized by traffic share, coloured "
+    "by decision; the band is the accuracy tolerance, the bars the gain's 95% CI; a downward "
+    "triangle is a shape adaptation makes slower (CI below zero).",
+    "latency_percentiles": "Grey bars are below their evidence threshold; dashed lines are the "
+    "slice's SLA targets.",
+    "predicted_vs_measured": "Labels are the signed error of the prediction against the "
+    "measured static p50 (+: the plan predicted more time than was measured); “not measured” "
+    "marks a shape whose static plan did not run.",
+    "tail_drivers": "Left: each driver's share of the tail excess (latency above p50 of the "
+    "requests above p95). Right: the same in milliseconds per tail request, so a large share of "
+    "a small excess reads small. Greyed rows are noise (the tail is immaterial).",
+    "queue_ccdf": "Share of a shape's requests that waited longer than x, on log axes: a "
+    "queueing burst is the curve that stays high to the right. Dashed: fewer than the p99 "
+    "evidence threshold of requests.",
+    "trend": "The slice's latency on each recorded night, with its SLA targets.",
+}
+"""What each chart shows, printed under it (a caption wraps on a phone; a plotly title does
+not), so chart titles stay short."""
 
 
 def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
     fig.update_layout(
-        title={"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
+        title={"text": title, "x": 0.0, "xanchor": "left", "y": 0.98, "yanchor": "top"},
+        title_font={"size": 15},
         template="plotly_white",
         font={"family": FONT, "size": 12},
         height=height,
         width=900,
-        margin={"l": 90, "r": 30, "t": 60, "b": 110},
-        legend={"orientation": "h", "y": -0.22, "x": 0.0},
+        margin={"l": 90, "r": 30, "t": 80, "b": 60},
+        # above the plot, under the title: clear of the x axis and its rotated labels
+        legend={"orientation": "h", "x": 0.0, "xanchor": "left", "y": 1.0, "yanchor": "bottom"},
     )
     return fig
+
+
+def _sla_lines(fig: go.Figure, r: SliceResult, **where: object) -> None:
+    """The slice's configured SLA targets as dashed horizontal lines, in ms."""
+    for q, sla in (("p95", r.review.sla_p95_us), ("p99", r.review.sla_p99_us)):
+        if sla:
+            fig.add_hline(
+                y=sla / 1000,
+                line=SLA_LINE,
+                annotation_text=f"SLA {q} {sla / 1000:g} ms",
+                annotation_position="top left",
+                **where,
+            )
 
 
 def accuracy_vs_gain(r: SliceResult) -> go.Figure:
@@ -66,6 +106,12 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
                 name=label(decision),
                 marker={
                     "size": [max(8.0, 60 * m.traffic_share**0.5) for m in pts],
+                    "symbol": [
+                        "triangle-down"
+                        if m.gain.net_gain_p50_ci is not None and m.gain.net_gain_p50_ci.high < 0
+                        else "circle"
+                        for m in pts
+                    ],
                     "color": COLORS[decision],
                     "opacity": 0.8,
                     "line": {"width": 1, "color": "#333"},
@@ -92,7 +138,7 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
         title="signed prediction error (predicted − measured) / measured, %", zeroline=True
     )
     fig.update_yaxes(title="net p50 gain of adaptation, % (95% CI)")
-    return _layout(fig, "Accuracy versus gain per shape (size = traffic share; band = tolerance)")
+    return _layout(fig, "Accuracy versus gain per shape")
 
 
 def latency_percentiles(r: SliceResult) -> go.Figure:
@@ -115,20 +161,27 @@ def latency_percentiles(r: SliceResult) -> go.Figure:
             )
         )
     fig.update_layout(barmode="group")
+    _sla_lines(fig, r)
     fig.update_yaxes(title="end-to-end latency, ms")
     fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return _layout(fig, "Latency percentiles per shape (grey: insufficient evidence)")
+    return _layout(fig, "Latency percentiles per shape")
+
+
+def _signed(x: float) -> str:
+    return f"{x * 100:+.0f}%".replace("-", "−")
 
 
 def predicted_vs_measured(r: SliceResult) -> go.Figure:
-    """Compile-time prediction against measured static median compute per covered shape."""
-    pts = [m.accuracy for m in r.shapes if m.accuracy.predicted_us is not None]
-    names = [m.shape for m in r.shapes if m.accuracy.predicted_us is not None]
+    """Compile-time prediction against measured static median compute per shape with a
+    prediction; the bar label is the signed error, a shape without a measurement says so."""
+    shapes = [m for m in r.shapes if m.accuracy.predicted_us is not None]
+    names = [m.shape for m in shapes]
+    acc = [m.accuracy for m in shapes]
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
             x=names,
-            y=[(m.predicted_us or 0) / 1000 for m in pts],
+            y=[(a.predicted_us or 0) / 1000 for a in acc],
             name="predicted (compile plan)",
             marker={"color": "#fdae6b"},
         )
@@ -137,19 +190,32 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
         go.Bar(
             x=names,
             y=[
-                None if m.measured_static_p50_us is None else m.measured_static_p50_us / 1000
-                for m in pts
+                None if a.measured_static_p50_us is None else a.measured_static_p50_us / 1000
+                for a in acc
             ],
             name="measured static p50",
             marker={"color": "#6baed6"},
-            text=["" if m.ape is None else f"APE {m.ape * 100:.0f}%" for m in pts],
+            text=["" if a.signed_error is None else _signed(a.signed_error) for a in acc],
             textposition="outside",
+            cliponaxis=False,
         )
     )
+    for name, a in zip(names, acc, strict=True):
+        if a.measured_static_p50_us is None:
+            fig.add_annotation(
+                x=name,
+                y=0,
+                yanchor="bottom",
+                text="not measured",
+                showarrow=False,
+                textangle=-90,
+                font={"size": 10, "color": "#6b7580"},
+                xshift=14,
+            )
     fig.update_layout(barmode="group")
-    fig.update_yaxes(title="compute time, ms")
+    fig.update_yaxes(title="compute time, ms", rangemode="tozero")
     fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return _layout(fig, "Predicted versus measured compute per shape (static plan)")
+    return _layout(fig, "Predicted versus measured compute per shape")
 
 
 DRIVER_COLORS = {
@@ -161,58 +227,108 @@ DRIVER_COLORS = {
 }
 
 
+NOISE_COLORS = {
+    "queueing": "#bdbdbd",
+    "mapping_fallback": "#a3a3a3",
+    "memory_burst": "#cfcfcf",
+    "core_imbalance": "#b0b0b0",
+    "residual": "#e0e0e0",
+}
+"""Drivers of a row whose tail is immaterial: grey, so noise never reads as an alarm."""
+
+
 def tail_drivers(r: SliceResult) -> go.Figure:
-    """The "tail-latency drivers" bar chart: each shape's (and the slice's) tail excess as
-    shares by driver; shapes whose tail is immaterial are marked."""
+    """Each shape's (and the slice's) tail excess by driver: as shares (left) and in ms per
+    tail request (right); rows whose tail is immaterial are grey and marked."""
     rows = [
-        (m.shape + ("" if m.tail.material else " (noise)"), m.tail.shares)
+        (m.shape + ("" if m.tail.material else " (noise)"), m.tail)
         for m in r.shapes
         if m.tail is not None and m.tail.shares
     ]
     if r.tail is not None and r.tail.shares:
-        rows.append(("whole slice", r.tail.shares))
-    fig = go.Figure()
-    for d in DRIVERS:
-        fig.add_trace(
-            go.Bar(
-                y=[name for name, _ in rows],
-                x=[shares.get(d, 0.0) * 100 for _, shares in rows],
-                name=label(d),
-                orientation="h",
-                marker={"color": DRIVER_COLORS[d]},
-                hovertemplate=f"%{{y}}<br>{label(d)} %{{x:.0f}}%<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="stack")
-    fig.update_xaxes(
-        title="share of tail excess (latency above p50, requests above p95), %", range=[0, 100]
+        rows.append(("whole slice", r.tail))
+    fig = make_subplots(
+        rows=1, cols=2, shared_yaxes=True, column_widths=[0.62, 0.38], horizontal_spacing=0.04
     )
-    fig.update_yaxes(autorange="reversed", automargin=True)
-    return _layout(fig, "Tail-latency drivers", height=max(320, 60 + 34 * len(rows)))
+    for d in DRIVERS:
+        for material in (True, False):
+            pick = [(name, t) for name, t in rows if t.material == material]
+            if not pick:
+                continue
+            shares = [t.shares.get(d, 0.0) * 100 for _, t in pick]
+            per_request = [
+                t.shares.get(d, 0.0) * t.excess_us / t.n_tail / 1000 if t.n_tail else 0.0
+                for _, t in pick
+            ]
+            color = DRIVER_COLORS[d] if material else NOISE_COLORS[d]
+            for col, x, unit in ((1, shares, "%"), (2, per_request, " ms")):
+                fig.add_trace(
+                    go.Bar(
+                        y=[name for name, _ in pick],
+                        x=x,
+                        name=label(d),
+                        legendgroup=d,
+                        # the legend shows each driver once, in its alarm colour
+                        showlegend=col == 1 and material,
+                        orientation="h",
+                        marker={"color": color},
+                        hovertemplate=f"%{{y}}<br>{label(d)} %{{x:.1f}}{unit}<extra></extra>",
+                    ),
+                    row=1,
+                    col=col,
+                )
+    fig.update_layout(barmode="stack")
+    fig.update_xaxes(title="share of tail excess, %", range=[0, 100], row=1, col=1)
+    fig.update_xaxes(title="excess per tail request, ms", rangemode="tozero", row=1, col=2)
+    names = [name for name, _ in rows]
+    fig.update_yaxes(
+        categoryorder="array", categoryarray=names, autorange="reversed", automargin=True
+    )
+    return _layout(fig, "Tail-latency drivers", height=max(340, 120 + 34 * len(rows)))
 
 
-def queue_cdf(r: SliceResult) -> go.Figure:
-    """Cumulative distribution of queue wait per stream (1st to 99th percentile)."""
+def queue_ccdf(r: SliceResult) -> go.Figure | None:
+    """Per shape: the share of its requests that waited longer than x (log-log), from the
+    queue profile's quantiles; None without queue telemetry."""
+    profiles = {q.group: q for q in (r.scheduling.queue_by_shape if r.scheduling else ())}
+    if not profiles:
+        return None
     fig = go.Figure()
-    pts = [i / 100 for i in range(1, 100)]
-    for q in r.scheduling.queue_by_stream if r.scheduling else ():
+    longer = [1 - q for q in CDF_GRID]
+    for m in r.shapes:
+        q = profiles.get(m.shape)
+        if q is None:
+            continue
+        # a log axis has no zero: waits of 0 µs sit at its left edge, 1 µs
+        x = [max(v, 1.0) / 1000 for v in q.cdf_us]
         fig.add_trace(
             go.Scatter(
-                x=[v / 1000 for v in q.cdf_us],
-                y=pts,
+                x=x,
+                y=longer,
                 mode="lines",
-                name=f"{q.group} (n={q.n})",
-                hovertemplate="%{x:.2f} ms at p%{y:.2f}<extra></extra>",
+                name=f"{m.shape} (n={q.n:,})",
+                line={"dash": "dash" if q.n < r.thresholds.min_samples_p99 else "solid"},
+                hovertemplate="%{y:.1%} waited longer than %{x:.2f} ms<extra></extra>",
             )
         )
-    fig.update_xaxes(title="queue wait, ms", type="log")
-    fig.update_yaxes(title="share of requests", range=[0, 1])
-    return _layout(fig, "Queue wait CDF per stream")
+    fig.update_xaxes(title="queue wait, ms (log)", type="log")
+    fig.update_yaxes(title="share of requests waiting longer (log)", type="log", range=[-3, 0])
+    fig = _layout(fig, "Queue wait per shape", height=480)
+    fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1.0, "yanchor": "top"})
+    fig.update_layout(margin={"r": 200})
+    return fig
 
 
-def trend(r: SliceResult) -> go.Figure:
-    """The slice's latency p50/p95/p99 across recorded nights, with the SLA targets."""
+TREND_NIGHTS = 2
+"""Nights a trend needs: one point is a number, not a trend (the table has it)."""
+
+
+def trend(r: SliceResult) -> go.Figure | None:
+    """The slice's latency p50/p95/p99 across recorded nights, with the SLA targets; None
+    before the second recorded night."""
     runs = r.history.runs if r.history else ()
+    if len(runs) < TREND_NIGHTS:
+        return None
     fig = go.Figure()
     x = [p.run_date + (" (this run)" if p.current else "") for p in runs]
     for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
@@ -227,14 +343,7 @@ def trend(r: SliceResult) -> go.Figure:
                 line={"color": color},
             )
         )
-    for q, sla in (("p95", r.review.sla_p95_us), ("p99", r.review.sla_p99_us)):
-        if sla is not None:
-            fig.add_hline(
-                y=sla / 1000,
-                line={"dash": "dash", "color": "#b2182b"},
-                annotation_text=f"SLA {q}",
-                annotation_position="top left",
-            )
+    _sla_lines(fig, r)
     fig.update_xaxes(title="run date", type="category")
     fig.update_yaxes(title="end-to-end latency, ms", rangemode="tozero")
     return _layout(fig, "Latency across nights")
@@ -315,7 +424,7 @@ def sweep_curves(r: SliceResult) -> go.Figure | None:
     if sweep.sla_p99_us is not None:
         fig.add_hline(
             y=sweep.sla_p99_us / 1000,
-            line={"dash": "dash", "color": "#b2182b"},
+            line=SLA_LINE,
             annotation_text="SLA p99",
             annotation_position="top left",
         )
@@ -332,7 +441,7 @@ CHARTS = {
     "op_times": op_times,
     "trend": trend,
     "tail_drivers": tail_drivers,
-    "queue_cdf": queue_cdf,
+    "queue_ccdf": queue_ccdf,
     "accuracy_vs_gain": accuracy_vs_gain,
     "latency_percentiles": latency_percentiles,
     "predicted_vs_measured": predicted_vs_measured,
@@ -342,7 +451,7 @@ CHARTS = {
 REQUEST_CHARTS = frozenset(
     {
         "tail_drivers",
-        "queue_cdf",
+        "queue_ccdf",
         "accuracy_vs_gain",
         "latency_percentiles",
         "predicted_vs_measured",

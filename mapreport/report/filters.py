@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mapreport.analysis.common import Evidence, Interval
+from mapreport.analysis.common import Interval
 
 DASH = "–"
 
@@ -33,9 +33,18 @@ def duration_ms(ms: float | None) -> str:
     return duration(None if ms is None else ms * 1000)
 
 
+EXACT = 1e-9
+"""A share this close to 0 or 1 is all or nothing (float sums of shares miss 1 by ~1e-16)."""
+
+
 def pct(x: float | None, digits: int = 1) -> str:
-    """A share as a percentage: 0.923 -> 92.3%."""
-    return DASH if x is None or missing(x) else f"{x * 100:.{digits}f}%"
+    """A share as a percentage: 0.923 -> 92.3%; never a rounded 100% or 0% (99.6%)."""
+    if x is None or missing(x):
+        return DASH
+    # "drives 100%" beside evidence of 99.6% is a contradiction: add digits until it is not
+    while digits < 3 and (EXACT < x < 1 - EXACT) and round(x * 100, digits) in (0, 100):
+        digits += 1
+    return f"{x * 100:.{digits}f}%"
 
 
 def signed_pct(x: float | None, digits: int = 1) -> str:
@@ -86,40 +95,6 @@ def metric_value(value: float | None, metric: str) -> str:
     return num(value, 2) if isinstance(value, float) else num(value)
 
 
-def evidence(e: Evidence | None) -> str:
-    """What a finding rests on: metric, value, CI, n and the files (source ids)."""
-    if e is None:
-        return DASH
-    parts = [f"{e.metric} = {metric_value(e.value, e.metric)}"]
-    if e.ci is not None:
-        parts.append(
-            f"95% CI {ci(e.ci)}"
-            if "gain" in e.metric or "error" in e.metric or e.metric == "ape"
-            else f"95% CI [{pct(e.ci.low)}, {pct(e.ci.high)}]"
-        )
-    if e.n:
-        parts.append(f"n = {e.n:,}")
-    note = evidence_note(e)
-    if note:
-        parts.append(note)
-    if e.sources:
-        parts.append("files " + ", ".join(s[:8] for s in e.sources))
-    return "; ".join(parts)
-
-
-def evidence_note(e: Evidence) -> str:
-    """What an evidence record's figure is, where its metric name does not say it."""
-    if e.metric.startswith("tail_share."):
-        return f"share of the excess of {e.n} requests above p95"
-    if e.metric == "ape" and e.ci is not None:
-        return "CI is of the signed error"
-    if e.metric in ("environment.compile", "environment.runtime"):
-        return "record missing"
-    if e.metric.startswith("quality."):
-        return "no quality record"
-    return ""
-
-
 def pct_whole(x: float | None) -> str:
     """A share in whole percent: 0.654 -> 65%."""
     return pct(x, 0)
@@ -150,7 +125,13 @@ def plural(n: int, noun: str) -> str:
     return f"{n:,} {plural_word(n, noun)}"
 
 
+def sort_value(x: float | int | None) -> str:
+    """A number for a sortable cell's data-sort ('' when missing: it sorts as text)."""
+    return "" if x is None or missing(x) else repr(x)
+
+
 FILTERS: dict[str, Callable[..., str]] = {
+    "sort_value": sort_value,
     "plural": plural,
     "pct_whole": pct_whole,
     "index": index,
@@ -158,7 +139,6 @@ FILTERS: dict[str, Callable[..., str]] = {
     "num2": num2,
     "bytes": size,
     "metric_value": metric_value,
-    "evidence": evidence,
     "duration": duration,
     "duration_ms": duration_ms,
     "pct": pct,

@@ -16,13 +16,12 @@ from mapreport import __version__
 from mapreport.analysis.common import Evidence, Percentiles
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
-from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.scheduling import CDF_GRID, Scheduling
 from mapreport.analysis.tail import TailDrivers
-from mapreport.report import words
-from mapreport.report.filters import evidence_note
+from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.3"
+FINDINGS_SCHEMA_VERSION = "1.4"
 
 
 def strict(doc: Any) -> Any:
@@ -49,7 +48,7 @@ def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
 def _evidence(e: Evidence | None) -> dict[str, Any] | None:
     if e is None:
         return None
-    return {**plain(e), "note": evidence_note(e)}
+    return {**plain(e), "note": words.evidence_note(e)}
 
 
 TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
@@ -122,7 +121,7 @@ def _action(v: ActionView) -> dict[str, Any]:
         "rollback_trigger": {
             "metric": rb.metric,
             "threshold": rb.threshold,
-            "window": words.rollback_window(rb),
+            "window": prose.rollback_window(rb),
             "text": v.rollback,
         },
         "validation_matrix": [
@@ -142,10 +141,13 @@ def _scheduling(s: Scheduling | None, view: ReportView) -> dict[str, Any] | None
     if s is None:
         return None
     return {
+        "cdf_points": list(CDF_GRID),
         "queue_by_stream": plain(s.queue_by_stream),
+        "queue_by_shape": plain(s.queue_by_shape),
         "batch_impact": plain(s.batch_impact),
         "cores": plain(s.cores),
         "jain_index_cores": s.jain_index_cores,
+        "shape_cores": {k: [c._asdict() for c in rows] for k, rows in s.shape_cores.items()},
         "stream_fairness": {"streams": plain(s.streams), "jain_index": s.jain_index_streams},
         "fusion_effect": {"groups": plain(s.fusion), "note": view.fusion_note},
     }

@@ -41,6 +41,7 @@ def environment() -> jinja2.Environment:
     env.filters["label"] = words.label
     env.filters["criterion"] = words.criterion
     env.filters["metric"] = words.metric
+    env.filters["evidence"] = words.evidence
     return env
 
 
@@ -51,9 +52,9 @@ def css() -> str:
 
 
 @cache
-def sort_js() -> str:
-    """The few lines that make `table.sortable` sortable (inlined: no CDN)."""
-    return (STATIC_DIR / "sort.js").read_text(encoding="utf-8")
+def page_js() -> str:
+    """The few lines behind sortable tables and "copy as ticket" (inlined: no CDN)."""
+    return (STATIC_DIR / "page.js").read_text(encoding="utf-8")
 
 
 @cache

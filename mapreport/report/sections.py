@@ -1,7 +1,8 @@
 """The report's sections, in order: each names its partial template and the charts it shows.
 
 A section registered here appears in the HTML, the PDF (with a bookmark and a table-of-
-contents entry) and is checked by the completeness tests."""
+contents entry) and is checked by the completeness tests; one without its data is not printed
+empty but named, with the input that would add it, in the one "Not measured" section."""
 
 from __future__ import annotations
 
@@ -17,8 +18,11 @@ class Section:
     template: str
     charts: tuple[str, ...] = ()
     needs_requests: bool = False
-    """Shown as a one-line note when the slice has no request telemetry (a compile log, a
-    layer profile or a load sweep alone)."""
+    """Not measured when the slice has no request telemetry (a compile log, a layer profile
+    or a load sweep alone)."""
+    needs: str = ""
+    """The result field (operators, compiles, sweep) that is None when there is nothing to
+    show."""
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -40,8 +44,14 @@ SECTIONS: tuple[Section, ...] = (
         ("accuracy_vs_gain",),
         needs_requests=True,
     ),
-    Section("operators", "Per-operator mapping", "sections/operators.html.j2", ("op_times",)),
-    Section("compiles", "Compile cost per shape", "sections/compiles.html.j2"),
+    Section(
+        "operators",
+        "Per-operator mapping",
+        "sections/operators.html.j2",
+        ("op_times",),
+        needs="operators",
+    ),
+    Section("compiles", "Compile cost per shape", "sections/compiles.html.j2", needs="compiles"),
     Section(
         "decisions",
         "Accuracy versus gain: decision per shape",
@@ -51,13 +61,14 @@ SECTIONS: tuple[Section, ...] = (
     Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
     Section("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
     Section(
-        "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_cdf",), True
+        "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_ccdf",), True
     ),
     Section(
         "batch_policy",
         "Batch policy across configs",
         "sections/batch_policy.html.j2",
         ("sweep_curves",),
+        needs="sweep",
     ),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
     Section("history", "Closed loop across nights", "sections/history.html.j2", ("trend",)),
@@ -69,6 +80,8 @@ SECTIONS: tuple[Section, ...] = (
         ("latency_percentiles",),
         needs_requests=True,
     ),
+    Section("not_measured", "Not measured", "sections/not_measured.html.j2"),
     Section("data", "Data sources", "sections/data.html.j2"),
     Section("method", "Method and evidence rules", "sections/method.html.j2"),
+    Section("glossary", "Glossary", "sections/glossary.html.j2"),
 )

@@ -6,19 +6,22 @@ reads it from here (or from the result it came from), so no two places decide it
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
 
-from mapreport.analysis.actions import Action
+from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.scheduling import CoreCompute
 from mapreport.analysis.sla import OverSla, OverTarget
 from mapreport.kinds import (
     BLOCKERS,
+    ActionKind,
     BottleneckClass,
     Decision,
     Health,
@@ -26,7 +29,8 @@ from mapreport.kinds import (
     RegressionKind,
 )
 from mapreport.kinds import ActionState as State
-from mapreport.report import words
+from mapreport.report import prose, words
+from mapreport.report.sections import SECTIONS, Section
 from mapreport.schema import ENVIRONMENT_SHOWN
 
 JAIN_IMBALANCE = 0.8
@@ -35,8 +39,6 @@ MATCHED_TIME_LOW = 0.9
 """Below this share of measured op time the plan misses ops that matter."""
 REFORMAT_HIGH = 0.05
 """Above this share of op time, layout/precision conversions are worth a look."""
-TOP_ACTIONS = 5
-"""Actions listed in the executive summary."""
 
 
 @dataclass(frozen=True)
@@ -82,20 +84,30 @@ class Verdict:
 
 @dataclass(frozen=True)
 class ActionView:
-    """One action as the report shows it."""
+    """One action as the report shows it, with where its evidence is."""
 
     a: Action
     title: str
     rollback: str
+    shape_key: str
+    """The anchor key of the action's shape ('' for a slice-wide action)."""
+    evidence_href: str
+    """The report anchor showing the evidence the action rests on."""
+    ticket: str = ""
+    """The action as Markdown, for an issue tracker."""
 
 
 @dataclass(frozen=True)
 class ShapeLine:
-    """A shape with the words its decision and class rest on."""
+    """A shape with the words its decision and class rest on, and the actions on it."""
 
     m: ShapeMetrics
     decision_reason: str
     class_reason: str
+    key: str
+    """Its anchor key: rows are `shape-<key>`, `class-<key>` and `decision-<key>`."""
+    actions: tuple[tuple[int, str], ...] = ()
+    """(number in the actions section, id) of each action on the shape."""
 
     @property
     def n_baseline(self) -> int:
@@ -120,10 +132,13 @@ class DecisionGroup:
 
 @dataclass(frozen=True)
 class StateView:
-    """One action's state across nights, with its title."""
+    """One action's state across nights: tonight's actions by their number (their title is
+    in the actions section), an action gone tonight by the title it had."""
 
     s: ActionState
     title: str
+    number: int | None = None
+    """Its number among tonight's actions (None when it is no longer proposed)."""
 
 
 @dataclass(frozen=True)
@@ -143,6 +158,16 @@ class PerOpSum:
     def serialised(self) -> bool:
         """The per-op sum exceeds end-to-end: profiling serialised the ops."""
         return self.ops_us > self.compute_us
+
+
+@dataclass(frozen=True)
+class CoreEvidence:
+    """The per-core compute a core-placement action rests on (the slice-wide Jain index,
+    over every shape's busy time, can read 1.000 beside it)."""
+
+    shape: str
+    action_id: str
+    cores: tuple[CoreCompute, ...]
 
 
 @dataclass(frozen=True)
@@ -170,8 +195,6 @@ class ReportView:
     sla: tuple[SlaTarget, ...]
     summary: str
     actions: tuple[ActionView, ...]
-    top_actions: tuple[ActionView, ...]
-    more_actions: int
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
@@ -190,6 +213,7 @@ class ReportView:
     """Shapes whose p95 moved significantly against the compared run."""
     per_op_sums: tuple[PerOpSum, ...]
     jain_low: bool
+    core_evidence: tuple[CoreEvidence, ...]
     matched_time_low: bool
     reformat_high: bool
     unplotted: tuple[ShapeMetrics, ...]
@@ -204,6 +228,15 @@ class ReportView:
     """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
     limits: dict[str, float]
     """Thresholds the prose quotes."""
+    sections: tuple[Section, ...]
+    """The sections with something to show, in order ("Not measured" among them when any
+    other is not)."""
+    not_measured: tuple[tuple[Section, str], ...]
+    """Each section without its data, with why and which input would add it."""
+    glossary: dict[str, tuple[str, str]]
+    """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
+    mape_high: bool
+    """The weighted MAPE is above the accuracy tolerance."""
 
 
 def window(r: SliceResult) -> str:
@@ -238,14 +271,66 @@ def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | No
     return q, value, sla, met
 
 
-def action_view(a: Action, r: SliceResult) -> ActionView:
-    """An action with its words."""
-    return ActionView(a, words.action_title(a, r.name), words.rollback_text(a, r.name))
+def anchor_key(name: str) -> str:
+    """An HTML id part for a name from the input files (any characters, any length)."""
+    return hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def evidence_href(a: Action, cores: frozenset[str]) -> str:
+    """Where the report shows the evidence an action rests on: a tuning action's shape row in
+    "Bottleneck class per shape" (or its per-core compute), a decision's shape, a blocker's
+    section."""
+    key = anchor_key(a.shape)
+    if a.kind == ActionKind.CORE_IMBALANCE and a.id in cores:
+        return f"#cores-{a.id}"
+    if a.kind in (ActionKind.SPECIALISE, ActionKind.CLOSE_THE_LOOP):
+        return f"#decision-{key}"
+    if a.kind == ActionKind.ENVIRONMENT_MISMATCH or "side" in a.params:
+        return "#environment"
+    if a.kind == ActionKind.PRECISION_WITHOUT_QUALITY:
+        return "#checklist"
+    return f"#class-{key}"
+
+
+def action_view(a: Action, r: SliceResult, cores: frozenset[str] = frozenset()) -> ActionView:
+    """An action with its words and the anchor of its evidence."""
+    title = prose.action_title(a, r.name)
+    rollback = prose.rollback_text(a, r.name)
+    key = anchor_key(a.shape) if a.shape != SLICE_WIDE else ""
+    return ActionView(
+        a, title, rollback, key, evidence_href(a, cores), prose.ticket(a, title, rollback, r)
+    )
 
 
 def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     th = r.thresholds
-    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th))
+    on = tuple((i, a.id) for i, a in enumerate(r.actions, 1) if a.shape == m.shape)
+    key = anchor_key(m.shape)
+    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th), key, on)
+
+
+def core_evidence(r: SliceResult) -> tuple[CoreEvidence, ...]:
+    """Per core-placement action: its shape's median compute on each core."""
+    per_shape = r.scheduling.shape_cores if r.scheduling else {}
+    return tuple(
+        CoreEvidence(a.shape, a.id, per_shape[a.shape])
+        for a in r.actions
+        if a.kind == ActionKind.CORE_IMBALANCE and per_shape.get(a.shape)
+    )
+
+
+def measured_sections(
+    r: SliceResult, formats: str
+) -> tuple[tuple[Section, ...], tuple[tuple[Section, str], ...]]:
+    """The sections that have data for this slice, and the others with why they have none."""
+    missing = tuple(
+        (s, words.not_measured(s, r, formats))
+        for s in SECTIONS
+        if (s.needs_requests and not r.requests) or (s.needs and getattr(r, s.needs) is None)
+    )
+    gone = {s.id for s, _ in missing}
+    shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))
+    return shown, missing
 
 
 def sla_missed(sla: tuple[SlaTarget, ...]) -> bool:
@@ -323,7 +408,9 @@ def verdict(
 
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
-    actions = tuple(action_view(a, r) for a in r.actions)
+    cores = core_evidence(r)
+    with_cores = frozenset(e.action_id for e in cores)
+    actions = tuple(action_view(a, r, with_cores) for a in r.actions)
     lines = tuple(_shape_line(m, r) for m in r.shapes)
     groups = tuple(
         DecisionGroup(d, words.DECISION_MEANING[d], tuple(x for x in lines if x.m.decision == d))
@@ -334,8 +421,13 @@ def build(r: SliceResult) -> ReportView:
     )
     h = r.history
     titles = {v.a.id: v.title for v in actions}
+    numbers = {v.a.id: i for i, v in enumerate(actions, 1)}
     states = tuple(
-        StateView(s, s.title if s.title is not None else titles.get(s.action_id, ""))
+        StateView(
+            s,
+            s.title if s.title is not None else titles.get(s.action_id, ""),
+            numbers.get(s.action_id),
+        )
         for s in (h.actions if h else ())
     )
     ops = r.operators
@@ -347,6 +439,8 @@ def build(r: SliceResult) -> ReportView:
     rv = r.review
     sla = sla_targets(r)
     head = headline(r)
+    formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources"
+    shown, missing = measured_sections(r, formats)
     return ReportView(
         name=r.name,
         verdict=verdict(r, sla, actions, checks),
@@ -356,10 +450,8 @@ def build(r: SliceResult) -> ReportView:
         window=window(r),
         description=rv.description,
         sla=sla,
-        summary=words.summary(r, head),
+        summary=prose.summary(r, head),
         actions=actions,
-        top_actions=actions[:TOP_ACTIONS],
-        more_actions=max(0, len(actions) - TOP_ACTIONS),
         shapes=lines,
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
@@ -383,6 +475,7 @@ def build(r: SliceResult) -> ReportView:
         jain_low=bool(
             sched and sched.jain_index_cores is not None and sched.jain_index_cores < JAIN_IMBALANCE
         ),
+        core_evidence=cores,
         matched_time_low=bool(
             ops and ops.matched_time_share is not None and ops.matched_time_share < MATCHED_TIME_LOW
         ),
@@ -394,7 +487,7 @@ def build(r: SliceResult) -> ReportView:
             for m in r.shapes
             if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
         ),
-        source_formats=", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources",
+        source_formats=formats,
         source_dir=source_dir(r),
         source_paths=source_paths(r),
         rejected_total=sum(s.rejected for s in r.sources),
@@ -404,4 +497,8 @@ def build(r: SliceResult) -> ReportView:
             "jain_imbalance": JAIN_IMBALANCE,
             "improvement": IMPROVEMENT,
         },
+        sections=shown,
+        not_measured=missing,
+        glossary=words.GLOSSARY,
+        mape_high=(r.accuracy.mape_weighted or 0.0) > r.thresholds.tolerance,
     )

@@ -6,15 +6,14 @@ Analysis hands over kinds and figures; this module says them. Each enum member o
 
 from __future__ import annotations
 
-from mapreport.analysis.actions import Action, RollbackTrigger, ValidationRow
+from mapreport.analysis.actions import ValidationRow
 from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import Thresholds
+from mapreport.analysis.common import Evidence, Thresholds
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.kinds import (
-    BLOCKERS,
     AccuracyState,
     ActionKind,
     ActionState,
@@ -36,13 +35,14 @@ from mapreport.kinds import (
 )
 from mapreport.report.filters import (
     DASH,
+    ci,
     duration,
-    duration_ms,
+    metric_value,
     pct,
     plural,
     plural_word,
-    signed_pct,
 )
+from mapreport.report.sections import Section
 
 LABELLED = (
     Decision,
@@ -58,6 +58,13 @@ LABELLED = (
     Health,
 )
 LABELS: dict[str, str] = {m: m.value.replace("_", " ") for e in LABELLED for m in e}
+
+
+def label_of(x: str) -> str:
+    """An enum member's label (`label` for any identifier)."""
+    return LABELS[x]
+
+
 """Short names of the categories shown in tables (the `label` filter)."""
 
 DECISION_MEANING: dict[Decision, str] = {
@@ -73,6 +80,66 @@ DECISION_MEANING: dict[Decision, str] = {
 }
 """What each decision asks of the team."""
 
+GLOSSARY: dict[str, tuple[str, str]] = {
+    "ape": (
+        "APE",
+        "absolute percentage error of one shape's prediction: |predicted − measured| / "
+        "measured, where measured is the median compute of the requests that ran the plan as "
+        "built (static).",
+    ),
+    "signed-error": (
+        "signed error",
+        "(predicted − measured) / measured: positive when the plan predicted more time than "
+        "was measured.",
+    ),
+    "mape": (
+        "MAPE",
+        "mean APE over the shapes with a measurement, weighted by their share of traffic.",
+    ),
+    "tolerance": (
+        "tolerance",
+        "the APE at or below which a shape's prediction counts as accurate (thresholds.tolerance).",
+    ),
+    "tau": (
+        "Kendall τ",
+        "rank correlation between predicted and measured cost across shapes: 1 when the plan "
+        "orders the shapes exactly as measured, 0 when its order says nothing, −1 when reversed.",
+    ),
+    "jain": (
+        "Jain's index",
+        "(Σx)² / (n·Σx²) over n cores' (or streams') load: 1 when all carry the same, 1/n when "
+        "one carries everything.",
+    ),
+    "gain": (
+        "gain, net gain",
+        "gain = 1 − adapted / baseline compute (p50 or p95), the baseline being the static "
+        "plan (or the fallback path of an uncovered shape); net gain charges the adaptation's "
+        "own cost per request against it. n adapted / base counts the requests on each side.",
+    ),
+    "material": (
+        "material tail",
+        "a shape's tail is material when its p95 is above tail_ratio × its p50 or it misses "
+        "the SLA; an immaterial tail is noise, not a bottleneck.",
+    ),
+    "tail-excess": (
+        "tail excess",
+        "for each request above a shape's p95: its latency minus the shape's p50, split among "
+        "queueing, mapping fallback, memory burst and core imbalance.",
+    ),
+    "residual": (
+        "residual",
+        "the part of the tail excess no measured driver explains (compute variance, or a "
+        "driver without telemetry).",
+    ),
+    "blocker": (
+        "blocker",
+        "an action that must come before any tuning: a precision change without quality "
+        "evidence, an unlocked environment, missing telemetry.",
+    ),
+    **{f"decision-{d.value}": (label_of(d), meaning) for d, meaning in DECISION_MEANING.items()},
+}
+"""Each term the report uses without saying what it means, by anchor id (`term-<id>`)."""
+
 CHECK_ITEMS: dict[CheckItem, str] = {
     CheckItem.SCOPE: "Workload scope and SLA targets are explicit",
     CheckItem.ENVIRONMENT: "Environment metadata is locked and reproducible",
@@ -86,6 +153,7 @@ PITFALLS: dict[PitfallKind, str] = {
     PitfallKind.SYNTHETIC_ONLY: "Optimising synthetic kernels without production-shape validation",
     PitfallKind.AVERAGE_ONLY: "Average-only claims (no tail statistic behind a claim)",
     PitfallKind.PRECISION_WITHOUT_QUALITY: "Precision change without quality evidence",
+    PitfallKind.DESCRIBED_PRECISION: "Description names a precision the plan does not run",
 }
 
 CRITERIA: dict[Criterion, str] = {
@@ -95,8 +163,9 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.NO_FALLBACK: "0 requests on the fallback path",
     Criterion.APE_WITHIN: "<= {limit}",
     Criterion.APE_WITHIN_AFTER_UPDATE: "<= {limit} after the cost model update",
-    Criterion.NOT_WORSE_THAN_STATIC: "no worse than the static plan",
-    Criterion.AT_MOST_ADAPTED: "<= adapted p50 (no adaptation needed)",
+    Criterion.NOT_WORSE_THAN_STATIC: "<= {limit}, the static plan's p50 tonight",
+    Criterion.AT_MOST_ADAPTED: "<= {limit}, the adapted mapping's p50 tonight (no adaptation "
+    "needed)",
     Criterion.NO_WORSE: "no worse than before (CI of the change includes or is below zero)",
     Criterion.NO_ERROR_INCREASE: "no increase",
     Criterion.GUARDS_NEIGHBOUR: "no regression > 2% (guards the neighbours)",
@@ -147,7 +216,7 @@ def label(x: str | None) -> str:
 
 
 def _p(x: float | None) -> str:
-    return f"{x:.0%}" if x is not None else DASH
+    return pct(x, 0)
 
 
 def gain_reason(m: ShapeMetrics, th: Thresholds) -> str:
@@ -215,110 +284,6 @@ def class_reason(m: ShapeMetrics, th: Thresholds) -> str:
     )
 
 
-def _err(x: object) -> str:
-    return f"{x:+.0%}" if isinstance(x, float) else DASH
-
-
-def action_title(a: Action, name: str) -> str:
-    """One action as its owner reads it: what to change and the figures that call for it."""
-    p, shape = a.params, a.shape
-    share = pct(p.get("share"), 0)
-    k = a.kind
-    if k == ActionKind.QUEUEING:
-        return (
-            f"Cut queueing delay for {shape}: queue wait drives {share} of its tail (queue p95 "
-            f"{duration(p['queue_p95_us'])} vs p50 {duration(p['queue_p50_us'])}); revisit "
-            "admission, batching window and replica count"
-        )
-    if k == ActionKind.CORE_IMBALANCE:
-        where = (
-            f"core {p['core']} runs it {p['slowdown']:.0%} slower than the median core"
-            if p.get("core") is not None
-            else "per-core compute differs"
-        )
-        return (
-            f"Rebalance core placement for {shape}: {where}; core imbalance drives {share} of "
-            "its tail"
-        )
-    if k == ActionKind.MAPPING_FALLBACK:
-        title = (
-            f"Compile a mapping for {shape}: {p['n_fallback']} of its {p['n']} requests ran "
-            f"the generic fallback path, which drives {share} of its tail"
-        )
-        if not p["covered"]:
-            title += " (no compile bucket holds it)"
-        if p.get("net_gain_p50") is not None:
-            title += (
-                f"; seed the new bucket with the adapted mapping (net gain "
-                f"{signed_pct(p['net_gain_p50'])})"
-            )
-        return title
-    if k == ActionKind.MEMORY_BURST:
-        return (
-            f"Re-plan fusion and tiling memory for {shape}: requests above its memory budget "
-            f"drive {share} of its tail"
-        )
-    if k == ActionKind.MAPPING_INACCURACY:
-        return (
-            f"Recalibrate the cost model for {shape}: predicted {duration(p['predicted_us'])}, "
-            f"measured {duration(p['measured_us'])} ({_err(p['signed_error'])}); adaptation "
-            "does not recover it"
-        )
-    if k == ActionKind.ADAPTATION_OVERHEAD:
-        return (
-            f"Disable runtime adaptation for {shape}: it costs "
-            f"{duration(p['cost_per_request_us'])} per adapted request and the net p50 gain is "
-            f"{signed_pct(p['net_gain_p50'])}"
-        )
-    if k == ActionKind.SPECIALISE:
-        return (
-            f"Add a compile bucket for {shape}: the cost model is right "
-            f"({_err(p['signed_error'])}) but the plan is not specialised; the adapted mapping "
-            f"gains {signed_pct(p['net_gain_p50'])} net"
-        )
-    if k == ActionKind.CLOSE_THE_LOOP:
-        miss = (
-            "no bucket holds it"
-            if not p["covered"]
-            else f"prediction off by {_err(p['signed_error'])}"
-        )
-        return (
-            f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "
-            f"{miss}, and adaptation gains {signed_pct(p['net_gain_p50'])} net"
-        )
-    if k == ActionKind.OBSERVABILITY and "side" in p:
-        return (
-            f"Export the environment record with the {p['side']}-side files of {name}: without "
-            "it the environment lock cannot be checked"
-        )
-    if k == ActionKind.OBSERVABILITY:
-        return (
-            f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed "
-            "without it"
-        )
-    if k == ActionKind.ENVIRONMENT_MISMATCH:
-        differ = p["mismatches"]
-        keys = ", ".join(
-            f"{key} ({'/'.join(c) or '-'} vs {'/'.join(r) or '-'})" for key, c, r in differ
-        )
-        verb = "differs" if len(differ) == 1 else "differ"
-        return (
-            f"Re-lock the environment of {name}: {keys} {verb} between compile and runtime; "
-            "rebuild the plan on the serving environment or pin it"
-        )
-    if k == ActionKind.PRECISION_WITHOUT_QUALITY:
-        return (
-            f"Run the quality evaluation of the {p['precision']} plan on {name} before relying "
-            "on it: there is no quality evidence for this precision change"
-        )
-    raise AssertionError(f"no title for action kind {k}")
-
-
-def rollback_window(t: RollbackTrigger) -> str:
-    """How long a rollback trigger must hold."""
-    return f"{t.runs} consecutive nightly runs" if t.runs else "-"
-
-
 METRIC_NAMES: dict[str, str] = {
     "latency": "latency",
     "queue": "queue wait",
@@ -350,21 +315,42 @@ def metric(name: str) -> str:
     return name.replace("_", " ")
 
 
-def rollback_text(a: Action, name: str) -> str:
-    """When to roll an action's change back, as one sentence."""
-    t = a.rollback_trigger
-    if t.runs == 0:
-        return "not a runtime change: nothing to roll back"
-    bound = (f"> SLA {duration(t.sla_us)} or " if t.sla_us is not None else "> ") + (
-        f"+10% over the pre-change {duration(t.pre_change)}"
-    )
-    what = metric(t.metric)
-    return f"{what} of {name} at {a.shape} {bound} for {rollback_window(t)}"
+def evidence(e: Evidence | None) -> str:
+    """What a finding rests on: the metric in words, its value, CI and n (the template links
+    the files it rests on)."""
+    if e is None:
+        return DASH
+    parts = [f"{metric(e.metric)} = {metric_value(e.value, e.metric)}"]
+    if e.ci is not None:
+        parts.append(
+            f"95% CI {ci(e.ci)}"
+            if "gain" in e.metric or "error" in e.metric or e.metric == "ape"
+            else f"95% CI [{pct(e.ci.low)}, {pct(e.ci.high)}]"
+        )
+    if e.n:
+        parts.append(f"n = {e.n:,}")
+    note = evidence_note(e)
+    if note:
+        parts.append(note)
+    return "; ".join(parts)
+
+
+def evidence_note(e: Evidence) -> str:
+    """What an evidence record's figure is, where its metric name does not say it."""
+    if e.metric.startswith("tail_share."):
+        return f"share of the excess of {e.n} requests above p95"
+    if e.metric == "ape" and e.ci is not None:
+        return "CI is of the signed error"
+    if e.metric in ("environment.compile", "environment.runtime"):
+        return "record missing"
+    if e.metric.startswith("quality."):
+        return "no quality record"
+    return ""
 
 
 def criterion(v: ValidationRow) -> str:
     """When one validation row passes."""
-    return CRITERIA[v.criterion].format(limit=_p(v.limit))
+    return CRITERIA[v.criterion].format(limit=metric_value(v.limit, v.metric))
 
 
 def check_reason(c: ChecklistItem, r: SliceResult) -> str:
@@ -425,6 +411,13 @@ def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
             " rest on shapes without a p95"
         )
     q = r.precision
+    if p.kind == PitfallKind.DESCRIBED_PRECISION:
+        if not q.described:
+            return "the description names no precision, or one the plan runs"
+        return (
+            f"the description says {', '.join(q.described)}; the plan runs "
+            f"{', '.join(q.planned)}: correct the description or check the plan that was served"
+        )
     return (
         "; ".join(
             [f"{x}: no quality record" for x in q.missing]
@@ -446,51 +439,29 @@ def history_note(h: History) -> str:
     return "" if h.note is None else HISTORY_NOTES[h.note].format(baseline=h.baseline_run)
 
 
-def _offline(r: SliceResult) -> list[str]:
-    """What a slice without requests does hold: per-op mapping, compiles, a load sweep."""
-    parts = []
-    ops = r.operators
-    if ops is not None:
-        parts.append(
-            f"{ops.matched_ops} of {ops.planned_ops} planned ops joined with measured times "
-            f"({pct(ops.matched_time_share)} of measured op time)"
+def not_measured(s: Section, r: SliceResult, formats: str) -> str:
+    """Why a section has nothing to show for this slice and which input would add it."""
+    if s.needs_requests and not r.requests:
+        return (
+            f"no request telemetry (this slice holds {formats} data only); a native request "
+            "log, a PyTorch profiler trace with request annotations or Triton trace files add it"
         )
-    c = r.compiles
-    if c is not None:
-        parts.append(
-            f"{plural(c.compiles, 'compile')}, {plural(c.recompiles, 'recompile')} over "
-            f"{plural(len(c.shapes), 'shape')}, "
-            f"{duration_ms(c.compile_ms)} compiling"
+    if s.needs == "operators":
+        has = (
+            "a compile plan but no per-op runtime timings"
+            if r.coverage.plans
+            else "no per-op compile plan"
         )
-    w = r.sweep
-    if w is not None:
-        parts.append(
-            f"{plural(w.configs_total, 'model config')} swept at "
-            f"{plural(w.points, 'load point')}, best {w.best or DASH}"
+        return (
+            f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
+            "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
+            "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
         )
-    return parts or ["nothing to report beyond the data sources"]
-
-
-def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bool | None]) -> str:
-    """One sentence: tail latency against the SLA, coverage, cost-model error, and the top
-    action (or that none is called for). `sla_state` is the view's (quantile, value, SLA, met)."""
-    q, value, sla, met = sla_state
-    against = (
-        " (no SLA configured)"
-        if sla is None
-        else f" against an SLA of {duration(sla)} ({'met' if met else 'missed'})"
-    )
-    if r.requests:
-        head = (
-            f"{r.name}: {q} latency {duration(value)}{against} over {r.ok_requests:,} requests; "
-            f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
-            f"cost-model MAPE {pct(r.accuracy.mape_weighted)}."
+    if s.needs == "compiles":
+        return "no compile events; TORCH_TRACE logs or TVM tuning records add them"
+    if s.needs == "sweep":
+        return (
+            "no load sweep; a Triton Model Analyzer checkpoint (model-analyzer profile, .ckpt) "
+            "adds one (the request-level batch impact is under “Scheduling quality”)"
         )
-    else:
-        head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
-    if not r.actions:
-        return head + " No action is called for."
-    first = r.actions[0]
-    lead = "first, a blocker" if first.kind in BLOCKERS else "the biggest"
-    count = plural(len(r.actions), "action")
-    return head + f" {count}; {lead}: {action_title(first, r.name)}."
+    return ""

@@ -25,3 +25,29 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
     });
   });
 });
+
+// "Copy as ticket": put an action's Markdown (its <pre> in the same .ticket block) on the
+// clipboard; where the clipboard API is refused (some file:// pages), select the text instead.
+document.querySelectorAll("button.copy-ticket").forEach(function (button) {
+  button.addEventListener("click", function () {
+    var pre = button.parentNode.querySelector("pre");
+    var text = pre.textContent;
+    function selectIt() {
+      button.parentNode.querySelector("details").open = true;
+      var range = document.createRange();
+      range.selectNodeContents(pre);
+      var sel = window.getSelection();
+      sel.removeAllRanges();
+      sel.addRange(range);
+      button.textContent = "Selected: press Ctrl+C";
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(function () {
+        button.textContent = "Copied";
+        setTimeout(function () { button.textContent = "Copy as ticket"; }, 1500);
+      }, selectIt);
+    } else {
+      selectIt();
+    }
+  });
+});

@@ -1,0 +1,220 @@
+"""Prose: the report's sentences that combine several facts of a slice (an action's title,
+its rollback trigger, a ticket, the executive summary), built from the words of `words`."""
+
+from __future__ import annotations
+
+from mapreport.analysis.actions import Action, RollbackTrigger
+from mapreport.analysis.results import SliceResult
+from mapreport.kinds import BLOCKERS, ActionKind
+from mapreport.report.filters import (
+    DASH,
+    duration,
+    duration_ms,
+    metric_value,
+    pct,
+    plural,
+    signed_pct,
+)
+from mapreport.report.words import criterion, evidence, label, metric
+
+
+def _err(x: object) -> str:
+    return f"{x:+.0%}" if isinstance(x, float) else DASH
+
+
+def action_title(a: Action, name: str) -> str:
+    """One action as its owner reads it: what to change and the figures that call for it."""
+    p, shape = a.params, a.shape
+    share = pct(p.get("share"), 0)
+    k = a.kind
+    if k == ActionKind.QUEUEING:
+        return (
+            f"Cut queueing delay for {shape}: queue wait drives {share} of its tail (queue p95 "
+            f"{duration(p['queue_p95_us'])} vs p50 {duration(p['queue_p50_us'])}); revisit "
+            "admission, batching window and replica count"
+        )
+    if k == ActionKind.CORE_IMBALANCE:
+        where = (
+            f"core {p['core']} runs it {p['slowdown']:.0%} slower than the median core"
+            if p.get("core") is not None
+            else "per-core compute differs"
+        )
+        return (
+            f"Rebalance core placement for {shape}: {where}; core imbalance drives {share} of "
+            "its tail"
+        )
+    if k == ActionKind.MAPPING_FALLBACK:
+        title = (
+            f"Compile a mapping for {shape}: {p['n_fallback']} of its {p['n']} requests ran "
+            f"the generic fallback path, which drives {share} of its tail"
+        )
+        if not p["covered"]:
+            title += " (no compile bucket holds it)"
+        if p.get("net_gain_p50") is not None:
+            title += (
+                f"; seed the new bucket with the adapted mapping (net gain "
+                f"{signed_pct(p['net_gain_p50'])})"
+            )
+        return title
+    if k == ActionKind.MEMORY_BURST:
+        return (
+            f"Re-plan fusion and tiling memory for {shape}: requests above its memory budget "
+            f"drive {share} of its tail"
+        )
+    if k == ActionKind.MAPPING_INACCURACY:
+        return (
+            f"Recalibrate the cost model for {shape}: predicted {duration(p['predicted_us'])}, "
+            f"measured {duration(p['measured_us'])} ({_err(p['signed_error'])}); adaptation "
+            "does not recover it"
+        )
+    if k == ActionKind.ADAPTATION_OVERHEAD:
+        return (
+            f"Disable runtime adaptation for {shape}: it costs "
+            f"{duration(p['cost_per_request_us'])} per adapted request and the net p50 gain is "
+            f"{signed_pct(p['net_gain_p50'])}"
+        )
+    if k == ActionKind.SPECIALISE:
+        return (
+            f"Add a compile bucket for {shape}: the cost model is right "
+            f"({_err(p['signed_error'])}) but the plan is not specialised; the adapted mapping "
+            f"gains {signed_pct(p['net_gain_p50'])} net"
+        )
+    if k == ActionKind.CLOSE_THE_LOOP:
+        miss = (
+            "no bucket holds it"
+            if not p["covered"]
+            else f"prediction off by {_err(p['signed_error'])}"
+        )
+        return (
+            f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "
+            f"{miss}, and adaptation gains {signed_pct(p['net_gain_p50'])} net"
+        )
+    if k == ActionKind.OBSERVABILITY and "side" in p:
+        return (
+            f"Export the environment record with the {p['side']}-side files of {name}: without "
+            "it the environment lock cannot be checked"
+        )
+    if k == ActionKind.OBSERVABILITY:
+        return (
+            f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed "
+            "without it"
+        )
+    if k == ActionKind.ENVIRONMENT_MISMATCH:
+        differ = p["mismatches"]
+        keys = ", ".join(
+            f"{key} ({'/'.join(c) or '-'} vs {'/'.join(r) or '-'})" for key, c, r in differ
+        )
+        verb = "differs" if len(differ) == 1 else "differ"
+        return (
+            f"Re-lock the environment of {name}: {keys} {verb} between compile and runtime; "
+            "rebuild the plan on the serving environment or pin it"
+        )
+    if k == ActionKind.PRECISION_WITHOUT_QUALITY:
+        return (
+            f"Run the quality evaluation of the {p['precision']} plan on {name} before relying "
+            "on it: there is no quality evidence for this precision change"
+        )
+    raise AssertionError(f"no title for action kind {k}")
+
+
+def rollback_window(t: RollbackTrigger) -> str:
+    """How long a rollback trigger must hold."""
+    return f"{t.runs} consecutive nightly runs" if t.runs else "-"
+
+
+def rollback_text(a: Action, name: str) -> str:
+    """When to roll an action's change back, as one sentence."""
+    t = a.rollback_trigger
+    if t.runs == 0:
+        return "not a runtime change: nothing to roll back"
+    bound = (f"> SLA {duration(t.sla_us)} or " if t.sla_us is not None else "> ") + (
+        f"+10% over the pre-change {duration(t.pre_change)}"
+    )
+    what = metric(t.metric)
+    return f"{what} of {name} at {a.shape} {bound} for {rollback_window(t)}"
+
+
+def _offline(r: SliceResult) -> list[str]:
+    """What a slice without requests does hold: per-op mapping, compiles, a load sweep."""
+    parts = []
+    ops = r.operators
+    if ops is not None:
+        parts.append(
+            f"{ops.matched_ops} of {ops.planned_ops} planned ops joined with measured times "
+            f"({pct(ops.matched_time_share)} of measured op time)"
+        )
+    c = r.compiles
+    if c is not None:
+        parts.append(
+            f"{plural(c.compiles, 'compile')}, {plural(c.recompiles, 'recompile')} over "
+            f"{plural(len(c.shapes), 'shape')}, "
+            f"{duration_ms(c.compile_ms)} compiling"
+        )
+    w = r.sweep
+    if w is not None:
+        parts.append(
+            f"{plural(w.configs_total, 'model config')} swept at "
+            f"{plural(w.points, 'load point')}, best {w.best or DASH}"
+        )
+    return parts or ["nothing to report beyond the data sources"]
+
+
+def completed(r: SliceResult) -> str:
+    """The requests latency is measured over, against all of them when some failed."""
+    if r.ok_requests == r.requests:
+        return plural(r.requests, "request")
+    return f"the {r.ok_requests:,} of {r.requests:,} requests that completed"
+
+
+def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bool | None]) -> str:
+    """One sentence: tail latency against the SLA, coverage, cost-model error, and the top
+    action (or that none is called for). `sla_state` is the view's (quantile, value, SLA, met)."""
+    q, value, sla, met = sla_state
+    against = (
+        " (no SLA configured)"
+        if sla is None
+        else f" against an SLA of {duration(sla)} ({'met' if met else 'missed'})"
+    )
+    if r.requests:
+        head = (
+            f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; "
+            f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
+            f"cost-model MAPE {pct(r.accuracy.mape_weighted)}."
+        )
+    else:
+        head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
+    if not r.actions:
+        return head + " No action is called for."
+    first = r.actions[0]
+    lead = "first, a blocker" if first.kind in BLOCKERS else "the biggest"
+    count = plural(len(r.actions), "action")
+    return head + f" {count}; {lead}: {action_title(first, r.name)}."
+
+
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
+    """One action as Markdown for an issue tracker: title, owner, evidence, rollback trigger
+    and validation matrix."""
+    files = {s.source_id: s.path for s in r.sources}
+    lines = [
+        f"### {title}",
+        "",
+        f"- Slice: `{r.name}`; shape: `{a.shape}`; action `{a.id}` ({label(a.kind)})",
+        f"- Owner: {a.owner or 'unassigned'} ({label(a.owner_role)})",
+        f"- Evidence: {evidence(a.evidence)}",
+        *(f"  - file `{files.get(sid, sid)}`" for sid in a.evidence.sources),
+        f"- Rollback trigger: {rollback}",
+        "",
+        "| Validate on shape | Metric | Now | Pass when |",
+        "|---|---|---|---|",
+        *(
+            f"| `{_cell(x.shape)}` | {_cell(metric(x.metric))} | "
+            f"{metric_value(x.baseline, x.metric)} | {_cell(criterion(x))} |"
+            for x in a.validation_matrix
+        ),
+    ]
+    return "\n".join(lines) + "\n"
