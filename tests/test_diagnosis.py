@@ -107,6 +107,15 @@ def test_checklist_and_pitfalls(demo_reports: Path) -> None:
         "Precision change without quality evidence": False,
         "Description names a precision the plan does not run": False,
     }
+    # the quality guardrail of every matrix states its record (before: "<= the configured
+    # max_drop" without the value): bert-base's bf16 has f1 0.884 -> 0.882, max_drop 0.004
+    guards = [
+        x for a in bert["actions"] for x in a["validation_matrix"] if "quality" in x["metric"]
+    ]
+    assert guards
+    assert all(x["metric"] == "quality f1 (bf16)" for x in guards)
+    assert all(x["baseline"] == 0.882 for x in guards)
+    assert all("drop from the baseline 0.884 <= 0.004" in x["criterion"] for x in guards)
     # llama's description says fp8; its plan runs int8 (before: nothing flagged it)
     described = pit["Description names a precision the plan does not run"]
     assert described["present"]

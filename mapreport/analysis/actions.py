@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from mapreport.analysis.common import Evidence, Review, Thresholds
+from mapreport.analysis.common import Evidence, QualityGuard, Review, Thresholds
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.kinds import (
     BLOCKERS,
@@ -68,7 +68,9 @@ class ValidationRow:
     baseline: float | None
     criterion: Criterion
     limit: float | None = None
-    """The bound a criterion names (the APE tolerance)."""
+    """The bound a criterion names (the APE tolerance, a quality max_drop)."""
+    reference: float | None = None
+    """The value a drop is measured from (a quality record's baseline)."""
 
 
 def measured(
@@ -123,7 +125,7 @@ class Scope:
     thresholds: Thresholds
     review: Review
     shapes: tuple[ShapeMetrics, ...]
-    precision: str | None
+    guard: QualityGuard | None
     """The precision change whose quality guardrail the validation matrices carry."""
 
 
@@ -159,9 +161,21 @@ def _matrix(s: Scope, m: ShapeMetrics, target: ValidationRow) -> tuple[Validatio
         key=lambda o: -o.traffic_share,
     )[:NEIGHBOURS]
     rows += [measured(o, "latency_p95_us", Criterion.GUARDS_NEIGHBOUR) for o in others]
-    if s.precision is not None:
+    g = s.guard
+    if g is not None and g.metric is not None:
         rows.append(
-            ValidationRow(SLICE_WIDE, f"quality ({s.precision})", None, Criterion.QUALITY_GUARD)
+            ValidationRow(
+                SLICE_WIDE,
+                f"quality {g.metric} ({g.precision})",
+                g.value,
+                Criterion.QUALITY_GUARD,
+                g.max_drop,
+                g.baseline,
+            )
+        )
+    elif g is not None:
+        rows.append(
+            ValidationRow(SLICE_WIDE, f"quality ({g.precision})", None, Criterion.QUALITY_MAX_DROP)
         )
     return tuple(rows)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from mapreport.analysis.actions import Action
-from mapreport.analysis.common import Review, Thresholds
+from mapreport.analysis.common import QualityGuard, Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.query import records
@@ -39,12 +39,17 @@ class PrecisionCheck:
     """Precisions the slice's description names when its plans run none of them."""
     planned: tuple[str, ...] = ()
     """Every precision the slice's plans run."""
+    records: tuple[QualityGuard, ...] = ()
+    """The first quality record of each changed precision that has one."""
 
     @property
-    def guarded(self) -> str | None:
-        """The change whose quality guardrail the validation matrices carry."""
+    def guard(self) -> QualityGuard | None:
+        """The change whose quality guardrail the validation matrices carry, with its record."""
         changed = self.missing + self.failing + self.passing
-        return changed[0] if changed else None
+        if not changed:
+            return None
+        known = {g.precision: g for g in self.records}
+        return known.get(changed[0], QualityGuard(changed[0]))
 
 
 @dataclass(frozen=True)
@@ -105,8 +110,16 @@ def precision_changes(
             ok.append(p)
         else:
             failing.append(p)
+    first: dict[str, dict[str, Any]] = {}
+    for rec in quality:
+        first.setdefault(rec["precision"], rec)
+    records = tuple(
+        QualityGuard(p, f["metric"], f["baseline"], f["value"], f["max_drop"])
+        for p in changed
+        if (f := first.get(p)) is not None
+    )
     return PrecisionCheck(
-        tuple(ok), tuple(missing), tuple(failing), described, tuple(sorted(planned))
+        tuple(ok), tuple(missing), tuple(failing), described, tuple(sorted(planned)), records
     )
 
 

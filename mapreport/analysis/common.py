@@ -24,6 +24,17 @@ class Thresholds:
     tail_ratio: float = 1.5
 
 
+class QualityGuard(NamedTuple):
+    """A precision change's quality guardrail: the first quality record of that precision
+    (metric, baseline, value, max_drop), or the precision alone when it has none."""
+
+    precision: str
+    metric: str | None = None
+    baseline: float | None = None
+    value: float | None = None
+    max_drop: float | None = None
+
+
 class Interval(NamedTuple):
     """A 95% confidence interval (a pair: findings.json states it as [low, high])."""
 

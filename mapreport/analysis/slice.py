@@ -256,7 +256,7 @@ def review_step(ctx: Context, f: Facts) -> None:
     precisions = [b.precision for b in ctx.buckets if b.precision]
     quality = quality_records(ctx.con, ctx.workload, ctx.slice)
     f.precision = precision_changes(precisions, quality, ctx.review.description)
-    scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guarded)
+    scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guard)
     sources = tuple(s.source_id for s in f.sources)
     slowest = _slowest_cores(f)
     f.actions = plan_actions(scope, f.environment, f.precision.missing, slowest, sources)

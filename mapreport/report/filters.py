@@ -90,6 +90,8 @@ def metric_value(value: float | None, metric: str) -> str:
         return duration(value)
     if metric.endswith("_bytes"):
         return size(value)
+    if metric.startswith("quality"):
+        return DASH if value is None else f"{value:g}"  # a score as its record states it
     if any(k in metric for k in ("share", "ape", "rate", "gain", "error")):
         return pct(value)
     return num(value, 2) if isinstance(value, float) else num(value)

@@ -169,8 +169,10 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.NO_WORSE: "no worse than before (CI of the change includes or is below zero)",
     Criterion.NO_ERROR_INCREASE: "no increase",
     Criterion.GUARDS_NEIGHBOUR: "no regression > 2% (guards the neighbours)",
-    Criterion.QUALITY_GUARD: "drop versus baseline <= the configured max_drop",
-    Criterion.QUALITY_MAX_DROP: "drop versus baseline <= max_drop",
+    Criterion.QUALITY_GUARD: "drop from the baseline {reference} <= {limit} (the quality "
+    "record's max_drop)",
+    Criterion.QUALITY_MAX_DROP: "a quality record exists and its drop versus baseline <= its "
+    "max_drop",
     Criterion.PRESENT_IN_EVERY_FILE: "present in every file",
     Criterion.PRESENT_ON_EVERY_REQUEST: "present on every request",
     Criterion.SAME_ON_BOTH_SIDES: "same on both sides",
@@ -350,7 +352,9 @@ def evidence_note(e: Evidence) -> str:
 
 def criterion(v: ValidationRow) -> str:
     """When one validation row passes."""
-    return CRITERIA[v.criterion].format(limit=metric_value(v.limit, v.metric))
+    return CRITERIA[v.criterion].format(
+        limit=metric_value(v.limit, v.metric), reference=metric_value(v.reference, v.metric)
+    )
 
 
 def check_reason(c: ChecklistItem, r: SliceResult) -> str:
