@@ -5,8 +5,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Debian packages: pango for WeasyPrint, chromium for static chart export (kaleido),
-# poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts.
-SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils fonts-dejavu-core
+# poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts,
+# CJK and emoji fonts so that names from the wild print as glyphs, not boxes (26 MB together).
+SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils \
+  fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji
 
 .PHONY: help setup system venv demo test lint typecheck unit sample bench clean
 

@@ -97,3 +97,29 @@ def test_names_from_anywhere_report_each_in_its_own_folder(tmp_path: Path) -> No
         )
     assert (out / "index.html").is_file()
     assert Dataset(tmp_path / "ds").live()
+
+
+def test_cjk_and_emoji_names_print_with_real_glyphs(tmp_path: Path) -> None:
+    """A workload named in Chinese with an emoji prints in the PDF with fonts that have those
+    glyphs (`make` installs fonts-wqy-zenhei and fonts-noto-color-emoji), not as boxes."""
+    import subprocess
+
+    name = "推荐模型 🚀 ранжирование"
+    rec = {"shape": {"b": 1}, "arrival_us": 1, "compute_start_us": 2, "compute_end_us": 3}
+    f = tmp_path / "cjk.jsonl"
+    f.write_text(json.dumps({**rec, "workload": name, "request_id": "r0"}) + "\n")
+    ingest(tmp_path / "ds", [f])
+    out = tmp_path / "out"
+    (outcome,) = report(tmp_path / "ds", out, default_config(), pdf=True)
+    assert outcome.error is None
+    pdf = slice_dir(out, name, "") / "report.pdf"
+    fonts = subprocess.run(["pdffonts", str(pdf)], capture_output=True, text=True, check=True)
+    assert "WenQuanYi" in fonts.stdout
+    assert "Emoji" in fonts.stdout
+    text = subprocess.run(
+        ["pdftotext", "-f", "1", "-l", "1", str(pdf), "-"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert name in text

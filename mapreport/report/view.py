@@ -235,8 +235,9 @@ class ReportView:
     """Each section without its data, with why and which input would add it."""
     glossary: dict[str, tuple[str, str]]
     """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
-    mape_high: bool
-    """The weighted MAPE is above the accuracy tolerance."""
+    mape_class: str
+    """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
+    when it is not measured."""
 
 
 def window(r: SliceResult) -> str:
@@ -331,6 +332,13 @@ def measured_sections(
     gone = {s.id for s, _ in missing}
     shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))
     return shown, missing
+
+
+def mape_class(mape: float | None, tolerance: float) -> str:
+    """How the weighted MAPE reads against the tolerance ('' when not measured)."""
+    if mape is None:
+        return ""
+    return "bad" if mape > tolerance else "ok"
 
 
 def sla_missed(sla: tuple[SlaTarget, ...]) -> bool:
@@ -500,5 +508,5 @@ def build(r: SliceResult) -> ReportView:
         sections=shown,
         not_measured=missing,
         glossary=words.GLOSSARY,
-        mape_high=(r.accuracy.mape_weighted or 0.0) > r.thresholds.tolerance,
+        mape_class=mape_class(r.accuracy.mape_weighted, r.thresholds.tolerance),
     )
