@@ -42,6 +42,7 @@ def environment() -> jinja2.Environment:
     env.filters["criterion"] = words.criterion
     env.filters["metric"] = words.metric
     env.filters["evidence"] = words.evidence
+    env.filters["shape_name"] = words.shape_name
     return env
 
 

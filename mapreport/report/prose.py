@@ -15,11 +15,11 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
-from mapreport.report.words import criterion, evidence, label, metric
+from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
 
 def _err(x: object) -> str:
-    return f"{x:+.0%}" if isinstance(x, float) else DASH
+    return signed_pct(x, 0) if isinstance(x, float) else DASH
 
 
 def action_title(a: Action, name: str) -> str:
@@ -45,7 +45,7 @@ def action_title(a: Action, name: str) -> str:
         )
     if k == ActionKind.MAPPING_FALLBACK:
         title = (
-            f"Compile a mapping for {shape}: {p['n_fallback']} of its {p['n']} requests ran "
+            f"Compile a mapping for {shape}: {p['n_fallback']:,} of its {p['n']:,} requests ran "
             f"the generic fallback path, which drives {share} of its tail"
         )
         if not p["covered"]:
@@ -203,7 +203,7 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     lines = [
         f"### {title}",
         "",
-        f"- Slice: `{r.name}`; shape: `{a.shape}`; action `{a.id}` ({label(a.kind)})",
+        f"- Slice: `{r.name}`; shape: `{shape_name(a.shape)}`; action `{a.id}` ({label(a.kind)})",
         f"- Owner: {a.owner or 'unassigned'} ({label(a.owner_role)})",
         f"- Evidence: {evidence(a.evidence)}",
         *(f"  - file `{files.get(sid, sid)}`" for sid in a.evidence.sources),
@@ -212,7 +212,7 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
         "| Validate on shape | Metric | Now | Pass when |",
         "|---|---|---|---|",
         *(
-            f"| `{_cell(x.shape)}` | {_cell(metric(x.metric))} | "
+            f"| `{_cell(shape_name(x.shape))}` | {_cell(metric(x.metric))} | "
             f"{metric_value(x.baseline, x.metric)} | {_cell(criterion(x))} |"
             for x in a.validation_matrix
         ),

@@ -6,7 +6,7 @@ Analysis hands over kinds and figures; this module says them. Each enum member o
 
 from __future__ import annotations
 
-from mapreport.analysis.actions import ValidationRow
+from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.common import Evidence, Thresholds
@@ -41,6 +41,7 @@ from mapreport.report.filters import (
     pct,
     plural,
     plural_word,
+    signed_pct,
 )
 from mapreport.report.sections import Section
 
@@ -210,6 +211,11 @@ HISTORY_NOTES: dict[HistoryNote, str] = {
 }
 
 
+def shape_name(shape: str) -> str:
+    """A shape as a reader reads it: the slice-wide marker is "whole slice"."""
+    return "whole slice" if shape == SLICE_WIDE else shape
+
+
 def label(x: str | None) -> str:
     """A category's short name; other identifiers with their underscores as spaces."""
     if not x:
@@ -281,8 +287,8 @@ def class_reason(m: ShapeMetrics, th: Thresholds) -> str:
         missing=f"; not measurable without telemetry: {unmeasured}" if unmeasured else "",
         second=second,
         second_share=_p(second_share),
-        error=f"{m.accuracy.signed_error:+.0%}" if m.accuracy.signed_error is not None else DASH,
-        net=f"{m.gain.net_gain_p50:+.1%}" if m.gain.net_gain_p50 is not None else DASH,
+        error=signed_pct(m.accuracy.signed_error, 0),
+        net=signed_pct(m.gain.net_gain_p50),
     )
 
 

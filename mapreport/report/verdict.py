@@ -1,0 +1,141 @@
+"""The verdict: what page 1 and the index say of a slice before anything else (each SLA
+target met or missed, the shape that drives a miss, the first actions, what fails, what
+changed), from the facts the sections state in full."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.sla import OverSla, OverTarget
+from mapreport.kinds import BLOCKERS, Health, RegressionKind
+from mapreport.kinds import ActionState as State
+from mapreport.report import words
+
+if TYPE_CHECKING:
+    from mapreport.analysis.history import RunPoint
+    from mapreport.report.view import ActionView, Row
+
+
+@dataclass(frozen=True)
+class SlaTarget:
+    """One SLA target against the slice's measured value."""
+
+    quantile: str
+    target_us: float | None
+    value_us: float | None
+    met: bool | None
+    """None when no target is configured."""
+
+    @property
+    def excess(self) -> float | None:
+        """How far the value is above (positive) or below its target, as a share of it."""
+        if not self.target_us or self.value_us is None:
+            return None
+        return self.value_us / self.target_us - 1
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What page 1 says before anything else: the SLA, what drives a miss, what to do, what
+    fails, and what changed since the compared night."""
+
+    sla: tuple[SlaTarget, ...]
+    """The configured targets only."""
+    driver: OverTarget | None
+    """The shape holding the most requests over the headline target, when it is missed."""
+    over: OverSla | None
+    actions: tuple[ActionView, ...]
+    blockers: int
+    """How many of `actions` are blockers (they come first)."""
+    failed: tuple[str, ...]
+    """Checklist items that fail."""
+    pitfalls: tuple[str, ...]
+    """Pitfalls found."""
+    changes: dict[State, int]
+    """Actions by state since the compared night (empty on a first night)."""
+    regressions: int
+    compared_to: str | None
+
+
+def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
+    """p95 and p99 against their configured targets."""
+    lat, rv = r.latency, r.review
+
+    def one(q: str, target: float | None, value: float | None) -> SlaTarget:
+        met = None if not target else value is not None and value <= target
+        return SlaTarget(q, target or None, value, met)
+
+    return one("p95", rv.sla_p95_us, lat.p95), one("p99", rv.sla_p99_us, lat.p99)
+
+
+def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
+    """The tail statistic the slice has the evidence for (`Percentiles.tail`), its value, its
+    SLA and whether it is met."""
+    q, value = r.latency.tail(r.thresholds.min_samples_p99)
+    sla = r.review.sla(q)
+    met = None if sla is None else value is not None and value <= sla
+    return q, value, sla, met
+
+
+def sla_missed(sla: tuple[SlaTarget, ...]) -> bool:
+    """Whether the slice misses a configured target."""
+    return any(s.met is False for s in sla)
+
+
+def health(r: SliceResult, sla: tuple[SlaTarget, ...], checks: tuple[Row, ...]) -> Health:
+    """The slice's state on the index: the first of SLA missed, environment unlocked,
+    checklist failing, healthy."""
+    if sla_missed(sla):
+        return Health.SLA_MISSED
+    if not r.environment.locked:
+        return Health.ENVIRONMENT_UNLOCKED
+    if any(not c.flag for c in checks):
+        return Health.CHECKLIST_FAILING
+    return Health.HEALTHY
+
+
+def tail_change(r: SliceResult, q: str) -> float | None:
+    """Tonight's headline quantile against the last earlier recorded night's."""
+    runs = r.history.runs if r.history else ()
+    tonight = [p for p in runs if p.current]
+    earlier = [p for p in runs if not p.current]
+    if not tonight or not earlier:
+        return None
+
+    def pick(p: RunPoint) -> float | None:
+        return p.latency_p99_us if q == "p99" else p.latency_p95_us
+
+    now, before = pick(tonight[-1]), pick(earlier[-1])
+    return None if not now or not before else now / before - 1
+
+
+VERDICT_ACTIONS = 3
+"""Actions page 1 names (blockers first); the actions section lists every one."""
+
+
+def verdict(
+    r: SliceResult,
+    sla: tuple[SlaTarget, ...],
+    actions: tuple[ActionView, ...],
+    checks: tuple[Row, ...],
+) -> Verdict:
+    """Page 1 of the report, from the facts the sections state in full."""
+    h = r.history
+    compared = h is not None and h.compared_to is not None
+    moved = h.regressions if h is not None and compared else ()
+    over = r.over_sla
+    return Verdict(
+        sla=tuple(s for s in sla if s.target_us),
+        driver=over.shapes[0] if over and over.shapes and sla_missed(sla) else None,
+        over=over,
+        actions=actions[:VERDICT_ACTIONS],
+        blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
+        failed=tuple(c.name for c in checks if not c.flag),
+        pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
+        changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
+        regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
+        compared_to=h.compared_to if h else None,
+    )
