@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -20,7 +19,6 @@ SLICES = ["bert-base", "resnet50-int8/prod", "llama-decode/chat"]
 SCHEMA = json.loads(
     (Path(__file__).resolve().parents[1] / "mapreport" / "findings.schema.json").read_text()
 )
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def pdftotext(pdf: Path, page: int | None = None) -> str:

@@ -20,6 +20,11 @@ from mapreport.analysis.common import Percentiles
 QS = "[0.5, 0.95, 0.99]"
 GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
 """Latency quantiles kept per shape: 0%, 1%, ..., 100%; p50/p95/p99 are entries 50/95/99."""
+CDF_GRID = (*(i / 100 for i in range(1, 100)), 0.995, 0.999)
+"""The quantiles a queue-wait profile keeps: every percentile, then two deeper into the tail
+(p50, p95 and p99 are entries 49, 94 and 98)."""
+CDF_POINTS = "[" + ", ".join(f"{q:g}" for q in CDF_GRID) + "]"
+
 _REGISTERED = itertools.count()
 
 SLICE_TABLE = "slice_request"
@@ -119,6 +124,10 @@ class ShapeRow:
     sources: tuple[str, ...]
     latency_quantiles: tuple[float, ...]
     """Latency of ok requests at 0%, 1%, ..., 100% (empty without ok requests)."""
+    queue_quantiles: tuple[float, ...]
+    """Queue wait of ok requests at each quantile of CDF_GRID (empty without one)."""
+    n_queue: int
+    """ok requests that report their queue wait (behind `queue_quantiles`)."""
     n_core: int
     """ok requests that name their core (0: core imbalance cannot be measured)."""
     n_mem: int
@@ -167,7 +176,8 @@ def shape_rows(
         WITH r AS ({REQUESTS})
         SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
             quantile_cont(latency_us, {GRID}) FILTER (WHERE status = 'ok') AS lat,
-            quantile_cont(queue_us, {QS}) FILTER (WHERE status = 'ok') AS que,
+            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok') AS que,
+            count(queue_us) FILTER (WHERE status = 'ok') AS n_que,
             quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
             list(DISTINCT source_id ORDER BY source_id) AS sources,
             count(core) FILTER (WHERE status = 'ok') AS n_core,
@@ -196,19 +206,21 @@ def shape_rows(
             n_total=int(n_total),
             n=int(n),
             latency=_pct(int(n), [lat[50], lat[95], lat[99]] if lat else None),
-            queue=_pct(int(n), que),
+            queue=_pct(int(n), [que[49], que[94], que[98]] if que else None),
             compute=_pct(int(n), com),
             variants=variants.get(shape, {}),
             plans=plans.get(shape, {}),
             plan=primary.get(shape),
             sources=tuple(sources),
             latency_quantiles=tuple(float(v) for v in lat or ()),
+            queue_quantiles=tuple(float(v) for v in que or ()),
+            n_queue=int(n_que),
             n_core=int(n_core),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
             over={q: int(c) for q, c in zip(targets, over, strict=True)},
         )
-        for shape, n_total, n, lat, que, com, sources, n_core, n_mem, m50, *over in main
+        for shape, n_total, n, lat, que, n_que, com, sources, n_core, n_mem, m50, *over in main
     ]
 
 

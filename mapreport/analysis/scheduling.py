@@ -11,7 +11,7 @@ import duckdb
 import numpy as np
 
 from mapreport.analysis.coverage import BucketRow
-from mapreport.analysis.query import REQUESTS
+from mapreport.analysis.query import CDF_POINTS, REQUESTS
 from mapreport.analysis.stats import jain_index
 from mapreport.kinds import FusionGap
 
@@ -119,26 +119,21 @@ class Scheduling:
     one core: a core-placement action rests on these."""
 
 
-CDF_GRID = (*(i / 100 for i in range(1, 100)), 0.995, 0.999)
-"""The quantiles a queue profile keeps: every percentile, then two deeper into the tail."""
-CDF_POINTS = "[" + ", ".join(f"{q:g}" for q in CDF_GRID) + "]"
+def queue_profile(group: str, n: int, cdf: Sequence[float]) -> QueueProfile:
+    """A queue-wait profile from its quantiles at CDF_GRID (p50/p95/p99 are points of it)."""
+    return QueueProfile(
+        group, n, float(cdf[49]), float(cdf[94]), float(cdf[98]), tuple(float(v) for v in cdf)
+    )
 
 
-def _queue_profiles(con: duckdb.DuckDBPyConnection, column: str) -> list[QueueProfile]:
-    """Queue wait of ok requests per value of `column` (stream or shape), at CDF_GRID."""
+def _queue_by_stream(con: duckdb.DuckDBPyConnection) -> list[QueueProfile]:
     rows = con.execute(
         f"""
-        SELECT coalesce({column}, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
+        SELECT coalesce(stream, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
         FROM ({REQUESTS}) WHERE status = 'ok' AND queue_us IS NOT NULL GROUP BY g ORDER BY g
         """
     ).fetchall()
-    # p50, p95 and p99 are points 50, 95 and 99 of the CDF: one quantile aggregate, not two
-    return [
-        QueueProfile(
-            g, int(n), float(cdf[49]), float(cdf[94]), float(cdf[98]), tuple(float(v) for v in cdf)
-        )
-        for g, n, cdf in rows
-    ]
+    return [queue_profile(g, int(n), cdf) for g, n, cdf in rows]
 
 
 def _batch_impact(con: duckdb.DuckDBPyConnection) -> list[BatchImpact]:
@@ -248,17 +243,19 @@ def scheduling(
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
     shape_cores: dict[str, list[tuple[int, float]]],
+    shape_queues: Sequence[QueueProfile] = (),
 ) -> Scheduling:
     """Every scheduling-quality figure of the loaded slice (`query.load_slice`);
-    `shape_cores` is `tail.core_medians` of the slice."""
+    `shape_cores` is `tail.core_medians` of the slice and `shape_queues` its per-shape queue
+    profiles (from `query.shape_rows`' scan)."""
     cores = _cores(con)
     streams = _streams(con)
     fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
     gap = None if fusion else FusionGap.NOT_BOTH_RAN if grouped else FusionGap.NO_GROUPS
     return Scheduling(
-        queue_by_stream=tuple(_queue_profiles(con, "stream")),
-        queue_by_shape=tuple(_queue_profiles(con, "shape")),
+        queue_by_stream=tuple(_queue_by_stream(con)),
+        queue_by_shape=tuple(shape_queues),
         batch_impact=tuple(_batch_impact(con)),
         cores=tuple(cores),
         jain_index_cores=jain_index([c.busy_us for c in cores]),

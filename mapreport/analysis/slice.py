@@ -35,7 +35,7 @@ from mapreport.analysis.environment import EnvironmentCheck, check_environment, 
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
-from mapreport.analysis.scheduling import Scheduling, scheduling
+from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.sla import OverSla, over_sla
 from mapreport.analysis.stats import FloatArray, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep
@@ -224,7 +224,8 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
 def scheduling_step(ctx: Context, f: Facts) -> None:
     """Queue wait, batch impact, core and stream fairness, fusion effect."""
     bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
-    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores)
+    queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
+    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
 
 
 def offline_step(ctx: Context, f: Facts) -> None:

@@ -6,10 +6,11 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mapreport.analysis.query import CDF_GRID
 from mapreport.analysis.results import SliceResult
-from mapreport.analysis.scheduling import CDF_GRID
 from mapreport.analysis.tail import DRIVERS
 from mapreport.kinds import Decision
+from mapreport.report.filters import signed_pct
 from mapreport.report.words import label
 
 COLORS = {
@@ -167,10 +168,6 @@ def latency_percentiles(r: SliceResult) -> go.Figure:
     return _layout(fig, "Latency percentiles per shape")
 
 
-def _signed(x: float) -> str:
-    return f"{x * 100:+.0f}%".replace("-", "−")
-
-
 def predicted_vs_measured(r: SliceResult) -> go.Figure:
     """Compile-time prediction against measured static median compute per shape with a
     prediction; the bar label is the signed error, a shape without a measurement says so."""
@@ -195,7 +192,7 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
             ],
             name="measured static p50",
             marker={"color": "#6baed6"},
-            text=["" if a.signed_error is None else _signed(a.signed_error) for a in acc],
+            text=["" if a.signed_error is None else signed_pct(a.signed_error, 0) for a in acc],
             textposition="outside",
             cliponaxis=False,
         )

@@ -15,8 +15,9 @@ import msgspec
 from mapreport import __version__
 from mapreport.analysis.common import Evidence, Percentiles
 from mapreport.analysis.history import History
+from mapreport.analysis.query import CDF_GRID
 from mapreport.analysis.results import ShapeMetrics, SliceResult
-from mapreport.analysis.scheduling import CDF_GRID, Scheduling
+from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.tail import TailDrivers
 from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine

@@ -18,10 +18,6 @@ from mapreport.report.filters import (
 from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
 
-def _err(x: object) -> str:
-    return signed_pct(x, 0) if isinstance(x, float) else DASH
-
-
 def action_title(a: Action, name: str) -> str:
     """One action as its owner reads it: what to change and the figures that call for it."""
     p, shape = a.params, a.shape
@@ -64,8 +60,8 @@ def action_title(a: Action, name: str) -> str:
     if k == ActionKind.MAPPING_INACCURACY:
         return (
             f"Recalibrate the cost model for {shape}: predicted {duration(p['predicted_us'])}, "
-            f"measured {duration(p['measured_us'])} ({_err(p['signed_error'])}); adaptation "
-            "does not recover it"
+            f"measured {duration(p['measured_us'])} ({signed_pct(p['signed_error'], 0)}); "
+            "adaptation does not recover it"
         )
     if k == ActionKind.ADAPTATION_OVERHEAD:
         return (
@@ -76,14 +72,14 @@ def action_title(a: Action, name: str) -> str:
     if k == ActionKind.SPECIALISE:
         return (
             f"Add a compile bucket for {shape}: the cost model is right "
-            f"({_err(p['signed_error'])}) but the plan is not specialised; the adapted mapping "
-            f"gains {signed_pct(p['net_gain_p50'])} net"
+            f"({signed_pct(p['signed_error'], 0)}) but the plan is not specialised; the adapted "
+            f"mapping gains {signed_pct(p['net_gain_p50'])} net"
         )
     if k == ActionKind.CLOSE_THE_LOOP:
         miss = (
             "no bucket holds it"
             if not p["covered"]
-            else f"prediction off by {_err(p['signed_error'])}"
+            else f"prediction off by {signed_pct(p['signed_error'], 0)}"
         )
         return (
             f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "

@@ -61,11 +61,6 @@ LABELLED = (
 LABELS: dict[str, str] = {m: m.value.replace("_", " ") for e in LABELLED for m in e}
 
 
-def label_of(x: str) -> str:
-    """An enum member's label (`label` for any identifier)."""
-    return LABELS[x]
-
-
 """Short names of the categories shown in tables (the `label` filter)."""
 
 DECISION_MEANING: dict[Decision, str] = {
@@ -137,7 +132,7 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "an action that must come before any tuning: a precision change without quality "
         "evidence, an unlocked environment, missing telemetry.",
     ),
-    **{f"decision-{d.value}": (label_of(d), meaning) for d, meaning in DECISION_MEANING.items()},
+    **{f"decision-{d.value}": (LABELS[d], meaning) for d, meaning in DECISION_MEANING.items()},
 }
 """Each term the report uses without saying what it means, by anchor id (`term-<id>`)."""
 
