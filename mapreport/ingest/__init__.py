@@ -20,7 +20,7 @@ from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
-from mapreport.ingest.records import head_bytes
+from mapreport.ingest.records import TRUNCATED, read_head
 from mapreport.ingest.sink import Sink
 from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
@@ -55,9 +55,11 @@ def get_reader(name: str) -> Reader:
 
 def detect(path: Path) -> Reader:
     """The reader whose sniffing test accepts the file's first bytes."""
-    head = Head(path, head_bytes(path))
-    if not head.data.strip():
-        raise InputError(path, None, None, "file is empty (or an empty gzip stream)")
+    data, broken = read_head(path)
+    head = Head(path, data)
+    if not data.strip():
+        why = TRUNCATED if broken else "file is empty (or an empty gzip stream)"
+        raise InputError(path, None, None, why)
     for reader in READERS.values():
         if reader.sniff(head):
             return reader

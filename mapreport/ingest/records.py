@@ -68,13 +68,26 @@ def open_bytes(path: Path) -> IO[bytes]:
     return fh
 
 
-def head_bytes(path: Path, size: int = 65536) -> bytes:
-    """The first `size` bytes of a file, decompressed if gzip; b'' when unreadable as such."""
+HEAD_CHUNK = 4096
+"""Bytes read at a time while sniffing: a gzip cut short keeps what came before the cut."""
+
+
+def read_head(path: Path, size: int = 65536) -> tuple[bytes, bool]:
+    """The first `size` bytes of a file, decompressed if gzip, and whether the stream broke
+    before them (truncated or corrupt): the bytes are those that came before the break."""
+    out = bytearray()
     try:
         with open_bytes(path) as fh:
-            return fh.read(size)
+            while len(out) < size and (chunk := fh.read(min(HEAD_CHUNK, size - len(out)))):
+                out += chunk
     except (OSError, EOFError, zlib.error):
-        return b""
+        return bytes(out), True
+    return bytes(out), False
+
+
+def head_bytes(path: Path, size: int = 65536) -> bytes:
+    """The first `size` bytes of a file, decompressed if gzip (`read_head` without the break)."""
+    return read_head(path, size)[0]
 
 
 def container_of(path: Path, head: bytes) -> Container | None:
