@@ -115,6 +115,13 @@ class Action:
     params: dict[str, Any]
     """The figures the finding states (the report's title reads them)."""
 
+    @property
+    def missing_side(self) -> str | None:
+        """The side ("compile", "runtime") whose environment record an observability action
+        asks for (None for any other action)."""
+        side = self.params.get("side") if self.kind == ActionKind.OBSERVABILITY else None
+        return None if side is None else str(side)
+
 
 @dataclass(frozen=True)
 class Scope:

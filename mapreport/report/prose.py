@@ -85,10 +85,10 @@ def action_title(a: Action, name: str) -> str:
             f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "
             f"{miss}, and adaptation gains {signed_pct(p['net_gain_p50'])} net"
         )
-    if k == ActionKind.OBSERVABILITY and "side" in p:
+    if a.missing_side:
         return (
-            f"Export the environment record with the {p['side']}-side files of {name}: without "
-            "it the environment lock cannot be checked"
+            f"Export the environment record with the {a.missing_side}-side files of {name}: "
+            "without it the environment lock cannot be checked"
         )
     if k == ActionKind.OBSERVABILITY:
         return (

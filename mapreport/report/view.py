@@ -230,7 +230,7 @@ def evidence_href(a: Action, cores: frozenset[str]) -> str:
         return f"#cores-{a.id}"
     if a.kind in (ActionKind.SPECIALISE, ActionKind.CLOSE_THE_LOOP):
         return f"#decision-{key}"
-    if a.kind == ActionKind.ENVIRONMENT_MISMATCH or "side" in a.params:
+    if a.kind == ActionKind.ENVIRONMENT_MISMATCH or a.missing_side:
         return "#environment"
     if a.kind == ActionKind.PRECISION_WITHOUT_QUALITY:
         return "#checklist"
