@@ -44,7 +44,7 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	@rm -rf demo
-	$(BIN)/mapreport run sample_data/mapreport.toml
+	$(BIN)/mapreport run sample_data/mapreport.toml --date 2026-11-28
 	@echo
 	@echo "Open demo/reports/index.html (HTML reports, PDFs and findings.json per slice)."
 

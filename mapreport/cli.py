@@ -23,7 +23,17 @@ from mapreport import __version__
 from mapreport.config import MAX_JOBS, default_config, load_config
 from mapreport.errors import ERROR_POLICIES, ErrorPolicy, MapreportError, ReportError
 from mapreport.ingest import READERS, IngestResult
-from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report, run
+from mapreport.nightly import NightRun, keep_from, run
+from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report
+from mapreport.store import Dataset
+from mapreport.window import (
+    EVERYTHING,
+    Window,
+    last_complete_day,
+    night_window,
+    parse_date,
+    range_window,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -147,11 +157,19 @@ force_opt = click.option(
     help="Redo every slice's report, even one whose inputs (source files, configuration, "
     "history, run date, code) are those its folder's report was made from.",
 )
-run_date_opt = click.option(
-    "--run-date",
-    type=click.DateTime(formats=["%Y-%m-%d"]),
-    help="Date this run is recorded under in the history (default: today, UTC); a second run "
-    "on the same date replaces the first.",
+date_opt = click.option(
+    "--date",
+    "night",
+    metavar="YYYY-MM-DD",
+    help="The night to report: its calendar day in run.timezone (UTC without a config). The "
+    "history records it under this date; running a night again replaces it.",
+)
+run_date_opt = click.option("--run-date", "run_date", hidden=True, help="Old name of --date.")
+window_opt = click.option(
+    "--window",
+    metavar="day|all|DURATION",
+    help="What the night's report covers: its calendar day (day), a duration ending at its end "
+    "(6h, 7d), or everything in the dataset (all).",
 )
 verbose_opt = click.option("--verbose", "-v", is_flag=True, help="Log each step.")
 dataset_opt = click.option(
@@ -205,6 +223,13 @@ def main() -> None:
     help="Files read at once, each in its own process (commits stay in order; memory grows "
     "with one reader per job).",
 )
+@click.option(
+    "--date",
+    "night",
+    metavar="YYYY-MM-DD",
+    help="The night these files were recorded: where rows without a wall-clock time (a "
+    "profiler's relative clock) belong. Without it they count only in --window all reports.",
+)
 @no_wait_opt
 @quiet_opt
 @verbose_opt
@@ -217,6 +242,7 @@ def ingest_cmd(
     workload: str | None,
     slice_: str,
     jobs: int,
+    night: str | None,
     no_wait: bool,
     quiet: bool,
     verbose: bool,
@@ -229,7 +255,10 @@ def ingest_cmd(
         policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
         progress = _progress(quiet)
-        results = ingest(dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait)
+        day = parse_date(night).isoformat() if night else None
+        results = ingest(
+            dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait, night=day
+        )
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         raise
@@ -262,7 +291,11 @@ def ingest_cmd(
     is_flag=True,
     help="Add this run to the closed-loop history (the nightly `run` always does).",
 )
+@date_opt
 @run_date_opt
+@window_opt
+@click.option("--since", metavar="ISO-TIME", help="Report from this time (with --until: a range).")
+@click.option("--until", metavar="ISO-TIME", help="Report up to this time (excluded).")
 @force_opt
 @quiet_opt
 @verbose_opt
@@ -274,15 +307,21 @@ def report_cmd(
     only: str | None,
     no_pdf: bool,
     record_history: bool,
-    run_date: datetime | None,
+    night: str | None,
+    run_date: str | None,
+    window: str | None,
+    since: str | None,
+    until: str | None,
     force: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
     """Write report.html, report.pdf and findings.json per workload slice from the dataset,
-    without re-ingesting anything. Reports show the recorded history of earlier runs."""
+    without re-ingesting anything. Without --date, --window, --since or --until a report
+    covers everything in the dataset; reports show the recorded history of earlier nights."""
     _logging(verbose)
     config = load_config(config_path) if config_path else default_config()
+    chosen = _report_window(night or run_date, window, since, until, config.timezone)
     outcomes = report(
         dataset,
         out,
@@ -291,15 +330,43 @@ def report_cmd(
         not no_pdf,
         _progress(quiet),
         record=record_history,
-        run_date=run_date.date().isoformat() if run_date else None,
         force=force,
+        window=chosen,
     )
     _summarise_reports(outcomes, out, quiet)
 
 
+def _report_window(
+    night: str | None, window: str | None, since: str | None, until: str | None, tz: str
+) -> Window:
+    """The window `report`'s options ask for (everything when they ask for none)."""
+    if since or until:
+        if night or window:
+            raise click.UsageError("--since/--until and --date/--window do not go together")
+        return range_window(_moment(since, "--since"), _moment(until, "--until"), tz)
+    if night is None and window is None:
+        return EVERYTHING
+    day = parse_date(night) if night else last_complete_day(tz)
+    return night_window(day, window or "day", tz)
+
+
+def _moment(text: str | None, what: str) -> datetime | None:
+    """An ISO time (`2026-11-29T06:00`, with or without a zone) or None."""
+    if text is None:
+        return None
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise click.BadParameter(
+            f"{text!r} is not an ISO time (2026-11-29T06:00Z)", param_hint=what
+        ) from None
+
+
 @main.command("run")
 @click.argument("config_path", metavar="CONFIG", type=click.Path(path_type=Path, dir_okay=False))
+@date_opt
 @run_date_opt
+@window_opt
 @force_opt
 @click.option(
     "--jobs",
@@ -314,38 +381,106 @@ def report_cmd(
 @domain_errors
 def run_cmd(
     config_path: Path,
-    run_date: datetime | None,
+    night: str | None,
+    run_date: str | None,
+    window: str | None,
     force: bool,
     jobs: int | None,
     no_wait: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
-    """The nightly job: ingest the sources CONFIG lists, report every slice and record the run
-    in the closed-loop history. A slice that fails is listed in index.html and makes the exit
-    code non-zero; the others are written."""
+    """The nightly job for one night (--date; default: the last complete day in
+    run.timezone): ingest the sources CONFIG lists ({date} filled in), report every slice over
+    the night's window and record the night in the closed-loop history. Running an earlier
+    night than the latest recorded (a backfill) recomputes the later nights' history too. A
+    slice that fails is listed in index.html and makes the exit code non-zero; the others are
+    written."""
     _logging(verbose)
     config = load_config(config_path)
+    day = night or run_date
     if not quiet:
         echo(f"config    {config.path}")
         echo(f"dataset   {config.dataset}")
         echo(f"out       {config.out}")
     try:
-        ingested, outcomes = run(
+        done = run(
             config,
             _progress(quiet),
-            run_date.date().isoformat() if run_date else None,
+            parse_date(day) if day else None,
             force=force,
             jobs=jobs,
             wait=not no_wait,
+            window=window,
         )
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         with contextlib.suppress(ReportError):
             _summarise_reports(e.outcomes, config.out, quiet)
         raise
-    _summarise_ingest(ingested, quiet)
-    _summarise_reports(outcomes, config.out, quiet)
+    _summarise_ingest(done.ingested, quiet)
+    _summarise_night(done, quiet)
+    _summarise_reports(done.outcomes, config.out, quiet)
+
+
+def _summarise_night(done: NightRun, quiet: bool) -> None:
+    """The night, its late data, retention and backfill, one line each."""
+    if quiet:
+        return
+    w = done.window
+    span = "everything in the dataset" if w.everything else f"{w.spec} window, {w.timezone}"
+    echo(f"night     {done.night} ({span})")
+    for late in done.late:
+        nights = ", ".join(late.nights)
+        echo(
+            f"late data {late.path} adds rows to {nights}, already reported: run again with "
+            f"--date {late.nights[-1]} to revise {'them' if len(late.nights) > 1 else 'it'}"
+        )
+    if done.retention is not None:
+        r = done.retention
+        echo(
+            f"retention removed {len(r.partitions)} day partition(s) before {r.keep_from} "
+            f"({r.files} files, {r.bytes / 2**20:.1f} MiB; {len(r.retired)} source file(s) retired)"
+        )
+    for o in done.outcomes:
+        if o.recomputed:
+            echo(
+                f"backfill  {o.name}: {done.night} recorded again; the later night(s) "
+                f"{', '.join(o.recomputed)} recomputed from it"
+            )
+
+
+@main.command("retain")
+@dataset_opt
+@click.option(
+    "--days",
+    type=click.IntRange(1, None),
+    required=True,
+    help="Nights to keep, the night of --date the last of them.",
+)
+@click.option(
+    "--date",
+    "night",
+    metavar="YYYY-MM-DD",
+    help="The last night kept [default: the last complete day, UTC].",
+)
+@click.option("--dry-run", is_flag=True, help="List what would be removed; remove nothing.")
+@verbose_opt
+@domain_errors
+def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbose: bool) -> None:
+    """Remove the runtime tables' day partitions older than --days nights (history stays).
+    A source file none of whose rows remain is retired and not read back in."""
+    _logging(verbose)
+    last = parse_date(night) if night else last_complete_day("UTC")
+    plan = Dataset(dataset).retain(keep_from(last, days), dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    for d in plan.partitions:
+        echo(f"{verb:12} {d.relative_to(dataset)}")
+    echo(
+        f"{verb} {len(plan.partitions)} day partition(s) before {plan.keep_from}: {plan.files} "
+        f"files, {plan.bytes / 2**20:.1f} MiB; {len(plan.retired)} source file(s) "
+        f"{'would be ' if dry_run else ''}retired"
+    )
 
 
 @main.command("formats")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import re
 import tomllib
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import msgspec
 
 from mapreport.analysis.common import Thresholds
 from mapreport.errors import ConfigError, ErrorPolicy
+from mapreport.window import parse_duration_us, zone
 
 
 class _Run(msgspec.Struct, forbid_unknown_fields=True):
@@ -25,6 +28,9 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     sources: list[str] = []
     on_error: ErrorPolicy | None = None
     jobs: int = 1
+    window: str = "day"
+    timezone: str = "UTC"
+    retain_days: int | None = None
 
 
 MAX_JOBS = 64
@@ -80,6 +86,12 @@ class Config:
     jobs: int = dataclasses.field(default=1, repr=False)
     """Source files read at once, each in its own process. Left out of the repr, which is
     part of a report's fingerprint: how files were read does not change a report."""
+    window: str = "day"
+    """`day`, a duration ending at the night's end (`6h`, `7d`), or `all`."""
+    timezone: str = "UTC"
+    """The time zone whose calendar days are the nights."""
+    retain_days: int | None = dataclasses.field(default=None, repr=False)
+    """Day partitions older than this many nights are removed (None: keep everything)."""
 
     def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
         """The configured SLA block of a slice (an exact match, else the workload's generic)."""
@@ -88,11 +100,13 @@ class Config:
         found = exact or generic
         return found[0] if found else None
 
-    def source_files(self) -> list[Path]:
-        """The configured source globs expanded, sorted; a glob matching nothing is an error."""
+    def source_files(self, night: date | None = None) -> list[Path]:
+        """The configured source globs expanded (`{date}`, `{yyyy}`, `{mm}`, `{dd}` with the
+        night being run first), sorted; a glob matching nothing is an error."""
         base = self.path.parent if self.path else Path.cwd()
         files: list[Path] = []
-        for pattern in self.sources:
+        for template in self.sources:
+            pattern = expand_date(template, night, f"{self.path}: run.sources")
             full = pattern if Path(pattern).is_absolute() else str(base / pattern)
             matched = sorted(Path(p) for p in glob.glob(full, recursive=True) if Path(p).is_file())
             if not matched:
@@ -105,6 +119,34 @@ class Config:
                         )
             files += [m for m in matched if m not in files]
         return files
+
+
+DATE_FIELDS = ("date", "yyyy", "mm", "dd")
+"""The placeholders a source pattern may hold, filled in with the night being run."""
+_FIELD = re.compile(r"\{([^{}]*)\}")
+
+
+def expand_date(pattern: str, night: date | None, where: str) -> str:
+    """`pattern` with `{date}` (YYYY-MM-DD), `{yyyy}`, `{mm}` and `{dd}` of `night` filled in;
+    another `{...}`, or a placeholder without a night, is a ConfigError naming `where`."""
+    names = _FIELD.findall(pattern)
+    unknown = [n for n in names if n not in DATE_FIELDS]
+    if unknown:
+        raise ConfigError(
+            f"{where}: {pattern!r}: unknown placeholder {{{unknown[0]}}} "
+            f"(known: {', '.join('{' + f + '}' for f in DATE_FIELDS)})"
+        )
+    if not names:
+        return pattern
+    if night is None:
+        raise ConfigError(f"{where}: {pattern!r} needs a night (--date) to fill in its date")
+    values = {
+        "date": night.isoformat(),
+        "yyyy": f"{night.year:04d}",
+        "mm": f"{night.month:02d}",
+        "dd": f"{night.day:02d}",
+    }
+    return _FIELD.sub(lambda m: values[m.group(1)], pattern)
 
 
 def default_config() -> Config:
@@ -131,6 +173,17 @@ def _build(raw: _File, path: Path | None) -> Config:
         raise ConfigError(f"{path}: thresholds.min_samples* must be >= 1")
     if not 1 <= raw.run.jobs <= MAX_JOBS:
         raise ConfigError(f"{path}: run.jobs must be in 1..{MAX_JOBS}, got {raw.run.jobs}")
+    if raw.run.retain_days is not None and raw.run.retain_days < 1:
+        raise ConfigError(f"{path}: run.retain_days must be >= 1, got {raw.run.retain_days}")
+    try:
+        zone(raw.run.timezone)
+    except ConfigError as e:
+        raise ConfigError(f"{path}: run.timezone: {e}") from None
+    if raw.run.window not in ("day", "all"):
+        try:
+            parse_duration_us(raw.run.window)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: run.window: {e}") from None
     return Config(
         path=path,
         dataset=(base / raw.run.dataset).resolve(),
@@ -144,6 +197,9 @@ def _build(raw: _File, path: Path | None) -> Config:
         record_history=raw.history.record,
         baseline_run=raw.history.baseline_run,
         jobs=raw.run.jobs,
+        window=raw.run.window,
+        timezone=raw.run.timezone,
+        retain_days=raw.run.retain_days,
     )
 
 

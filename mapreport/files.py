@@ -1,4 +1,5 @@
-"""Writing a file so that no reader ever sees half of it and no failure leaves a temp behind."""
+"""Writing a file so that no reader ever sees half of it and no failure leaves a temp behind;
+Parquet files with the schema version in their metadata."""
 
 from __future__ import annotations
 
@@ -6,6 +7,11 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mapreport.schema import SCHEMA_VERSION
 
 
 @contextlib.contextmanager
@@ -29,3 +35,23 @@ def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to `path` under a temporary name and rename it into place."""
     with replacing(path) as tmp:
         tmp.write_bytes(data)
+
+
+HIGH_CARDINALITY = frozenset({"request_id", "extra", "raw", "line", "correlation"})
+"""Columns whose values rarely repeat: dictionary encoding only costs time there (the writer
+tries it, then falls back), so they and float columns are written plain."""
+
+
+def write_parquet(table: pa.Table, path: Path) -> None:
+    """Write a table with the schema version in its metadata, atomically (temp name + rename)."""
+    meta = dict(table.schema.metadata or {})
+    meta[b"mapreport.schema_version"] = SCHEMA_VERSION.encode()
+    dictionary = [
+        f.name
+        for f in table.schema
+        if f.name not in HIGH_CARDINALITY and not pa.types.is_floating(f.type)
+    ]
+    with replacing(path) as tmp:
+        pq.write_table(
+            table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
+        )

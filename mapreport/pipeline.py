@@ -8,9 +8,10 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -18,7 +19,7 @@ from mapreport import __version__
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
-from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, InputError, MapreportError
+from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.files import atomic_write
 from mapreport.ingest import (
     IngestResult,
@@ -33,14 +34,23 @@ from mapreport.names import folder_name
 from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
-from mapreport.schema import PARTITIONED
+from mapreport.schema import DAY_PARTITIONED, PARTITIONED
 from mapreport.store import Dataset, iter_files
+from mapreport.window import (
+    EVERYTHING,
+    UNDATED,
+    Window,
+    WindowKind,
+    night_window,
+    range_window,
+)
 
 log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
+    """Progress that prints nothing."""
     return None
 
 
@@ -71,10 +81,11 @@ def ingest(
     paths: Sequence[Path],
     policy: ErrorPolicy | None = None,
     fmt: str | None = None,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     hints: dict[str, str] | None = None,
     jobs: int = 1,
     wait: bool = True,
+    night: str | None = None,
 ) -> list[IngestResult]:
     """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
     false: fail at once when another writer holds it); each file commits atomically.
@@ -83,10 +94,11 @@ def ingest(
     Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
     and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
     processes read files at once; commits still happen here, one at a time in the files'
-    order, so the dataset ends as a serial ingest leaves it (peak memory: one reader per job)."""
+    order, so the dataset ends as a serial ingest leaves it (peak memory: one reader per job).
+    Rows without a wall-clock time belong to `night` (`window.py`)."""
     ds = Dataset(dataset_dir, create=True)
     with ds.writing(wait):
-        return _ingest(ds, paths, policy, fmt, progress, hints, jobs)
+        return _ingest(ds, paths, policy, fmt, progress, hints, jobs, night)
 
 
 def _ingest(
@@ -97,6 +109,7 @@ def _ingest(
     progress: Progress,
     hints: dict[str, str] | None,
     jobs: int,
+    night: str | None,
 ) -> list[IngestResult]:
     dataset_dir = ds.root
     ds.recover()
@@ -119,12 +132,14 @@ def _ingest(
         else None
     )
     try:
-        pending = [pool.submit(_stage, f, policy, fmt, hints) if pool else None for f in files]
+        pending = [
+            pool.submit(_stage, f, policy, fmt, hints, night) if pool else None for f in files
+        ]
         for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
             progress(f"ingest {i}/{len(files)} {f}")
             try:
                 if job is None:
-                    results.append(ingest_file(ds, f, policy, fmt, hints))
+                    results.append(ingest_file(ds, f, policy, fmt, hints, night))
                 else:
                     results.append(commit_staged(ds, job.result()))
             except InputError as e:
@@ -152,10 +167,14 @@ def _reader_process(ds: Dataset) -> None:
 
 
 def _stage(
-    path: Path, policy: ErrorPolicy | None, fmt: str | None, hints: dict[str, str] | None
+    path: Path,
+    policy: ErrorPolicy | None,
+    fmt: str | None,
+    hints: dict[str, str] | None,
+    night: str | None,
 ) -> Staged:
     """Stage one file in a reader process."""
-    return stage_file(_READER_DATASET[0], path, policy, fmt, hints)
+    return stage_file(_READER_DATASET[0], path, policy, fmt, hints, night)
 
 
 class IngestFailures(InputError):
@@ -200,6 +219,8 @@ class SliceOutcome:
     """The files its report wrote, by name."""
     refused_by_system: bool = False
     """The operating system refused a write (a full disk, a read-only folder)."""
+    recomputed: tuple[str, ...] = ()
+    """Later nights whose history was recomputed after this one (a backfill)."""
 
     @property
     def name(self) -> str:
@@ -235,43 +256,30 @@ def report(
     config: Config,
     only: str | None = None,
     pdf: bool = True,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     record: bool = False,
     run_date: str | None = None,
     force: bool = False,
+    window: Window = EVERYTHING,
 ) -> list[SliceOutcome]:
-    """Report every slice of the dataset (or only the --slice one) and rewrite OUT/index.html.
+    """Report every slice with data in the window (or only the --slice one) and rewrite
+    OUT/index.html.
 
-    Every report shows the history of earlier recorded runs; `record` adds this run to it
-    (the nightly job does), dated `run_date` (default: today, UTC). A slice whose inputs are
-    those its folder's report was made from is left as it is unless `force`."""
+    Every report shows the history of the nights before its own; `record` adds this run to
+    it (the nightly job does), dated `run_date` (default: the window's night, else today,
+    UTC), and recomputes the later nights already recorded (a backfill), so their action
+    states follow from this one. A slice whose inputs are those its folder's report was made
+    from is left as it is unless `force`."""
     ds = Dataset(dataset_dir)
     now = datetime.now(UTC)
-    run_date = run_date or now.date().isoformat()
+    run_date = run_date or window.night or now.date().isoformat()
     run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}"
-    wanted = None
-    for workload, slice_ in slice_candidates(only) if only else []:
-        con = ds.connect(workload)
-        slices = [s for s in list_slices(con) if s[0] == workload and slice_ in (None, s[1])]
-        if slices:
-            wanted = (workload, slice_)
-            break
-    if only:
-        if wanted is None:
-            every = (
-                ", ".join(f"{w}/{s}" if s else w for w, s in list_slices(ds.connect())) or "none"
-            )
-            raise DatasetError(f"no slice {only!r} in {dataset_dir} (slices: {every})")
-    else:
-        con = ds.connect()
-        slices = list_slices(con)
-        if not slices:
-            raise DatasetError(f"{dataset_dir} holds no requests to report on")
+    slices, wanted = _slices(ds, dataset_dir, only, window)
     out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
-    key = RunKey(run_id, run_date, config.baseline_run)
     exporter = SvgExporter()
     outcomes = []
     live = set(ds.live())
+    con = ds.connect(wanted[0] if wanted else None, window)
     try:
         for i, (workload, slice_) in enumerate(slices, 1):
             name = f"{workload}/{slice_}" if slice_ else workload
@@ -282,25 +290,39 @@ def report(
             except FolderRefused as e:
                 outcomes.append(SliceOutcome(workload, slice_, folder, str(e)))
                 continue
-            stamp = _fingerprint(ds, live, workload, slice_, config, run_date, pdf, record)
+            inputs = _inputs(ds, live, workload, window)
+            stamp = _fingerprint(ds, inputs, workload, slice_, config, run_date, pdf, record)
             if not force and _unchanged(folder, stamp, pdf):
                 outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))
                 continue
             try:
                 (folder / STAMP).unlink(missing_ok=True)
-                review = review_of(config, workload, slice_)
                 stored = _stored(ds, workload, slice_)
+                key = RunKey(
+                    run_id,
+                    run_date,
+                    config.baseline_run,
+                    window,
+                    inputs,
+                    _revision(stored, run_date, inputs),
+                    now.isoformat(timespec="seconds"),
+                )
+                review = review_of(config, workload, slice_)
                 result = analyze_slice(
                     con, workload, slice_, config.thresholds, review, stored, key
                 )
                 written = write_slice_report(
                     result, folder, exporter, pdf, index=out / "index.html"
                 )
+                later: tuple[str, ...] = ()
                 if record:
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
+                    later = _recompute_later(ds, workload, slice_, config, key)
                 atomic_write(folder / STAMP, stamp.encode())
-                outcomes.append(SliceOutcome(workload, slice_, folder, written=written.names))
+                outcomes.append(
+                    SliceOutcome(workload, slice_, folder, written=written.names, recomputed=later)
+                )
             except Exception as e:
                 # the outcome carries the one-line error; the traceback is for -v
                 log.info("report of %s failed", name, exc_info=True)
@@ -311,8 +333,119 @@ def report(
                 )
     finally:
         exporter.close()
-    _index(ds, out, outcomes, dataset_dir, None if wanted else slices)
+    _index(ds, out, outcomes, dataset_dir, window, None if wanted else slices)
     return outcomes
+
+
+def _slices(
+    ds: Dataset, dataset_dir: Path, only: str | None, window: Window
+) -> tuple[list[tuple[str, str]], tuple[str, str | None] | None]:
+    """The slices to report (with data in the window), and the (workload, slice) `--slice`
+    named (None without one)."""
+    for workload, slice_ in slice_candidates(only) if only else []:
+        con = ds.connect(workload, window)
+        slices = [s for s in list_slices(con) if s[0] == workload and slice_ in (None, s[1])]
+        if slices:
+            return slices, (workload, slice_)
+    if only:
+        every = list_slices(ds.connect(None, window))
+        names = ", ".join(f"{w}/{s}" if s else w for w, s in every) or "none"
+        raise DatasetError(
+            f"no slice {only!r} in {dataset_dir}{_in(window)} (slices: {names}){_days(ds)}"
+        )
+    slices = list_slices(ds.connect(None, window))
+    if not slices:
+        raise DatasetError(f"{dataset_dir} holds no requests to report on{_in(window)}{_days(ds)}")
+    return slices, None
+
+
+def _in(window: Window) -> str:
+    """' in the night of D' and the like, for an error message."""
+    if window.everything:
+        return ""
+    if window.kind is WindowKind.DAY:
+        return f" in the night of {window.night} ({window.timezone})"
+    if window.kind is WindowKind.DURATION:
+        return f" in the {window.spec} ending with the night of {window.night} ({window.timezone})"
+    return " in the --since/--until range"
+
+
+def _days(ds: Dataset) -> str:
+    """'; it holds nights A to B' for an error message (nothing when it holds no day)."""
+    days = sorted({d for t in DAY_PARTITIONED for d in ds.days(t)} - {UNDATED})
+    if not days:
+        return ""
+    span = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
+    return f"; it holds data of {span} (--window all reports everything)"
+
+
+def _inputs(ds: Dataset, live: set[str], workload: str, window: Window) -> str:
+    """A digest of the source files a workload's report reads in the window."""
+    sources = sorted(
+        {
+            f.name.split("-", 1)[0]
+            for t in PARTITIONED
+            for files, _ in ds.scans(t, workload, live, window)
+            for f in files
+        }
+    )
+    return hashlib.sha256(",".join(sources).encode()).hexdigest()[:20]
+
+
+def _revision(stored: Stored, run_date: str, inputs: str) -> int:
+    """The revision this run makes of its night: 1 the first time, one more each time the
+    night is recorded again from other inputs (late data)."""
+    before = [r for r in stored.runs if r["run_date"] == run_date]
+    if not before:
+        return 1
+    last = before[-1]
+    revision = int(last.get("revision") or 1)
+    return revision + 1 if last.get("inputs") not in (None, inputs) else revision
+
+
+def _recompute_later(
+    ds: Dataset, workload: str, slice_: str, config: Config, key: RunKey
+) -> tuple[str, ...]:
+    """Re-record every night after `key`'s that the slice's history holds, oldest first, each
+    from its own window and the nights before it: a backfill or a late night's re-run changes
+    what the later nights' action states and regressions follow from."""
+    later = sorted({r["run_date"] for r in ds.history("history_run", workload, slice_)})
+    later = [d for d in later if d > key.run_date]
+    live = set(ds.live())
+    review = review_of(config, workload, slice_)
+    for night in later:
+        stored = _stored(ds, workload, slice_)
+        row = [r for r in stored.runs if r["run_date"] == night][-1]
+        window = stored_window(row)
+        inputs = _inputs(ds, live, workload, window)
+        again = RunKey(
+            row["run_id"],
+            night,
+            key.baseline_run,
+            window,
+            inputs,
+            _revision(stored, night, inputs),
+            key.recorded_at,
+        )
+        con = ds.connect(workload, window)
+        result = analyze_slice(con, workload, slice_, config.thresholds, review, stored, again)
+        titles = {a["action_id"]: a["title"] for a in stored.actions if a["run_date"] == night}
+        ds.write_history(night, workload, slice_, history_rows(result, titles, again))
+    return tuple(later)
+
+
+def stored_window(row: dict[str, Any]) -> Window:
+    """The window a recorded night covered, from its history_run row (a row written before
+    windows existed covered everything)."""
+    spec, tz = row.get("window"), row.get("timezone") or "UTC"
+    if spec is None or spec == "all":
+        return EVERYTHING
+    if spec == "range":
+        start, end = row.get("window_start_us"), row.get("window_end_us")
+        return replace(
+            range_window(None, None, tz), start_us=start, end_us=end, night=row["run_date"]
+        )
+    return night_window(date.fromisoformat(row["run_date"]), spec, tz)
 
 
 def _stored(ds: Dataset, workload: str, slice_: str) -> Stored:
@@ -346,7 +479,7 @@ _CODE_ID: str | None = None
 
 def _fingerprint(
     ds: Dataset,
-    live: set[str],
+    inputs: str,
     workload: str,
     slice_: str,
     config: Config,
@@ -354,12 +487,9 @@ def _fingerprint(
     pdf: bool,
     record: bool,
 ) -> str:
-    """What a slice's report depends on: the committed source files of its workload, the
+    """What a slice's report depends on: the source files its window reads (`inputs`), the
     configuration, the earlier nights of its history, the run date, the code."""
     h = hashlib.sha256()
-    sources = sorted(
-        {f.name.split("-", 1)[0] for t in PARTITIONED for f in ds.files(t, workload, live)}
-    )
     for part in (
         _code_id(),
         repr(config),
@@ -368,7 +498,7 @@ def _fingerprint(
         run_date,
         str(pdf),
         str(record),
-        ",".join(sources),
+        inputs,
         ",".join(d for d in ds.history_runs(workload, slice_) if d != f"run_date={run_date}"),
     ):
         h.update(part.encode() + b"\x1f")
@@ -387,13 +517,15 @@ def _index(
     out: Path,
     outcomes: list[SliceOutcome],
     dataset_dir: Path,
+    window: Window,
     every: list[tuple[str, str]] | None = None,
 ) -> None:
     """Rewrite the index over every slice of the dataset (`every`, when the caller has listed
     them already): tonight's outcomes, and the entries kept beside earlier reports."""
     now = {(o.workload, o.slice): o for o in outcomes}
     entries: list[IndexEntry] = []
-    for workload, slice_ in every if every is not None else list_slices(ds.connect()):
+    listed = every if every is not None else list_slices(ds.connect(None, window))
+    for workload, slice_ in listed:
         folder = slice_dir(out, workload, slice_)
         name = f"{workload}/{slice_}" if slice_ else workload
         rel = folder.relative_to(out).as_posix()
@@ -403,42 +535,3 @@ def _index(
             continue
         entries.append(msgspec.structs.replace(read_entry(folder, name, rel), name=name, dir=rel))
     write_index(out, entries, str(dataset_dir))
-
-
-def run(
-    config: Config,
-    progress: Progress = _quiet,
-    run_date: str | None = None,
-    force: bool = False,
-    jobs: int | None = None,
-    wait: bool = True,
-) -> tuple[list[IngestResult], list[SliceOutcome]]:
-    """The nightly job: ingest the configured sources (`jobs` files at once; default the
-    config's run.jobs), then report every slice."""
-    if not config.sources:
-        raise ConfigError(f"{config.path}: run.sources lists no input files")
-    failed: IngestFailures | None = None
-    try:
-        ingested = ingest(
-            config.dataset,
-            config.source_files(),
-            config.on_error,
-            progress=progress,
-            jobs=jobs or config.jobs,
-            wait=wait,
-        )
-    except IngestFailures as e:
-        ingested, failed = e.results, e
-    outcomes = report(
-        config.dataset,
-        config.out,
-        config,
-        progress=progress,
-        record=config.record_history,
-        run_date=run_date,
-        force=force,
-    )
-    if failed is not None:
-        failed.outcomes = outcomes
-        raise failed
-    return ingested, outcomes

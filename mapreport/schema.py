@@ -205,6 +205,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("supersedes", _S),
             pa.field("schema_version", _S, nullable=False),
             pa.field("mtime_ns", _I64),  # the file's modification time when it was read
+            pa.field("night", _S),  # the night it was ingested for (rows without a date)
         ]
     ),
 }
@@ -224,6 +225,14 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("covered_traffic_share", _F),
             pa.field("mape_weighted", _F),
             pa.field("actions", _I64, nullable=False),
+            # the window the night covered, what it read, and how often it was re-run
+            pa.field("window", _S),
+            pa.field("timezone", _S),
+            pa.field("window_start_us", _F),
+            pa.field("window_end_us", _F),
+            pa.field("inputs", _S),
+            pa.field("revision", _I64),
+            pa.field("recorded_at", _S),
         ]
     ),
     "history_shape": pa.schema(
@@ -284,6 +293,13 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""
+DAY_PARTITIONED: Final[dict[str, str]] = {
+    "request": "arrival_us",
+    "op_exec": "ts_us",
+    "adaptation_event": "ts_us",
+}
+"""Runtime tables written under `workload=<name>/day=<date>/`, by the column that dates a row,
+so a night's report reads only that night's files (`window.py`: what a row's day is)."""
 
 
 ENVIRONMENT_COMPARED: Final[tuple[str, ...]] = (

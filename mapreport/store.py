@@ -2,10 +2,16 @@
 
 This is the only module that knows paths inside a dataset. Layout:
 
-    <root>/<table>/workload=<enc>/<source_id>-<n>.parquet   partitioned tables
+    <root>/<table>/workload=<enc>/day=<date>/<source_id>-<n>.parquet   runtime tables
+    <root>/<table>/workload=<enc>/<source_id>-<n>.parquet   other partitioned tables
     <root>/<table>/<source_id>-<n>.parquet                  environment, quarantine
     <root>/ingest_log/<source_id>.parquet                   one commit record per source file
+    <root>/retired/<source_id>.json                         a source file aged out (retention)
+    <root>/history/<table>/run_date=<date>/<slice key>.parquet   the closed-loop history
     <root>/.staging/<source_id>.<pid>/...                   a file being ingested
+
+A runtime row's day is the UTC date of its time, or for a row without a wall-clock time the
+night its file was ingested for (`day=undated` without one); see `window.py`.
 
 A source file is committed when its ingest_log record exists: data files are moved into place
 first, then the log record is written with an atomic rename. Readers only see data files whose
@@ -18,53 +24,48 @@ from __future__ import annotations
 import bisect
 import contextlib
 import fcntl
-import hashlib
+import glob
+import itertools
 import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
+from typing import Any, NamedTuple
 
 import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mapreport import views
 from mapreport.errors import DatasetError
-from mapreport.files import replacing
+from mapreport.files import atomic_write, write_parquet
+from mapreport.history_store import HistoryFiles
 from mapreport.names import partition_name
-from mapreport.schema import HISTORY_TABLES, PARTITIONED, SCHEMA_VERSION, TABLES
+from mapreport.schema import (
+    DAY_PARTITIONED,
+    PARTITIONED,
+    SCHEMA_VERSION,
+    TABLES,
+)
+from mapreport.window import EVERYTHING, UNDATED, Window
 
 STAGING = ".staging"
+TRASH = ".trash"
+"""Day partitions on their way out (retention); `recover()` finishes removing them."""
+RETIRED = "retired"
+"""One small record per source file retired by retention (`Dataset.retain`)."""
+DAY = "day="
+"""The prefix of a day partition's folder name (`day=2026-11-29`)."""
 LOCK = ".lock"
 """The writer lock (an advisory flock held for a whole ingest and for each history write)."""
 _HELD: dict[Path, int] = {}
 """Dataset roots whose lock this process holds, with the depth of nesting."""
 log = logging.getLogger(__name__)
 LOG = "ingest_log"
-
-
-HIGH_CARDINALITY = frozenset({"request_id", "extra", "raw", "line", "correlation"})
-"""Columns whose values rarely repeat: dictionary encoding only costs time there (the writer
-tries it, then falls back), so they and float columns are written plain."""
-
-
-def write_parquet(table: pa.Table, path: Path) -> None:
-    """Write a table with the schema version in its metadata, atomically (temp name + rename)."""
-    meta = dict(table.schema.metadata or {})
-    meta[b"mapreport.schema_version"] = SCHEMA_VERSION.encode()
-    dictionary = [
-        f.name
-        for f in table.schema
-        if f.name not in HIGH_CARDINALITY and not pa.types.is_floating(f.type)
-    ]
-    with replacing(path) as tmp:
-        pq.write_table(
-            table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
-        )
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,21 @@ class LogEntry:
     supersedes: tuple[str, ...]
     mtime_ns: int | None = None
     """The file's modification time when it was read (None in logs written before 0.1.1)."""
+    night: str | None = None
+    """The night the file was ingested for (`--date`): where its rows without a wall-clock
+    time belong, and from when a compile profile without captured_at is in force."""
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What a retention pass removed (or, dry, would remove)."""
+
+    keep_from: str
+    partitions: tuple[Path, ...]
+    files: int
+    bytes: int
+    retired: tuple[str, ...]
+    """Source ids none of whose rows remain (their log records went)."""
 
 
 @dataclass
@@ -127,7 +143,7 @@ class _Index:
         self.add(e)
 
 
-class Dataset:
+class Dataset(HistoryFiles):
     """A canonical dataset folder."""
 
     def __init__(self, root: Path, create: bool = False):
@@ -198,6 +214,7 @@ class Dataset:
                     rejections=json.loads(r["rejections"]),
                     supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
                     mtime_ns=r.get("mtime_ns"),
+                    night=r.get("night"),
                 )
             )
         return entries
@@ -232,11 +249,16 @@ class Dataset:
         return d
 
     @staticmethod
-    def table_path(base: Path, table: str, workload: str | None, name: str) -> Path:
-        """Where a data file of `table` lives below `base` (the dataset root or a staging dir)."""
+    def table_path(
+        base: Path, table: str, workload: str | None, name: str, day: str | None = None
+    ) -> Path:
+        """Where a data file of `table` lives below `base` (the dataset root or a staging dir):
+        in its workload's partition, and in a runtime table in its day's."""
         d = base / table
         if table in PARTITIONED:
             d = d / partition_name(workload or "")
+        if day is not None:
+            d = d / f"{DAY}{day}"
         d.mkdir(parents=True, exist_ok=True)
         return d / name
 
@@ -259,6 +281,7 @@ class Dataset:
             "supersedes": ",".join(entry.supersedes) or None,
             "schema_version": SCHEMA_VERSION,
             "mtime_ns": entry.mtime_ns,
+            "night": entry.night,
         }
         write_parquet(
             pa.Table.from_pylist([row], schema=TABLES[LOG]),
@@ -317,6 +340,7 @@ class Dataset:
         """Delete staging folders and data files of uncommitted or superseded sources (under
         the writer lock: what a staging folder holds then was left by a writer that died)."""
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
+        shutil.rmtree(self.root / TRASH, ignore_errors=True)
         removed = self.collect_garbage()
         self._index = None  # read again: the log folder changed
         return removed
@@ -354,112 +378,152 @@ class Dataset:
         # a superseding record keeps naming sources that are gone; that is harmless
         return removed
 
+    # -- retention ----------------------------------------------------------------------------
+
+    def expired(self, keep_from: str) -> list[Path]:
+        """The day partitions (folders) of the runtime tables dated before `keep_from`."""
+        return sorted(
+            d
+            for table in DAY_PARTITIONED
+            for d in (self.root / table).glob(f"*/{DAY}*")
+            if d.is_dir() and d.name[len(DAY) :] != UNDATED and d.name[len(DAY) :] < keep_from
+        )
+
+    def retain(self, keep_from: str, dry_run: bool = False) -> Retention:
+        """Remove the runtime tables' day partitions dated before `keep_from`, under the writer
+        lock (`dry_run`: only say what would go). Each partition leaves with one atomic rename
+        (readers see it whole or not at all); a source file none of whose rows remain is
+        retired: its log record goes, and a small record of its content stays, so the same
+        file found again is not read back in."""
+        with self.writing():
+            gone = self.expired(keep_from)
+            files = [f for d in gone for f in d.glob("*.parquet")]
+            size = sum(f.stat().st_size for f in files)
+            touched = {f.name.split("-", 1)[0] for f in files}
+            remaining = {
+                f.name.split("-", 1)[0]
+                for table in DATA_KEPT
+                for f in (self.root / table).rglob("*.parquet")
+                if f.parent not in gone
+            }
+            retired = tuple(sorted(touched - remaining))
+            plan = Retention(keep_from, tuple(gone), len(files), size, retired)
+            if dry_run:
+                return plan
+            trash = self.root / TRASH
+            for i, d in enumerate(gone):
+                trash.mkdir(exist_ok=True)
+                os.replace(d, trash / f"{i:06d}")
+            live = self.live()
+            for source_id in retired:
+                e = live.get(source_id)
+                if e is not None:  # the record first: a crash after it leaves the file retired
+                    (self.root / RETIRED).mkdir(exist_ok=True)
+                    record = {"path": e.path, "sha256": e.sha256, "retired_before": keep_from}
+                    atomic_write(
+                        self.root / RETIRED / f"{source_id}.json", json.dumps(record).encode()
+                    )
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / LOG / f"{source_id}.parquet").unlink()
+            self._index = None
+            self.collect_garbage()  # the retired sources' environment and quarantine rows
+            shutil.rmtree(trash, ignore_errors=True)
+        return plan
+
+    def retired(self, sha256: str) -> bool:
+        """True when a file of this content was retired (its rows aged out of the dataset)."""
+        return (self.root / RETIRED / f"{sha256[:20]}.json").is_file()
+
     # -- reading ------------------------------------------------------------------------------
 
     def files(
-        self, table: str, workload: str | None = None, live: set[str] | None = None
+        self,
+        table: str,
+        workload: str | None = None,
+        live: set[str] | None = None,
+        days: Iterable[str] | None = None,
+        legacy: bool = True,
     ) -> list[Path]:
-        """Committed data files of a table, optionally only one workload's partition."""
+        """Committed data files of a table, optionally only one workload's partition and, in a
+        runtime table, only some days' partitions (and, unless not `legacy`, the files written
+        before days were partitions: their rows are told apart by time)."""
         live = set(self.live()) if live is None else live
         base = self.root / table
-        if table in PARTITIONED and workload is not None:
-            base = base / partition_name(workload)
         if not base.is_dir():
             return []
-        return sorted(f for f in base.rglob("*.parquet") if f.name.split("-", 1)[0] in live)
+        part = partition_name(workload) if workload is not None else "*"
+        if table not in PARTITIONED:
+            found: Iterable[Path] = base.rglob("*.parquet")
+        elif days is None:
+            found = base.glob(f"{part}/**/*.parquet")
+        else:
+            found = itertools.chain(
+                base.glob(f"{part}/*.parquet") if legacy else (),
+                *(base.glob(f"{part}/{DAY}{glob.escape(d)}/*.parquet") for d in sorted(set(days))),
+            )
+        return sorted(f for f in found if f.name.split("-", 1)[0] in live)
 
-    # -- closed-loop history --------------------------------------------------------------
-
-    def write_history(
-        self, run_date: str, workload: str, slice_: str, rows: dict[str, list[dict[str, Any]]]
-    ) -> None:
-        """Store one slice's history rows of one nightly run under
-        history/<table>/run_date=<date>/. A second run on the same date replaces the first.
-
-        Each file is written atomically; the `history_run` file is written last, and readers
-        only use runs that have one, so a run killed half-way is invisible."""
-        safe = _history_key(workload, slice_)
-        with self.writing():
-            for table in ("history_shape", "history_action", "history_run"):
-                d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
-                d.mkdir(parents=True, exist_ok=True)
-                write_parquet(
-                    pa.Table.from_pylist(rows.get(table, []), schema=HISTORY_TABLES[table]),
-                    d / f"{safe}.parquet",
-                )
-
-    def history(self, table: str, workload: str, slice_: str) -> list[dict[str, Any]]:
-        """Rows of a history table for one slice, from complete runs, oldest run first.
-
-        Only this slice's files are read (one per run date, named by the slice's key)."""
-        base = self.root / "history"
-        name = f"{_history_key(workload, slice_)}.parquet"
-        complete = {f.parent.name for f in (base / "history_run").glob(f"*/{name}")}
-        files = [f for f in (base / table).glob(f"*/{name}") if f.parent.name in complete]
-        if not files:
-            return []
-        rows = pa.concat_tables(
-            [pq.read_table(f, schema=HISTORY_TABLES[table]) for f in files]
-        ).to_pylist()
-        return sorted(rows, key=lambda r: (r["run_date"], r["run_id"]))
-
-    def history_runs(self, workload: str, slice_: str) -> list[str]:
-        """The run dates (`run_date=...` folder names) with a complete history of a slice."""
-        name = f"{_history_key(workload, slice_)}.parquet"
+    def days(self, table: str, workload: str | None = None) -> list[str]:
+        """The day partitions a runtime table holds (of one workload, or of any)."""
+        part = partition_name(workload) if workload is not None else "*"
         return sorted(
-            f.parent.name for f in (self.root / "history" / "history_run").glob(f"*/{name}")
+            {d.name[len(DAY) :] for d in (self.root / table).glob(f"{part}/{DAY}*") if d.is_dir()}
         )
 
-    def connect(self, workload: str | None = None) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with one view per canonical table over the committed files."""
-        con = duckdb.connect()
-        con.execute("SET preserve_insertion_order = false")
-        live = set(self.live())
-        for table, schema in TABLES.items():
-            files = (
-                [self.root / LOG / f"{s}.parquet" for s in sorted(live)]
-                if table == LOG
-                else self.files(table, workload, live)
-            )
-            if files:
-                paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-                # folders are not data: a workload is what its rows hold, not its folder name
-                source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
-                try:
-                    present = {
-                        r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
-                    }
-                    # a column added by a later schema version is null in files written before
-                    cols = ", ".join(
-                        f'"{f.name}"'
-                        if f.name in present
-                        else f'NULL::{_SQL[f.type]} AS "{f.name}"'
-                        for f in schema
-                    )
-                    con.execute(f"CREATE VIEW {table} AS SELECT {cols} FROM {source}")
-                except duckdb.Error as e:
-                    raise DatasetError(
-                        f"{self.root}: cannot read table {table}: {str(e).splitlines()[0]}"
-                    ) from None
-            else:
-                con.register(f"_empty_{table}", schema.empty_table())
-                con.execute(f"CREATE VIEW {table} AS SELECT * FROM _empty_{table}")
-        return con
+    def scans(
+        self, table: str, workload: str | None, live: set[str], window: Window = EVERYTHING
+    ) -> list[Scan]:
+        """The files of a table a window reads, each list with the rows of it that count: in a
+        runtime table, wall-clock rows of the window's UTC days and, from the partitions of
+        its nights, rows without a wall-clock time (`window.py`)."""
+        if table == LOG:
+            return [Scan([self.root / LOG / f"{s}.parquet" for s in sorted(live)], Rows.ALL)]
+        every = self.files(table, workload, live)
+        timed = table in DAY_PARTITIONED or table == "compile_event"
+        if window.everything or not timed:
+            return [Scan(every, Rows.ALL)]
+        if table not in DAY_PARTITIONED:  # compile events: a few rows per night, not split
+            return [Scan(every, Rows.EITHER)]
+        days = window.utc_days()
+        on_clock = every if days is None else self.files(table, workload, live, days)
+        asked = window.nights()
+        nights = (
+            asked if asked is not None else [d for d in self.days(table, workload) if d != UNDATED]
+        )
+        named = [f for f in self.files(table, workload, live, nights) if f.parent.name[:4] == DAY]
+        if named == on_clock:
+            return [Scan(on_clock, Rows.EITHER)]
+        return [Scan(on_clock, Rows.DATED), Scan(named, Rows.UNDATED)]
+
+    def connect(
+        self, workload: str | None = None, window: Window = EVERYTHING
+    ) -> duckdb.DuckDBPyConnection:
+        """A DuckDB connection with a view per canonical table over the committed files
+        (`views.connect`)."""
+        return views.connect(self, workload, window)
 
 
-_SQL = {
-    pa.string(): "VARCHAR",
-    pa.float64(): "DOUBLE",
-    pa.int64(): "BIGINT",
-    pa.int32(): "INTEGER",
-    pa.bool_(): "BOOLEAN",
-}
-"""SQL types of the canonical columns, for columns an older file lacks."""
+class Rows(Enum):
+    """Which rows of a scan's files a window counts."""
+
+    ALL = "all"
+    DATED = "dated"
+    """Rows with a wall-clock time inside the window."""
+    UNDATED = "undated"
+    """Rows without a wall-clock time (their files lie in the window's nights' partitions)."""
+    EITHER = "either"
 
 
-def _history_key(workload: str, slice_: str) -> str:
-    """The file name stem of one slice's history files."""
-    return hashlib.sha256(f"{workload}\x1f{slice_}".encode()).hexdigest()[:16]
+class Scan(NamedTuple):
+    """Files of one table and the rows of them a window counts."""
+
+    files: list[Path]
+    rows: Rows
+
+
+DATA_KEPT = tuple(t for t in TABLES if t not in ("ingest_log", "environment", "quarantine"))
+"""Tables whose rows keep a source file in the dataset (its environment and quarantined records
+alone do not)."""
 
 
 def iter_files(paths: list[Path]) -> Iterator[Path]:

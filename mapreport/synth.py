@@ -375,7 +375,7 @@ def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
 
 
 def runtime_records(
-    w: WorkloadTruth, scale: float, rng: np.random.Generator
+    w: WorkloadTruth, scale: float, rng: np.random.Generator, start_us: float = WINDOW_START_US
 ) -> Iterator[dict[str, Any]]:
     """Runtime telemetry: requests (time-ordered) and adaptation events."""
     yield {"environment": w.runtime_env}
@@ -398,7 +398,7 @@ def runtime_records(
         compute = np.array([medians[v] for v in variants]) * rng.lognormal(0.0, 0.08, n)
         queue = rng.lognormal(np.log(180.0), 0.5, n)
         admission = rng.lognormal(np.log(15.0), 0.3, n)
-        arrival = np.sort(rng.uniform(0, 3.6e9, n)) + WINDOW_START_US
+        arrival = np.sort(rng.uniform(0, 3.6e9, n)) + start_us
         cores = rng.integers(0, 4, n)
         errors = rng.random(n) < 0.004
         mem = s.static_us * MEM_PER_US * rng.lognormal(0.0, 0.05, n)
@@ -459,7 +459,7 @@ def runtime_records(
     yield from rows
 
 
-def _csv_rows(records: Iterator[dict[str, Any]]) -> str:
+def csv_rows(records: Iterator[dict[str, Any]]) -> str:
     """Runtime records as CSV (shape as its canonical string); the environment line is dropped."""
     cols = [
         "workload",
@@ -496,7 +496,8 @@ def _csv_rows(records: Iterator[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
-def _jsonl(records: Iterator[dict[str, Any]]) -> bytes:
+def jsonl(records: Iterator[dict[str, Any]]) -> bytes:
+    """Records as JSON Lines (null fields left out)."""
     return "".join(
         json.dumps({k: v for k, v in r.items() if v is not None}, separators=(",", ":")) + "\n"
         for r in records
@@ -508,25 +509,27 @@ def generate(
     scale: float = 1.0,
     seed: int = SEED,
     workloads: Sequence[WorkloadTruth] = WORKLOADS,
+    start_us: float = WINDOW_START_US,
 ) -> list[Path]:
-    """Write the demo inputs (compile profiles, runtime traces, quality) into `out`."""
+    """Write the demo inputs (compile profiles, runtime traces, quality) into `out`; the
+    runtime traces span the hour from `start_us`."""
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     written = []
     for w in workloads:
         cpath = out / f"{w.workload}.compile.jsonl"
-        cpath.write_bytes(_jsonl(compile_records(w)))
+        cpath.write_bytes(jsonl(compile_records(w)))
         rpath = out / w.runtime_file
-        records = runtime_records(w, scale, rng)
+        records = runtime_records(w, scale, rng, start_us)
         if rpath.suffix == ".csv":
-            rpath.write_text(_csv_rows(records))
+            rpath.write_text(csv_rows(records))
         elif rpath.suffix == ".gz":
             with gzip.GzipFile(rpath, "wb", mtime=0) as fh:
-                fh.write(_jsonl(records))
+                fh.write(jsonl(records))
         else:
-            rpath.write_bytes(_jsonl(records))
+            rpath.write_bytes(jsonl(records))
         written += [cpath, rpath]
     qpath = out / "quality.jsonl"
-    qpath.write_bytes(_jsonl(iter(QUALITY)))
+    qpath.write_bytes(jsonl(iter(QUALITY)))
     written.append(qpath)
     return written

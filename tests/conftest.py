@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from hypothesis import settings
 
 from mapreport.analysis import SliceResult, Thresholds, analyze_slice, list_slices
 from mapreport.config import load_config
-from mapreport.pipeline import ingest, run
+from mapreport.nightly import run
+from mapreport.pipeline import ingest
 from mapreport.store import Dataset
 from mapreport.synth import generate
 
@@ -23,6 +25,8 @@ if os.environ.get("CI"):
 REPO = Path(__file__).resolve().parents[1]
 REALDATA = REPO.parent / "shared" / "realdata"
 SAMPLE_DATA = REPO / "sample_data"
+DEMO_NIGHT = date(2026, 11, 28)
+"""The night the generated demo telemetry was captured (`synth.WINDOW_START_US`)."""
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +73,7 @@ def demo_reports(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> 
     """The nightly job run on the demo inputs (HTML, PDF, findings.json); returns OUT."""
     folder = tmp_path_factory.mktemp("run")
     config = load_config(write_config(folder, sample_dir))
-    _, outcomes = run(config)
+    outcomes = run(config, night=DEMO_NIGHT).outcomes
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
     return config.out
 

@@ -30,6 +30,7 @@ GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.toml").is_file())
 RUN_DATE = "2026-11-30"
 IGNORED = {"generated_at", "generator", "path", "run_id", "run_date", "first_run_id"}
+IGNORED |= {"captured_us"}  # a plan file without captured_at is dated by its ingest
 """Keys that legitimately differ between runs (time, version, absolute input paths)."""
 REL, ABS, CI_ABS = 1e-6, 1e-9, 0.005
 """Bootstrap intervals get an absolute tolerance: they depend on numpy's random streams."""

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import date
 from pathlib import Path
 from typing import Any
 
 from mapreport import synth
 from mapreport.config import default_config, load_config
-from mapreport.pipeline import ingest, report, run
+from mapreport.nightly import run
+from mapreport.pipeline import ingest, report
 from mapreport.store import Dataset
-from tests.conftest import copy_sample, write_config
+from tests.conftest import DEMO_NIGHT, copy_sample, write_config
 
 BERT = next(w for w in synth.WORKLOADS if w.workload == "bert-base")
 
@@ -86,7 +88,7 @@ def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> Non
     files in two processes: how files are read is not part of a report's inputs."""
     src = copy_sample(sample_dir, tmp_path / "src")
     config = load_config(write_config(tmp_path, src))
-    _, first = run(config, run_date="2026-11-28")
+    first = run(config, night=DEMO_NIGHT).outcomes
     assert not any(o.unchanged or o.error for o in first)
     findings = config.out / "resnet50-int8" / "prod" / "findings.json"
     before = json.loads(findings.read_text())["scope"]["requests"]
@@ -95,11 +97,12 @@ def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> Non
     late = json.loads(lines[-1])
     late["request_id"] = "late-arrival"
     runtime.write_text("\n".join([*lines, json.dumps(late)]) + "\n")
-    ingested, again = run(config, run_date="2026-11-28", jobs=2)
+    done = run(config, night=DEMO_NIGHT, jobs=2)
+    ingested, again = done.ingested, done.outcomes
     assert sorted(r.status for r in ingested).count("ingested") == 1
     redone = {o.name for o in again if not o.unchanged}
     assert redone == {"resnet50-int8/prod"}
     assert json.loads(findings.read_text())["scope"]["requests"] == before + 1
-    # a new night (another run date) redoes every slice: its trend gains a point
-    _, night = run(config, run_date="2026-11-29")
+    # a new night (another run date, over everything) redoes every slice
+    night = run(config, night=date(2026, 11, 29), window="all").outcomes
     assert not any(o.unchanged for o in night)

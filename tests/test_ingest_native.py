@@ -248,9 +248,8 @@ def test_reingest_is_idempotent_and_changed_file_replaces(ds: Dataset, tmp_path:
 def test_uncommitted_files_are_invisible_and_recovered(ds: Dataset, tmp_path: Path) -> None:
     ingest_file(ds, jsonl(tmp_path / "t.jsonl", REQ))
     # what a run killed between moving data files and writing its log record leaves behind
-    orphan_dir = ds.root / "request" / "workload=w"
-    src = next(orphan_dir.glob("*.parquet"))
-    orphan = orphan_dir / "deadbeefdeadbeefdead-00001.parquet"
+    src = next((ds.root / "request" / "workload=w").rglob("*.parquet"))
+    orphan = src.parent / "deadbeefdeadbeefdead-00001.parquet"
     orphan.write_bytes(src.read_bytes())
     (ds.root / ".staging" / "x.1").mkdir(parents=True)
     assert len(rows(ds, "request")) == 1

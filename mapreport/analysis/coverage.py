@@ -180,3 +180,51 @@ def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> l
         )
         for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups in rows
     ]
+
+
+@dataclass(frozen=True)
+class PlanVersion:
+    """One version (source file) of a compile plan the slice's profiles hold."""
+
+    plan_id: str
+    source_id: str
+    path: str
+    captured_us: float | None
+    captured_by: str
+    """What dates it: `captured_at` (the environment record), `night` (the night its file was
+    ingested for) or `ingested_at`."""
+    in_force: bool
+    """The version the window's predictions come from: the latest captured before the
+    window's end (else the earliest)."""
+    before_end: bool
+    """Captured before the window's end (False: no version was, and this earliest one is used)."""
+    versions: int
+    """How many versions of this plan the dataset holds."""
+
+
+def plan_versions(
+    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+) -> tuple[PlanVersion, ...]:
+    """Every version of the slice's compile plans (its own and its workload's generic ones),
+    the one in force first per plan, then newest first."""
+    rows = con.execute(
+        """
+        SELECT plan_id, source_id, path, captured_us, captured_by, in_force, before_end, versions
+        FROM plan_version WHERE workload = $w AND (slice = $s OR slice = '')
+        ORDER BY plan_id, in_force DESC, captured_us DESC, source_id
+        """,
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return tuple(
+        PlanVersion(
+            str(plan),
+            str(source),
+            str(path or ""),
+            None if captured is None else float(captured),
+            str(by),
+            bool(in_force),
+            bool(before),
+            int(n),
+        )
+        for plan, source, path, captured, by, in_force, before, n in rows
+    )

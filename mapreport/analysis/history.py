@@ -14,6 +14,7 @@ from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, seed_for
 from mapreport.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
 from mapreport.kinds import ActionState as State
+from mapreport.window import EVERYTHING, Window
 
 if TYPE_CHECKING:
     from mapreport.analysis.results import ShapeMetrics, SliceResult
@@ -33,6 +34,14 @@ class RunPoint:
     mape_weighted: float | None
     actions: int
     current: bool
+    revision: int = 1
+    """1 for a night recorded once; higher when it was re-run with different inputs (late
+    data, a backfill)."""
+
+    @property
+    def revised(self) -> bool:
+        """The night was recorded again from other inputs than its first recording."""
+        return self.revision > 1
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,14 @@ class RunKey:
     run_id: str
     run_date: str
     baseline_run: str | None = None
+    window: Window = EVERYTHING
+    """The time the run covers (its night's window; everything for an ad-hoc report)."""
+    inputs: str = ""
+    """A digest of the source files the window read: a night re-run on other inputs is a
+    revision."""
+    revision: int = 1
+    recorded_at: str = ""
+    """When the run was made (UTC, ISO): the history row keeps it."""
 
 
 def history_view(
@@ -227,6 +244,7 @@ def _point(p: dict[str, Any]) -> RunPoint:
         p["mape_weighted"],
         p["actions"],
         False,
+        p.get("revision") or 1,
     )
 
 
@@ -334,6 +352,13 @@ def history_rows(
                 "covered_traffic_share": r.coverage.covered_traffic_share,
                 "mape_weighted": r.accuracy.mape_weighted,
                 "actions": len(r.actions),
+                "window": key.window.spec,
+                "timezone": key.window.timezone,
+                "window_start_us": key.window.start_us,
+                "window_end_us": key.window.end_us,
+                "inputs": key.inputs,
+                "revision": key.revision,
+                "recorded_at": key.recorded_at,
             }
         ],
         "history_shape": [

@@ -14,7 +14,7 @@ from mapreport.analysis.checklist import ChecklistItem, Pitfall, PrecisionCheck
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles
-from mapreport.analysis.coverage import Coverage
+from mapreport.analysis.coverage import Coverage, PlanVersion
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.operators import Operators
@@ -23,6 +23,7 @@ from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.kinds import Decision
+from mapreport.window import Window
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,10 @@ class SliceResult:
     slice: str
     thresholds: Thresholds
     review: Review
+    period: Window
+    """The time window the report covers (the data's first and last times are `window_*`)."""
+    plans: tuple[PlanVersion, ...]
+    """Every version of the slice's plans, the one in force at the window's end marked."""
     requests: int
     failed: int
     window_start_us: float | None

@@ -29,7 +29,15 @@ from mapreport.analysis.checklist import (
 from mapreport.analysis.classify import ShapeClass, classify
 from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
-from mapreport.analysis.coverage import BucketRow, Coverage, Placement, bucket_rows, coverage, place
+from mapreport.analysis.coverage import (
+    BucketRow,
+    Coverage,
+    Placement,
+    bucket_rows,
+    coverage,
+    place,
+    plan_versions,
+)
 from mapreport.analysis.decision import decide
 from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
@@ -281,6 +289,7 @@ def history_step(ctx: Context, f: Facts) -> None:
         f.accuracy.mape_weighted,
         len(f.actions),
         True,
+        ctx.run.revision,
     )
     quantiles = _quantiles(ctx)
     seed_key = (ctx.workload, ctx.slice)
@@ -350,6 +359,8 @@ def analyze(
         slice=slice_,
         thresholds=th,
         review=review,
+        period=run.window,
+        plans=plan_versions(con, workload, slice_),
         requests=f.requests,
         failed=f.failed,
         window_start_us=f.window[0],

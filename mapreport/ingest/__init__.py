@@ -26,7 +26,8 @@ from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
-from mapreport.store import Dataset, LogEntry
+from mapreport.store import DAY, Dataset, LogEntry
+from mapreport.window import UNDATED
 
 _ALL: tuple[Reader, ...] = (
     KinetoReader(),
@@ -96,9 +97,11 @@ class IngestResult:
     path: Path
     source_id: str
     format: str
-    status: str  # "ingested" or "unchanged"
+    status: str  # "ingested", "unchanged" or "retired" (its rows aged out of the dataset)
     rows: dict[str, int]
     rejected: int
+    days: tuple[str, ...] = ()
+    """The day partitions its runtime rows went into (`window.py`); empty when unchanged."""
 
 
 @dataclass(frozen=True)
@@ -116,12 +119,13 @@ def ingest_file(
     policy: ErrorPolicy | None = None,
     fmt: str | None = None,
     hints: dict[str, str] | None = None,
+    night: str | None = None,
 ) -> IngestResult:
     """Ingest one file: skip it when its content is already in, else stage and commit it.
 
     Without a policy the reader's default applies: `abort` for the native formats,
     `quarantine` for TORCH_TRACE logs (a corrupted record is counted, not fatal)."""
-    return commit_staged(dataset, stage_file(dataset, path, policy, fmt, hints))
+    return commit_staged(dataset, stage_file(dataset, path, policy, fmt, hints, night))
 
 
 def stage_file(
@@ -130,8 +134,10 @@ def stage_file(
     policy: ErrorPolicy | None = None,
     fmt: str | None = None,
     hints: dict[str, str] | None = None,
+    night: str | None = None,
 ) -> Staged:
-    """Everything of ingesting a file but the commit: it may run in another process."""
+    """Everything of ingesting a file but the commit: it may run in another process. Rows
+    without a wall-clock time go to the day partition of `night` (else `undated`)."""
     path = path.resolve()
     if not path.is_file():
         raise InputError(path, None, None, "no such file")
@@ -144,10 +150,12 @@ def stage_file(
     known = dataset.find(sha)
     if known is not None:
         return Staged(IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0))
+    if dataset.retired(sha):  # its rows aged out (run.retain_days): not read back in
+        return Staged(IngestResult(path, sha[:20], "", "retired", {}, 0))
     reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir(source_id)
     chosen = policy or reader.default_policy
-    sink = Sink(staging, source_id, path, chosen, dict(hints or {}))
+    sink = Sink(staging, source_id, path, chosen, dict(hints or {}), night or UNDATED)
     try:
         with gc_paused():
             try:
@@ -170,13 +178,15 @@ def stage_file(
         sha256=sha,
         size_bytes=st.st_size,
         mtime_ns=st.st_mtime_ns,
+        night=night,
         ingested_at=datetime.now(UTC).isoformat(timespec="microseconds"),
         rows=rows,
         rejected=sink.rejected,
         rejections=sink.rejections,
         supersedes=(),
     )
-    result = IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected)
+    days = tuple(sorted({d.name[len(DAY) :] for d in staging.glob(f"*/*/{DAY}*")}))
+    result = IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected, days)
     return Staged(result, staging, entry)
 
 

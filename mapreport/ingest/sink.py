@@ -16,9 +16,11 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.errors import ErrorPolicy, InputError
+from mapreport.files import write_parquet
 from mapreport.ingest.spec import MAX_MAGNITUDE, out_of_range
-from mapreport.schema import PARTITIONED, TABLES
-from mapreport.store import Dataset, write_parquet
+from mapreport.schema import DAY_PARTITIONED, PARTITIONED, TABLES
+from mapreport.store import Dataset
+from mapreport.window import UNDATED, US_PER_DAY, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, day_of
 
 FLUSH_ROWS = 100_000
 WRITES_IN_FLIGHT = 2
@@ -42,6 +44,9 @@ class Sink:
     policy: ErrorPolicy = "abort"
     hints: dict[str, str] = field(default_factory=dict)
     """Values a format does not carry itself (workload, slice), given by the user."""
+    night: str = UNDATED
+    """The day partition of rows without a wall-clock time (the night the file was ingested
+    for; `window.py`)."""
     part: str = ""
     """Starts the number in this sink's file names: a helper process reading part of the
     same file (`helper.py`) writes beside this one without a clash."""
@@ -86,7 +91,9 @@ class Sink:
     def for_part(self, part: str) -> Sink:
         """A sink for a helper process reading part of the same file: same staging folder,
         file names starting with `part`; its counts come back through `absorb`."""
-        return Sink(self.staging, self.source_id, self.path, self.policy, dict(self.hints), part)
+        return Sink(
+            self.staging, self.source_id, self.path, self.policy, dict(self.hints), self.night, part
+        )
 
     def counts(self) -> tuple[dict[str, int], int, list[dict[str, Any]]]:
         """(rows per table, rejected, logged rejections): what `absorb` takes."""
@@ -161,9 +168,33 @@ class Sink:
         data = self._in_range(table, data)
         if data.num_rows == 0:
             return
-        self._seq += 1
-        name = f"{self.source_id}-{self.part}{self._seq:05d}.parquet"
-        target = Dataset.table_path(self.staging, table, workload, name)
+        for day, rows in self._days(table, data):
+            self._seq += 1
+            name = f"{self.source_id}-{self.part}{self._seq:05d}.parquet"
+            self._submit(rows, Dataset.table_path(self.staging, table, workload, name, day))
+
+    def _days(self, table: str, data: pa.Table) -> list[tuple[str | None, pa.Table]]:
+        """A runtime table's rows split by day: a wall-clock time's UTC date, else the night
+        the file was ingested for. Other tables are not split (day None)."""
+        column = DAY_PARTITIONED.get(table)
+        if column is None:
+            return [(None, data)]
+        t = np.asarray(data[column].to_numpy(zero_copy_only=False), dtype=np.float64)
+        with np.errstate(invalid="ignore"):
+            wall = (t >= WALL_CLOCK_FROM_US) & (t < WALL_CLOCK_UNTIL_US)
+        index = np.where(wall, np.floor(np.where(wall, t, 0.0) / US_PER_DAY), -1).astype(np.int64)
+        first, last = int(index.min()), int(index.max())
+        if first == last:  # the common case: one day, no copy
+            return [(self._day_name(first), data)]
+        return [
+            (self._day_name(int(d)), data.filter(pa.array(index == d))) for d in np.unique(index)
+        ]
+
+    def _day_name(self, index: int) -> str:
+        return self.night if index < 0 else day_of(index * US_PER_DAY)
+
+    def _submit(self, data: pa.Table, target: Path) -> None:
+        """Queue one Parquet write behind the reader."""
         if self._writer is None:
             self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="sink-parquet")
         while len(self._writing) >= WRITES_IN_FLIGHT:

@@ -76,6 +76,10 @@ class IndexEntry(msgspec.Struct, frozen=True):
     """The headline quantile against the previous recorded night (None on a first night)."""
     top_action: str = ""
     top_owner: str = ""
+    period: str = ""
+    """What the report covers (`view.period`)."""
+    revised: bool = False
+    """The night was recorded again from other inputs (late data)."""
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,8 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         tail_change=v.tail_change,
         top_action=v.actions[0].title if v.actions else "",
         top_owner=(v.actions[0].a.owner or "unassigned") if v.actions else "",
+        period=v.period,
+        revised=any(p.revised for p in r.history.runs if p.current) if r.history else False,
     )
 
 
@@ -201,9 +207,12 @@ def write_slice_report(
 
 def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
     """Write OUT/index.html linking every slice's report (and listing failed slices)."""
+    periods = sorted({e.period for e in entries if e.period})
     page = html.render(
         "index.html.j2",
         entries=entries,
+        periods=periods,
+        mixed_periods=len(periods) > 1,
         dataset=dataset,
         css=Markup(html.css()),
         media="screen",

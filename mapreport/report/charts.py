@@ -327,7 +327,10 @@ def trend(r: SliceResult) -> go.Figure | None:
     if len(runs) < TREND_NIGHTS:
         return None
     fig = go.Figure()
-    x = [p.run_date + (" (this run)" if p.current else "") for p in runs]
+    x = [
+        p.run_date + (" (this run)" if p.current else "") + (" revised" if p.revised else "")
+        for p in runs
+    ]
     for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
         fig.add_trace(
             go.Scatter(

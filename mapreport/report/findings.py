@@ -22,7 +22,7 @@ from mapreport.analysis.tail import TailDrivers
 from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.4"
+FINDINGS_SCHEMA_VERSION = "1.5"
 
 
 def strict(doc: Any) -> Any:
@@ -188,6 +188,16 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             **_pct("latency", r.latency),
             "sla_p95_us": r.review.sla_p95_us,
             "sla_p99_us": r.review.sla_p99_us,
+            "period": {
+                "kind": r.period.kind.value,
+                "window": r.period.spec,
+                "timezone": r.period.timezone,
+                "night": r.period.night,
+                "start_us": r.period.start_us,
+                "end_us": r.period.end_us,
+                "text": view.period,
+            },
+            "plans": [plain(p) for p in r.plans],
         },
         "thresholds": plain(r.thresholds),
         "environment": {**plain(env), "locked": env.locked},

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import PurePath
 
 from mapreport.analysis.actions import SLICE_WIDE, Action
@@ -26,6 +25,7 @@ from mapreport.kinds import (
     RegressionKind,
 )
 from mapreport.report import prose, words
+from mapreport.report.period import PlanLine, data_span, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section
 from mapreport.report.verdict import (
     SlaTarget,
@@ -155,6 +155,11 @@ class ReportView:
     tail_change: float | None
     """That quantile against the previous recorded night (None on a first night)."""
     window: str
+    """From the slice's first arrival to its last completion."""
+    period: str
+    """The time window the report covers (`period.period`)."""
+    plans: tuple[PlanLine, ...]
+    """The compile plan versions in force for the window."""
     description: str
     sla: tuple[SlaTarget, ...]
     summary: str
@@ -202,18 +207,6 @@ class ReportView:
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
-
-
-def window(r: SliceResult) -> str:
-    """The slice's time window as a reader reads it."""
-    if r.window_start_us is None or r.window_end_us is None:
-        return "–"
-    t0, t1 = r.window_start_us, r.window_end_us
-    hours = (t1 - t0) / 3.6e9
-    if t0 > 9.0e14:  # microseconds since the Unix epoch
-        start = datetime.fromtimestamp(t0 / 1e6, UTC).strftime("%Y-%m-%d %H:%M UTC")
-        return f"{start}, {hours:.2f} h"
-    return f"{hours:.2f} h (relative timestamps)"
 
 
 def anchor_key(name: str) -> str:
@@ -338,7 +331,9 @@ def build(r: SliceResult) -> ReportView:
         health=health(r, sla, checks),
         headline=head,
         tail_change=tail_change(r, head[0]),
-        window=window(r),
+        window=data_span(r),
+        period=period(r.period),
+        plans=plan_lines(r, source_dir(r)),
         description=rv.description,
         sla=sla,
         summary=prose.summary(r, head),

@@ -1,0 +1,79 @@
+"""The closed-loop history on disk: one row set per slice and night, under
+`<root>/history/<table>/run_date=<date>/<slice key>.parquet` (a part of the dataset's layout,
+kept beside `store.py`)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mapreport.files import write_parquet
+from mapreport.schema import HISTORY_TABLES
+
+
+class HistoryFiles:
+    """The history methods of a dataset (`store.Dataset`)."""
+
+    root: Path
+
+    def writing(self, wait: bool = True) -> contextlib.AbstractContextManager[None]:
+        """The dataset's writer lock (`store.Dataset.writing`)."""
+        raise NotImplementedError
+
+    def write_history(
+        self, run_date: str, workload: str, slice_: str, rows: dict[str, list[dict[str, Any]]]
+    ) -> None:
+        """Store one slice's history rows of one nightly run under
+        history/<table>/run_date=<date>/. A second run on the same date replaces the first.
+
+        Each file is written atomically; the `history_run` file is written last, and readers
+        only use runs that have one, so a run killed half-way is invisible."""
+        safe = _history_key(workload, slice_)
+        with self.writing():
+            for table in ("history_shape", "history_action", "history_run"):
+                d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
+                d.mkdir(parents=True, exist_ok=True)
+                write_parquet(
+                    pa.Table.from_pylist(rows.get(table, []), schema=HISTORY_TABLES[table]),
+                    d / f"{safe}.parquet",
+                )
+
+    def history(self, table: str, workload: str, slice_: str) -> list[dict[str, Any]]:
+        """Rows of a history table for one slice, from complete runs, oldest run first.
+
+        Only this slice's files are read (one per run date, named by the slice's key)."""
+        base = self.root / "history"
+        name = f"{_history_key(workload, slice_)}.parquet"
+        complete = {f.parent.name for f in (base / "history_run").glob(f"*/{name}")}
+        files = [f for f in (base / table).glob(f"*/{name}") if f.parent.name in complete]
+        if not files:
+            return []
+        rows = pa.concat_tables(
+            [pq.read_table(f, schema=HISTORY_TABLES[table]) for f in files]
+        ).to_pylist()
+        return sorted(rows, key=lambda r: (r["run_date"], r["run_id"]))
+
+    def recorded_nights(self) -> set[str]:
+        """Every run date the history holds (of any slice)."""
+        base = self.root / "history" / "history_run"
+        return (
+            {d.name.split("=", 1)[1] for d in base.glob("run_date=*")} if base.is_dir() else set()
+        )
+
+    def history_runs(self, workload: str, slice_: str) -> list[str]:
+        """The run dates (`run_date=...` folder names) with a complete history of a slice."""
+        name = f"{_history_key(workload, slice_)}.parquet"
+        return sorted(
+            f.parent.name for f in (self.root / "history" / "history_run").glob(f"*/{name}")
+        )
+
+
+def _history_key(workload: str, slice_: str) -> str:
+    """The file name stem of one slice's history files."""
+    return hashlib.sha256(f"{workload}\x1f{slice_}".encode()).hexdigest()[:16]

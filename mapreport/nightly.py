@@ -1,0 +1,103 @@
+"""The nightly job: one night per run. Ingest the night's sources, age out old partitions,
+report the night's window of every slice and record it in the closed-loop history."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, timedelta
+
+from mapreport.config import Config
+from mapreport.errors import ConfigError
+from mapreport.ingest import IngestResult
+from mapreport.pipeline import IngestFailures, Progress, SliceOutcome, ingest, quiet, report
+from mapreport.store import Dataset, Retention
+from mapreport.window import Window, last_complete_day, night_window
+
+
+@dataclass(frozen=True)
+class LateData:
+    """A file ingested tonight whose rows belong to a night already reported."""
+
+    path: str
+    nights: tuple[str, ...]
+
+
+@dataclass
+class NightRun:
+    """What one nightly run did."""
+
+    night: str
+    window: Window
+    ingested: list[IngestResult] = field(default_factory=list)
+    outcomes: list[SliceOutcome] = field(default_factory=list)
+    late: list[LateData] = field(default_factory=list)
+    retention: Retention | None = None
+
+
+def run(
+    config: Config,
+    progress: Progress = quiet,
+    night: date | None = None,
+    force: bool = False,
+    jobs: int | None = None,
+    wait: bool = True,
+    window: str | None = None,
+) -> NightRun:
+    """The nightly job for `night` (default: the last complete day in run.timezone): ingest
+    the configured sources (`{date}` filled in; `jobs` files at once), remove partitions
+    older than run.retain_days, then report every slice over the night's window (`window`,
+    default run.window) and record it."""
+    if not config.sources:
+        raise ConfigError(f"{config.path}: run.sources lists no input files")
+    night = night or last_complete_day(config.timezone)
+    done = NightRun(
+        night.isoformat(), night_window(night, window or config.window, config.timezone)
+    )
+    failed: IngestFailures | None = None
+    try:
+        done.ingested = ingest(
+            config.dataset,
+            config.source_files(night),
+            config.on_error,
+            progress=progress,
+            jobs=jobs or config.jobs,
+            wait=wait,
+            night=done.night,
+        )
+    except IngestFailures as e:
+        done.ingested, failed = e.results, e
+    ds = Dataset(config.dataset)
+    done.late = late_data(ds, done.ingested, done.night)
+    if config.retain_days is not None:
+        done.retention = ds.retain(keep_from(night, config.retain_days))
+    done.outcomes = report(
+        config.dataset,
+        config.out,
+        config,
+        progress=progress,
+        record=config.record_history,
+        run_date=done.night,
+        force=force,
+        window=done.window,
+    )
+    if failed is not None:
+        failed.outcomes = done.outcomes
+        raise failed
+    return done
+
+
+def keep_from(night: date, retain_days: int) -> str:
+    """The first night kept when `retain_days` nights are kept, `night` the last of them."""
+    return (night - timedelta(days=retain_days - 1)).isoformat()
+
+
+def late_data(ds: Dataset, ingested: list[IngestResult], night: str) -> list[LateData]:
+    """Files read tonight that added rows to earlier nights the history already holds: those
+    nights change only when they are run again (`--date`)."""
+    recorded = ds.recorded_nights()
+    late = []
+    for r in ingested:
+        earlier = tuple(d for d in r.days if d < night and d in recorded)
+        if r.status == "ingested" and earlier:
+            late.append(LateData(str(r.path), earlier))
+    return late

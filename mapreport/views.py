@@ -1,0 +1,167 @@
+"""The SQL views of a dataset: one per canonical table over its committed files, holding a
+window's rows, and `plan_version`, every compile plan's versions with the one in force.
+
+Which files a window reads is the store's to say (`Dataset.scans`); which of their rows
+count, and which plan version is in force, is decided here, once, in SQL.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import duckdb
+import pyarrow as pa
+
+from mapreport.errors import DatasetError
+from mapreport.schema import DAY_PARTITIONED, TABLES
+from mapreport.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
+
+if TYPE_CHECKING:
+    from mapreport.store import Dataset, Rows, Scan
+
+
+def connect(
+    ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
+) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection with one view per canonical table over the committed files of
+    one workload (or all): the runtime tables and compile events hold the window's rows,
+    compile_plan each plan's version in force at the window's end, and `plan_version`
+    every version of every plan with its capture time."""
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")
+    live = set(ds.live())
+    for table in TABLES:
+        name = ALL_PLANS if table == "compile_plan" else table
+        _view(ds, con, name, table, ds.scans(table, workload, live, window), window)
+    con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
+    con.execute(
+        f"""CREATE VIEW compile_plan AS SELECT p.* FROM {ALL_PLANS} p
+        JOIN (SELECT workload, slice, plan_id, source_id FROM plan_version WHERE in_force)
+        USING (workload, slice, plan_id, source_id)"""
+    )
+    return con
+
+
+def _view(
+    ds: Dataset,
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    table: str,
+    scans: list[Scan],
+    window: Window,
+) -> None:
+    """Create view `name` of canonical `table` over the scans' files (UNION ALL)."""
+    schema = TABLES[table]
+    column = DAY_PARTITIONED.get(table, "ts_us")
+    parts = []
+    for files, rows in scans:
+        if not files:
+            continue
+        where = _where(rows, column, window)
+        paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        # folders are not data: a workload is what its rows hold, not its folder name
+        source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
+        try:
+            present = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
+        except duckdb.Error as e:
+            raise DatasetError(
+                f"{ds.root}: cannot read table {table}: {str(e).splitlines()[0]}"
+            ) from None
+        # a column added by a later schema version is null in files written before
+        cols = ", ".join(
+            f'"{f.name}"' if f.name in present else f'NULL::{_SQL[f.type]} AS "{f.name}"'
+            for f in schema
+        )
+        parts.append(f"SELECT {cols} FROM {source}" + (f" WHERE {where}" if where else ""))
+    if not parts:
+        con.register(f"_empty_{name}", schema.empty_table())
+        parts = [f"SELECT * FROM _empty_{name}"]
+    con.execute(f"CREATE VIEW {name} AS " + " UNION ALL ".join(parts))
+
+
+def _where(rows: Rows, column: str, window: Window) -> str | None:
+    """SQL: the rows of a scan that count (None: all)."""
+    kind = rows.value
+    if kind == "all":
+        return None
+    if kind == "dated":
+        return _in_window(column, window)
+    if kind == "undated":
+        return _undated(column)
+    return f"({_in_window(column, window)}) OR {_undated(column)}"
+
+
+ALL_PLANS = "_every_compile_plan"
+"""The view of every version of every compile plan; `compile_plan` holds those in force."""
+
+_PLAN_VERSIONS = """
+CREATE VIEW plan_version AS
+WITH captured AS (
+    SELECT source_id, max(TRY_CAST(captured_at AS TIMESTAMPTZ)) AS t
+    FROM environment GROUP BY source_id
+), versions AS (
+    SELECT workload, slice, plan_id, source_id, count(*) AS entries
+    FROM {ALL_PLANS} GROUP BY workload, slice, plan_id, source_id
+), timed AS (
+    SELECT v.*, l.path,
+        coalesce(
+            epoch_us(c.t),
+            epoch_us(TRY_CAST(l.night || 'T00:00:00Z' AS TIMESTAMPTZ)),
+            epoch_us(TRY_CAST(l.ingested_at AS TIMESTAMPTZ))
+        )::DOUBLE AS captured_us,
+        CASE WHEN c.t IS NOT NULL THEN 'captured_at'
+             WHEN TRY_CAST(l.night AS DATE) IS NOT NULL THEN 'night'
+             ELSE 'ingested_at' END AS captured_by
+    FROM versions v LEFT JOIN captured c USING (source_id) LEFT JOIN ingest_log l USING (source_id)
+), ranked AS (
+    SELECT *, coalesce(captured_us <= {end}, false) AS before_end,
+        row_number() OVER (
+            PARTITION BY workload, slice, plan_id
+            ORDER BY coalesce(captured_us <= {end}, false) DESC,
+                CASE WHEN coalesce(captured_us <= {end}, false) THEN captured_us END DESC,
+                captured_us, path, source_id
+        ) AS version_rank
+    FROM timed
+)
+SELECT workload, slice, plan_id, source_id, path, entries, captured_us, captured_by,
+    before_end, version_rank = 1 AS in_force,
+    count(*) OVER (PARTITION BY workload, slice, plan_id) AS versions
+FROM ranked
+""".replace("{ALL_PLANS}", ALL_PLANS)
+"""Every plan version (one per source file) with its capture time (the environment's
+captured_at, else the start of the night its file was ingested for, else its ingest time). The
+version in force at the window's end is the latest captured before it; when none was, the
+earliest (a plan first used on a night before it was captured)."""
+
+
+def _sql_us(t: float | None) -> str:
+    """A time bound as a SQL number; an open end is later than any capture."""
+    return repr(float(t)) if t is not None else "1e300"
+
+
+def _in_window(column: str, window: Window) -> str:
+    """SQL: the row's time is on the wall clock and inside the window."""
+    cond = [f"{column} >= {WALL_CLOCK_FROM_US!r}", f"{column} < {WALL_CLOCK_UNTIL_US!r}"]
+    if window.start_us is not None:
+        cond.append(f"{column} >= {window.start_us!r}")
+    if window.end_us is not None:
+        cond.append(f"{column} < {window.end_us!r}")
+    return " AND ".join(cond)
+
+
+def _undated(column: str) -> str:
+    """SQL: the row's time is not a wall-clock time (or missing)."""
+    return (
+        f"({column} IS NULL OR {column} < {WALL_CLOCK_FROM_US!r} "
+        f"OR {column} >= {WALL_CLOCK_UNTIL_US!r})"
+    )
+
+
+_SQL = {
+    pa.string(): "VARCHAR",
+    pa.float64(): "DOUBLE",
+    pa.int64(): "BIGINT",
+    pa.int32(): "INTEGER",
+    pa.bool_(): "BOOLEAN",
+}
+"""SQL types of the canonical columns, for columns an older file lacks."""
