@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_NIGHTS := 2026-11-28 2026-11-29 2026-11-30
 # Debian packages: pango for WeasyPrint, chromium for static chart export (kaleido),
 # poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts,
 # CJK and emoji fonts so that names from the wild print as glyphs, not boxes (26 MB together).
@@ -13,7 +14,7 @@ SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium
 .PHONY: help setup system venv demo test lint typecheck unit sample bench clean
 
 help:
-	@echo "make demo    set up, run the nightly job on sample_data/, write demo/reports/"
+	@echo "make demo    set up, run the nightly job on sample_data/'s three nights, write demo/reports/"
 	@echo "make test    set up, then ruff, mypy and the whole pytest suite"
 	@echo "make sample  regenerate sample_data/ from the seeded generator"
 	@echo "make bench   run benchmarks/ (installs the peers they compare against)"
@@ -44,7 +45,10 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	@rm -rf demo
-	$(BIN)/mapreport run sample_data/mapreport.toml --date 2026-11-28
+	@for night in $(DEMO_NIGHTS); do \
+	  echo "== night $$night"; \
+	  $(BIN)/mapreport run sample_data/mapreport.toml --date $$night || exit $$?; \
+	done
 	@echo
 	@echo "Open demo/reports/index.html (HTML reports, PDFs and findings.json per slice)."
 
@@ -70,7 +74,7 @@ bench: setup
 	$(BIN)/python benchmarks/fleet.py --sizes $(BENCH_SIZES) --runs 3 --full-from 100000
 
 sample: venv
-	$(BIN)/python -c "from pathlib import Path; from mapreport.synth import generate; generate(Path('sample_data'))"
+	$(BIN)/python -c "from pathlib import Path; from mapreport.synth_nights import generate_nights; generate_nights(Path('sample_data'))"
 
 clean:
 	rm -rf demo out .pytest_cache .mypy_cache .ruff_cache

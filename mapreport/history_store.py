@@ -66,13 +66,6 @@ class HistoryFiles:
             {d.name.split("=", 1)[1] for d in base.glob("run_date=*")} if base.is_dir() else set()
         )
 
-    def history_runs(self, workload: str, slice_: str) -> list[str]:
-        """The run dates (`run_date=...` folder names) with a complete history of a slice."""
-        name = f"{_history_key(workload, slice_)}.parquet"
-        return sorted(
-            f.parent.name for f in (self.root / "history" / "history_run").glob(f"*/{name}")
-        )
-
 
 def _history_key(workload: str, slice_: str) -> str:
     """The file name stem of one slice's history files."""

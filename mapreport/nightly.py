@@ -42,6 +42,7 @@ def run(
     jobs: int | None = None,
     wait: bool = True,
     window: str | None = None,
+    pdf: bool = True,
 ) -> NightRun:
     """The nightly job for `night` (default: the last complete day in run.timezone): ingest
     the configured sources (`{date}` filled in; `jobs` files at once), remove partitions
@@ -74,6 +75,7 @@ def run(
         config.dataset,
         config.out,
         config,
+        pdf=pdf,
         progress=progress,
         record=config.record_history,
         run_date=done.night,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import multiprocessing
 import os
@@ -273,7 +274,8 @@ def report(
     ds = Dataset(dataset_dir)
     now = datetime.now(UTC)
     run_date = run_date or window.night or now.date().isoformat()
-    run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}"
+    # unique per recording: one process may record several nights within a second
+    run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}"
     slices, wanted = _slices(ds, dataset_dir, only, window)
     out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
     exporter = SvgExporter()
@@ -291,13 +293,14 @@ def report(
                 outcomes.append(SliceOutcome(workload, slice_, folder, str(e)))
                 continue
             inputs = _inputs(ds, live, workload, window)
-            stamp = _fingerprint(ds, inputs, workload, slice_, config, run_date, pdf, record)
-            if not force and _unchanged(folder, stamp, pdf):
+            stored = _stored(ds, workload, slice_)
+            earlier = _earlier(stored, run_date)
+            stamp = _fingerprint(inputs, window, workload, slice_, config, run_date, pdf, record)
+            if not force and _unchanged(folder, stamp + earlier, pdf):
                 outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))
                 continue
             try:
                 (folder / STAMP).unlink(missing_ok=True)
-                stored = _stored(ds, workload, slice_)
                 key = RunKey(
                     run_id,
                     run_date,
@@ -319,7 +322,7 @@ def report(
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
                     later = _recompute_later(ds, workload, slice_, config, key)
-                atomic_write(folder / STAMP, stamp.encode())
+                atomic_write(folder / STAMP, (stamp + earlier).encode())
                 outcomes.append(
                     SliceOutcome(workload, slice_, folder, written=written.names, recomputed=later)
                 )
@@ -457,6 +460,9 @@ def _stored(ds: Dataset, workload: str, slice_: str) -> Stored:
     )
 
 
+_RUNS = itertools.count(1)
+"""Reports made by this process, numbering their run ids."""
+
 STAMP = ".inputs"
 """The fingerprint of what a slice's report was made from, kept in its folder."""
 
@@ -478,8 +484,8 @@ _CODE_ID: str | None = None
 
 
 def _fingerprint(
-    ds: Dataset,
     inputs: str,
+    window: Window,
     workload: str,
     slice_: str,
     config: Config,
@@ -487,11 +493,12 @@ def _fingerprint(
     pdf: bool,
     record: bool,
 ) -> str:
-    """What a slice's report depends on: the source files its window reads (`inputs`), the
-    configuration, the earlier nights of its history, the run date, the code."""
+    """What a slice's report depends on besides its history (`_earlier`): the source files
+    its window reads (`inputs`), the window, the configuration, the run date, the code."""
     h = hashlib.sha256()
     for part in (
         _code_id(),
+        repr(window),
         repr(config),
         workload,
         slice_,
@@ -499,10 +506,19 @@ def _fingerprint(
         str(pdf),
         str(record),
         inputs,
-        ",".join(d for d in ds.history_runs(workload, slice_) if d != f"run_date={run_date}"),
     ):
         h.update(part.encode() + b"\x1f")
     return h.hexdigest()
+
+
+def _earlier(stored: Stored, run_date: str) -> str:
+    """A digest of the recorded nights before `run_date` (a re-recorded one changes it)."""
+    rows = [
+        f"{r['run_date']}/{r['run_id']}/{r.get('recorded_at')}/{r.get('inputs')}"
+        for r in stored.runs
+        if str(r["run_date"]) < run_date
+    ]
+    return hashlib.sha256(",".join(rows).encode()).hexdigest()[:16]
 
 
 def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:

@@ -59,7 +59,7 @@ def write_config(folder: Path, sources: Path, extra: str = "") -> Path:
     text = text.replace('dataset = "../demo/dataset"', f'dataset = "{folder / "dataset"}"')
     text = text.replace('out = "../demo/reports"', f'out = "{folder / "reports"}"')
     text = text.replace(
-        'sources = ["*.compile.jsonl", "*.runtime.*", "quality.jsonl"]',
+        'sources = ["plans/*.compile.jsonl", "quality.jsonl", "nights/{date}/*.runtime.*"]',
         f'sources = ["{sources}/*.compile.jsonl", "{sources}/*.runtime.*", '
         f'"{sources}/quality.jsonl"]',
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -23,14 +24,56 @@ def test_sample_config_loads_with_paths_relative_to_it() -> None:
         "model_serving_architect",
     }
     assert set(cfg.signoffs) == {"compiler_lead", "runtime_lead"}
-    files = cfg.source_files()
-    assert len(files) == 7
+    files = cfg.source_files(date(2026, 11, 29))
+    assert len(files) == 8  # 4 plan files, quality, the night's 3 runtime files
     assert all(f.is_file() for f in files)
+    assert {f.parent.name for f in files if ".runtime." in f.name} == {"2026-11-29"}
+    assert (cfg.window, cfg.timezone, cfg.retain_days) == ("day", "UTC", None)
     bert = cfg.slice_config("bert-base", "")
     assert bert is not None
     assert bert.sla_p99_us == 12000
     assert cfg.slice_config("resnet50-int8", "canary") is None
     assert cfg.slice_config("nope", "") is None
+
+
+def test_date_placeholders_fill_in_the_night(tmp_path: Path) -> None:
+    night = tmp_path / "telemetry" / "2026" / "11" / "29"
+    night.mkdir(parents=True)
+    (night / "a.jsonl").write_text("{}")
+    (tmp_path / "telemetry" / "2026-11-29.jsonl").write_text("{}")
+    p = tmp_path / "c.toml"
+    p.write_text(
+        '[run]\nsources = ["telemetry/{yyyy}/{mm}/{dd}/*.jsonl", "telemetry/{date}.jsonl"]\n'
+    )
+    cfg = load_config(p)
+    files = cfg.source_files(date(2026, 11, 29))
+    assert [f.relative_to(tmp_path).as_posix() for f in files] == [
+        "telemetry/2026/11/29/a.jsonl",
+        "telemetry/2026-11-29.jsonl",
+    ]
+    with pytest.raises(ConfigError, match=r"matches no file"):
+        cfg.source_files(date(2026, 11, 30))
+    with pytest.raises(ConfigError, match=r"needs a night \(--date\)"):
+        cfg.source_files()
+    p.write_text('[run]\nsources = ["telemetry/{night}.jsonl"]\n')
+    with pytest.raises(ConfigError, match=r"unknown placeholder \{night\} \(known: \{date\}"):
+        load_config(p).source_files(date(2026, 11, 29))
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ('window = "5x"', r"run.window: window '5x': not day, all or a duration"),
+        ('window = "0h"', r"run.window: .*longer than zero"),
+        ('timezone = "Mars/Olympus"', r"run.timezone: unknown time zone 'Mars/Olympus'"),
+        ("retain_days = 0", r"run.retain_days must be >= 1"),
+    ],
+)
+def test_bad_window_keys_name_the_key(tmp_path: Path, line: str, message: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(f"[run]\n{line}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(p)
 
 
 def test_workload_sla_applies_to_its_slices(tmp_path: Path) -> None:

@@ -1,19 +1,22 @@
 """Golden cases: findings.json of known inputs compared within tolerance (never HTML or PDF
 bytes). Each case is a folder `tests/golden/<case>/` with `input/mapreport.toml` (a nightly-job
 configuration whose sources are its inputs, relative to it) and `expected/<slice>.json` per
-slice. `demo`'s input is the committed sample data; the others read real traces and profiles
-from ../shared/realdata. Regenerate with MAPREPORT_UPDATE_GOLDEN=1 after an intended change,
-and review the diff.
+slice. `demo`'s input is the committed sample data, three nights run by the nightly job one
+after the other (the third night's findings are compared, its history holding the first two);
+the others read real traces and profiles from ../shared/realdata. Regenerate with
+MAPREPORT_UPDATE_GOLDEN=1 after an intended change, and review the diff.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import os
 import re
 import shutil
 from dataclasses import dataclass, replace
+from datetime import date
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,10 @@ import pytest
 
 from mapreport import synth
 from mapreport.config import load_config
+from mapreport.nightly import run
 from mapreport.pipeline import ingest, report
 from mapreport.report.sections import SECTIONS
+from mapreport.synth_nights import NIGHTS, generate_nights, runtime_name
 from tests.conftest import REALDATA, SAMPLE_DATA
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -31,6 +36,7 @@ CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.tom
 RUN_DATE = "2026-11-30"
 IGNORED = {"generated_at", "generator", "path", "run_id", "run_date", "first_run_id"}
 IGNORED |= {"captured_us"}  # a plan file without captured_at is dated by its ingest
+IGNORED |= {"compared_to", "against_run_id"}  # run ids of earlier nights
 """Keys that legitimately differ between runs (time, version, absolute input paths)."""
 REL, ABS, CI_ABS = 1e-6, 1e-9, 0.005
 """Bootstrap intervals get an absolute tolerance: they depend on numpy's random streams."""
@@ -64,12 +70,23 @@ def compare(got: Any, want: Any, where: str = "$") -> list[str]:
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
 
 
-def test_committed_sample_data_is_the_generator_output(sample_dir: Path) -> None:
-    for f in sorted(sample_dir.iterdir()):
-        committed = SAMPLE_DATA / f.name
-        assert committed.read_bytes() == f.read_bytes(), f"{f.name}: run `make sample`"
-    names = {w.runtime_file for w in synth.WORKLOADS}
-    assert names <= {p.name for p in SAMPLE_DATA.iterdir()}
+def test_committed_sample_data_is_the_generator_output(tmp_path: Path) -> None:
+    written = generate_nights(tmp_path)
+    for f in written:
+        committed = SAMPLE_DATA / f.relative_to(tmp_path)
+        assert committed.read_bytes() == f.read_bytes(), f"{committed}: run `make sample`"
+    kept = {p.relative_to(SAMPLE_DATA) for p in SAMPLE_DATA.rglob("*") if p.is_file()}
+    assert kept - {f.relative_to(tmp_path) for f in written} == {Path("mapreport.toml")}
+
+
+def test_the_first_demo_night_is_the_generator_demo(tmp_path: Path, sample_dir: Path) -> None:
+    """Night one of the demo is the one-night demo the other tests use, gzip compressed."""
+    generate_nights(tmp_path, nights=(0,))
+    first = tmp_path / "nights" / NIGHTS[0].isoformat()
+    for w in synth.WORKLOADS:
+        ours = gzip.decompress((first / runtime_name(w)).read_bytes())
+        flat = (sample_dir / w.runtime_file).read_bytes()
+        assert ours == (gzip.decompress(flat) if w.runtime_file.endswith(".gz") else flat)
 
 
 @dataclass(frozen=True)
@@ -108,8 +125,15 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         pytest.skip("../shared/realdata is not beside the repo")
     work = tmp_path_factory.mktemp(f"golden-{name}")
     config = replace(load_config(path), dataset=work / "dataset", out=work / "reports")
-    ingest(config.dataset, config.source_files(), config.on_error)
-    outcomes = report(config.dataset, config.out, config, pdf=False, record=True, run_date=RUN_DATE)
+    nights = path.parent / "nights"
+    if nights.is_dir():  # one folder per night: the nightly job runs each; the last is compared
+        for night in sorted(d.name for d in nights.iterdir()):
+            outcomes = run(config, night=date.fromisoformat(night), pdf=False).outcomes
+    else:
+        ingest(config.dataset, config.source_files(), config.on_error)
+        outcomes = report(
+            config.dataset, config.out, config, pdf=False, record=True, run_date=RUN_DATE
+        )
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
     folders = tuple(
         str(f.parent.relative_to(config.out)) for f in sorted(config.out.rglob("findings.json"))

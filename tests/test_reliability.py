@@ -241,9 +241,9 @@ FUZZ_SECONDS = float(os.environ.get("MAPREPORT_FUZZ_SECONDS", "6"))
 @pytest.mark.parametrize(
     ("source", "fmt"),
     [
-        ("sample_data/resnet50-int8.compile.jsonl", None),
-        ("sample_data/llama-decode.runtime.csv", None),
-        ("sample_data/bert-base.runtime.jsonl.gz", None),  # the columnar fast path
+        ("sample_data/plans/resnet50-int8.compile.jsonl", None),
+        ("sample_data/nights/2026-11-28/llama-decode.runtime.csv.gz", None),
+        ("sample_data/nights/2026-11-28/bert-base.runtime.jsonl.gz", None),  # the fast path
         ("sample_data/quality.jsonl", None),
         ("realdata/hta/triton_example/triton_example.json.gz", "kineto"),
         (

@@ -178,27 +178,30 @@ def history_view(
     th: Thresholds,
     seed_key: tuple[str, str],
 ) -> History:
-    """Trend, action states and regressions of this run against the stored earlier runs."""
+    """Trend, action states and regressions of this run against the stored nights before it
+    (each night is one recording, keyed by its run date)."""
     prev_runs = [p for p in stored.runs if p["run_date"] < key.run_date]
-    earlier = {p["run_id"] for p in prev_runs}
-    prev_shapes = [s for s in stored.shapes if s["run_id"] in earlier]
-    prev_actions = [a for a in stored.actions if a["run_id"] in earlier]
+    nights = {p["run_date"] for p in prev_runs}
+    prev_shapes = [s for s in stored.shapes if s["run_date"] in nights]
+    prev_actions = [a for a in stored.actions if a["run_date"] in nights]
     runs = [_point(p) for p in prev_runs] + [tonight]
     shapes_now = {m.shape: m for m in shapes}
-    last = prev_runs[-1]["run_id"] if prev_runs else None
-    last_shapes = {s["shape"]: s for s in prev_shapes if s["run_id"] == last}
+    last = prev_runs[-1] if prev_runs else None
+    last_shapes = {s["shape"]: s for s in prev_shapes if last and s["run_date"] == last["run_date"]}
     states = _action_states(actions, shapes_now, last_shapes, prev_actions)
     baseline = key.baseline_run
-    against = baseline if baseline in earlier else last
+    named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None
+    ref_run = named or last
+    against = ref_run["run_id"] if ref_run else None
     note = None
-    if baseline and baseline not in earlier:
+    if baseline and named is None:
         note = HistoryNote.BASELINE_MISSING
     if not prev_runs:
         note = HistoryNote.FIRST_RUN
     regressions = []
-    if against is not None:
-        ref = {s["shape"]: s for s in prev_shapes if s["run_id"] == against}
-        ref_date = next(p["run_date"] for p in prev_runs if p["run_id"] == against)
+    if ref_run is not None and against is not None:
+        ref_date = ref_run["run_date"]
+        ref = {s["shape"]: s for s in prev_shapes if s["run_date"] == ref_date}
         for shape, m in shapes_now.items():
             old = ref.get(shape)
             q = quantiles.get(shape)
@@ -312,7 +315,7 @@ def _action_states(
                 state=state,
                 first_run_id=first["first_run_id"] if first else "",
                 first_run_date=first["run_date"] if first else "",
-                runs_seen=len({x["run_id"] for x in rows}) + (1 if now is not None else 0),
+                runs_seen=len({x["run_date"] for x in rows}) + (1 if now is not None else 0),
                 target_metric=t_metric,
                 target_baseline=t_base,
                 target_now=t_now,
