@@ -94,6 +94,8 @@ class History:
     note: HistoryNote | None
     baseline_run: str | None = None
     """The configured baseline run (named when it is not in the history)."""
+    compared_night: str | None = None
+    """The night of the run `compared_to` names."""
 
 
 TERMINAL = (State.VERIFIED, State.ROLLED_BACK, State.DROPPED)
@@ -231,7 +233,8 @@ def history_view(
             before = quantile_of(old["latency_quantiles_us"], 0.95)
             now = float(m.latency.p95 or 0.0)
             regressions.append(Regression(shape, against, ref_date, before, now, change, ci, kind))
-    return History(tuple(runs), tuple(states), tuple(regressions), against, note, baseline)
+    night = ref_run["run_date"] if ref_run else None
+    return History(tuple(runs), tuple(states), tuple(regressions), against, note, baseline, night)
 
 
 def _point(p: dict[str, Any]) -> RunPoint:

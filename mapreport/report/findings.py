@@ -160,6 +160,7 @@ def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
     renamed = {"kind": "cls"}
     return {
         "compared_to": h.compared_to,
+        "compared_night": h.compared_night,
         "note": view.history_note,
         "runs": plain(h.runs),
         "actions": [

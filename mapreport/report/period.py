@@ -65,7 +65,7 @@ class PlanLine:
     captured: str
     captured_by: str
     versions: str
-    """"version in force of N held" when the dataset holds more than one, else ''."""
+    """The versions held beside it and the one it replaced ('' when it is the only one)."""
     note: str
     """Why this version, when it is not simply the one captured before the window's end."""
 
@@ -78,27 +78,35 @@ def plan_lines(r: SliceResult, root: str) -> tuple[PlanLine, ...]:
     for v in r.plans:
         if not v.in_force:
             continue
-        note = ""
-        if not v.before_end:
-            note = "captured after this window; no earlier version is held"
-        elif v.versions > 1:
-            older = [p for p in r.plans if p.plan_id == v.plan_id and not p.in_force]
-            later = [p for p in older if _after(p, v)]
-            note = f"{len(later)} later version(s) not yet in force" if later else ""
+        others = [p for p in r.plans if p.plan_id == v.plan_id and not p.in_force]
+        later = [p for p in others if _after(p, v)]
+        earlier = [p for p in others if _after(v, p)]
+        held = ""
+        if earlier:
+            prev = earlier[0]  # newest first
+            held = f"it replaced {_relative(prev, root)}, captured {_when(prev, tz)}"
+        if later:
+            held += ("; " if held else "") + f"{len(later)} later version(s) not yet in force"
+        note = "" if v.before_end else "captured after this window; no earlier version is held"
         lines.append(
             PlanLine(
                 v.plan_id,
                 _relative(v, root),
-                f"{moment(v.captured_us, tz)} {tz}" if v.captured_us is not None else "–",
+                _when(v, tz),
                 CAPTURED_BY.get(v.captured_by, v.captured_by),
-                f"version in force of {v.versions} held" if v.versions > 1 else "",
+                held,
                 note,
             )
         )
     return tuple(lines)
 
 
+def _when(v: PlanVersion, tz: str) -> str:
+    return f"{moment(v.captured_us, tz)} {tz}" if v.captured_us is not None else "–"
+
+
 def _after(p: PlanVersion, v: PlanVersion) -> bool:
+    """True when `p` was captured after `v`."""
     return p.captured_us is not None and v.captured_us is not None and p.captured_us > v.captured_us
 
 

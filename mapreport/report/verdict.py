@@ -58,6 +58,7 @@ class Verdict:
     """Actions by state since the compared night (empty on a first night)."""
     regressions: int
     compared_to: str | None
+    """The night compared with (None on a first night)."""
 
 
 def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
@@ -137,5 +138,5 @@ def verdict(
         pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
         changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
-        compared_to=h.compared_to if h else None,
+        compared_to=h.compared_night if h and h.compared_to else None,
     )
