@@ -106,3 +106,31 @@ def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> Non
     # a new night (another run date, over everything) redoes every slice
     night = run(config, night=date(2026, 11, 29), window="all").outcomes
     assert not any(o.unchanged for o in night)
+
+
+def test_redrawn_p95_has_the_distribution_of_a_full_resample() -> None:
+    """The order-statistic draw of a resample's p95 against drawing all n values and taking
+    numpy's p95: the same distribution (mean, spread and tails within Monte Carlo error)."""
+    import numpy as np
+
+    from mapreport.analysis.history import _redraw_p95
+
+    q = np.quantile(np.random.default_rng(1).lognormal(7.0, 0.6, 5000), np.linspace(0, 1, 101))
+    draws, chunk = 200_000, 20_000
+    for n in (1, 2, 21, 57, 400):
+        fast = _redraw_p95(q, n, draws, np.random.default_rng(2))
+        rng = np.random.default_rng(3)
+        full = np.concatenate(
+            [
+                np.quantile(
+                    np.interp(rng.random((chunk, n)), np.linspace(0, 1, 101), q), 0.95, axis=1
+                )
+                for _ in range(draws // chunk)
+            ]
+        )
+        spread = float(np.std(full))
+        assert abs(float(np.mean(fast)) - float(np.mean(full))) < 0.02 * spread + 1e-9, n
+        assert abs(float(np.std(fast)) - spread) < 0.02 * spread + 1e-9, n
+        for p in (0.025, 0.5, 0.975):
+            a, b = np.quantile(fast, p), np.quantile(full, p)
+            assert abs(a - b) < 0.03 * spread + 1e-9, (n, p)

@@ -101,22 +101,22 @@ class History:
 TERMINAL = (State.VERIFIED, State.ROLLED_BACK, State.DROPPED)
 IMPROVEMENT = 0.10
 """A target metric verified: it moved at least 10% the right way (lower is better)."""
-MAX_DRAW = 20_000
-"""Largest sample redrawn from a stored quantile function (the CI only widens above)."""
 
 
 def _redraw_p95(q: Sequence[float], n: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """p95 of `resamples` samples of size n drawn from a stored quantile function."""
+    """p95 of `resamples` samples of size n drawn from a stored quantile function Q, exactly,
+    from two random numbers per resample instead of n: numpy's p95 interpolates between the
+    order statistics j and j+1 (0-based, j = floor(0.95 (n-1))); of n uniforms the (j+1)-th
+    smallest is Beta(j+1, n-j), the next lies a Beta(1, n-j-1) share of the way from it to 1,
+    and Q, non-decreasing, maps the uniforms' order statistics onto the sample's."""
     grid = np.linspace(0, 1, len(q))
     qs = np.asarray(q, dtype=np.float64)
-    n = min(n, MAX_DRAW)
-    out = np.empty(resamples)
-    chunk = max(1, 2_000_000 // n)
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        u = rng.random((stop - start, n))
-        out[start:stop] = np.quantile(np.interp(u, grid, qs), 0.95, axis=1)
-    return out
+    h = 0.95 * (n - 1)
+    j = int(np.floor(h))
+    g = h - j
+    lo = rng.beta(j + 1, n - j, resamples)
+    hi = lo + (1 - lo) * rng.beta(1, n - j - 1, resamples) if j + 1 < n else lo
+    return (1 - g) * np.interp(lo, grid, qs) + g * np.interp(hi, grid, qs)
 
 
 def quantile_of(quantiles: Sequence[float], q: float) -> float:
