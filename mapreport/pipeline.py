@@ -9,7 +9,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,14 @@ from mapreport.ingest import (
 )
 from mapreport.kinds import OwnerRole
 from mapreport.names import folder_name
-from mapreport.report import ENTRY, IndexEntry, read_entry, write_index, write_slice_report
+from mapreport.report import (
+    ENTRY,
+    IndexEntry,
+    action_titles,
+    read_entry,
+    write_index,
+    write_slice_report,
+)
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.schema import DAY_PARTITIONED, PARTITIONED
@@ -432,8 +439,9 @@ def _recompute_later(
         )
         con = ds.connect(workload, window)
         result = analyze_slice(con, workload, slice_, config.thresholds, review, stored, again)
-        titles = {a["action_id"]: a["title"] for a in stored.actions if a["run_date"] == night}
-        ds.write_history(night, workload, slice_, history_rows(result, titles, again))
+        ds.write_history(
+            night, workload, slice_, history_rows(result, action_titles(result), again)
+        )
     return tuple(later)
 
 
@@ -441,14 +449,16 @@ def stored_window(row: dict[str, Any]) -> Window:
     """The window a recorded night covered, from its history_run row (a row written before
     windows existed covered everything)."""
     spec, tz = row.get("window"), row.get("timezone") or "UTC"
-    if spec is None or spec == "all":
+    if spec is None:
         return EVERYTHING
     if spec == "range":
-        start, end = row.get("window_start_us"), row.get("window_end_us")
-        return replace(
-            range_window(None, None, tz), start_us=start, end_us=end, night=row["run_date"]
-        )
+        start, end = (row.get(k) for k in ("window_start_us", "window_end_us"))
+        return range_window(_moment(start), _moment(end), tz)
     return night_window(date.fromisoformat(row["run_date"]), spec, tz)
+
+
+def _moment(t_us: float | None) -> datetime | None:
+    return None if t_us is None else datetime.fromtimestamp(t_us / 1e6, UTC)
 
 
 def _stored(ds: Dataset, workload: str, slice_: str) -> Stored:

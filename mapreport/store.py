@@ -32,9 +32,8 @@ import os
 import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -51,6 +50,7 @@ from mapreport.schema import (
     SCHEMA_VERSION,
     TABLES,
 )
+from mapreport.views import Rows, Scan
 from mapreport.window import EVERYTHING, UNDATED, Window
 
 STAGING = ".staging"
@@ -501,24 +501,6 @@ class Dataset(HistoryFiles):
         """A DuckDB connection with a view per canonical table over the committed files
         (`views.connect`)."""
         return views.connect(self, workload, window)
-
-
-class Rows(Enum):
-    """Which rows of a scan's files a window counts."""
-
-    ALL = "all"
-    DATED = "dated"
-    """Rows with a wall-clock time inside the window."""
-    UNDATED = "undated"
-    """Rows without a wall-clock time (their files lie in the window's nights' partitions)."""
-    EITHER = "either"
-
-
-class Scan(NamedTuple):
-    """Files of one table and the rows of them a window counts."""
-
-    files: list[Path]
-    rows: Rows
 
 
 DATA_KEPT = tuple(t for t in TABLES if t not in ("ingest_log", "environment", "quarantine"))

@@ -7,7 +7,9 @@ count, and which plan version is in force, is decided here, once, in SQL.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import duckdb
 import pyarrow as pa
@@ -17,7 +19,25 @@ from mapreport.schema import DAY_PARTITIONED, TABLES
 from mapreport.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
 
 if TYPE_CHECKING:
-    from mapreport.store import Dataset, Rows, Scan
+    from mapreport.store import Dataset
+
+
+class Rows(Enum):
+    """Which rows of a scan's files a window counts."""
+
+    ALL = "all"
+    DATED = "dated"
+    """Rows with a wall-clock time inside the window."""
+    UNDATED = "undated"
+    """Rows without a wall-clock time (their files lie in the window's nights' partitions)."""
+    EITHER = "either"
+
+
+class Scan(NamedTuple):
+    """Files of one table and the rows of them a window counts."""
+
+    files: list[Path]
+    rows: Rows
 
 
 def connect(
@@ -81,12 +101,11 @@ def _view(
 
 def _where(rows: Rows, column: str, window: Window) -> str | None:
     """SQL: the rows of a scan that count (None: all)."""
-    kind = rows.value
-    if kind == "all":
+    if rows is Rows.ALL:
         return None
-    if kind == "dated":
+    if rows is Rows.DATED:
         return _in_window(column, window)
-    if kind == "undated":
+    if rows is Rows.UNDATED:
         return _undated(column)
     return f"({_in_window(column, window)}) OR {_undated(column)}"
 

@@ -15,9 +15,9 @@ from click.testing import CliRunner
 from mapreport import synth
 from mapreport.analysis import Thresholds, analyze_slice
 from mapreport.cli import main
-from mapreport.config import load_config
+from mapreport.config import Config, load_config
 from mapreport.errors import DatasetError
-from mapreport.nightly import run
+from mapreport.nightly import NightRun, run
 from mapreport.pipeline import ingest, report
 from mapreport.store import Dataset
 from mapreport.window import night_window, range_window
@@ -202,20 +202,27 @@ def states(ds: Path, day: str) -> dict[str, str]:
 QUEUEING = "batch=8,seq=200"
 
 
-def test_backfill_of_a_middle_night_recomputes_the_later_nights(tmp_path: Path) -> None:
-    """Three nights; the queueing fix lands on the second. Recorded with the second night's
-    telemetry missing, the third night calls the queueing action open; once the second night
-    is run (a backfill) the queueing action is verified there, and the third night, recomputed,
-    no longer carries it."""
+def backfill(tmp_path: Path) -> tuple[Config, dict[str, str], NightRun]:
+    """bert's 28th and 30th run as nightly jobs, the queueing fix in from the 29th, then the
+    29th run late (a backfill): the config, the 30th's states before, the backfill's run."""
     tel = tmp_path / "tel"
     bert_night(tel, "2026-11-28", 0)
     config = load_config(bert_config(tmp_path))
     run(config, night=date(2026, 11, 28), pdf=False)
     bert_night(tel, "2026-11-30", 2, **{QUEUEING: {"queue_burst": 0.0}})
     run(config, night=date(2026, 11, 30), pdf=False)
-    assert states(config.dataset, "2026-11-30")[f"{QUEUEING} queueing"] == "verified"
+    before = states(config.dataset, "2026-11-30")
     bert_night(tel, "2026-11-29", 1, **{QUEUEING: {"queue_burst": 0.0}})
-    done = run(config, night=date(2026, 11, 29), pdf=False)
+    return config, before, run(config, night=date(2026, 11, 29), pdf=False)
+
+
+def test_backfill_of_a_middle_night_recomputes_the_later_nights(tmp_path: Path) -> None:
+    """Three nights; the queueing fix lands on the second. Recorded with the second night's
+    telemetry missing, the third night calls the queueing action open; once the second night
+    is run (a backfill) the queueing action is verified there, and the third night, recomputed,
+    no longer carries it."""
+    config, before, done = backfill(tmp_path)
+    assert before[f"{QUEUEING} queueing"] == "verified"
     assert [o.recomputed for o in done.outcomes] == [("2026-11-30",)]
     assert states(config.dataset, "2026-11-29")[f"{QUEUEING} queueing"] == "verified"
     assert f"{QUEUEING} queueing" not in states(config.dataset, "2026-11-30")
@@ -356,14 +363,31 @@ def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatc
             return cls(2026, 12, 1, 2, 0, 0, tzinfo=UTC)
 
     monkeypatch.setattr(pipeline, "datetime", Frozen)
-    tel = tmp_path / "tel"
-    bert_night(tel, "2026-11-28", 0)
-    config = load_config(bert_config(tmp_path))
-    run(config, night=date(2026, 11, 28), pdf=False)
-    bert_night(tel, "2026-11-30", 2, **{QUEUEING: {"queue_burst": 0.0}})
-    run(config, night=date(2026, 11, 30), pdf=False)
-    bert_night(tel, "2026-11-29", 1, **{QUEUEING: {"queue_burst": 0.0}})
-    run(config, night=date(2026, 11, 29), pdf=False)
+    config, _, _ = backfill(tmp_path)
     runs = Dataset(config.dataset).history("history_run", "bert-base", "")
     assert len({r["run_id"] for r in runs}) == 1  # the ids did collide
     assert states(config.dataset, "2026-11-29")[f"{QUEUEING} queueing"] == "verified"
+
+
+@pytest.mark.parametrize(
+    "window",
+    [
+        night_window(date(2026, 11, 29)),
+        night_window(date(2026, 11, 29), "7d", "Europe/Paris"),
+        night_window(date(2026, 11, 29), "all"),
+        range_window(datetime(2026, 11, 29, 6, tzinfo=UTC), datetime(2026, 11, 30, 6, tzinfo=UTC)),
+    ],
+)
+def test_a_recorded_night_recomputes_over_the_window_it_covered(window: Any) -> None:
+    """A backfill recomputes a later night over its own recorded window, bounds and nights."""
+    from mapreport.pipeline import stored_window
+
+    row = {
+        "run_date": window.night,
+        "window": window.spec,
+        "timezone": window.timezone,
+        "window_start_us": window.start_us,
+        "window_end_us": window.end_us,
+    }
+    assert stored_window(row) == window
+    assert stored_window({"run_date": "2026-11-29"}).everything  # recorded before windows

@@ -138,6 +138,16 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
     )
 
 
+def action_titles(r: SliceResult) -> dict[str, str]:
+    """The report's title of each of the slice's actions, by id (what the history keeps of an
+    action's words), without rendering anything."""
+    return _titles(build(r))
+
+
+def _titles(v: ReportView) -> dict[str, str]:
+    return {a.a.id: a.title for a in v.actions}
+
+
 def write_slice_report(
     r: SliceResult,
     folder: Path,
@@ -154,7 +164,7 @@ def write_slice_report(
     generated_at = clock().isoformat(timespec="seconds")
     figs = chart_builders.build_charts(r)
     v = build(r)
-    titles = {a.a.id: a.title for a in v.actions}
+    titles = _titles(v)
     doc = findings(r, v, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())
