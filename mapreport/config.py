@@ -18,7 +18,7 @@ from typing import Any
 import msgspec
 
 from mapreport.analysis.common import Thresholds
-from mapreport.errors import ConfigError, ErrorPolicy
+from mapreport.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.window import parse_duration_us, zone
 
 
@@ -177,12 +177,12 @@ def _build(raw: _File, path: Path | None) -> Config:
         raise ConfigError(f"{path}: run.retain_days must be >= 1, got {raw.run.retain_days}")
     try:
         zone(raw.run.timezone)
-    except ConfigError as e:
+    except UsageError as e:
         raise ConfigError(f"{path}: run.timezone: {e}") from None
     if raw.run.window not in ("day", "all"):
         try:
             parse_duration_us(raw.run.window)
-        except ConfigError as e:
+        except UsageError as e:
             raise ConfigError(f"{path}: run.window: {e}") from None
     return Config(
         path=path,

@@ -40,6 +40,12 @@ class InputError(MapreportError):
         return f"{where}: {what}{self.reason}"
 
 
+class UsageError(MapreportError):
+    """A command-line value mapreport cannot use (a date, a window, a time zone)."""
+
+    exit_code = 2
+
+
 class ConfigError(MapreportError):
     """The run configuration is invalid; names the file and the key."""
 

@@ -16,7 +16,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from mapreport.errors import ConfigError, MapreportError
+from mapreport.errors import UsageError
 
 US_PER_DAY = 86_400_000_000
 WALL_CLOCK_FROM_US = 946_684_800_000_000.0
@@ -98,11 +98,11 @@ def _days(first: str, last: str) -> tuple[str, ...]:
 
 
 def zone(name: str) -> ZoneInfo:
-    """A time zone by its IANA name; an unknown one is a ConfigError."""
+    """A time zone by its IANA name; an unknown one is a UsageError."""
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"unknown time zone {name!r} (an IANA name: UTC, Europe/Paris)") from None
+        raise UsageError(f"unknown time zone {name!r} (an IANA name: UTC, Europe/Paris)") from None
 
 
 def _us(moment: datetime) -> float:
@@ -110,11 +110,11 @@ def _us(moment: datetime) -> float:
 
 
 def parse_date(text: str, what: str = "--date") -> date:
-    """An ISO date (YYYY-MM-DD); anything else is a MapreportError naming `what`."""
+    """An ISO date (YYYY-MM-DD); anything else is a UsageError naming `what`."""
     try:
         return date.fromisoformat(text)
     except ValueError:
-        raise MapreportError(f"{what}: {text!r} is not a date (YYYY-MM-DD)") from None
+        raise UsageError(f"{what}: {text!r} is not a date (YYYY-MM-DD)") from None
 
 
 def parse_duration_us(text: str) -> int:
@@ -122,10 +122,10 @@ def parse_duration_us(text: str) -> int:
     spec = text.replace(" ", "")
     parts = _DURATION.findall(spec)
     if not parts or "".join(n + u for n, u in parts) != spec:
-        raise ConfigError(f"window {text!r}: not day, all or a duration such as 6h, 7d or 90m")
+        raise UsageError(f"window {text!r}: not day, all or a duration such as 6h, 7d or 90m")
     total = sum(int(n) * _UNIT_US[u] for n, u in parts)
     if total <= 0:
-        raise ConfigError(f"window {text!r}: a duration must be longer than zero")
+        raise UsageError(f"window {text!r}: a duration must be longer than zero")
     return total
 
 
@@ -162,7 +162,7 @@ def range_window(since: datetime | None, until: datetime | None, tz: str = "UTC"
     lo = aware(since) if since else None
     hi = aware(until) if until else None
     if lo and hi and hi <= lo:
-        raise MapreportError(f"--until ({hi.isoformat()}) must be after --since ({lo.isoformat()})")
+        raise UsageError(f"--until ({hi.isoformat()}) must be after --since ({lo.isoformat()})")
     first = lo.astimezone(z).date().isoformat() if lo else None
     last = (hi - timedelta(microseconds=1)).astimezone(z).date().isoformat() if hi else None
     return Window(

@@ -307,8 +307,11 @@ def test_the_cli_states_the_night_backfill_and_retention(tmp_path: Path) -> None
     assert r.exit_code == 0, r.output
     assert "removed 1 day partition(s) before 2026-11-29" in r.output
     r = cli.invoke(main, ["run", str(cfg), "--date", "2026-11-31"])
-    assert r.exit_code != 0
+    assert r.exit_code == 2  # a usage error, not an internal one
     assert "--date: '2026-11-31' is not a date (YYYY-MM-DD)" in r.output
+    r = cli.invoke(main, ["run", str(cfg), "--date", "2026-11-29", "--window", "5x"])
+    assert r.exit_code == 2
+    assert "window '5x': not day, all or a duration such as 6h, 7d or 90m" in r.output
 
 
 def test_report_windows_from_the_command_line(tmp_path: Path) -> None:
@@ -391,3 +394,12 @@ def test_a_recorded_night_recomputes_over_the_window_it_covered(window: Any) -> 
     }
     assert stored_window(row) == window
     assert stored_window({"run_date": "2026-11-29"}).everything  # recorded before windows
+
+
+def test_without_a_date_the_night_is_the_last_complete_day_of_its_time_zone() -> None:
+    from mapreport.window import last_complete_day
+
+    now = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
+    assert last_complete_day("UTC", now) == date(2026, 11, 30)
+    assert last_complete_day("America/Los_Angeles", now) == date(2026, 11, 29)  # 16:30 there
+    assert last_complete_day("Asia/Tokyo", now) == date(2026, 11, 30)  # 09:30 on the 1st
