@@ -403,3 +403,41 @@ def test_without_a_date_the_night_is_the_last_complete_day_of_its_time_zone() ->
     assert last_complete_day("UTC", now) == date(2026, 11, 30)
     assert last_complete_day("America/Los_Angeles", now) == date(2026, 11, 29)  # 16:30 there
     assert last_complete_day("Asia/Tokyo", now) == date(2026, 11, 30)  # 09:30 on the 1st
+
+
+def test_the_history_table_lists_the_latest_nights_only(tmp_path: Path) -> None:
+    """A report's size does not grow with the history kept: the table lists the latest 14
+    nights and says how many earlier ones the trend and findings.json hold."""
+    from mapreport.analysis import RunKey, Stored
+    from mapreport.report.view import HISTORY_ROWS, build
+
+    ingest(tmp_path / "ds", [requests(tmp_path / "w.jsonl", hours("2026-12-28", 30))])
+    stored = Stored(
+        runs=[
+            {
+                "run_id": f"r{i}",
+                "run_date": night_window(
+                    date(2026, 11, 28 + i) if i < 3 else date(2026, 12, i - 2)
+                ).night,
+                "requests": 30,
+                "latency_p50_us": 300.0,
+                "latency_p95_us": 300.0,
+                "latency_p99_us": 300.0,
+                "covered_traffic_share": None,
+                "mape_weighted": None,
+                "actions": 0,
+            }
+            for i in range(30)
+        ]
+    )
+    window = night_window(date(2026, 12, 28))
+    con = Dataset(tmp_path / "ds").connect("w", window)
+    r = analyze_slice(
+        con, "w", "", Thresholds(), stored=stored, run=RunKey("x", "2026-12-28", window=window)
+    )
+    assert r.history is not None
+    assert len(r.history.runs) == 31
+    v = build(r)
+    assert len(v.recent_runs) == HISTORY_ROWS
+    assert v.recent_runs[-1].current
+    assert v.older_runs == 31 - HISTORY_ROWS

@@ -13,7 +13,7 @@ from pathlib import PurePath
 
 from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression
+from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import CoreCompute
 from mapreport.kinds import (
@@ -177,6 +177,10 @@ class ReportView:
     mismatch_keys: frozenset[str]
     fusion_note: str
     history_note: str
+    recent_runs: tuple[RunPoint, ...]
+    """The last HISTORY_ROWS recorded nights, tonight's last (the table; the trend has all)."""
+    older_runs: int
+    """Recorded nights before those."""
     states: tuple[StateView, ...]
     moved: tuple[Regression, ...]
     """Shapes whose p95 moved significantly against the compared run."""
@@ -207,6 +211,11 @@ class ReportView:
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
+
+
+HISTORY_ROWS = 14
+"""Nights the history table lists: a report's size does not grow with the history kept (the
+trend chart and findings.json hold every night)."""
 
 
 def anchor_key(name: str) -> str:
@@ -324,6 +333,7 @@ def build(r: SliceResult) -> ReportView:
     sla = sla_targets(r)
     head = headline(r)
     formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources"
+    runs = r.history.runs if r.history else ()
     shown, missing = measured_sections(r, formats)
     return ReportView(
         name=r.name,
@@ -331,6 +341,8 @@ def build(r: SliceResult) -> ReportView:
         health=health(r, sla, checks),
         headline=head,
         tail_change=tail_change(r, head[0]),
+        recent_runs=runs[-HISTORY_ROWS:],
+        older_runs=max(0, len(runs) - HISTORY_ROWS),
         window=data_span(r),
         period=period(r.period),
         plans=plan_lines(r, source_dir(r)),
