@@ -299,6 +299,20 @@ def source_paths(r: SliceResult) -> dict[str, str]:
     return {s.source_id: os.path.relpath(s.path, root) if root else s.path for s in r.sources}
 
 
+def _states(r: SliceResult, actions: tuple[ActionView, ...]) -> tuple[StateView, ...]:
+    """Each action's state across nights, with tonight's words and number for tonight's."""
+    titles = {v.a.id: v.title for v in actions}
+    numbers = {v.a.id: i for i, v in enumerate(actions, 1)}
+    return tuple(
+        StateView(
+            s,
+            s.title if s.title is not None else titles.get(s.action_id, ""),
+            numbers.get(s.action_id),
+        )
+        for s in (r.history.actions if r.history else ())
+    )
+
+
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
     cores = core_evidence(r)
@@ -313,16 +327,7 @@ def build(r: SliceResult) -> ReportView:
         Row(words.CHECK_ITEMS[c.item], c.passed, words.check_reason(c, r)) for c in r.checklist
     )
     h = r.history
-    titles = {v.a.id: v.title for v in actions}
-    numbers = {v.a.id: i for i, v in enumerate(actions, 1)}
-    states = tuple(
-        StateView(
-            s,
-            s.title if s.title is not None else titles.get(s.action_id, ""),
-            numbers.get(s.action_id),
-        )
-        for s in (h.actions if h else ())
-    )
+    states = _states(r, actions)
     ops = r.operators
     sums = tuple(
         PerOpSum(pid, a, b) for pid, (a, b) in (ops.layer_sum_vs_compute.items() if ops else ())
@@ -333,7 +338,7 @@ def build(r: SliceResult) -> ReportView:
     sla = sla_targets(r)
     head = headline(r)
     formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources"
-    runs = r.history.runs if r.history else ()
+    runs = h.runs if h else ()
     shown, missing = measured_sections(r, formats)
     return ReportView(
         name=r.name,
