@@ -10,14 +10,14 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
+import duckdb
 import msgspec
 
 from mapreport import __version__
-from mapreport.analysis import Review, RunKey, Stored, analyze_slice, list_slices
+from mapreport.analysis import RunKey, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
@@ -30,27 +30,31 @@ from mapreport.ingest import (
     ingest_file,
     stage_file,
 )
-from mapreport.kinds import OwnerRole
 from mapreport.names import folder_name
+from mapreport.recording import (
+    earlier_digest,
+    inputs_digest,
+    recompute_later,
+    review_of,
+    revision_of,
+    stored_history,
+)
 from mapreport.report import (
     ENTRY,
     IndexEntry,
-    action_titles,
     read_entry,
     write_index,
     write_slice_report,
 )
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
-from mapreport.schema import DAY_PARTITIONED, PARTITIONED
+from mapreport.schema import DAY_PARTITIONED
 from mapreport.store import Dataset, iter_files
 from mapreport.window import (
     EVERYTHING,
     UNDATED,
     Window,
     WindowKind,
-    night_window,
-    range_window,
 )
 
 log = logging.getLogger(__name__)
@@ -236,19 +240,6 @@ class SliceOutcome:
         return f"{self.workload}/{self.slice}" if self.slice else self.workload
 
 
-def review_of(config: Config, workload: str, slice_: str) -> Review:
-    """What a slice is reviewed against: its description, SLA targets, the owners and the
-    sign-offs."""
-    sla = config.slice_config(workload, slice_)
-    return Review(
-        sla_p95_us=sla.sla_p95_us if sla else None,
-        sla_p99_us=sla.sla_p99_us if sla else None,
-        owners={OwnerRole(k): v for k, v in config.owners.items()},
-        signoffs={OwnerRole(k): v for k, v in config.signoffs.items()},
-        description=sla.description if sla else "",
-    )
-
-
 def slice_candidates(text: str) -> list[tuple[str, str | None]]:
     """The (workload, slice) pairs `--slice TEXT` may mean, most literal first: the whole text
     as a workload (every slice of it), then each split at a `/` (a workload may hold `/`)."""
@@ -283,12 +274,11 @@ def report(
     run_date = run_date or window.night or now.date().isoformat()
     # unique per recording: one process may record several nights within a second
     run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}"
-    slices, wanted = _slices(ds, dataset_dir, only, window)
+    slices, wanted, con = _slices(ds, dataset_dir, only, window)
     out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
     exporter = SvgExporter()
     outcomes = []
     live = set(ds.live())
-    con = ds.connect(wanted[0] if wanted else None, window)
     try:
         for i, (workload, slice_) in enumerate(slices, 1):
             name = f"{workload}/{slice_}" if slice_ else workload
@@ -299,9 +289,9 @@ def report(
             except FolderRefused as e:
                 outcomes.append(SliceOutcome(workload, slice_, folder, str(e)))
                 continue
-            inputs = _inputs(ds, live, workload, window)
-            stored = _stored(ds, workload, slice_)
-            earlier = _earlier(stored, run_date)
+            inputs = inputs_digest(ds, live, workload, window)
+            stored = stored_history(ds, workload, slice_)
+            earlier = earlier_digest(stored, run_date)
             stamp = _fingerprint(inputs, window, workload, slice_, config, run_date, pdf, record)
             if not force and _unchanged(folder, stamp + earlier, pdf):
                 outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))
@@ -314,7 +304,7 @@ def report(
                     config.baseline_run,
                     window,
                     inputs,
-                    _revision(stored, run_date, inputs),
+                    revision_of(stored, run_date, inputs),
                     now.isoformat(timespec="seconds"),
                 )
                 review = review_of(config, workload, slice_)
@@ -328,7 +318,7 @@ def report(
                 if record:
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
-                    later = _recompute_later(ds, workload, slice_, config, key)
+                    later = recompute_later(ds, workload, slice_, config, key)
                 atomic_write(folder / STAMP, (stamp + earlier).encode())
                 outcomes.append(
                     SliceOutcome(workload, slice_, folder, written=written.names, recomputed=later)
@@ -349,24 +339,25 @@ def report(
 
 def _slices(
     ds: Dataset, dataset_dir: Path, only: str | None, window: Window
-) -> tuple[list[tuple[str, str]], tuple[str, str | None] | None]:
-    """The slices to report (with data in the window), and the (workload, slice) `--slice`
-    named (None without one)."""
+) -> tuple[list[tuple[str, str]], tuple[str, str | None] | None, duckdb.DuckDBPyConnection]:
+    """The slices to report (with data in the window), the (workload, slice) `--slice` named
+    (None without one), and the connection they were listed on."""
     for workload, slice_ in slice_candidates(only) if only else []:
         con = ds.connect(workload, window)
         slices = [s for s in list_slices(con) if s[0] == workload and slice_ in (None, s[1])]
         if slices:
-            return slices, (workload, slice_)
+            return slices, (workload, slice_), con
     if only:
         every = list_slices(ds.connect(None, window))
         names = ", ".join(f"{w}/{s}" if s else w for w, s in every) or "none"
         raise DatasetError(
             f"no slice {only!r} in {dataset_dir}{_in(window)} (slices: {names}){_days(ds)}"
         )
-    slices = list_slices(ds.connect(None, window))
+    con = ds.connect(None, window)
+    slices = list_slices(con)
     if not slices:
         raise DatasetError(f"{dataset_dir} holds no requests to report on{_in(window)}{_days(ds)}")
-    return slices, None
+    return slices, None, con
 
 
 def _in(window: Window) -> str:
@@ -387,87 +378,6 @@ def _days(ds: Dataset) -> str:
         return ""
     span = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"
     return f"; it holds data of {span} (--window all reports everything)"
-
-
-def _inputs(ds: Dataset, live: set[str], workload: str, window: Window) -> str:
-    """A digest of the source files a workload's report reads in the window."""
-    sources = sorted(
-        {
-            f.name.split("-", 1)[0]
-            for t in PARTITIONED
-            for files, _ in ds.scans(t, workload, live, window)
-            for f in files
-        }
-    )
-    return hashlib.sha256(",".join(sources).encode()).hexdigest()[:20]
-
-
-def _revision(stored: Stored, run_date: str, inputs: str) -> int:
-    """The revision this run makes of its night: 1 the first time, one more each time the
-    night is recorded again from other inputs (late data)."""
-    before = [r for r in stored.runs if r["run_date"] == run_date]
-    if not before:
-        return 1
-    last = before[-1]
-    revision = int(last.get("revision") or 1)
-    return revision + 1 if last.get("inputs") not in (None, inputs) else revision
-
-
-def _recompute_later(
-    ds: Dataset, workload: str, slice_: str, config: Config, key: RunKey
-) -> tuple[str, ...]:
-    """Re-record every night after `key`'s that the slice's history holds, oldest first, each
-    from its own window and the nights before it: a backfill or a late night's re-run changes
-    what the later nights' action states and regressions follow from."""
-    later = sorted({r["run_date"] for r in ds.history("history_run", workload, slice_)})
-    later = [d for d in later if d > key.run_date]
-    live = set(ds.live())
-    review = review_of(config, workload, slice_)
-    for night in later:
-        stored = _stored(ds, workload, slice_)
-        row = [r for r in stored.runs if r["run_date"] == night][-1]
-        window = stored_window(row)
-        inputs = _inputs(ds, live, workload, window)
-        again = RunKey(
-            row["run_id"],
-            night,
-            key.baseline_run,
-            window,
-            inputs,
-            _revision(stored, night, inputs),
-            key.recorded_at,
-        )
-        con = ds.connect(workload, window)
-        result = analyze_slice(con, workload, slice_, config.thresholds, review, stored, again)
-        ds.write_history(
-            night, workload, slice_, history_rows(result, action_titles(result), again)
-        )
-    return tuple(later)
-
-
-def stored_window(row: dict[str, Any]) -> Window:
-    """The window a recorded night covered, from its history_run row (a row written before
-    windows existed covered everything)."""
-    spec, tz = row.get("window"), row.get("timezone") or "UTC"
-    if spec is None:
-        return EVERYTHING
-    if spec == "range":
-        start, end = (row.get(k) for k in ("window_start_us", "window_end_us"))
-        return range_window(_moment(start), _moment(end), tz)
-    return night_window(date.fromisoformat(row["run_date"]), spec, tz)
-
-
-def _moment(t_us: float | None) -> datetime | None:
-    return None if t_us is None else datetime.fromtimestamp(t_us / 1e6, UTC)
-
-
-def _stored(ds: Dataset, workload: str, slice_: str) -> Stored:
-    """The slice's recorded history, as the dataset holds it."""
-    return Stored(
-        ds.history("history_run", workload, slice_),
-        ds.history("history_shape", workload, slice_),
-        ds.history("history_action", workload, slice_),
-    )
 
 
 _RUNS = itertools.count(1)
@@ -519,16 +429,6 @@ def _fingerprint(
     ):
         h.update(part.encode() + b"\x1f")
     return h.hexdigest()
-
-
-def _earlier(stored: Stored, run_date: str) -> str:
-    """A digest of the recorded nights before `run_date` (a re-recorded one changes it)."""
-    rows = [
-        f"{r['run_date']}/{r['run_id']}/{r.get('recorded_at')}/{r.get('inputs')}"
-        for r in stored.runs
-        if str(r["run_date"]) < run_date
-    ]
-    return hashlib.sha256(",".join(rows).encode()).hexdigest()[:16]
 
 
 def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:

@@ -262,6 +262,11 @@ class Dataset(HistoryFiles):
         d.mkdir(parents=True, exist_ok=True)
         return d / name
 
+    @staticmethod
+    def staged_days(staging: Path) -> tuple[str, ...]:
+        """The day partitions a staged source's runtime rows went into."""
+        return tuple(sorted({d.name[len(DAY) :] for d in staging.glob(f"*/*/{DAY}*")}))
+
     def commit(self, staging: Path, entry: LogEntry) -> None:
         """Move a staged source into the dataset, then write its log record (the commit point)."""
         for f in sorted(staging.rglob("*.parquet")):

@@ -383,7 +383,7 @@ def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatc
 )
 def test_a_recorded_night_recomputes_over_the_window_it_covered(window: Any) -> None:
     """A backfill recomputes a later night over its own recorded window, bounds and nights."""
-    from mapreport.pipeline import stored_window
+    from mapreport.recording import stored_window
 
     row = {
         "run_date": window.night,

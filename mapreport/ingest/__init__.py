@@ -26,7 +26,7 @@ from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
-from mapreport.store import DAY, Dataset, LogEntry
+from mapreport.store import Dataset, LogEntry
 from mapreport.window import UNDATED
 
 _ALL: tuple[Reader, ...] = (
@@ -185,7 +185,7 @@ def stage_file(
         rejections=sink.rejections,
         supersedes=(),
     )
-    days = tuple(sorted({d.name[len(DAY) :] for d in staging.glob(f"*/*/{DAY}*")}))
+    days = Dataset.staged_days(staging)
     result = IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected, days)
     return Staged(result, staging, entry)
 
