@@ -133,6 +133,11 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
                 echo(f"unchanged {o.name} -> {o.folder}/ (same inputs as its report)")
             else:
                 echo(f"report    {o.name} -> {o.folder}/{', '.join(o.written)}")
+            if o.recomputed:
+                echo(
+                    f"backfill  {o.name}: {o.night} recorded again; the later night(s) "
+                    f"{', '.join(o.recomputed)} recomputed from it"
+                )
         echo(f"index     {out / 'index.html'}")
     if failed:
         e = ReportError(
@@ -442,12 +447,6 @@ def _summarise_night(done: NightRun, quiet: bool) -> None:
             f"retention removed {len(r.partitions)} day partition(s) before {r.keep_from} "
             f"({r.files} files, {r.bytes / 2**20:.1f} MiB; {len(r.retired)} source file(s) retired)"
         )
-    for o in done.outcomes:
-        if o.recomputed:
-            echo(
-                f"backfill  {o.name}: {done.night} recorded again; the later night(s) "
-                f"{', '.join(o.recomputed)} recomputed from it"
-            )
 
 
 @main.command("retain")

@@ -231,6 +231,8 @@ class SliceOutcome:
     """The files its report wrote, by name."""
     refused_by_system: bool = False
     """The operating system refused a write (a full disk, a read-only folder)."""
+    night: str = ""
+    """The night (run date) the report was made for."""
     recomputed: tuple[str, ...] = ()
     """Later nights whose history was recomputed after this one (a backfill)."""
 
@@ -321,7 +323,14 @@ def report(
                     later = recompute_later(ds, workload, slice_, config, key)
                 atomic_write(folder / STAMP, (stamp + earlier).encode())
                 outcomes.append(
-                    SliceOutcome(workload, slice_, folder, written=written.names, recomputed=later)
+                    SliceOutcome(
+                        workload,
+                        slice_,
+                        folder,
+                        written=written.names,
+                        night=run_date,
+                        recomputed=later,
+                    )
                 )
             except Exception as e:
                 # the outcome carries the one-line error; the traceback is for -v

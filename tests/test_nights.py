@@ -439,3 +439,14 @@ def test_the_history_table_lists_the_latest_nights_only(tmp_path: Path) -> None:
     assert len(v.recent_runs) == HISTORY_ROWS
     assert v.recent_runs[-1].current
     assert v.older_runs == 31 - HISTORY_ROWS
+
+
+def test_report_with_record_history_backfills_and_says_so(tmp_path: Path) -> None:
+    for day in ("2026-11-28", "2026-11-29"):
+        ingest(tmp_path / "ds", [requests(tmp_path / f"{day}.jsonl", hours(day, 25), prefix=day)])
+    cli = CliRunner()
+    base = ["report", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out")]
+    for day in ("2026-11-29", "2026-11-28"):
+        r = cli.invoke(main, [*base, "--no-pdf", "--record-history", "--date", day])
+        assert r.exit_code == 0, r.output
+    assert "backfill  w: 2026-11-28 recorded again; the later night(s) 2026-11-29" in r.output
