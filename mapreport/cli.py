@@ -28,6 +28,7 @@ from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report
 from mapreport.store import Dataset
 from mapreport.window import (
     EVERYTHING,
+    UNDATED,
     Window,
     last_complete_day,
     night_window,
@@ -121,6 +122,11 @@ def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
         rows = ", ".join(f"{t} {n}" for t, n in sorted(r.rows.items()))
         rejected = f", {r.rejected} rejected" if r.rejected else ""
         echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected})")
+        if UNDATED in r.days:
+            echo(
+                f"{'':9} {'':15} rows without a wall-clock time (a relative clock) count only "
+                "in --window all reports; ingest the file with --date to give them a night"
+            )
 
 
 def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> None:

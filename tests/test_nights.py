@@ -450,3 +450,18 @@ def test_report_with_record_history_backfills_and_says_so(tmp_path: Path) -> Non
         r = cli.invoke(main, [*base, "--no-pdf", "--record-history", "--date", day])
         assert r.exit_code == 0, r.output
     assert "backfill  w: 2026-11-28 recorded again; the later night(s) 2026-11-29" in r.output
+
+
+def test_ingest_says_when_rows_get_no_night(tmp_path: Path) -> None:
+    f = requests(tmp_path / "rel.jsonl", [1000.0 * i for i in range(3)])
+    cli = CliRunner()
+    r = cli.invoke(main, ["ingest", "--dataset", str(tmp_path / "ds"), str(f)])
+    assert r.exit_code == 0, r.output
+    assert (
+        "rows without a wall-clock time (a relative clock) count only in --window all" in r.output
+    )
+    g = requests(tmp_path / "rel2.jsonl", [1000.0 * i for i in range(3)], prefix="x")
+    r = cli.invoke(
+        main, ["ingest", "--dataset", str(tmp_path / "ds"), "--date", "2026-11-29", str(g)]
+    )
+    assert "wall-clock" not in r.output
