@@ -121,12 +121,14 @@ def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
     for r in results:
         rows = ", ".join(f"{t} {n}" for t, n in sorted(r.rows.items()))
         rejected = f", {r.rejected} rejected" if r.rejected else ""
-        echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected})")
-        if UNDATED in r.days:
-            echo(
-                f"{'':9} {'':15} rows without a wall-clock time (a relative clock) count only "
-                "in --window all reports; ingest the file with --date to give them a night"
-            )
+        # one line per file: rows without a date say so on it
+        undated = (
+            "; rows without a wall-clock time count only in --window all reports "
+            "(ingest with --date to give them a night)"
+            if UNDATED in r.days
+            else ""
+        )
+        echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected}){undated}")
 
 
 def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> None:
