@@ -1,0 +1,87 @@
+"""Head-of-line blocking behind adaptation (analysis/blocking.py): busy periods per worker,
+blocked requests attributed to the adapting request before them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mapreport.analysis import list_slices, query
+from mapreport.analysis.blocking import Blocking, blocking
+from mapreport.pipeline import ingest
+from mapreport.store import Dataset
+from tests.test_torch_serving import CASE
+
+
+def blocking_of(ds: Path, workload: str, slice_: str = "") -> Blocking:
+    con = Dataset(ds).connect(workload)
+    query.load_slice(con, workload, slice_)
+    return blocking(con, workload, slice_)
+
+
+def test_the_real_case_recovers_the_independent_figures(tmp_path: Path) -> None:
+    """tests/test_torch_serving.py computes, with pandas over the server's own log, 68
+    blocked requests behind 4 compiles (in busy periods of 14, 36 and 18)."""
+    ingest(tmp_path / "ds", [CASE / "serving.runtime.jsonl.gz"])
+    b = blocking_of(tmp_path / "ds", "torch-serving")
+    assert b.blocked == 68
+    assert [(e.shape, e.how, e.blocked) for e in b.events] == [
+        ("batch=8,seq=32", "recompile", 14),
+        ("batch=8,seq=128", "recompile", 1),  # the next request compiled too
+        ("batch=8,seq=64", "recompile", 35),
+        ("batch=8,seq=256", "recompile", 18),
+    ]
+    assert all(1.9e6 < e.duration_us < 2.2e6 for e in b.events)
+    assert b.wait_us == pytest.approx(103.6e6, rel=0.01)
+    assert len(set().union(*(e.shapes for e in b.events))) == 10
+
+
+def request(i: int, arrival: float, start: float, end: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "workload": "w",
+        "request_id": f"r{i}",
+        "shape": {"b": extra.pop("b", 1)},
+        "arrival_us": arrival,
+        "compute_start_us": start,
+        "compute_end_us": end,
+        **extra,
+    }
+
+
+def test_busy_periods_end_when_the_worker_idles(tmp_path: Path) -> None:
+    """Worker 0: r0 recompiles (an event of its shape over its compute), r1 and r2 wait behind
+    it, the worker idles, r3 starts a new period and is not blocked. Worker 1: r4 runs the
+    fallback path and r5 waits behind it. An event of another shape blocks nothing."""
+    recs = [
+        request(0, 0, 0, 1000, core=0, b=8),
+        request(1, 100, 1000, 1100, core=0),
+        request(2, 200, 1100, 1200, core=0, b=2),
+        request(3, 5000, 5000, 5100, core=0),
+        request(4, 0, 0, 800, core=1, plan_variant="fallback"),
+        request(5, 10, 800, 900, core=1),
+        request(6, 9000, 9000, 9100, core=1),
+        request(7, 9050, 9100, 9200, core=1),
+        {"workload": "w", "event": "recompile", "ts_us": 10, "dur_us": 900, "shape": {"b": 8}},
+        {"workload": "w", "event": "retune", "ts_us": 9000, "dur_us": 50, "shape": {"b": 3}},
+    ]
+    f = tmp_path / "w.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest(tmp_path / "ds", [f])
+    b = blocking_of(tmp_path / "ds", "w")
+    assert [(e.shape, e.how, e.worker, e.blocked, e.shapes) for e in b.events] == [
+        ("b=8", "recompile", 0, 2, ("b=1", "b=2")),
+        ("b=1", "fallback", 1, 1, ("b=1",)),
+    ]
+    assert b.events[0].wait_us == (1000 - 100) + (1100 - 200)
+
+
+def test_nothing_in_the_demo_is_blocking(demo_dataset: Path) -> None:
+    """The demo's arrivals are sparse against its compute: at most one request a slice waits
+    behind an adapting one, for well under a millisecond (nothing planted there is blocking)."""
+    for w, s in list_slices(Dataset(demo_dataset).connect()):
+        b = blocking_of(demo_dataset, w, s)
+        assert b.blocked <= 1, (w, s)
+        assert b.wait_us < 1000, (w, s)
