@@ -59,6 +59,7 @@ def main() -> None:
     torch.manual_seed(a.seed)
     torch.set_num_threads(1)
     rng = np.random.default_rng(a.seed)
+
     class Block(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here
         def __init__(self) -> None:
             super().__init__()
