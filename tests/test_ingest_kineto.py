@@ -474,3 +474,68 @@ def test_helpers_off_in_jobs_readers(monkeypatch: Any) -> None:
     assert not helper.available(helper.MIN_BYTES, b"\x1f\x8b")
     helper.disable()
     assert not helper.available(helper.MIN_BYTES, b"{")
+
+
+@pytest.mark.skipif(not HTA.is_dir(), reason="../shared/realdata is not beside the repo")
+@pytest.mark.parametrize(
+    ("trace", "day"),
+    [
+        ("mtia_inference_trace/mtia_inference_rank_0.json.gz", "2026-01-08"),
+        ("nccl_parser_config/nccl_data.json.gz", "2024-05-23"),
+        ("alexnet", None),  # epoch `ts` already, no base: unchanged (2023-09-27)
+    ],
+)
+def test_relative_ts_move_onto_the_wall_clock_by_the_trace_base(
+    tmp_path: Path, trace: str, day: str | None
+) -> None:
+    """PyTorch 2.x writes `ts` relative to `baseTimeNanoseconds`: such events get their
+    wall-clock time (and their day partition); a trace already on the wall clock keeps its."""
+    path = (
+        HTA / "critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
+        if trace == "alexnet"
+        else HTA / trace
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, path, fmt="kineto")
+    assert ds.days("op_exec") == [day or "2023-09-27"]
+    if trace == "alexnet":
+        (low,) = ds.connect().execute("SELECT min(ts_us) FROM op_exec").fetchone() or (None,)
+        assert low == 1695835542514261.0  # as the file has it
+
+
+def test_profiler_spans_line_up_with_the_servers_log(tmp_path: Path) -> None:
+    """The real torch.compile case: each request's record_function span starts within a
+    millisecond of the compute start the server logged (both on the wall clock now)."""
+    from tests.test_torch_serving import CASE
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, CASE / "profiler.json.gz", hints={"workload": "torch-serving"})
+    ingest_file(ds, CASE / "serving.runtime.jsonl.gz")
+    (n, worst, typical), *_ = (
+        ds.connect()
+        .execute(
+            """
+        SELECT count(*), max(abs(o.ts_us - r.compute_start_us)),
+            median(abs(o.ts_us - r.compute_start_us))
+        FROM op_exec o JOIN request r ON o.name LIKE 'request ' || r.request_id || ' %'
+        """
+        )
+        .fetchall()
+    )
+    assert n == 400
+    assert typical < 1_000
+    assert worst < 20_000
+
+
+@pytest.mark.parametrize("base", ['"abc"', "true", "1e400", "1" + "0" * 30, "-5", "null"])
+def test_a_base_no_clock_can_use_leaves_the_times_alone(tmp_path: Path, base: str) -> None:
+    doc = (
+        '{"schemaVersion": 1, "deviceProperties": [], "baseTimeNanoseconds": ' + base + ", "
+        '"traceEvents": [{"ph": "X", "name": "a", "cat": "cpu_op", "ts": 5284191360471.0, '
+        '"dur": 3, "pid": 1, "tid": 1}]}'
+    )
+    f = tmp_path / "t.json"
+    f.write_text(doc)
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, f)
+    assert ds.connect().execute("SELECT ts_us FROM op_exec").fetchall() == [(5284191360471.0,)]

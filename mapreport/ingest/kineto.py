@@ -44,6 +44,7 @@ from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, te
 from mapreport.ingest.records import JsonDecoder, Memo, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import ENVIRONMENT_KEYS
+from mapreport.window import is_wall_clock
 
 _NONE = msgspec.Raw(b"null")
 """Raw values (kept undecoded until needed) default to JSON null."""
@@ -81,6 +82,9 @@ class Header(msgspec.Struct, gc=False):
     deviceProperties: list[dict[str, Any]] | None = None
     distributedInfo: dict[str, Any] | None = None
     schemaVersion: Any = None
+    baseTimeNanoseconds: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"null"))
+    """The wall-clock origin of the events' `ts` (PyTorch 2.x writes `ts` relative to it), kept
+    raw: a value no number type holds (1e400) leaves the times as they are, it is no error."""
 
 
 class Whole(Header, gc=False):
@@ -420,6 +424,25 @@ def _second_half(path: Path, split: int) -> list[bytes]:
     return [pickle.dumps((rejects, stream.rest)), out.getvalue().to_pybytes()]
 
 
+def on_wall_clock(rows: pa.Table, header: Header) -> pa.Table:
+    """Events timed from the trace's `baseTimeNanoseconds` moved onto the wall clock (epoch
+    microseconds), so they line up with a server's log and TORCH_TRACE; a trace whose `ts`
+    are already wall-clock times (older PyTorch, HTA's examples) is left as it is, and so is
+    one without a usable base."""
+    try:
+        base = msgspec.json.decode(header.baseTimeNanoseconds)
+    except msgspec.DecodeError:
+        return rows
+    if isinstance(base, bool) or not isinstance(base, int | float) or not rows.num_rows:
+        return rows
+    base_us = float(base) / 1000
+    latest = pc.max(rows["ts_us"]).as_py()
+    if not is_wall_clock(base_us) or latest is None or is_wall_clock(latest):
+        return rows
+    shifted = pc.add(rows["ts_us"], base_us)
+    return rows.set_column(rows.schema.get_field_index("ts_us"), "ts_us", shifted)
+
+
 class KinetoReader:
     """PyTorch profiler / Kineto Chrome trace (`.json`, `.json.gz`)."""
 
@@ -457,6 +480,7 @@ class KinetoReader:
             raise InputError(path, None, "traceEvents", why)
         rows = (pa.concat_tables(tables) if tables else COLUMNS.empty_table()).combine_chunks()
         del tables
+        rows = on_wall_clock(rows, header)
         shapes, ops = link(rows)
         rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
         workload = sink.hints.get("workload") or path.name.split(".")[0]
