@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy
 from mapreport.analysis.actions import Action
 from mapreport.analysis.adaptation import ShapeGain
+from mapreport.analysis.blocking import Blocking
 from mapreport.analysis.checklist import ChecklistItem, Pitfall, PrecisionCheck
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
@@ -115,6 +116,8 @@ class SliceResult:
     operators: Operators | None
     compiles: Compiles | None
     sweep: LoadSweep | None
+    blocking: Blocking
+    """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
 
     @property
     def name(self) -> str:

@@ -17,6 +17,7 @@ from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope, plan_actions
 from mapreport.analysis.adaptation import adaptation_costs, compute_samples, shape_gain
+from mapreport.analysis.blocking import Blocking, blocking
 from mapreport.analysis.checklist import (
     ChecklistItem,
     Pitfall,
@@ -106,6 +107,7 @@ class Facts:
     compiles: Compiles | None = None
     sweep: LoadSweep | None = None
     history: History | None = None
+    blocking: Blocking = field(default_factory=lambda: Blocking((), 0, 0.0))
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -234,6 +236,7 @@ def scheduling_step(ctx: Context, f: Facts) -> None:
     bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
     queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
     f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
+    f.blocking = blocking(ctx.con, ctx.workload, ctx.slice)
 
 
 def offline_step(ctx: Context, f: Facts) -> None:
@@ -383,4 +386,5 @@ def analyze(
         operators=f.operators,
         compiles=f.compiles,
         sweep=f.sweep,
+        blocking=f.blocking,
     )

@@ -22,7 +22,7 @@ from mapreport.analysis.tail import TailDrivers
 from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.5"
+FINDINGS_SCHEMA_VERSION = "1.6"
 
 
 def strict(doc: Any) -> Any:
@@ -216,6 +216,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "checklist": [{"item": c.name, "passed": c.flag, "reason": c.text} for c in view.checklist],
         "pitfalls": [{"name": p.name, "present": p.flag, "detail": p.text} for p in view.pitfalls],
         "history": _history(r.history, view),
+        "blocking": plain(r.blocking),
         "operators": plain(r.operators),
         "compiles": plain(r.compiles),
         "load_sweep": plain(r.sweep),
