@@ -196,6 +196,8 @@ class ClassBasis(StrEnum):
 
     TOO_FEW_REQUESTS = "too_few_requests"
     NO_DRIVER_DECIDES = "no_driver_decides"
+    WEAK_EVIDENCE = "weak_evidence"
+    """The largest driver's share reaches the deciding share, but its CI includes zero."""
     TIE = "tie"
     DRIVER_DECIDES = "driver_decides"
     PREDICTION_OFF = "prediction_off"

@@ -277,3 +277,34 @@ def test_a_description_naming_another_precision_is_flagged(
     got = precision_changes(planned, [], description)
     assert got.described == flagged
     assert got.planned == tuple(sorted(planned))
+
+
+def test_a_large_share_on_too_few_tail_requests_says_so(
+    demo_results: dict[str, SliceResult],
+) -> None:
+    """A driver with 100% of a material tail whose CI includes zero (two tail requests) is not
+    "no driver reaches 40% (largest queueing 100%)": the reason names the share, the tail
+    requests and the interval."""
+    import dataclasses
+
+    from mapreport.analysis.classify import classify
+    from mapreport.analysis.common import Interval
+    from mapreport.kinds import BottleneckClass, ClassBasis, Driver
+    from mapreport.report.words import class_reason
+
+    m = next(s for s in demo_results["bert-base"].shapes if s.tail is not None and s.tail.material)
+    assert m.tail is not None
+    weak = dataclasses.replace(
+        m.tail,
+        n_tail=2,
+        shares={d: (1.0 if d == Driver.QUEUEING else 0.0) for d in m.tail.shares},
+        share_ci={d: Interval(0.0, 1.0) for d in m.tail.shares},
+    )
+    c = classify(m.n_static, m.accuracy, m.gain, weak, m.sources, Thresholds())
+    assert (c.cls, c.basis) == (BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE)
+    reason = class_reason(dataclasses.replace(m, tail=weak, diagnosis=c), Thresholds())
+    assert reason == (
+        "queueing drives 100% of the tail excess, but over 2 tail request(s) its 95% CI "
+        "[0%, 100%] includes zero: too few to decide"
+    )
+    assert "no driver reaches" not in reason

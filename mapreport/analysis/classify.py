@@ -57,9 +57,13 @@ def classify(
         (top_share, top), (second_share, second) = ranked[0], ranked[1]
         ci = tail.share_ci.get(top)
         ev = Evidence(f"tail_share.{top}", top_share, tail.n_tail, ci, src)
-        if top_share < DECIDING_SHARE or ci is None or not ci.excludes_zero():
+        if top_share < DECIDING_SHARE:
             return ShapeClass(
                 BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.NO_DRIVER_DECIDES, ev, top
+            )
+        if ci is None or not ci.excludes_zero():  # large, but on too few tail requests
+            return ShapeClass(
+                BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE, ev, top
             )
         second_ci = tail.share_ci.get(second)
         if second_ci is not None and second_share > 0 and second_ci.high >= ci.low:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import Evidence, Thresholds
+from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
@@ -184,6 +184,8 @@ CLASS_BASES: dict[ClassBasis, str] = {
     ClassBasis.TOO_FEW_REQUESTS: "n = {n} < {need}: too few requests to read the tail",
     ClassBasis.NO_DRIVER_DECIDES: "tail is material (p95 {p95} µs vs p50 {p50} µs) but no "
     "driver reaches {deciding} (largest {top} {share}, residual {residual}){missing}",
+    ClassBasis.WEAK_EVIDENCE: "{top} drives {share} of the tail excess, but over {n_tail} tail "
+    "request(s) its 95% CI {ci} includes zero: too few to decide",
     ClassBasis.TIE: "tie: {top} {share} and {second} {second_share} have overlapping "
     "confidence intervals",
     ClassBasis.DRIVER_DECIDES: "{top} drives {share} of the tail excess",
@@ -284,7 +286,14 @@ def class_reason(m: ShapeMetrics, th: Thresholds) -> str:
         second_share=_p(second_share),
         error=signed_pct(m.accuracy.signed_error, 0),
         net=signed_pct(m.gain.net_gain_p50),
+        n_tail=t.n_tail if t is not None else 0,
+        ci=_ci(c.evidence.ci if c.evidence else None),
     )
+
+
+def _ci(ci: Interval | None) -> str:
+    """A share's CI as the reason states it: [0%, 100%]."""
+    return DASH if ci is None else f"[{_p(ci.low)}, {_p(ci.high)}]"
 
 
 METRIC_NAMES: dict[str, str] = {
