@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -17,17 +17,25 @@ from mapreport.files import write_parquet
 from mapreport.schema import HISTORY_TABLES
 
 
-class HistoryFiles:
-    """The history methods of a dataset (`store.Dataset`)."""
+class _Locked(Protocol):
+    """What the history methods need of their dataset: its folder and its writer lock."""
 
     root: Path
 
-    def writing(self, wait: bool = True) -> contextlib.AbstractContextManager[None]:
-        """The dataset's writer lock (`store.Dataset.writing`)."""
-        raise NotImplementedError
+    def writing(self, wait: bool = True) -> contextlib.AbstractContextManager[None]: ...
+
+
+class HistoryFiles:
+    """The history methods of a dataset (`store.Dataset` mixes them in)."""
+
+    root: Path
 
     def write_history(
-        self, run_date: str, workload: str, slice_: str, rows: dict[str, list[dict[str, Any]]]
+        self: _Locked,
+        run_date: str,
+        workload: str,
+        slice_: str,
+        rows: dict[str, list[dict[str, Any]]],
     ) -> None:
         """Store one slice's history rows of one nightly run under
         history/<table>/run_date=<date>/. A second run on the same date replaces the first.
