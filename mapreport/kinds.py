@@ -23,6 +23,9 @@ class Decision(StrEnum):
 class BottleneckClass(StrEnum):
     """The first-principles class that explains a shape's symptom."""
 
+    BLOCKED_BEHIND_ADAPTATION = "blocked_behind_adaptation"
+    """Its tail waited behind another request's adaptation on the same worker (the slice's
+    blocking finding names the cause)."""
     QUEUEING = "queueing"
     CORE_IMBALANCE = "core_imbalance"
     MAPPING_FALLBACK = "mapping_fallback"
@@ -35,8 +38,11 @@ class BottleneckClass(StrEnum):
 
 class Driver(StrEnum):
     """Tail drivers in attribution order: each takes what it can of the excess left by the
-    ones before it, and the residual is what none explains."""
+    ones before it, and the residual is what none explains. Queue wait is split in two: a
+    request blocked behind adaptation (analysis/blocking.py) gives its queue excess to
+    `blocked_behind_adaptation`, any other to `queueing` (load)."""
 
+    BLOCKED_BEHIND_ADAPTATION = "blocked_behind_adaptation"
     QUEUEING = "queueing"
     MAPPING_FALLBACK = "mapping_fallback"
     MEMORY_BURST = "memory_burst"
@@ -76,6 +82,8 @@ class ActionKind(StrEnum):
     """What a retuning action changes. The tail classes and the two decisions that call for
     work are kinds of their own; the last three rest on a missing or differing record."""
 
+    ADAPTATION_BLOCKING = "adaptation_blocking"
+    """Slice-wide: requests of any shape wait behind serving-time adaptation."""
     QUEUEING = "queueing"
     CORE_IMBALANCE = "core_imbalance"
     MAPPING_FALLBACK = "mapping_fallback"
@@ -106,6 +114,20 @@ EVIDENCE_FREE = frozenset(
     }
 )
 """Action kinds that rest on a missing or differing record, not on a statistic."""
+
+
+class BlockingRemedy(StrEnum):
+    """What removes head-of-line blocking behind adaptation, by what the evidence shows of the
+    adapting requests (`analysis.blocking.remedy`)."""
+
+    PRECOMPILE_IN_WARMUP = "precompile_in_warmup"
+    """Each adapting shape was new to the server when it adapted, and they are few."""
+    COMPILE_ASYNC = "compile_async"
+    """New shapes adapted, too many to warm up: compile off the serving path."""
+    MARK_DYNAMIC = "mark_dynamic"
+    """A shape served before adapted again: its compiled artefact did not hold."""
+    COVER_IN_PLAN = "cover_in_plan"
+    """The worker was held by the generic fallback path only."""
 
 
 class ActionState(StrEnum):

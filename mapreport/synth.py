@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from mapreport import synth_blocking
+
 SEED = 20261129
 MEM_PER_US = 4096
 """Peak bytes per microsecond of static compute: the generator's stand-in memory model."""
@@ -58,6 +60,9 @@ class ShapeTruth:
     """The bottleneck class the analysis must reach."""
     actions: tuple[str, ...] = ()
     """The action kinds the analysis must propose for this shape, and no others."""
+    blocking: str = ""
+    """Its role in the planted head-of-line blocking (`synth_blocking`): trigger, victim or
+    none (""); the two planted shapes are drawn by that module."""
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,7 @@ def _shape(
     expect: str = "insufficient_evidence",
     cls: str = "none",
     actions: tuple[str, ...] = (),
+    blocking: str = "",
     **planted: float,
 ) -> ShapeTruth:
     """Shorthand: `mix` is the (static, adapted, fallback) share of the shape's requests;
@@ -125,6 +131,7 @@ def _shape(
         expect=expect,
         expect_class=cls,
         actions=actions,
+        blocking=blocking,
         **planted,
     )
 
@@ -172,6 +179,13 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
             # too few samples for any finding
             _shape({"batch": 3, "seq": 50}, 8, 900.0, 1.0, (0.5, 0.5, 0.0), 0.2, 500.0,
                    cls="insufficient_evidence"),
+            # head-of-line blocking (synth_blocking): batch=1,seq=1024 is not compiled in
+            # warm-up and recompiles on the serving path (1.2-1.7 s, three workers a night);
+            # batch=2,seq=64 requests queue behind it
+            _shape({"batch": 1, "seq": 1024}, 16, 6_000.0, 1.0, (0.0, 1.0, 0.0),
+                   cls="insufficient_evidence", blocking=synth_blocking.TRIGGER),
+            _shape({"batch": 2, "seq": 64}, 300, 815.0, 1.0, cls="blocked_behind_adaptation",
+                   blocking=synth_blocking.VICTIM),
         ),
         compile_env=dict(_ENV),
         runtime_env=dict(_ENV, host="node-a17"),
@@ -179,6 +193,7 @@ WORKLOADS: tuple[WorkloadTruth, ...] = (
         ops=(("embedding", 0.06), ("attention", 0.46), ("ffn", 0.38), ("layernorm", 0.10)),
         totals=False,
         unfused_plan="bert-v3-nofuse",
+        slice_actions=("adaptation_blocking",),
     ),
     WorkloadTruth(
         workload="resnet50-int8",
@@ -374,6 +389,40 @@ def compile_records(w: WorkloadTruth) -> Iterator[dict[str, Any]]:
             }
 
 
+def request_row(
+    w: WorkloadTruth,
+    request_id: str,
+    s: ShapeTruth,
+    times: tuple[float, float, float, float],
+    plan_id: str,
+    variant: str,
+    core: int,
+    stream: str,
+    mem: int,
+    status: str,
+) -> dict[str, Any]:
+    """One native request record; `times` are arrival, queue start, compute start and end."""
+    arrival, queued, start, end = (round(float(t), 1) for t in times)
+    return {
+        "workload": w.workload,
+        **({"slice": w.slice} if w.slice else {}),
+        "request_id": request_id,
+        "shape": s.dims,
+        "arrival_us": arrival,
+        "queue_start_us": queued,
+        "compute_start_us": start,
+        "compute_end_us": end,
+        "plan_id": plan_id,
+        "plan_variant": variant,
+        "core": core,
+        "stream": stream,
+        "batch_size": s.dims["batch"],
+        "mem_peak_bytes": mem,
+        "precision": w.precision,
+        "status": status,
+    }
+
+
 def runtime_records(
     w: WorkloadTruth, scale: float, rng: np.random.Generator, start_us: float = WINDOW_START_US
 ) -> Iterator[dict[str, Any]]:
@@ -381,6 +430,8 @@ def runtime_records(
     yield {"environment": w.runtime_env}
     rows: list[dict[str, Any]] = []
     for si, s in enumerate(w.shapes):
+        if s.blocking:
+            continue
         n = max(1, round(s.requests * scale)) if s.requests >= 20 else s.requests
         covered = true_bucket(w, s) is not None
         variants = rng.choice(
@@ -420,24 +471,18 @@ def runtime_records(
         for i in range(n):
             start = arrival[i] + admission[i] + queue[i]
             rows.append(
-                {
-                    "workload": w.workload,
-                    **({"slice": w.slice} if w.slice else {}),
-                    "request_id": f"{w.workload[:4]}-{si:02d}-{i:06d}",
-                    "shape": s.dims,
-                    "arrival_us": round(float(arrival[i]), 1),
-                    "queue_start_us": round(float(arrival[i] + admission[i]), 1),
-                    "compute_start_us": round(float(start), 1),
-                    "compute_end_us": round(float(start + compute[i]), 1),
-                    "plan_id": w.unfused_plan if unfused[i] else w.plan_id,
-                    "plan_variant": str(variants[i]),
-                    "core": int(cores[i]),
-                    "stream": "interactive" if i % 3 else "batch",
-                    "batch_size": s.dims["batch"],
-                    "mem_peak_bytes": int(mem[i]),
-                    "precision": w.precision,
-                    "status": "timeout" if errors[i] else "ok",
-                }
+                request_row(
+                    w,
+                    f"{w.workload[:4]}-{si:02d}-{i:06d}",
+                    s,
+                    (arrival[i], arrival[i] + admission[i], start, start + compute[i]),
+                    w.unfused_plan if unfused[i] else w.plan_id,
+                    str(variants[i]),
+                    int(cores[i]),
+                    "interactive" if i % 3 else "batch",
+                    int(mem[i]),
+                    "timeout" if errors[i] else "ok",
+                )
             )
         if s.adaptation_cost_us:
             kinds = ["recompile"] if not covered else ["retune", "remap"]
@@ -455,6 +500,9 @@ def runtime_records(
                         "detail": f"tactic search round {k + 1}",
                     }
                 )
+    planted = [(si, s) for si, s in enumerate(w.shapes) if s.blocking]
+    if planted:
+        rows += synth_blocking.planted_rows(w, planted, rows, start_us)
     rows.sort(key=lambda r: r.get("arrival_us", r.get("ts_us", 0.0)))
     yield from rows
 

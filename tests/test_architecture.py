@@ -77,6 +77,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,
+    kinds.BlockingRemedy: words.REMEDIES,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

@@ -15,11 +15,11 @@ from hypothesis.extra.numpy import arrays
 
 from mapreport import synth
 from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
-from mapreport.analysis.actions import OWNERS, SLICE_WIDE
+from mapreport.analysis.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
 from mapreport.analysis.stats import jain_index
-from mapreport.analysis.tail import attribute, shares
+from mapreport.analysis.tail import DRIVERS, attribute, shares
 from mapreport.config import load_config
-from mapreport.kinds import ActionKind
+from mapreport.kinds import ActionKind, BlockingRemedy
 from mapreport.pipeline import ingest
 from mapreport.report.prose import rollback_text
 from mapreport.report.words import fusion_note
@@ -47,7 +47,11 @@ def test_planted_actions_and_nothing_else(name: str, demo_results: dict[str, Sli
     )
     assert got == want
     for a in r.actions:
-        assert a.owner_role == OWNERS[a.kind]
+        remedy = r.blocking.remedy()
+        if a.kind == ActionKind.ADAPTATION_BLOCKING and remedy is not None:
+            assert a.owner_role == REMEDY_OWNERS[remedy]
+        else:
+            assert a.owner_role == OWNERS[a.kind]
         assert rollback_text(a, r.name)
         assert a.validation_matrix
         assert len({(x.shape, x.kind) for x in r.actions}) == len(r.actions)  # one per class
@@ -181,7 +185,7 @@ def test_classes_stable_under_row_reordering(
 
 raw_rows = arrays(
     np.float64,
-    st.tuples(st.integers(1, 40), st.just(5)),
+    st.tuples(st.integers(1, 40), st.just(len(DRIVERS))),
     elements=st.floats(-1e4, 1e6, allow_nan=False),
 )
 
@@ -234,7 +238,11 @@ def test_every_action_names_the_configured_owner_of_its_role(demo_reports: Path)
         doc = json.loads((demo_reports / name / "findings.json").read_text())
         for a in doc["actions"]:
             kind = ActionKind(a["class"])
-            assert a["owner_role"] == OWNERS[kind], a["title"]
+            if kind == ActionKind.ADAPTATION_BLOCKING:  # owned by whoever owns its remedy
+                remedy = BlockingRemedy(doc["blocking"]["remedy"])
+                assert a["owner_role"] == REMEDY_OWNERS[remedy], a["title"]
+            else:
+                assert a["owner_role"] == OWNERS[kind], a["title"]
             assert a["owner"] == owners[a["owner_role"]], a["title"]  # the person, from config
             seen.add(kind)
     assert seen == set(ActionKind)  # the demo exercises every kind of action
@@ -302,7 +310,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
     )
     c = classify(m.n_static, m.accuracy, m.gain, weak, m.sources, Thresholds())
     assert (c.cls, c.basis) == (BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE)
-    reason = class_reason(dataclasses.replace(m, tail=weak, diagnosis=c), Thresholds())
+    reason = class_reason(dataclasses.replace(m, tail=weak, diagnosis=c), demo_results["bert-base"])
     assert reason == (
         "queueing drives 100% of the tail excess, but over 2 tail request(s) its 95% CI "
         "[0%, 100%] includes zero: too few to decide"

@@ -228,13 +228,13 @@ def test_backfill_of_a_middle_night_recomputes_the_later_nights(tmp_path: Path) 
     assert f"{QUEUEING} queueing" not in states(config.dataset, "2026-11-30")
     runs = Dataset(config.dataset).history("history_run", "bert-base", "")
     assert [(str(r["run_date"]), r["requests"]) for r in runs] == [
-        ("2026-11-28", 3908),
-        ("2026-11-29", 3908),
-        ("2026-11-30", 3908),
+        ("2026-11-28", 4224),
+        ("2026-11-29", 4224),
+        ("2026-11-30", 4224),
     ]
     doc = json.loads((config.out / "bert-base" / "findings.json").read_text())
     assert doc["scope"]["period"]["night"] == "2026-11-29"
-    assert [r["requests"] for r in doc["history"]["runs"]] == [3908, 3908]  # none after it
+    assert [r["requests"] for r in doc["history"]["runs"]] == [4224, 4224]  # none after it
 
 
 def test_a_late_file_changes_its_night_only_when_that_night_is_run_again(tmp_path: Path) -> None:

@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from mapreport.analysis.common import Evidence, QualityGuard, Review, Thresholds
+from mapreport.analysis.blocking import Blocking
+from mapreport.analysis.common import Evidence, Percentiles, QualityGuard, Review, Thresholds
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.kinds import (
     BLOCKERS,
     ActionKind,
+    BlockingRemedy,
     BottleneckClass,
     Criterion,
     Decision,
@@ -26,9 +28,11 @@ from mapreport.kinds import (
 )
 
 if TYPE_CHECKING:
+    from mapreport.analysis.classify import ShapeClass
     from mapreport.analysis.results import ShapeMetrics
 
 OWNERS: dict[ActionKind, OwnerRole] = {
+    ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD,
     ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT,
     ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD,
     ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD,
@@ -42,6 +46,14 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD,
 }
 """Who owns each kind of action (METRICS.md roles); the configuration names the person."""
+REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
+    BlockingRemedy.PRECOMPILE_IN_WARMUP: OwnerRole.MODEL_SERVING_ARCHITECT,
+    BlockingRemedy.COMPILE_ASYNC: OwnerRole.RUNTIME_LEAD,
+    BlockingRemedy.MARK_DYNAMIC: OwnerRole.COMPILER_LEAD,
+    BlockingRemedy.COVER_IN_PLAN: OwnerRole.COMPILER_LEAD,
+}
+"""Who owns a blocking action: whoever owns its remedy (the serving deployment's warm-up, the
+runtime's compile path, the compiler's dynamic shapes and buckets)."""
 
 SLICE_WIDE = "*"
 """The `shape` of an action that concerns the whole slice."""
@@ -134,6 +146,11 @@ class Scope:
     shapes: tuple[ShapeMetrics, ...]
     guard: QualityGuard | None
     """The precision change whose quality guardrail the validation matrices carry."""
+    latency: Percentiles
+    """The slice's latency (slice-wide rollback triggers and matrices)."""
+    blocking: Blocking
+    tail_class: ShapeClass | None
+    """The slice's pooled tail, read by the shapes' rule."""
 
 
 def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
@@ -142,8 +159,10 @@ def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
-def _rollback(s: Scope, m: ShapeMetrics) -> RollbackTrigger:
-    q, value = m.latency.tail(s.thresholds.min_samples_p99)
+def _rollback(s: Scope, m: ShapeMetrics | None) -> RollbackTrigger:
+    """The tail bound of a shape's change (of the slice's, for `m` None)."""
+    lat = s.latency if m is None else m.latency
+    q, value = lat.tail(s.thresholds.min_samples_p99)
     metric, sla = f"latency_{q}_us", s.review.sla(q)
     threshold = None if value is None else value * (1 + ROLLBACK_MARGIN)
     # the SLA is a rollback bound only while the pre-change value meets it
@@ -195,9 +214,10 @@ def _make(
     rollback: RollbackTrigger,
     matrix: tuple[ValidationRow, ...],
     impact: float,
+    role: OwnerRole | None = None,
     **params: Any,
 ) -> Action:
-    role = OWNERS[kind]
+    role = role or OWNERS[kind]
     return Action(
         id=action_id(s.workload, s.slice, shape, kind),
         kind=kind,
@@ -315,6 +335,69 @@ def shape_actions(
     return out
 
 
+BLOCKING_GUARDS = 2
+"""The shapes most blocked, and the triggering shapes most blocking, a blocking action's
+validation matrix names."""
+
+
+def blocking_action(s: Scope, sources: tuple[str, ...]) -> Action | None:
+    """The slice-wide action when blocking behind adaptation decides the slice's tail: its
+    remedy and owner from what the adapting requests were (`Blocking.remedy`)."""
+    c, b = s.tail_class, s.blocking
+    remedy = b.remedy()
+    if c is None or c.cls != BottleneckClass.BLOCKED_BEHIND_ADAPTATION or remedy is None:
+        return None
+    assert c.evidence is not None
+    lat = s.latency
+    q, value = lat.tail(s.thresholds.min_samples_p99)
+    by_shape = {m.shape: m for m in s.shapes}
+    victims = sorted(b.victims, key=lambda v: (-v.blocked, v.shape))[:BLOCKING_GUARDS]
+    rows = [
+        ValidationRow(SLICE_WIDE, "blocked_requests", float(b.blocked), Criterion.HALVED),
+        ValidationRow(SLICE_WIDE, f"latency_{q}_us", value, Criterion.NO_WORSE),
+    ]
+    # a victim whose tail is the blocking must see its queue wait fall; any other, not rise
+    rows += [
+        measured(
+            m,
+            "queue_p95_us",
+            Criterion.HALVED
+            if m.diagnosis.cls == BottleneckClass.BLOCKED_BEHIND_ADAPTATION
+            else Criterion.NO_WORSE,
+        )
+        for v in victims
+        if (m := by_shape.get(v.shape)) is not None
+    ]
+    rows += [
+        measured(by_shape[t], "latency_p95_us", Criterion.NO_WORSE)
+        for t in b.triggers[:BLOCKING_GUARDS]
+        if t in by_shape
+    ]
+    excess = (lat.p95 - lat.p50) / lat.p50 if lat.p95 and lat.p50 else 0.0
+    events = b.material
+    ev = replace(c.evidence, sources=sources)
+    return _make(
+        s,
+        SLICE_WIDE,
+        ActionKind.ADAPTATION_BLOCKING,
+        ev,
+        _rollback(s, None),
+        tuple(rows),
+        (c.evidence.value or 0.0) * excess,
+        REMEDY_OWNERS[remedy],
+        remedy=remedy,
+        share=c.evidence.value,
+        blocked=sum(e.blocked for e in events),
+        wait_us=sum(e.wait_us for e in events),
+        events=len(events),
+        triggers=b.triggers,
+        hows=tuple(sorted({e.how for e in events})),
+        stall_min_us=min(e.duration_us for e in events),
+        stall_max_us=max(e.duration_us for e in events),
+        victim_shapes=len({v for e in events for v in e.shapes}),
+    )
+
+
 def slice_actions(
     s: Scope,
     env: EnvironmentCheck,
@@ -376,6 +459,9 @@ def plan_actions(
         for u in m.tail.unmeasured
     ]
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
+    blocked = blocking_action(s, sources)
+    if blocked is not None:
+        actions.append(blocked)
     return tuple(sorted(actions, key=_rank))
 
 

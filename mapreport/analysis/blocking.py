@@ -17,14 +17,16 @@ from dataclasses import dataclass
 
 import duckdb
 
-from mapreport.analysis.query import SLICE_TABLE
+from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE
+from mapreport.kinds import BlockingRemedy
 
 ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
 """Adaptation events that occupy the worker while they run."""
 
 _EVENTS = ", ".join(f"'{e}'" for e in ADAPTING_EVENTS)
 
-BLOCKING_SQL = f"""
+LOAD_SQL = f"""
+CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS
 WITH r AS (
     SELECT *, compute_end_us - compute_us AS compute_start_us, coalesce(core, -1) AS worker,
         source_id || ':' || CAST(line AS VARCHAR) AS rid
@@ -41,6 +43,8 @@ WITH r AS (
 ), ordered AS (
     SELECT r.*, a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
         coalesce(a.event, CASE WHEN r.variant = 'fallback' THEN 'fallback' END) AS how,
+        min(r.compute_start_us) OVER (PARTITION BY r.shape, r.worker) < r.compute_start_us
+            AS seen_before,
         max(r.compute_end_us) OVER (
             PARTITION BY r.worker ORDER BY r.compute_start_us, r.rid
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
@@ -57,13 +61,24 @@ WITH r AS (
         ) AS blocked_by
     FROM periods
 )
-SELECT b.rid, b.shape, b.how, b.worker, b.compute_start_us, b.compute_us,
+SELECT source_id, line, rid, shape, how, adapted, seen_before, worker, compute_start_us,
+    compute_us, queue_us, blocked_by
+FROM attributed WHERE adapted OR blocked_by IS NOT NULL
+"""
+
+EVENTS_SQL = f"""
+SELECT b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us,
     count(v.rid) AS blocked, coalesce(sum(v.queue_us), 0) AS wait_us,
     quantile_cont(v.queue_us, 0.95) AS wait_p95_us,
-    list(DISTINCT v.shape ORDER BY v.shape) FILTER (WHERE v.rid IS NOT NULL) AS shapes
-FROM attributed b JOIN attributed v ON v.blocked_by = b.rid
-GROUP BY b.rid, b.shape, b.how, b.worker, b.compute_start_us, b.compute_us
+    list(DISTINCT v.shape ORDER BY v.shape) AS shapes
+FROM {BLOCKED_TABLE} b JOIN {BLOCKED_TABLE} v ON v.blocked_by = b.rid
+GROUP BY b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us
 ORDER BY b.compute_start_us, b.rid
+"""
+
+VICTIMS_SQL = f"""
+SELECT shape, count(*), sum(queue_us) FROM {BLOCKED_TABLE}
+WHERE blocked_by IS NOT NULL GROUP BY shape ORDER BY shape
 """
 
 
@@ -76,6 +91,9 @@ class BlockingEvent:
     shape: str
     how: str
     """The adaptation: recompile, retune, remap, fallback_enter or fallback (the variant)."""
+    seen_before: bool
+    """An earlier request of its shape ran on its worker in the window: the shape was not new
+    to that worker (each worker keeps its own compiled shapes)."""
     worker: int
     """Its core (-1: the requests name none, one worker for the slice)."""
     start_us: float
@@ -90,23 +108,88 @@ class BlockingEvent:
 
 
 @dataclass(frozen=True)
+class Victims:
+    """The blocked requests of one shape."""
+
+    shape: str
+    blocked: int
+    wait_us: float
+
+
+MINOR_SHARE = 0.01
+"""A blocking event below this share of the slice's blocked wait is minor (not named)."""
+PRECOMPILE_MAX = 8
+"""Distinct new adapting shapes up to which pre-compiling them in warm-up is the remedy; above
+it, compiling off the serving path is."""
+
+
+@dataclass(frozen=True)
 class Blocking:
     """Head-of-line blocking behind adaptation in one slice."""
 
     events: tuple[BlockingEvent, ...]
-    blocked: int
-    """Requests blocked behind any adapting request."""
-    wait_us: float
+    victims: tuple[Victims, ...] = ()
+    """Per shape, its requests blocked behind any adapting request."""
+
+    @property
+    def blocked(self) -> int:
+        """Requests blocked behind any adapting request."""
+        return sum(v.blocked for v in self.victims)
+
+    @property
+    def wait_us(self) -> float:
+        """Their summed queue wait."""
+        return sum(v.wait_us for v in self.victims)
+
+    @property
+    def material(self) -> tuple[BlockingEvent, ...]:
+        """The events behind at least MINOR_SHARE of the blocked wait: what the finding names
+        (a fallback run that held one request for 170 µs beside 1.5 s recompiles is not)."""
+        total = sum(e.wait_us for e in self.events)
+        return tuple(e for e in self.events if total > 0 and e.wait_us >= MINOR_SHARE * total)
+
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        """The shapes of the material events' adapting requests, most blocked first."""
+        count: dict[str, int] = {}
+        for e in self.material:
+            count[e.shape] = count.get(e.shape, 0) + e.blocked
+        return tuple(sorted(count, key=lambda s: (-count[s], s)))
+
+    def remedy(self) -> BlockingRemedy | None:
+        """What the evidence supports removing the blocking with, read from the material
+        events (None without any): fallback only: cover the shapes in the plan; a shape its
+        worker served before adapted again: mark the dimension dynamic; new shapes: pre-compile
+        them in warm-up when at most PRECOMPILE_MAX, else compile asynchronously."""
+        adapting = [e for e in self.material if e.how not in FALLBACK_HOWS]
+        if not self.material:
+            return None
+        if not adapting:
+            return BlockingRemedy.COVER_IN_PLAN
+        if any(e.seen_before for e in adapting):
+            return BlockingRemedy.MARK_DYNAMIC
+        if len({e.shape for e in adapting}) <= PRECOMPILE_MAX:
+            return BlockingRemedy.PRECOMPILE_IN_WARMUP
+        return BlockingRemedy.COMPILE_ASYNC
 
 
-def blocking(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> Blocking:
-    """The slice's blocking events (of the loaded slice view), oldest first."""
-    rows = con.execute(BLOCKING_SQL, {"w": workload, "s": slice_}).fetchall()
+FALLBACK_HOWS = ("fallback", "fallback_enter")
+"""Adaptations that are a run on the generic path, not a compile."""
+
+
+def load_blocking(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
+    """Mark the slice's adapting and blocked requests (BLOCKED_TABLE) over the slice view."""
+    con.execute(LOAD_SQL, {"w": workload, "s": slice_})
+
+
+def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
+    """The slice's blocking events (of `load_blocking`), oldest first, and its victims."""
     events = tuple(
         BlockingEvent(
             str(src),
             str(shape),
             str(how),
+            bool(seen),
             int(worker),
             float(start),
             float(dur),
@@ -115,6 +198,12 @@ def blocking(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> Bloc
             None if p95 is None else float(p95),
             tuple(shapes or ()),
         )
-        for src, shape, how, worker, start, dur, n, wait, p95, shapes in rows
+        for src, shape, how, seen, worker, start, dur, n, wait, p95, shapes in con.execute(
+            EVENTS_SQL
+        ).fetchall()
     )
-    return Blocking(events, sum(e.blocked for e in events), sum(e.wait_us for e in events))
+    victims = tuple(
+        Victims(str(shape), int(n), float(wait or 0.0))
+        for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
+    )
+    return Blocking(events, victims)

@@ -28,6 +28,28 @@ class ShapeClass:
     """The driver whose CI reaches the largest one's (a tie)."""
 
 
+def read_tail(tail: TailDrivers, sources: tuple[str, ...]) -> ShapeClass:
+    """The class a material tail gives: its largest driver when its share is >= 0.4, its CI
+    excludes zero and no other driver's CI reaches it; else insufficient evidence, saying
+    which rule held it back. The slice's pooled tail is read by the same rule."""
+    ranked = sorted(
+        ((tail.shares.get(d, 0.0), d) for d in DRIVERS if d != Driver.RESIDUAL), reverse=True
+    )
+    (top_share, top), (second_share, second) = ranked[0], ranked[1]
+    ci = tail.share_ci.get(top)
+    ev = Evidence(f"tail_share.{top}", top_share, tail.n_tail, ci, sources)
+    if top_share < DECIDING_SHARE:
+        return ShapeClass(
+            BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.NO_DRIVER_DECIDES, ev, top
+        )
+    if ci is None or not ci.excludes_zero():  # large, but on too few tail requests
+        return ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE, ev, top)
+    second_ci = tail.share_ci.get(second)
+    if second_ci is not None and second_share > 0 and second_ci.high >= ci.low:
+        return ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TIE, ev, top, second)
+    return ShapeClass(BottleneckClass(top.value), ClassBasis.DRIVER_DECIDES, ev, top)
+
+
 def classify(
     n_static: int,
     acc: ShapeAccuracy,
@@ -51,26 +73,7 @@ def classify(
     if tail is None:
         return ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
     if tail.material:
-        ranked = sorted(
-            ((tail.shares.get(d, 0.0), d) for d in DRIVERS if d != Driver.RESIDUAL), reverse=True
-        )
-        (top_share, top), (second_share, second) = ranked[0], ranked[1]
-        ci = tail.share_ci.get(top)
-        ev = Evidence(f"tail_share.{top}", top_share, tail.n_tail, ci, src)
-        if top_share < DECIDING_SHARE:
-            return ShapeClass(
-                BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.NO_DRIVER_DECIDES, ev, top
-            )
-        if ci is None or not ci.excludes_zero():  # large, but on too few tail requests
-            return ShapeClass(
-                BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE, ev, top
-            )
-        second_ci = tail.share_ci.get(second)
-        if second_ci is not None and second_share > 0 and second_ci.high >= ci.low:
-            return ShapeClass(
-                BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TIE, ev, top, second
-            )
-        return ShapeClass(BottleneckClass(top.value), ClassBasis.DRIVER_DECIDES, ev, top)
+        return read_tail(tail, src)
     if (
         acc.state == AccuracyState.INACCURATE
         and gain.state != GainState.SIGNIFICANT

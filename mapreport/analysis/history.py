@@ -37,6 +37,18 @@ class RunPoint:
     revision: int = 1
     """1 for a night recorded once; higher when it was re-run with different inputs (late
     data, a backfill)."""
+    blocked: int | None = None
+    """Requests blocked behind adaptation (tonight's run; not kept for earlier ones)."""
+
+    def metric(self, name: str) -> float | None:
+        """A slice-wide metric by the name a slice-wide action's matrix or trigger uses."""
+        values: dict[str, float | None] = {
+            "latency_p50_us": self.latency_p50_us,
+            "latency_p95_us": self.latency_p95_us,
+            "latency_p99_us": self.latency_p99_us,
+            "blocked_requests": None if self.blocked is None else float(self.blocked),
+        }
+        return values.get(name)
 
     @property
     def revised(self) -> bool:
@@ -190,7 +202,10 @@ def history_view(
     shapes_now = {m.shape: m for m in shapes}
     last = prev_runs[-1] if prev_runs else None
     last_shapes = {s["shape"]: s for s in prev_shapes if last and s["run_date"] == last["run_date"]}
-    states = _action_states(actions, shapes_now, last_shapes, prev_actions)
+    # a slice-wide action's metrics are the slice's own (tonight's point, the last run's row)
+    values: dict[str, ShapeMetrics | RunPoint] = {**shapes_now, SLICE_WIDE: tonight}
+    last_values = {**last_shapes, **({SLICE_WIDE: last} if last else {})}
+    states = _action_states(actions, values, last_values, prev_actions)
     baseline = key.baseline_run
     named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None
     ref_run = named or last
@@ -265,7 +280,7 @@ def _state(fired: bool, proposed: bool, seen_before: bool, wide: bool, moved: bo
 
 def _action_states(
     actions: Sequence[Action],
-    shapes_now: dict[str, ShapeMetrics],
+    shapes_now: dict[str, ShapeMetrics | RunPoint],
     last_shapes: dict[str, dict[str, Any]],
     prev_actions: Sequence[dict[str, Any]],
 ) -> list[ActionState]:

@@ -30,6 +30,10 @@ _REGISTERED = itertools.count()
 SLICE_TABLE = "slice_request"
 """A temporary view of one slice's requests while `analyze_slice` runs (`load_slice`)."""
 
+BLOCKED_TABLE = f"{SLICE_TABLE}_blocked"
+"""The slice's adapting requests and the requests blocked behind them (`blocking.load_blocking`),
+with `source_id` and `line`: the tail attribution joins it, and `drop_slice` removes it."""
+
 REQUESTS = f"SELECT * FROM {SLICE_TABLE}"
 """The slice's requests with latency, queue wait, compute and variant (`load_slice`)."""
 
@@ -94,7 +98,8 @@ def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> No
 
 
 def drop_slice(con: duckdb.DuckDBPyConnection) -> None:
-    """Remove the slice view and primary plans of `load_slice`."""
+    """Remove the slice view and primary plans of `load_slice` (and the blocked requests)."""
+    con.execute(f"DROP TABLE IF EXISTS {BLOCKED_TABLE}")
     con.execute(f"DROP VIEW IF EXISTS {SLICE_TABLE}")
     con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_primary")
     con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_plans")

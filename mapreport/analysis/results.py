@@ -23,7 +23,7 @@ from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
-from mapreport.kinds import Decision
+from mapreport.kinds import BottleneckClass, Decision
 from mapreport.window import Window
 
 
@@ -118,6 +118,17 @@ class SliceResult:
     sweep: LoadSweep | None
     blocking: Blocking
     """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
+    tail_class: ShapeClass | None = None
+    """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a
+    `blocked_behind_adaptation` class here is the blocking finding."""
+
+    @property
+    def blocking_drives_tail(self) -> bool:
+        """Blocking behind adaptation decides the slice's tail (the blocking finding)."""
+        return (
+            self.tail_class is not None
+            and self.tail_class.cls == BottleneckClass.BLOCKED_BEHIND_ADAPTATION
+        )
 
     @property
     def name(self) -> str:

@@ -17,7 +17,7 @@ from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope, plan_actions
 from mapreport.analysis.adaptation import adaptation_costs, compute_samples, shape_gain
-from mapreport.analysis.blocking import Blocking, blocking
+from mapreport.analysis.blocking import Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
     ChecklistItem,
     Pitfall,
@@ -27,7 +27,7 @@ from mapreport.analysis.checklist import (
     precision_changes,
     quality_records,
 )
-from mapreport.analysis.classify import ShapeClass, classify
+from mapreport.analysis.classify import ShapeClass, classify, read_tail
 from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
 from mapreport.analysis.coverage import (
@@ -107,7 +107,8 @@ class Facts:
     compiles: Compiles | None = None
     sweep: LoadSweep | None = None
     history: History | None = None
-    blocking: Blocking = field(default_factory=lambda: Blocking((), 0, 0.0))
+    blocking: Blocking = field(default_factory=lambda: Blocking(()))
+    tail_class: ShapeClass | None = None
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -205,6 +206,13 @@ def slice_step(ctx: Context, f: Facts) -> None:
     f.over_sla = over_sla(ctx.rows, f.latency, ctx.review, ctx.th)
 
 
+def blocking_step(ctx: Context, f: Facts) -> None:
+    """The requests blocked behind adapting ones on their worker (the tail splits their queue
+    wait from load queueing)."""
+    load_blocking(ctx.con, ctx.workload, ctx.slice)
+    f.blocking = blocking(ctx.con)
+
+
 def diagnosis_step(ctx: Context, f: Facts) -> None:
     """Tail drivers and the bottleneck class of every shape, and the slice's pooled tail."""
     budgets = {
@@ -229,6 +237,8 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
     lat = f.latency
     args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
     f.tail = combine(evaluated, *args)
+    if f.tail is not None and f.tail.material:
+        f.tail_class = read_tail(f.tail, tuple(s.source_id for s in f.sources))
 
 
 def scheduling_step(ctx: Context, f: Facts) -> None:
@@ -236,7 +246,6 @@ def scheduling_step(ctx: Context, f: Facts) -> None:
     bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
     queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
     f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
-    f.blocking = blocking(ctx.con, ctx.workload, ctx.slice)
 
 
 def offline_step(ctx: Context, f: Facts) -> None:
@@ -268,7 +277,17 @@ def review_step(ctx: Context, f: Facts) -> None:
     precisions = [b.precision for b in ctx.buckets if b.precision]
     quality = quality_records(ctx.con, ctx.workload, ctx.slice)
     f.precision = precision_changes(precisions, quality, ctx.review.description)
-    scope = Scope(ctx.workload, ctx.slice, ctx.th, ctx.review, tuple(f.shapes), f.precision.guard)
+    scope = Scope(
+        ctx.workload,
+        ctx.slice,
+        ctx.th,
+        ctx.review,
+        tuple(f.shapes),
+        f.precision.guard,
+        f.latency,
+        f.blocking,
+        f.tail_class,
+    )
     sources = tuple(s.source_id for s in f.sources)
     slowest = _slowest_cores(f)
     f.actions = plan_actions(scope, f.environment, f.precision.missing, slowest, sources)
@@ -293,6 +312,7 @@ def history_step(ctx: Context, f: Facts) -> None:
         len(f.actions),
         True,
         ctx.run.revision,
+        f.blocking.blocked,
     )
     quantiles = _quantiles(ctx)
     seed_key = (ctx.workload, ctx.slice)
@@ -309,6 +329,7 @@ Step = Callable[[Context, Facts], None]
 STEPS: tuple[Step, ...] = (
     shapes_step,
     slice_step,
+    blocking_step,
     diagnosis_step,
     scheduling_step,
     offline_step,
@@ -387,4 +408,5 @@ def analyze(
         compiles=f.compiles,
         sweep=f.sweep,
         blocking=f.blocking,
+        tail_class=f.tail_class,
     )

@@ -1,5 +1,5 @@
-"""Tail-latency drivers: the excess of requests above p95 split into queueing, mapping
-fallback, memory burst, core imbalance and residual."""
+"""Tail-latency drivers: the excess of requests above p95 split into blocking behind
+adaptation, load queueing, mapping fallback, memory burst, core imbalance and residual."""
 
 from __future__ import annotations
 
@@ -11,12 +11,14 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds
-from mapreport.analysis.query import REQUESTS, ShapeRow, temp_name
+from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, ShapeRow, temp_name
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
 from mapreport.kinds import Driver
 
 DRIVERS: tuple[Driver, ...] = tuple(Driver)
 """Tail drivers in attribution order (see `Driver`)."""
+COLUMNS = len(DRIVERS)
+"""A tail row's raw sizes: the excess, then every driver but the residual."""
 
 
 @dataclass(frozen=True)
@@ -42,18 +44,18 @@ class TailDrivers:
 def attribute(raw: FloatArray) -> FloatArray:
     """Split each tail request's excess into the drivers, in DRIVERS order.
 
-    Input rows: excess, queueing, fallback, memory, core. Each driver takes at most what the
-    drivers before it left of the excess; the residual is the rest. Every part is
+    Input rows: excess, blocked, queueing, fallback, memory, core. Each driver takes at most
+    what the drivers before it left of the excess; the residual is the rest. Every part is
     non-negative and the parts of a row sum to its excess (clipped at zero).
     """
-    raw = np.asarray(raw, dtype=np.float64).reshape(-1, 5)
+    raw = np.asarray(raw, dtype=np.float64).reshape(-1, COLUMNS)
     remaining = np.maximum(raw[:, 0], 0.0)
-    out = np.empty((len(raw), 5))
-    for i in range(4):
+    out = np.empty((len(raw), COLUMNS))
+    for i in range(COLUMNS - 1):
         take = np.minimum(np.maximum(raw[:, i + 1], 0.0), remaining)
         out[:, i] = take
         remaining = remaining - take
-    out[:, 4] = remaining
+    out[:, COLUMNS - 1] = remaining
     return out
 
 
@@ -84,7 +86,7 @@ def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver
     if k < 2:
         return {}
     rng = np.random.default_rng(seed)
-    out = np.empty((resamples, 5))
+    out = np.empty((resamples, COLUMNS))
     if k > EXACT_RESAMPLING_MAX:
         mean = parts.mean(axis=0) * k
         cov = np.cov(parts, rowvar=False, bias=True) * k
@@ -94,12 +96,12 @@ def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver
         totals = sums.sum(axis=1, keepdims=True)
         out = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
     else:
-        chunk = max(1, 2_000_000 // (k * 5))
+        chunk = max(1, 2_000_000 // (k * COLUMNS))
         for start in range(0, resamples, chunk):
             stop = min(resamples, start + chunk)
             idx = rng.integers(0, k, size=(stop - start, k))
             # each resample's row counts, then one matrix product: the same sums as adding
-            # up the drawn rows, without materialising resamples x k x 5 values
+            # up the drawn rows, without materialising resamples x k x COLUMNS values
             offsets = (np.arange(stop - start) * k)[:, None]
             counts = np.bincount((idx + offsets).ravel(), minlength=(stop - start) * k)
             sums = counts.reshape(stop - start, k).astype(np.float64) @ parts
@@ -205,7 +207,7 @@ class TailRows:
     n_core: int
     n_mem: int
     raw: FloatArray
-    """One row per tail request: excess, queueing, fallback, memory, core (microseconds)."""
+    """One row per tail request: excess, blocked, queueing, fallback, memory, core (us)."""
     sources: tuple[str, ...]
 
 
@@ -217,8 +219,9 @@ def tail_rows(
 ) -> dict[str, TailRows]:
     """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
 
-    excess = latency - p50(latency); queueing = queue - p50(queue); fallback = compute excess
-    of requests that ran `fallback`; memory = compute excess of requests whose peak memory
+    excess = latency - p50(latency); blocked = queue - p50(queue) of a request blocked behind
+    adaptation (`blocking.load_blocking`), queueing = the same of any other; fallback = compute
+    excess of requests that ran `fallback`; memory = compute excess of requests whose peak memory
     exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
     on the request's core - p50 compute on all cores. Each is clipped at zero here; the
     attribution clips them to the excess. The per-shape percentiles come from `shape_rows`
@@ -265,7 +268,10 @@ def tail_rows(
             SELECT ok.shape,
                 list([
                     ok.latency_us - s.lat50,
-                    greatest(ok.queue_us - s.q50, 0),
+                    CASE WHEN bl.blocked_by IS NOT NULL
+                         THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END,
+                    CASE WHEN bl.blocked_by IS NULL
+                         THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END,
                     CASE WHEN ok.variant = 'fallback'
                          THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
                     CASE WHEN ok.mem_peak_bytes > coalesce(s.budget, 1.5 * s.m50)
@@ -275,6 +281,7 @@ def tail_rows(
                 list(DISTINCT ok.source_id ORDER BY ok.source_id)
             FROM ({REQUESTS}) ok JOIN {stats_name} s USING (shape)
             LEFT JOIN {cores_name} c ON c.shape = ok.shape AND c.core = ok.core
+            LEFT JOIN {BLOCKED_TABLE} bl ON bl.source_id = ok.source_id AND bl.line = ok.line
             WHERE ok.status = 'ok' AND ok.latency_us > s.lat95
             GROUP BY ok.shape
             """
@@ -287,7 +294,7 @@ def tail_rows(
     for s in shapes:
         if not s.n:
             continue
-        raw, src = tails.get(s.shape, (np.zeros((0, 5)), []))
+        raw, src = tails.get(s.shape, (np.zeros((0, COLUMNS)), []))
         out[s.shape] = TailRows(
             n=s.n,
             p50_us=s.latency.p50,
@@ -295,7 +302,7 @@ def tail_rows(
             p99_us=s.latency.p99,
             n_core=s.n_core,
             n_mem=s.n_mem,
-            raw=raw.reshape(-1, 5),
+            raw=raw.reshape(-1, COLUMNS),
             sources=tuple(src),
         )
     return out

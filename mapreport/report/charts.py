@@ -216,6 +216,7 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
 
 
 DRIVER_COLORS = {
+    "blocked_behind_adaptation": "#a50f15",
     "queueing": "#e6550d",
     "mapping_fallback": "#756bb1",
     "memory_burst": "#31a354",
@@ -225,6 +226,7 @@ DRIVER_COLORS = {
 
 
 NOISE_COLORS = {
+    "blocked_behind_adaptation": "#969696",
     "queueing": "#bdbdbd",
     "mapping_fallback": "#a3a3a3",
     "memory_burst": "#cfcfcf",

@@ -22,7 +22,7 @@ from mapreport.analysis.tail import TailDrivers
 from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.6"
+FINDINGS_SCHEMA_VERSION = "1.7"
 
 
 def strict(doc: Any) -> Any:
@@ -211,12 +211,22 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "shapes": [shape_findings(x) for x in view.shapes],
         "over_sla": plain(r.over_sla),
         "tail_drivers": _tail(r.tail),
+        "tail_class": None if r.tail_class is None else r.tail_class.cls.value,
+        "tail_class_evidence": _evidence(r.tail_class.evidence) if r.tail_class else None,
         "scheduling": _scheduling(r.scheduling, view),
         "actions": [_action(v) for v in view.actions],
         "checklist": [{"item": c.name, "passed": c.flag, "reason": c.text} for c in view.checklist],
         "pitfalls": [{"name": p.name, "present": p.flag, "detail": p.text} for p in view.pitfalls],
         "history": _history(r.history, view),
-        "blocking": plain(r.blocking),
+        "blocking": {
+            **plain(r.blocking),
+            "blocked": r.blocking.blocked,
+            "wait_us": r.blocking.wait_us,
+            "material": [e.source for e in r.blocking.material],
+            "triggers": list(r.blocking.triggers),
+            "remedy": r.blocking.remedy(),
+            "drives_tail": r.blocking_drives_tail,
+        },
         "operators": plain(r.operators),
         "compiles": plain(r.compiles),
         "load_sweep": plain(r.sweep),

@@ -20,10 +20,11 @@ CAPTURED_BY = {
 """How a plan version's capture time was known."""
 
 
-def moment(t_us: float, tz: str, with_date: bool = True) -> str:
-    """A wall-clock time in `tz`: `2026-11-29 06:00` (or `06:00`)."""
+def moment(t_us: float, tz: str, with_date: bool = True, seconds: bool = False) -> str:
+    """A wall-clock time in `tz`: `2026-11-29 06:00` (or `06:00`, or `06:00:12`)."""
     t = datetime.fromtimestamp(t_us / 1e6, ZoneInfo(tz))
-    return t.strftime("%Y-%m-%d %H:%M" if with_date else "%H:%M")
+    clock = "%H:%M:%S" if seconds else "%H:%M"
+    return t.strftime(f"%Y-%m-%d {clock}" if with_date else clock)
 
 
 def period(w: Window) -> str:

@@ -3,9 +3,9 @@ its rollback trigger, a ticket, the executive summary), built from the words of 
 
 from __future__ import annotations
 
-from mapreport.analysis.actions import Action, RollbackTrigger
+from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
-from mapreport.kinds import BLOCKERS, ActionKind
+from mapreport.kinds import BLOCKERS, ActionKind, ClassBasis
 from mapreport.report.filters import (
     DASH,
     duration,
@@ -15,7 +15,16 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
-from mapreport.report.words import criterion, evidence, label, metric, shape_name
+from mapreport.report.words import (
+    REMEDIES,
+    adaptations,
+    criterion,
+    evidence,
+    label,
+    metric,
+    shape_list,
+    shape_name,
+)
 
 
 def action_title(a: Action, name: str) -> str:
@@ -23,6 +32,8 @@ def action_title(a: Action, name: str) -> str:
     p, shape = a.params, a.shape
     share = pct(p.get("share"), 0)
     k = a.kind
+    if k == ActionKind.ADAPTATION_BLOCKING:
+        return blocking_title(a, name)
     if k == ActionKind.QUEUEING:
         return (
             f"Cut queueing delay for {shape}: queue wait drives {share} of its tail (queue p95 "
@@ -113,6 +124,30 @@ def action_title(a: Action, name: str) -> str:
     raise AssertionError(f"no title for action kind {k}")
 
 
+def blocking_title(a: Action, name: str) -> str:
+    """The blocking action: what held the worker, who waited, and the remedy."""
+    p = a.params
+    triggers = tuple(p["triggers"])
+    stalls = (
+        duration(p["stall_min_us"])
+        if p["stall_min_us"] == p["stall_max_us"]
+        else f"{duration(p['stall_min_us'])} to {duration(p['stall_max_us'])}"
+    )
+    one = len(triggers) == 1
+    remedy = REMEDIES[p["remedy"]].format(
+        them="this shape" if one else "these shapes",
+        it="it" if one else "any of them",
+        n=len(triggers),
+    )
+    return (
+        f"Take serving-time adaptation off the queue of {name}: "
+        f"{adaptations(tuple(p['hows']), p['events'])} of {shape_list(triggers)} held the worker "
+        f"for {stalls} each while {plural(p['blocked'], 'request')} of "
+        f"{plural(p['victim_shapes'], 'shape')} waited behind them ({duration(p['wait_us'])} "
+        f"summed), which drives {pct(p['share'], 0)} of the slice's tail; {remedy}"
+    )
+
+
 def rollback_window(t: RollbackTrigger) -> str:
     """How long a rollback trigger must hold."""
     return f"{t.runs} consecutive nightly runs" if t.runs else "-"
@@ -127,7 +162,8 @@ def rollback_text(a: Action, name: str) -> str:
         f"+10% over the pre-change {duration(t.pre_change)}"
     )
     what = metric(t.metric)
-    return f"{what} of {name} at {a.shape} {bound} for {rollback_window(t)}"
+    at = "" if a.shape == SLICE_WIDE else f" at {a.shape}"
+    return f"{what} of {name}{at} {bound} for {rollback_window(t)}"
 
 
 def _offline(r: SliceResult) -> list[str]:
@@ -179,12 +215,30 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         )
     else:
         head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
+    head += tail_sentence(r)
     if not r.actions:
         return head + " No action is called for."
     first = r.actions[0]
     lead = "first, a blocker" if first.kind in BLOCKERS else "the biggest"
     count = plural(len(r.actions), "action")
     return head + f" {count}; {lead}: {action_title(first, r.name)}."
+
+
+def tail_sentence(r: SliceResult) -> str:
+    """What drives the slice's tail, when its pooled tail decides a class ('' otherwise); the
+    blocking finding names what the requests waited behind."""
+    c = r.tail_class
+    if c is None or c.basis != ClassBasis.DRIVER_DECIDES or c.evidence is None:
+        return ""
+    what = label(c.cls)
+    if r.blocking_drives_tail:
+        b = r.blocking
+        hows = tuple(sorted({e.how for e in b.material}))
+        what += (
+            f" ({plural(sum(e.blocked for e in b.material), 'request')} behind "
+            f"{adaptations(hows, len(b.material))} of {shape_list(b.triggers)})"
+        )
+    return f" Its tail: {what} drives {pct(c.evidence.value, 0)} of the excess above p95."
 
 
 def _cell(text: str) -> str:

@@ -59,6 +59,7 @@ SECTIONS: tuple[Section, ...] = (
         needs_requests=True,
     ),
     Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
+    Section("blocking", "Blocking behind adaptation", "sections/blocking.html.j2", (), True),
     Section("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
     Section(
         "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_ccdf",), True

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from mapreport.analysis.actions import SLICE_WIDE, Action
+from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.results import ShapeMetrics, SliceResult
@@ -25,7 +26,8 @@ from mapreport.kinds import (
     RegressionKind,
 )
 from mapreport.report import prose, words
-from mapreport.report.period import PlanLine, data_span, period, plan_lines
+from mapreport.report.filters import duration
+from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section
 from mapreport.report.verdict import (
     SlaTarget,
@@ -37,6 +39,7 @@ from mapreport.report.verdict import (
     verdict,
 )
 from mapreport.schema import ENVIRONMENT_SHOWN
+from mapreport.window import is_wall_clock
 
 JAIN_IMBALANCE = 0.8
 """Jain's index below which the per-core load is called imbalanced."""
@@ -59,6 +62,20 @@ class ActionView:
     """The report anchor showing the evidence the action rests on."""
     ticket: str = ""
     """The action as Markdown, for an issue tracker."""
+
+
+@dataclass(frozen=True)
+class BlockingLine:
+    """One blocking event as the blocking section lists it."""
+
+    e: BlockingEvent
+    when: str
+    """Its start on the slice's clock."""
+    how: str
+    worker: str
+    material: bool
+    """Named by the finding (at least 1% of the blocked wait)."""
+    shapes: str
 
 
 @dataclass(frozen=True)
@@ -164,6 +181,9 @@ class ReportView:
     sla: tuple[SlaTarget, ...]
     summary: str
     actions: tuple[ActionView, ...]
+    blocking: tuple[BlockingLine, ...]
+    blocking_action: tuple[int, str] | None
+    """(number, id) of the blocking action, when blocking drives the slice's tail."""
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
@@ -226,7 +246,7 @@ def anchor_key(name: str) -> str:
 def evidence_href(a: Action, cores: frozenset[str]) -> str:
     """Where the report shows the evidence an action rests on: a tuning action's shape row in
     "Bottleneck class per shape" (or its per-core compute), a decision's shape, a blocker's
-    section."""
+    section, the blocking section."""
     key = anchor_key(a.shape)
     if a.kind == ActionKind.CORE_IMBALANCE and a.id in cores:
         return f"#cores-{a.id}"
@@ -236,6 +256,8 @@ def evidence_href(a: Action, cores: frozenset[str]) -> str:
         return "#environment"
     if a.kind == ActionKind.PRECISION_WITHOUT_QUALITY:
         return "#checklist"
+    if a.kind == ActionKind.ADAPTATION_BLOCKING:
+        return "#blocking"
     return f"#class-{key}"
 
 
@@ -251,9 +273,15 @@ def action_view(a: Action, r: SliceResult, cores: frozenset[str] = frozenset()) 
 
 def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     th = r.thresholds
-    on = tuple((i, a.id) for i, a in enumerate(r.actions, 1) if a.shape == m.shape)
+    b = r.blocking
+    involved = {v for e in b.material for v in e.shapes} | set(b.triggers)
+    on = tuple(
+        (i, a.id)
+        for i, a in enumerate(r.actions, 1)
+        if a.shape == m.shape or (a.kind == ActionKind.ADAPTATION_BLOCKING and m.shape in involved)
+    )
     key = anchor_key(m.shape)
-    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, th), key, on)
+    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, r), key, on)
 
 
 def core_evidence(r: SliceResult) -> tuple[CoreEvidence, ...]:
@@ -313,6 +341,30 @@ def _states(r: SliceResult, actions: tuple[ActionView, ...]) -> tuple[StateView,
     )
 
 
+def _numbered(r: SliceResult, kind: ActionKind) -> tuple[int, str] | None:
+    """(number in the actions section, id) of the slice's first action of `kind`."""
+    return next(((i, a.id) for i, a in enumerate(r.actions, 1) if a.kind == kind), None)
+
+
+def blocking_lines(r: SliceResult) -> tuple[BlockingLine, ...]:
+    """The blocking events, named ones first (then by start)."""
+    named = {e.source for e in r.blocking.material}
+    tz = r.period.timezone
+    return tuple(
+        BlockingLine(
+            e,
+            moment(e.start_us, tz, seconds=True)
+            if is_wall_clock(e.start_us)
+            else duration(e.start_us),
+            words.adaptation(e.how),
+            "one worker" if e.worker < 0 else f"core {e.worker}",
+            e.source in named,
+            words.shape_list(e.shapes),
+        )
+        for e in sorted(r.blocking.events, key=lambda e: (e.source not in named, e.start_us))
+    )
+
+
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
     cores = core_evidence(r)
@@ -355,6 +407,8 @@ def build(r: SliceResult) -> ReportView:
         sla=sla,
         summary=prose.summary(r, head),
         actions=actions,
+        blocking=blocking_lines(r),
+        blocking_action=_numbered(r, ActionKind.ADAPTATION_BLOCKING),
         shapes=lines,
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
@@ -399,6 +453,7 @@ def build(r: SliceResult) -> ReportView:
             "deciding_share": DECIDING_SHARE,
             "jain_imbalance": JAIN_IMBALANCE,
             "improvement": IMPROVEMENT,
+            "minor_share": MINOR_SHARE,
         },
         sections=shown,
         not_measured=missing,

@@ -17,6 +17,7 @@ from mapreport.kinds import (
     AccuracyState,
     ActionKind,
     ActionState,
+    BlockingRemedy,
     BottleneckClass,
     CheckItem,
     ClassBasis,
@@ -120,7 +121,15 @@ GLOSSARY: dict[str, tuple[str, str]] = {
     "tail-excess": (
         "tail excess",
         "for each request above a shape's p95: its latency minus the shape's p50, split among "
-        "queueing, mapping fallback, memory burst and core imbalance.",
+        "blocking behind adaptation, queueing, mapping fallback, memory burst and core "
+        "imbalance.",
+    ),
+    "blocked": (
+        "blocked behind adaptation",
+        "a request waited in a busy period of its worker (core; the slice's one worker when "
+        "requests name none) after an earlier request of that period adapted (an adaptation "
+        "event over its compute, or the fallback path): its queue wait is the adapting "
+        "request's, not load's.",
     ),
     "residual": (
         "residual",
@@ -195,6 +204,47 @@ CLASS_BASES: dict[ClassBasis, str] = {
     ClassBasis.NOTHING_FOUND: "tail immaterial and no mapping or adaptation problem measured",
 }
 
+REMEDIES: dict[BlockingRemedy, str] = {
+    BlockingRemedy.PRECOMPILE_IN_WARMUP: "pre-compile {them} in the server's warm-up: no "
+    "earlier request of {it} had run when it adapted",
+    BlockingRemedy.COMPILE_ASYNC: "compile new shapes off the serving path and serve them on the "
+    "generic path until their compile lands: {n} new shapes adapted, too many to warm up",
+    BlockingRemedy.MARK_DYNAMIC: "mark the dimension that varies dynamic (or raise the recompile "
+    "or cache limit that evicted the compiled shape): a shape served earlier in the window "
+    "adapted again",
+    BlockingRemedy.COVER_IN_PLAN: "compile mappings for {them}: their requests held the "
+    "worker on the generic fallback path",
+}
+"""How a blocking action's remedy reads, from its adapting shapes."""
+
+ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
+    "recompile": ("recompile", "recompiles"),
+    "retune": ("re-tune", "re-tunes"),
+    "remap": ("re-map", "re-maps"),
+    "fallback_enter": ("fallback run", "fallback runs"),
+    "fallback": ("fallback run", "fallback runs"),
+}
+"""An adaptation event (or the fallback variant) as a noun: one, several."""
+
+
+def adaptation(how: str) -> str:
+    """One adaptation event (or the fallback variant) as a noun."""
+    return ADAPTATION_NOUNS.get(how, (how, how))[0]
+
+
+def adaptations(hows: tuple[str, ...], n: int) -> str:
+    """`4 recompiles`, `2 re-tunes or re-maps`: n adapting requests by what they ran."""
+    nouns = [ADAPTATION_NOUNS.get(h, (h, h))[0 if n == 1 else 1] for h in hows]
+    return f"{n:,} " + " or ".join(nouns)
+
+
+def shape_list(shapes: tuple[str, ...], most: int = 4) -> str:
+    """Shapes named in a sentence: the first `most`, then how many more."""
+    named = ", ".join(shapes[:most])
+    rest = len(shapes) - most
+    return named + (f" and {rest} more" if rest > 0 else "")
+
+
 FUSION_GAPS: dict[FusionGap, str] = {
     FusionGap.NO_GROUPS: "not measured: no fusion groups",
     FusionGap.NOT_BOTH_RAN: "not measured: ops are fused in {n}, but no shape ran "
@@ -264,8 +314,34 @@ def decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
     return f"{miss}; {reason}"
 
 
-def class_reason(m: ShapeMetrics, th: Thresholds) -> str:
-    """Why a shape got its bottleneck class."""
+def class_reason(m: ShapeMetrics, r: SliceResult) -> str:
+    """Why a shape got its bottleneck class; a shape whose tail is mostly blocking behind
+    adaptation names the slice's blocking finding as its cause."""
+    reason = _basis(m, r.thresholds)
+    b = r.blocking
+    finding = (
+        "the slice's blocking finding"
+        if r.blocking_drives_tail
+        else "too little of the slice's tail for a finding"
+    )
+    behind = adaptations(tuple(sorted({e.how for e in b.material})), len(b.material))
+    victims = next((v for v in b.victims if v.shape == m.shape), None)
+    if m.diagnosis.top == Driver.BLOCKED_BEHIND_ADAPTATION and victims is not None:
+        reason += (
+            f"; cause: {victims.blocked:,} of its requests waited {duration(victims.wait_us)} in "
+            f"all behind {behind} of {shape_list(b.triggers)} ({finding})"
+        )
+    blocked = sum(e.blocked for e in b.material if e.shape == m.shape)
+    if blocked:
+        reason += (
+            f"; its adapting requests held the worker while {plural(blocked, 'request')} "
+            f"waited behind them ({finding})"
+        )
+    return reason
+
+
+def _basis(m: ShapeMetrics, th: Thresholds) -> str:
+    """The rule that decided a shape's class, with its figures."""
     c, t = m.diagnosis, m.tail
     top = c.top.value if c.top else ""
     share = t.shares.get(c.top, 0.0) if t is not None and c.top else 0.0
