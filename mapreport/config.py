@@ -31,6 +31,8 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     window: str = "day"
     timezone: str = "UTC"
     retain_days: int | None = None
+    workload: str | None = None
+    slice: str | None = None
 
 
 MAX_JOBS = 64
@@ -92,6 +94,9 @@ class Config:
     """The time zone whose calendar days are the nights."""
     retain_days: int | None = dataclasses.field(default=None, repr=False)
     """Day partitions older than this many nights are removed (None: keep everything)."""
+    hints: dict[str, str] = dataclasses.field(default_factory=dict)
+    """run.workload and run.slice: the slice of every source whose format names none (a
+    profiler trace, a TORCH_TRACE log), as `ingest --workload/--slice` gives it."""
 
     def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
         """The configured SLA block of a slice (an exact match, else the workload's generic)."""
@@ -200,6 +205,7 @@ def _build(raw: _File, path: Path | None) -> Config:
         window=raw.run.window,
         timezone=raw.run.timezone,
         retain_days=raw.run.retain_days,
+        hints={k: v for k, v in (("workload", raw.run.workload), ("slice", raw.run.slice)) if v},
     )
 
 

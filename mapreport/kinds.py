@@ -225,6 +225,10 @@ class ClassBasis(StrEnum):
     PREDICTION_OFF = "prediction_off"
     ADAPTATION_COSTS = "adaptation_costs"
     NOTHING_FOUND = "nothing_found"
+    LATENCY_NOT_MEASURED = "latency_not_measured"
+    """The requests record no arrival (profiler spans): there is no latency tail to read."""
+    BLOCKED_SHARE = "blocked_share"
+    """Without latency: more requests started behind adaptation than a p95 tail holds."""
 
 
 class FusionGap(StrEnum):

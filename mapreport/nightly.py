@@ -61,6 +61,7 @@ def run(
             config.source_files(night),
             config.on_error,
             progress=progress,
+            hints=config.hints,
             jobs=jobs or config.jobs,
             wait=wait,
             night=done.night,

@@ -78,6 +78,10 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("queue_start_us", _F, nullable=False),
             pa.field("compute_start_us", _F, nullable=False),
             pa.field("compute_end_us", _F, nullable=False),
+            # false: the source records no arrival (a profiler span gives compute only), so
+            # arrival and queue start are the compute start and latency and queue wait are
+            # not measured; null or true: recorded
+            pa.field("arrival_known", _B),
             pa.field("plan_id", _S),
             pa.field("plan_variant", _S),
             pa.field("core", _I32),

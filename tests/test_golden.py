@@ -130,7 +130,7 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         for night in sorted(d.name for d in nights.iterdir()):
             outcomes = run(config, night=date.fromisoformat(night), pdf=False).outcomes
     else:
-        ingest(config.dataset, config.source_files(), config.on_error)
+        ingest(config.dataset, config.source_files(), config.on_error, hints=config.hints)
         outcomes = report(
             config.dataset, config.out, config, pdf=False, record=True, run_date=RUN_DATE
         )

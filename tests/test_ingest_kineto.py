@@ -518,6 +518,7 @@ def test_profiler_spans_line_up_with_the_servers_log(tmp_path: Path) -> None:
         SELECT count(*), max(abs(o.ts_us - r.compute_start_us)),
             median(abs(o.ts_us - r.compute_start_us))
         FROM op_exec o JOIN request r ON o.name LIKE 'request ' || r.request_id || ' %'
+        WHERE r.arrival_known IS NULL  -- the server's log, not the spans' own requests
         """
         )
         .fetchall()
@@ -539,3 +540,34 @@ def test_a_base_no_clock_can_use_leaves_the_times_alone(tmp_path: Path, base: st
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, f)
     assert ds.connect().execute("SELECT ts_us FROM op_exec").fetchall() == [(5284191360471.0,)]
+
+
+def test_request_annotations_are_requests_without_an_arrival(tmp_path: Path) -> None:
+    """`record_function("request <id> [<shape>]")` spans are requests (compute only: no arrival,
+    so `arrival_known` is false); other annotations, a bad shape or no shape are handled."""
+    span = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1}
+    events = [
+        {**span, "name": "request r1 batch=8,seq=32", "ts": 10.0, "dur": 5.0},
+        {**span, "name": "request r2", "ts": 20.0, "dur": 1.0},
+        {**span, "name": "request r3 b=not-a-number", "ts": 30.0, "dur": 1.0},
+        {**span, "name": "requests are served here", "ts": 40.0, "dur": 1.0},
+        {**span, "name": "request", "ts": 50.0, "dur": 1.0},
+        {**span, "name": "request r4 batch=1 extra words", "ts": 60.0, "dur": 1.0},
+        {"ph": "X", "cat": "cpu_op", "name": "request r5 batch=1", "ts": 70.0, "dur": 1.0},
+    ]
+    f = write_trace(tmp_path / "t.json", events)
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, f, hints={"workload": "w"})
+    got = (
+        ds.connect()
+        .execute(
+            "SELECT request_id, shape, compute_start_us, compute_end_us, arrival_us, "
+            "arrival_known, status FROM request ORDER BY compute_start_us"
+        )
+        .fetchall()
+    )
+    assert got == [
+        ("r1", "batch=8,seq=32", 10.0, 15.0, 10.0, False, "ok"),
+        ("r2", "unknown", 20.0, 21.0, 20.0, False, "ok"),
+        ("r3", "unknown", 30.0, 31.0, 30.0, False, "ok"),
+    ]

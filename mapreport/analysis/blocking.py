@@ -24,6 +24,10 @@ ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
 """Adaptation events that occupy the worker while they run."""
 
 _EVENTS = ", ".join(f"'{e}'" for e in ADAPTING_EVENTS)
+BACK_TO_BACK_US = 1000.0
+"""Without a recorded arrival, a request whose compute starts within this of its worker's last
+finishing had been waiting (on the real torch.compile case, every request that waited started
+within 0.87 ms of the one before it ending, every other one 1.19 ms or more after)."""
 
 LOAD_SQL = f"""
 CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS
@@ -35,6 +39,10 @@ WITH r AS (
     SELECT event, shape, ts_us, ts_us + coalesce(dur_us, 0) AS end_us
     FROM adaptation_event
     WHERE workload = $w AND slice = $s AND event IN ({_EVENTS})
+    UNION ALL  -- a compile's own log (TORCH_TRACE): its shapes are tensors', so it names none
+    SELECT 'recompile', NULL, ts_us, ts_us + compile_ms * 1000
+    FROM compile_event
+    WHERE workload = $w AND slice = $s AND ts_us IS NOT NULL AND compile_ms IS NOT NULL
 ), adapting AS (
     SELECT r.rid, min(ev.event) AS event
     FROM r JOIN ev ON ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
@@ -51,8 +59,12 @@ WITH r AS (
         ) AS busy_until
     FROM r LEFT JOIN adapting a USING (rid)
 ), periods AS (
-    SELECT *, sum(CASE WHEN busy_until IS NULL OR arrival_us >= busy_until THEN 1 ELSE 0 END)
-        OVER (PARTITION BY worker ORDER BY compute_start_us, rid) AS period
+    SELECT *, sum(CASE
+            WHEN busy_until IS NULL THEN 1
+            WHEN arrival_known THEN CASE WHEN arrival_us >= busy_until THEN 1 ELSE 0 END
+            -- no arrival recorded: a request that starts when its worker frees had waited
+            ELSE CASE WHEN compute_start_us - busy_until > {BACK_TO_BACK_US} THEN 1 ELSE 0 END
+        END) OVER (PARTITION BY worker ORDER BY compute_start_us, rid) AS period
     FROM ordered
 ), attributed AS (
     SELECT *, last_value(CASE WHEN adapted THEN rid END IGNORE NULLS) OVER (
@@ -68,7 +80,7 @@ FROM attributed WHERE adapted OR blocked_by IS NOT NULL
 
 EVENTS_SQL = f"""
 SELECT b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us,
-    count(v.rid) AS blocked, coalesce(sum(v.queue_us), 0) AS wait_us,
+    count(v.rid) AS blocked, sum(v.queue_us) AS wait_us,
     quantile_cont(v.queue_us, 0.95) AS wait_p95_us,
     list(DISTINCT v.shape ORDER BY v.shape) AS shapes
 FROM {BLOCKED_TABLE} b JOIN {BLOCKED_TABLE} v ON v.blocked_by = b.rid
@@ -100,8 +112,8 @@ class BlockingEvent:
     duration_us: float
     """Its compute time: how long the worker was held."""
     blocked: int
-    wait_us: float
-    """Summed queue wait of the requests blocked behind it."""
+    wait_us: float | None
+    """Summed queue wait of the requests blocked behind it (None: no arrival recorded)."""
     wait_p95_us: float | None
     shapes: tuple[str, ...]
     """The shapes of the blocked requests."""
@@ -113,7 +125,8 @@ class Victims:
 
     shape: str
     blocked: int
-    wait_us: float
+    wait_us: float | None
+    """None when the requests record no arrival (their wait is not measured)."""
 
 
 MINOR_SHARE = 0.01
@@ -137,16 +150,28 @@ class Blocking:
         return sum(v.blocked for v in self.victims)
 
     @property
-    def wait_us(self) -> float:
-        """Their summed queue wait."""
-        return sum(v.wait_us for v in self.victims)
+    def wait_us(self) -> float | None:
+        """Their summed queue wait (None when no blocked request records its arrival)."""
+        known = [v.wait_us for v in self.victims if v.wait_us is not None]
+        return sum(known) if known else None
+
+    @property
+    def wait_known(self) -> bool:
+        """Every blocking event's wait is measured (its requests record their arrival)."""
+        return all(e.wait_us is not None for e in self.events)
 
     @property
     def material(self) -> tuple[BlockingEvent, ...]:
-        """The events behind at least MINOR_SHARE of the blocked wait: what the finding names
-        (a fallback run that held one request for 170 µs beside 1.5 s recompiles is not)."""
-        total = sum(e.wait_us for e in self.events)
-        return tuple(e for e in self.events if total > 0 and e.wait_us >= MINOR_SHARE * total)
+        """The events behind at least MINOR_SHARE of the blocked wait (of the blocked
+        requests, when a wait is not measured): what the finding names (a fallback run that
+        held one request for 170 µs beside 1.5 s recompiles is not)."""
+        known = self.wait_known
+
+        def weight(e: BlockingEvent) -> float:
+            return e.wait_us if known and e.wait_us is not None else float(e.blocked)
+
+        total = sum(weight(e) for e in self.events)
+        return tuple(e for e in self.events if total > 0 and weight(e) >= MINOR_SHARE * total)
 
     @property
     def triggers(self) -> tuple[str, ...]:
@@ -194,7 +219,7 @@ def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
             float(start),
             float(dur),
             int(n),
-            float(wait),
+            None if wait is None else float(wait),
             None if p95 is None else float(p95),
             tuple(shapes or ()),
         )
@@ -203,7 +228,7 @@ def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
         ).fetchall()
     )
     victims = tuple(
-        Victims(str(shape), int(n), float(wait or 0.0))
+        Victims(str(shape), int(n), None if wait is None else float(wait))
         for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
     )
     return Blocking(events, victims)

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from mapreport.analysis.accuracy import ShapeAccuracy
 from mapreport.analysis.adaptation import ShapeGain
-from mapreport.analysis.common import Evidence, Thresholds
+from mapreport.analysis.common import Evidence, Interval, Thresholds
+from mapreport.analysis.stats import wilson_interval
 from mapreport.analysis.tail import DRIVERS, TailDrivers
 from mapreport.kinds import AccuracyState, BottleneckClass, ClassBasis, Driver, GainState
 
@@ -50,6 +51,27 @@ def read_tail(tail: TailDrivers, sources: tuple[str, ...]) -> ShapeClass:
     return ShapeClass(BottleneckClass(top.value), ClassBasis.DRIVER_DECIDES, ev, top)
 
 
+TAIL_SHARE = 0.05
+"""The share of requests a p95 tail holds."""
+
+
+def read_blocked_share(blocked: int, n: int, sources: tuple[str, ...]) -> ShapeClass | None:
+    """A slice whose requests record no arrival has no latency tail; blocking behind
+    adaptation decides it when the blocked requests' share has a 95% Wilson interval above
+    TAIL_SHARE (more requests waited behind adaptation than a p95 tail holds). None without
+    blocked requests."""
+    if not blocked or not n:
+        return None
+    ev = Evidence("blocked_share", blocked / n, n, Interval(*wilson_interval(blocked, n)), sources)
+    assert ev.ci is not None
+    cls = (
+        BottleneckClass.BLOCKED_BEHIND_ADAPTATION
+        if ev.ci.low > TAIL_SHARE
+        else BottleneckClass.INSUFFICIENT_EVIDENCE
+    )
+    return ShapeClass(cls, ClassBasis.BLOCKED_SHARE, ev, Driver.BLOCKED_BEHIND_ADAPTATION)
+
+
 def classify(
     n_static: int,
     acc: ShapeAccuracy,
@@ -57,10 +79,12 @@ def classify(
     tail: TailDrivers | None,
     sources: Sequence[str],
     th: Thresholds,
+    latency_measured: bool = True,
 ) -> ShapeClass:
     """One primary class per shape: the tail first, then mapping accuracy, then adaptation.
 
-    - no tail drivers (fewer than `min_samples_p95` requests): insufficient_evidence;
+    - no latency (the requests record no arrival) or no tail drivers (fewer than
+      `min_samples_p95` requests): insufficient_evidence;
     - a material tail: the largest driver decides when its share is >= 0.4, its CI excludes
       zero and no other driver's CI reaches it (else the tie or the weak evidence is stated and
       the class is insufficient_evidence);
@@ -70,6 +94,8 @@ def classify(
       adaptation_overhead; otherwise none.
     """
     src = tuple(sources)
+    if not latency_measured:
+        return ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.LATENCY_NOT_MEASURED)
     if tail is None:
         return ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
     if tail.material:

@@ -86,9 +86,11 @@ def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> No
         CREATE OR REPLACE TEMP VIEW {SLICE_TABLE} AS
         SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
             r.stream, r.core, r.batch_size, r.mem_peak_bytes, r.source_id, r.line,
-            r.arrival_us, r.compute_end_us,
-            r.compute_end_us - r.arrival_us AS latency_us,
-            r.compute_start_us - r.queue_start_us AS queue_us,
+            r.arrival_us, r.compute_end_us, r.arrival_known IS NOT FALSE AS arrival_known,
+            CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_end_us - r.arrival_us END
+                AS latency_us,
+            CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_start_us - r.queue_start_us END
+                AS queue_us,
             r.compute_end_us - r.compute_start_us AS compute_us,
             (r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan) AS on_primary
         FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)

@@ -27,7 +27,7 @@ from mapreport.analysis.checklist import (
     precision_changes,
     quality_records,
 )
-from mapreport.analysis.classify import ShapeClass, classify, read_tail
+from mapreport.analysis.classify import ShapeClass, classify, read_blocked_share, read_tail
 from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
 from mapreport.analysis.coverage import (
@@ -231,14 +231,18 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
             drivers = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
             if drivers is not None:
                 evaluated.append((parts, drivers.unmeasured))
-        c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th)
+        measured = m.latency.p50 is not None or not m.n
+        c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th, measured)
         shapes.append(replace(m, tail=drivers, diagnosis=c))
     f.shapes = shapes
     lat = f.latency
     args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
     f.tail = combine(evaluated, *args)
+    sources = tuple(s.source_id for s in f.sources)
     if f.tail is not None and f.tail.material:
-        f.tail_class = read_tail(f.tail, tuple(s.source_id for s in f.sources))
+        f.tail_class = read_tail(f.tail, sources)
+    elif lat.p50 is None and lat.n:  # no arrivals recorded: the blocked requests' share
+        f.tail_class = read_blocked_share(f.blocking.blocked, lat.n, sources)
 
 
 def scheduling_step(ctx: Context, f: Facts) -> None:

@@ -127,3 +127,11 @@ def jain_index(loads: Sequence[float]) -> float | None:
     if len(x) == 0 or float(np.sum(x * x)) == 0:
         return None
     return float(np.sum(x) ** 2 / (len(x) * np.sum(x * x)))
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """Wilson score 95% interval of a proportion k / n (n > 0)."""
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, float(centre - half)), min(1.0, float(centre + half))

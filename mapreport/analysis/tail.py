@@ -168,8 +168,8 @@ def tail_drivers(
     t: TailRows, parts: FloatArray, th: Thresholds, review: Review, seed: int
 ) -> TailDrivers | None:
     """The tail drivers of one shape from its attributed parts; None below the p95 evidence
-    threshold."""
-    if t.n < th.min_samples_p95:
+    threshold or without latency (its requests record no arrival)."""
+    if t.n < th.min_samples_p95 or t.p50_us is None:
         return None
     unmeasured = [
         d for d, n in ((Driver.CORE_IMBALANCE, t.n_core), (Driver.MEMORY_BURST, t.n_mem)) if n == 0

@@ -40,6 +40,7 @@ from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES
 from mapreport.ingest.kineto_link import extra, link
+from mapreport.ingest.kineto_requests import request_columns
 from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
 from mapreport.ingest.records import JsonDecoder, Memo, open_bytes
 from mapreport.ingest.sink import Sink
@@ -448,7 +449,7 @@ class KinetoReader:
 
     name = "kineto"
     summary = "PyTorch profiler (Kineto) Chrome trace JSON: cpu ops, kernels, launches"
-    tables = ("op_exec", "environment")
+    tables = ("op_exec", "request", "environment")
     default_policy: ErrorPolicy = "abort"
 
     def sniff(self, head: Head) -> bool:
@@ -460,7 +461,8 @@ class KinetoReader:
         )
 
     def read(self, path: Path, sink: Sink) -> None:
-        """Stream the events into columns, link kernels to their operators, write op_exec."""
+        """Stream the events into columns, link kernels to their operators, write op_exec (and
+        a request per request annotation span, `kineto_requests`)."""
         memo = _Memo()
         tables: list[pa.Table] = []
         try:
@@ -509,6 +511,9 @@ class KinetoReader:
                     "extra": extra(part, ops.slice(start, n)),
                 },
             )
+        found = request_columns(rows, workload, slice_)
+        if found is not None:
+            sink.add_table("request", workload, *found)
         self._environment(sink, header)
 
     @staticmethod

@@ -77,16 +77,16 @@ class Sink:
         lines: pa.Array | pa.ChunkedArray,
         columns: dict[str, Any],
     ) -> None:
-        """Add many rows of one workload at once, as Arrow arrays or lists per column."""
+        """Add many rows of one workload at once, as Arrow arrays or lists per column (a
+        nullable column left out is null)."""
         n = len(lines)
         if not n:
             return
         data = {**columns, "source_id": pa.array([self.source_id] * n, pa.string()), "line": lines}
         self.rows[table] += n
         schema = TABLES[table]
-        self._write(
-            table, workload, pa.table({f.name: data[f.name] for f in schema}, schema=schema)
-        )
+        cols = {f.name: data[f.name] if f.name in data else pa.nulls(n, f.type) for f in schema}
+        self._write(table, workload, pa.table(cols, schema=schema))
 
     def for_part(self, part: str) -> Sink:
         """A sink for a helper process reading part of the same file: same staging folder,

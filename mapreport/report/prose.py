@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
-from mapreport.kinds import BLOCKERS, ActionKind, ClassBasis
+from mapreport.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
 from mapreport.report.filters import (
     DASH,
     duration,
@@ -139,12 +139,21 @@ def blocking_title(a: Action, name: str) -> str:
         it="it" if one else "any of them",
         n=len(triggers),
     )
+    wait = (
+        f"{duration(p['wait_us'])} summed"
+        if p["wait_us"] is not None
+        else "their wait is not recorded"
+    )
+    drives = (
+        f"{pct(p['share'], 0)} of the slice's requests"
+        if p["of_requests"]
+        else f"which drives {pct(p['share'], 0)} of the slice's tail"
+    )
     return (
         f"Take serving-time adaptation off the queue of {name}: "
         f"{adaptations(tuple(p['hows']), p['events'])} of {shape_list(triggers)} held the worker "
         f"for {stalls} each while {plural(p['blocked'], 'request')} of "
-        f"{plural(p['victim_shapes'], 'shape')} waited behind them ({duration(p['wait_us'])} "
-        f"summed), which drives {pct(p['share'], 0)} of the slice's tail; {remedy}"
+        f"{plural(p['victim_shapes'], 'shape')} waited behind them ({wait}), {drives}; {remedy}"
     )
 
 
@@ -158,6 +167,11 @@ def rollback_text(a: Action, name: str) -> str:
     t = a.rollback_trigger
     if t.runs == 0:
         return "not a runtime change: nothing to roll back"
+    if t.pre_change is None:
+        return (
+            f"{metric(t.metric)} of {name} is not measured (the requests record no arrival): "
+            "record arrivals to bound a rollback"
+        )
     bound = (f"> SLA {duration(t.sla_us)} or " if t.sla_us is not None else "> ") + (
         f"+10% over the pre-change {duration(t.pre_change)}"
     )
@@ -228,7 +242,8 @@ def tail_sentence(r: SliceResult) -> str:
     """What drives the slice's tail, when its pooled tail decides a class ('' otherwise); the
     blocking finding names what the requests waited behind."""
     c = r.tail_class
-    if c is None or c.basis != ClassBasis.DRIVER_DECIDES or c.evidence is None:
+    decided = c is not None and c.cls != BottleneckClass.INSUFFICIENT_EVIDENCE
+    if c is None or not decided or c.evidence is None:
         return ""
     what = label(c.cls)
     if r.blocking_drives_tail:
@@ -237,6 +252,11 @@ def tail_sentence(r: SliceResult) -> str:
         what += (
             f" ({plural(sum(e.blocked for e in b.material), 'request')} behind "
             f"{adaptations(hows, len(b.material))} of {shape_list(b.triggers)})"
+        )
+    if c.basis == ClassBasis.BLOCKED_SHARE:
+        return (
+            f" Its tail: latency is not recorded, but {pct(c.evidence.value, 0)} of its requests "
+            f"were {what}."
         )
     return f" Its tail: {what} drives {pct(c.evidence.value, 0)} of the excess above p95."
 

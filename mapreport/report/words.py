@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.checklist import ChecklistItem, Pitfall
-from mapreport.analysis.classify import DECIDING_SHARE
+from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
@@ -202,6 +202,10 @@ CLASS_BASES: dict[ClassBasis, str] = {
     "make up for it",
     ClassBasis.ADAPTATION_COSTS: "adaptation costs more than it gains: net p50 gain {net}",
     ClassBasis.NOTHING_FOUND: "tail immaterial and no mapping or adaptation problem measured",
+    ClassBasis.LATENCY_NOT_MEASURED: "latency not measured: the requests record no arrival "
+    "(profiler spans give compute only)",
+    ClassBasis.BLOCKED_SHARE: "latency not measured; {blocked_share} of the requests started "
+    "behind an adapting request (95% CI {ci}), against the {tail_share} a p95 tail holds",
 }
 
 REMEDIES: dict[BlockingRemedy, str] = {
@@ -326,10 +330,16 @@ def class_reason(m: ShapeMetrics, r: SliceResult) -> str:
     )
     behind = adaptations(tuple(sorted({e.how for e in b.material})), len(b.material))
     victims = next((v for v in b.victims if v.shape == m.shape), None)
-    if m.diagnosis.top == Driver.BLOCKED_BEHIND_ADAPTATION and victims is not None:
+    unread = m.diagnosis.basis == ClassBasis.LATENCY_NOT_MEASURED
+    if victims is not None and (m.diagnosis.top == Driver.BLOCKED_BEHIND_ADAPTATION or unread):
+        waited = (
+            f"waited {duration(victims.wait_us)} in all"
+            if victims.wait_us is not None
+            else "started back to back"
+        )
         reason += (
-            f"; cause: {victims.blocked:,} of its requests waited {duration(victims.wait_us)} in "
-            f"all behind {behind} of {shape_list(b.triggers)} ({finding})"
+            f"; cause: {victims.blocked:,} of its requests {waited} behind {behind} of "
+            f"{shape_list(b.triggers)} ({finding})"
         )
     blocked = sum(e.blocked for e in b.material if e.shape == m.shape)
     if blocked:
@@ -364,6 +374,8 @@ def _basis(m: ShapeMetrics, th: Thresholds) -> str:
         net=signed_pct(m.gain.net_gain_p50),
         n_tail=t.n_tail if t is not None else 0,
         ci=_ci(c.evidence.ci if c.evidence else None),
+        blocked_share=_p(c.evidence.value if c.evidence else None),
+        tail_share=_p(TAIL_SHARE),
     )
 
 
