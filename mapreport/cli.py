@@ -21,7 +21,14 @@ import click
 
 from mapreport import __version__
 from mapreport.config import MAX_JOBS, default_config, load_config
-from mapreport.errors import ERROR_POLICIES, ErrorPolicy, MapreportError, ReportError
+from mapreport.errors import (
+    ERROR_POLICIES,
+    DatasetError,
+    ErrorPolicy,
+    MapreportError,
+    ReportError,
+)
+from mapreport.evidence import explain
 from mapreport.ingest import READERS, IngestResult
 from mapreport.nightly import NightRun, keep_from, run
 from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report
@@ -488,6 +495,23 @@ def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbo
         f"files, {plan.bytes / 2**20:.1f} MiB; {len(plan.retired)} source file(s) "
         f"{'would be ' if dry_run else ''}retired"
     )
+
+
+@main.command("explain")
+@click.argument("pack_id", metavar="ID")
+@dataset_opt
+@verbose_opt
+@domain_errors
+def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
+    """Rerun the evidence of a class or an action (ID: the action's id in findings.json, or the
+    pack named in the report) against the dataset: its figure, n and 95% CI next to the
+    report's, the rows and the files they come from. Exit 5 when they are not reproduced."""
+    _logging(verbose)
+    lines, ok = explain(dataset, pack_id)
+    for line in lines:
+        echo(line)
+    if not ok:
+        sys.exit(DatasetError.exit_code)
 
 
 @main.command("formats")

@@ -21,6 +21,7 @@ from mapreport.analysis import RunKey, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
+from mapreport.evidence import PACKS, write_packs
 from mapreport.files import atomic_write
 from mapreport.ingest import (
     IngestResult,
@@ -316,6 +317,7 @@ def report(
                 written = write_slice_report(
                     result, folder, exporter, pdf, index=out / "index.html"
                 )
+                write_packs(con, result, folder / PACKS, ds.root / PACKS)
                 later: tuple[str, ...] = ()
                 if record:
                     rows = history_rows(result, written.titles, key)

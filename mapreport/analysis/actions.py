@@ -160,6 +160,12 @@ def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
+def class_id(workload: str, slice_: str, shape: str) -> str:
+    """The evidence pack id of a shape's class (`*`: the slice's pooled tail), stable across
+    nights like an action's."""
+    return action_id(workload, slice_, shape, "class")
+
+
 def _rollback(s: Scope, m: ShapeMetrics | None) -> RollbackTrigger:
     """The tail bound of a shape's change (of the slice's, for `m` None)."""
     lat = s.latency if m is None else m.latency

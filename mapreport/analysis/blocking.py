@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import duckdb
 
-from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE
+from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE, literal
 from mapreport.kinds import BlockingRemedy
 
 ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
@@ -29,8 +29,7 @@ BACK_TO_BACK_US = 1000.0
 finishing had been waiting (on the real torch.compile case, every request that waited started
 within 0.87 ms of the one before it ending, every other one 1.19 ms or more after)."""
 
-LOAD_SQL = f"""
-CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS
+_BLOCKED = f"""
 WITH r AS (
     SELECT *, compute_end_us - compute_us AS compute_start_us, coalesce(core, -1) AS worker,
         source_id || ':' || CAST(line AS VARCHAR) AS rid
@@ -38,11 +37,11 @@ WITH r AS (
 ), ev AS (
     SELECT event, shape, ts_us, ts_us + coalesce(dur_us, 0) AS end_us
     FROM adaptation_event
-    WHERE workload = $w AND slice = $s AND event IN ({_EVENTS})
+    WHERE workload = {{w}} AND slice = {{s}} AND event IN ({_EVENTS})
     UNION ALL  -- a compile's own log (TORCH_TRACE): its shapes are tensors', so it names none
     SELECT 'recompile', NULL, ts_us, ts_us + compile_ms * 1000
     FROM compile_event
-    WHERE workload = $w AND slice = $s AND ts_us IS NOT NULL AND compile_ms IS NOT NULL
+    WHERE workload = {{w}} AND slice = {{s}} AND ts_us IS NOT NULL AND compile_ms IS NOT NULL
 ), adapting AS (
     SELECT r.rid, min(ev.event) AS event
     FROM r JOIN ev ON ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
@@ -77,6 +76,12 @@ SELECT source_id, line, rid, shape, how, adapted, seen_before, worker, compute_s
     compute_us, queue_us, blocked_by
 FROM attributed WHERE adapted OR blocked_by IS NOT NULL
 """
+
+
+def blocked_select(workload: str, slice_: str) -> str:
+    """The SELECT of BLOCKED_TABLE for one slice (over the slice view of `query.load_slice`)."""
+    return _BLOCKED.format(w=literal(workload), s=literal(slice_))
+
 
 EVENTS_SQL = f"""
 SELECT b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us,
@@ -204,7 +209,8 @@ FALLBACK_HOWS = ("fallback", "fallback_enter")
 
 def load_blocking(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
     """Mark the slice's adapting and blocked requests (BLOCKED_TABLE) over the slice view."""
-    con.execute(LOAD_SQL, {"w": workload, "s": slice_})
+    select = blocked_select(workload, slice_)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS {select}")
 
 
 def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:

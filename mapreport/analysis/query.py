@@ -57,34 +57,33 @@ def records(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
-def _literal(text: str) -> str:
+def literal(text: str) -> str:
+    """A SQL string literal."""
     return "'" + text.replace("'", "''") + "'"
 
 
-def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
-    """Define the slice's requests (a temporary view over the Parquet files, with the derived
-    columns) and count its requests per (shape, plan) once, from which each shape's primary
-    plan comes, so no query re-derives them. The view streams from Parquet: memory does not
-    grow with the slice. `drop_slice` removes all three."""
-    w, s = _literal(workload), _literal(slice_)
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {SLICE_TABLE}_plans AS
-        SELECT shape, plan_id, count(*) AS c FROM request
-        WHERE workload = {w} AND slice = {s} GROUP BY shape, plan_id
-        """
-    )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {SLICE_TABLE}_primary AS
-        SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
-        FROM {SLICE_TABLE}_plans WHERE plan_id IS NOT NULL GROUP BY shape
-        """
-    )
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP VIEW {SLICE_TABLE} AS
-        SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
+def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
+    """(kind, name, SELECT) of the slice's objects, in dependency order: its requests per
+    (shape, plan), each shape's primary plan, and the requests with their derived columns.
+    `load_slice` creates them; an evidence pack's SQL defines them as CTEs of the same text."""
+    w, s = literal(workload), literal(slice_)
+    return [
+        (
+            "TABLE",
+            f"{SLICE_TABLE}_plans",
+            f"""SELECT shape, plan_id, count(*) AS c FROM request
+        WHERE workload = {w} AND slice = {s} GROUP BY shape, plan_id""",
+        ),
+        (
+            "TABLE",
+            f"{SLICE_TABLE}_primary",
+            f"""SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
+        FROM {SLICE_TABLE}_plans WHERE plan_id IS NOT NULL GROUP BY shape""",
+        ),
+        (
+            "VIEW",
+            SLICE_TABLE,
+            f"""SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
             r.stream, r.core, r.batch_size, r.mem_peak_bytes, r.source_id, r.line,
             r.arrival_us, r.compute_end_us, r.arrival_known IS NOT FALSE AS arrival_known,
             CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_end_us - r.arrival_us END
@@ -94,9 +93,23 @@ def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> No
             r.compute_end_us - r.compute_start_us AS compute_us,
             (r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan) AS on_primary
         FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
-        WHERE r.workload = {w} AND r.slice = {s}
-        """
-    )
+        WHERE r.workload = {w} AND r.slice = {s}""",
+        ),
+    ]
+
+
+def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
+    """Define the slice's requests (a temporary view over the Parquet files, with the derived
+    columns) and count its requests per (shape, plan) once, from which each shape's primary
+    plan comes, so no query re-derives them. The view streams from Parquet: memory does not
+    grow with the slice. `drop_slice` removes all three."""
+    for kind, name, select in slice_definitions(workload, slice_):
+        con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+
+
+def as_ctes(definitions: list[tuple[str, str, str]]) -> str:
+    """Definitions as the CTEs of one self-contained query: `WITH a AS (...), b AS (...)`."""
+    return "WITH " + ",\n".join(f"{name} AS ({select})" for _, name, select in definitions)
 
 
 def drop_slice(con: duckdb.DuckDBPyConnection) -> None:

@@ -5,7 +5,7 @@ Each metric family declares its own result type in its module; these two types n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy
 from mapreport.analysis.actions import Action
@@ -118,6 +118,8 @@ class SliceResult:
     sweep: LoadSweep | None
     blocking: Blocking
     """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
+    budgets: dict[str, float] = field(default_factory=dict)
+    """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a
     `blocked_behind_adaptation` class here is the blocking finding."""

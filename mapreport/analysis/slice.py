@@ -109,6 +109,7 @@ class Facts:
     history: History | None = None
     blocking: Blocking = field(default_factory=lambda: Blocking(()))
     tail_class: ShapeClass | None = None
+    budgets: dict[str, float] = field(default_factory=dict)
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -220,7 +221,8 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
         for m in f.shapes
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
-    tails = tail_rows(ctx.con, budgets, ctx.rows, ctx.cores)
+    f.budgets = budgets
+    tails = tail_rows(ctx.con, budgets, ctx.rows)
     evaluated = []  # attributed tail parts of every shape with tail evidence
     shapes = []
     for m in f.shapes:
@@ -413,4 +415,5 @@ def analyze(
         sweep=f.sweep,
         blocking=f.blocking,
         tail_class=f.tail_class,
+        budgets=f.budgets,
     )

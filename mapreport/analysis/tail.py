@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds
-from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, ShapeRow, temp_name
+from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, SLICE_TABLE, ShapeRow, literal
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
 from mapreport.kinds import Driver
 
@@ -130,7 +130,7 @@ def material(
     )
 
 
-def _sorted_rows(parts: FloatArray) -> FloatArray:
+def canonical_rows(parts: FloatArray) -> FloatArray:
     """Rows in a canonical order, so the bootstrap does not depend on input row order."""
     if len(parts) == 0:
         return parts
@@ -149,7 +149,7 @@ def _drivers(
     seed: int,
 ) -> TailDrivers:
     """Shares, their CIs and materiality of attributed tail parts."""
-    parts = _sorted_rows(parts)
+    parts = canonical_rows(parts)
     sh = shares(parts)
     return TailDrivers(
         n=n,
@@ -211,90 +211,90 @@ class TailRows:
     sources: tuple[str, ...]
 
 
-def tail_rows(
-    con: duckdb.DuckDBPyConnection,
-    budgets: dict[str, float],
-    shapes: Sequence[ShapeRow],
-    cores: dict[str, list[tuple[int, float]]],
-) -> dict[str, TailRows]:
-    """Per shape: the ok requests above its p95 latency and how far each driver pushed them.
+def tail_sql(budgets: dict[str, float], shape: str | None = None) -> str:
+    """The SELECT of the slice's tail requests (of `shape`, or every shape) with the raw size
+    of each driver, over the slice view and BLOCKED_TABLE; per-shape medians and p95 come from
+    the same rows in the query, the memory budgets the plan states are literals. The analysis
+    runs it over `load_slice`'s objects; an evidence pack defines them as CTEs and runs it too.
 
     excess = latency - p50(latency); blocked = queue - p50(queue) of a request blocked behind
     adaptation (`blocking.load_blocking`), queueing = the same of any other; fallback = compute
     excess of requests that ran `fallback`; memory = compute excess of requests whose peak memory
     exceeds the bucket's budget (1.5 x the shape's p50 memory without one); core = p50 compute
     on the request's core - p50 compute on all cores. Each is clipped at zero here; the
-    attribution clips them to the excess. The per-shape percentiles come from `shape_rows`
-    and the per-core medians from `core_medians`: only the tail rows are scanned here.
-    """
-    stats_name = temp_name("tail_stats")
-    cores_name = temp_name("tail_cores")
-    with_n = [r for r in shapes if r.n]
-    con.register(
-        stats_name,
-        pa.table(
-            {
-                "shape": [r.shape for r in with_n],
-                "lat50": [r.latency.p50 for r in with_n],
-                "lat95": [r.latency.p95 for r in with_n],
-                "q50": [r.queue.p50 for r in with_n],
-                "c50": [r.compute.p50 for r in with_n],
-                "m50": [r.mem_p50 for r in with_n],
-                "budget": [budgets.get(r.shape) for r in with_n],
-            },
-            schema=pa.schema(
-                [("shape", pa.string())]
-                + [(c, pa.float64()) for c in ("lat50", "lat95", "q50", "c50", "m50", "budget")]
-            ),
-        ),
+    attribution (`attribute`) clips them to the excess."""
+    values = ", ".join(f"({literal(k)}, {float(v)!r})" for k, v in sorted(budgets.items()))
+    budget_rows = (
+        f"SELECT * FROM (VALUES {values}) b(shape, budget)"
+        if budgets
+        else "SELECT NULL::VARCHAR AS shape, NULL::DOUBLE AS budget WHERE false"
     )
-    per_core = [(shape, core, p50) for shape, cs in cores.items() for core, p50 in cs]
-    con.register(
-        cores_name,
-        pa.table(
-            {
-                "shape": [c[0] for c in per_core],
-                "core": [c[1] for c in per_core],
-                "c50_core": [c[2] for c in per_core],
-            },
-            schema=pa.schema(
-                [("shape", pa.string()), ("core", pa.int32()), ("c50_core", pa.float64())]
-            ),
+    only = f"AND ok.shape = {literal(shape)}" if shape is not None else ""
+    return f"""
+        WITH ok AS (SELECT * FROM {SLICE_TABLE} WHERE status = 'ok'),
+        s AS (
+            SELECT shape, count(*) AS n, quantile_cont(latency_us, 0.5) AS lat50,
+                quantile_cont(latency_us, 0.95) AS lat95, quantile_cont(queue_us, 0.5) AS q50,
+                quantile_cont(compute_us, 0.5) AS c50, quantile_cont(mem_peak_bytes, 0.5) AS m50
+            FROM ok GROUP BY shape
         ),
-    )
-    try:
-        rows = con.execute(
-            f"""
-            SELECT ok.shape,
-                list([
-                    ok.latency_us - s.lat50,
-                    CASE WHEN bl.blocked_by IS NOT NULL
-                         THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END,
-                    CASE WHEN bl.blocked_by IS NULL
-                         THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END,
-                    CASE WHEN ok.variant = 'fallback'
-                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
-                    CASE WHEN ok.mem_peak_bytes > coalesce(s.budget, 1.5 * s.m50)
-                         THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END,
-                    greatest(coalesce(c.c50_core - s.c50, 0), 0)
-                ] ORDER BY ok.latency_us, ok.source_id, ok.line),
-                list(DISTINCT ok.source_id ORDER BY ok.source_id)
-            FROM ({REQUESTS}) ok JOIN {stats_name} s USING (shape)
-            LEFT JOIN {cores_name} c ON c.shape = ok.shape AND c.core = ok.core
-            LEFT JOIN {BLOCKED_TABLE} bl ON bl.source_id = ok.source_id AND bl.line = ok.line
-            WHERE ok.status = 'ok' AND ok.latency_us > s.lat95
-            GROUP BY ok.shape
-            """
-        ).fetchall()
-    finally:
-        con.unregister(stats_name)
-        con.unregister(cores_name)
-    tails = {shape: (np.asarray(parts, dtype=np.float64), src) for shape, parts, src in rows}
+        c AS (
+            SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
+            FROM ok WHERE core IS NOT NULL GROUP BY shape, core
+        ),
+        b AS ({budget_rows})
+        SELECT ok.shape, s.n, ok.source_id, ok.line, ok.latency_us,
+            ok.latency_us - s.lat50 AS excess,
+            CASE WHEN bl.blocked_by IS NOT NULL
+                 THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END AS blocked,
+            CASE WHEN bl.blocked_by IS NULL
+                 THEN greatest(ok.queue_us - s.q50, 0) ELSE 0 END AS queueing,
+            CASE WHEN ok.variant = 'fallback'
+                 THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END AS fallback,
+            CASE WHEN ok.mem_peak_bytes > coalesce(b.budget, 1.5 * s.m50)
+                 THEN greatest(ok.compute_us - s.c50, 0) ELSE 0 END AS memory,
+            greatest(coalesce(c.c50_core - s.c50, 0), 0) AS core
+        FROM ok JOIN s USING (shape)
+        LEFT JOIN b ON b.shape = ok.shape
+        LEFT JOIN c ON c.shape = ok.shape AND c.core = ok.core
+        LEFT JOIN {BLOCKED_TABLE} bl ON bl.source_id = ok.source_id AND bl.line = ok.line
+        WHERE ok.latency_us > s.lat95 {only}
+        ORDER BY ok.shape, ok.latency_us, ok.source_id, ok.line
+        """
+
+
+PART_COLUMNS = ("excess", "blocked", "queueing", "fallback", "memory", "core")
+"""The raw columns of `tail_sql`, in `TailRows.raw` order."""
+
+
+def group_tails(t: pa.Table) -> dict[str, tuple[FloatArray, tuple[str, ...]]]:
+    """`tail_sql` rows per shape: its raw parts (one row per tail request) and its sources."""
+    out: dict[str, tuple[FloatArray, tuple[str, ...]]] = {}
+    if t.num_rows == 0:
+        return out
+    shapes = np.asarray(t["shape"].to_pylist(), dtype=object)
+    raw = np.column_stack([t[c].to_numpy(zero_copy_only=False) for c in PART_COLUMNS])
+    sources = np.asarray(t["source_id"].to_pylist(), dtype=object)
+    for shape in dict.fromkeys(shapes.tolist()):
+        pick = shapes == shape
+        out[str(shape)] = (
+            raw[pick].astype(np.float64),
+            tuple(sorted(set(sources[pick].tolist()))),
+        )
+    return out
+
+
+def tail_rows(
+    con: duckdb.DuckDBPyConnection, budgets: dict[str, float], shapes: Sequence[ShapeRow]
+) -> dict[str, TailRows]:
+    """Per shape: its ok requests above its p95 latency and how far each driver pushed them
+    (`tail_sql`)."""
+    tails = group_tails(con.sql(tail_sql(budgets)).to_arrow_table())
     out = {}
     for s in shapes:
         if not s.n:
             continue
-        raw, src = tails.get(s.shape, (np.zeros((0, COLUMNS)), []))
+        raw, src = tails.get(s.shape, (np.zeros((0, COLUMNS)), ()))
         out[s.shape] = TailRows(
             n=s.n,
             p50_us=s.latency.p50,
@@ -303,7 +303,7 @@ def tail_rows(
             n_core=s.n_core,
             n_mem=s.n_mem,
             raw=raw.reshape(-1, COLUMNS),
-            sources=tuple(src),
+            sources=src,
         )
     return out
 

@@ -104,6 +104,7 @@ def shape_findings(line: ShapeLine) -> dict[str, Any]:
         "tail_drivers": d["tail"]["shares"] if m.tail else None,
         "tail": _tail(m.tail),
         "class_evidence": _evidence(m.diagnosis.evidence),
+        "class_pack": line.pack,
         "class_reason": line.class_reason,
     }
 

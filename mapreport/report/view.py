@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from mapreport.analysis.actions import SLICE_WIDE, Action
+from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
@@ -89,6 +89,8 @@ class ShapeLine:
     """Its anchor key: rows are `shape-<key>`, `class-<key>` and `decision-<key>`."""
     actions: tuple[tuple[int, str], ...] = ()
     """(number in the actions section, id) of each action on the shape."""
+    pack: str | None = None
+    """The id of its class's evidence pack (None: a class without evidence)."""
 
     @property
     def n_baseline(self) -> int:
@@ -281,7 +283,8 @@ def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
         if a.shape == m.shape or (a.kind == ActionKind.ADAPTATION_BLOCKING and m.shape in involved)
     )
     key = anchor_key(m.shape)
-    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, r), key, on)
+    pack = class_id(r.workload, r.slice, m.shape) if m.diagnosis.evidence is not None else None
+    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
 
 
 def core_evidence(r: SliceResult) -> tuple[CoreEvidence, ...]:

@@ -1,0 +1,405 @@
+"""Evidence packs: for every bottleneck class and every action of a slice, the rows its figure
+rests on (`<id>.parquet`, with `source_id` and `line`), the self-contained SQL that selects
+them from the dataset (`<id>.sql`), and a spec (`<id>.json`: the figure, its n and CI as the
+report states them, the window, the thresholds and how the figure follows from the rows).
+
+The SQL defines the slice's objects as CTEs of the same text the analysis creates them from
+(`query.slice_definitions`, `blocking.blocked_select`) and runs the analysis's own selection
+(`tail.tail_sql`, the primary plan's compute samples, the blocked requests). The figure follows
+from the rows by the analysis's own functions (`attribute`, `shares`, `share_intervals`,
+`shape_gain`, `shape_accuracy`, the Wilson interval), with the same seeds: nothing is computed
+a second way. `mapreport explain ID --dataset DS` reruns the SQL against the dataset and the
+reduction, and says whether the figure, n and CI are the ones the report stated.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mapreport.analysis.accuracy import shape_accuracy
+from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
+from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.blocking import blocked_select
+from mapreport.analysis.classify import ShapeClass
+from mapreport.analysis.common import Evidence, Thresholds
+from mapreport.analysis.environment import check_environment
+from mapreport.analysis.query import (
+    BLOCKED_TABLE,
+    ON_PRIMARY,
+    SLICE_TABLE,
+    as_ctes,
+    literal,
+    slice_definitions,
+)
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.stats import bootstrap_relative_error, seed_for, wilson_interval
+from mapreport.analysis.tail import (
+    DRIVERS,
+    attribute,
+    canonical_rows,
+    group_tails,
+    share_intervals,
+    shares,
+    tail_sql,
+)
+from mapreport.files import atomic_write
+from mapreport.kinds import Driver
+from mapreport.window import Window, WindowKind
+
+PACKS = "evidence"
+"""The folder of a slice's packs (under its report folder) and of their specs in the dataset."""
+MATCH = 1e-12
+"""Relative difference up to which a recomputed figure is the stated one (float summation)."""
+
+
+class Reduction(StrEnum):
+    """How a pack's figure follows from its rows."""
+
+    TAIL_SHARE = "tail_share"
+    """A driver's share of the tail excess (`attribute`, `shares`, `share_intervals`)."""
+    NET_GAIN = "net_gain"
+    """The net p50 gain of adaptation (`shape_gain`)."""
+    APE = "ape"
+    """The prediction's APE, with the signed error's CI (`shape_accuracy`)."""
+    BLOCKED_SHARE = "blocked_share"
+    """Requests blocked behind adaptation over ok requests (Wilson interval)."""
+    ENVIRONMENT = "environment"
+    """Keys whose values differ between the environment records (`check_environment`)."""
+    RECORDS = "records"
+    """No figure: the records (files) whose content or absence the finding states."""
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One class's or action's evidence: how to select its rows and what they must give."""
+
+    id: str
+    subject: str
+    """`action <kind>` or `class <class>`."""
+    workload: str
+    slice: str
+    shape: str
+    metric: str
+    reduction: Reduction
+    sql: str
+    params: dict[str, Any]
+    figure: float | None
+    n: int
+    ci: tuple[float, float] | None
+    window: dict[str, Any]
+    thresholds: dict[str, Any]
+
+    def spec(self) -> dict[str, Any]:
+        """The pack as JSON-ready builtins."""
+        return dataclasses.asdict(self)
+
+    @staticmethod
+    def from_spec(d: dict[str, Any]) -> Pack:
+        """A pack back from its spec."""
+        d = dict(d, reduction=Reduction(d["reduction"]))
+        d["ci"] = tuple(d["ci"]) if d["ci"] is not None else None
+        return Pack(**d)
+
+
+def _tables(r: SliceResult) -> str:
+    return as_ctes(
+        [
+            *slice_definitions(r.workload, r.slice),
+            ("TABLE", BLOCKED_TABLE, blocked_select(r.workload, r.slice)),
+        ]
+    )
+
+
+def _samples_sql(r: SliceResult, shape: str, events: bool) -> str:
+    """The shape's ok compute samples on its primary plan (and its adaptation events)."""
+    sql = (
+        f"SELECT 'sample' AS kind, shape, variant AS what, compute_us AS value, source_id, line "
+        f"FROM ({ON_PRIMARY}) WHERE status = 'ok' AND shape = {literal(shape)}"
+    )
+    if events:
+        sql += (
+            " UNION ALL SELECT 'event', shape, event, coalesce(dur_us, 0), source_id, line "
+            f"FROM adaptation_event WHERE workload = {literal(r.workload)} "
+            f"AND slice = {literal(r.slice)} AND shape = {literal(shape)}"
+        )
+    return f"{_tables(r)}\nSELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
+
+
+def _spec(
+    r: SliceResult,
+    pid: str,
+    subject: str,
+    shape: str,
+    ev: Evidence,
+    reduction: Reduction,
+    sql: str,
+    **params: Any,
+) -> Pack:
+    ci = None if ev.ci is None else (ev.ci.low, ev.ci.high)
+    return Pack(
+        pid,
+        subject,
+        r.workload,
+        r.slice,
+        shape,
+        ev.metric,
+        reduction,
+        sql,
+        params,
+        ev.value,
+        ev.n,
+        ci,
+        _window(r.period),
+        dataclasses.asdict(r.thresholds),
+    )
+
+
+def _window(w: Window) -> dict[str, Any]:
+    return {**dataclasses.asdict(w), "kind": w.kind.value}
+
+
+def _tail_pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:
+    driver = ev.metric.split(".", 1)[1]
+    pooled = shape == SLICE_WIDE
+    shapes = [m.shape for m in r.shapes if m.tail is not None] if pooled else [shape]
+    select = tail_sql(r.budgets, None if pooled else shape)
+    where = f" WHERE list_contains([{', '.join(map(literal, shapes))}], shape)" if pooled else ""
+    sql = f"{_tables(r)}\nSELECT * FROM ({select}){where}"
+    seed_key = ("tail",) if pooled else (shape, "tail")
+    return _spec(
+        r,
+        pid,
+        subject,
+        shape,
+        ev,
+        Reduction.TAIL_SHARE,
+        sql,
+        driver=driver,
+        shapes=shapes,
+        seed_key=list(seed_key),
+    )
+
+
+def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:
+    """The pack of one piece of evidence."""
+    m = next((x for x in r.shapes if x.shape == shape), None)
+    if ev.metric.startswith("tail_share."):
+        return _tail_pack(r, pid, subject, shape, ev)
+    if ev.metric == "net_gain_p50" and m is not None:
+        sql = _samples_sql(r, shape, events=True)
+        return _spec(r, pid, subject, shape, ev, Reduction.NET_GAIN, sql, covered=m.covered)
+    if ev.metric == "ape" and m is not None:
+        sql = _samples_sql(r, shape, events=False)
+        predicted = m.accuracy.predicted_us
+        return _spec(r, pid, subject, shape, ev, Reduction.APE, sql, predicted_us=predicted)
+    if ev.metric == "blocked_share":
+        sql = (
+            f"{_tables(r)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} WHERE status = 'ok') "
+            f"AS ok FROM {BLOCKED_TABLE} b WHERE blocked_by IS NOT NULL "
+            "ORDER BY source_id, line"
+        )
+        return _spec(r, pid, subject, shape, ev, Reduction.BLOCKED_SHARE, sql)
+    ids = ", ".join(literal(s) for s in ev.sources) or "NULL"
+    if ev.metric == "environment.mismatches":
+        sql = f"SELECT * FROM environment WHERE source_id IN ({ids}) ORDER BY source_id, line"
+        return _spec(r, pid, subject, shape, ev, Reduction.ENVIRONMENT, sql)
+    sql = (
+        "SELECT source_id, path, format, rows, rejected FROM ingest_log "
+        f"WHERE source_id IN ({ids}) ORDER BY path"
+    )
+    return _spec(r, pid, subject, shape, ev, Reduction.RECORDS, sql)
+
+
+def packs(r: SliceResult) -> list[Pack]:
+    """Every class with evidence (each shape's, the slice's pooled tail) and every action."""
+    out: list[tuple[str, str, str, ShapeClass | Action]] = [
+        (class_id(r.workload, r.slice, m.shape), f"class {m.diagnosis.cls}", m.shape, m.diagnosis)
+        for m in r.shapes
+        if m.diagnosis.evidence is not None
+    ]
+    if r.tail_class is not None and r.tail_class.evidence is not None:
+        pid = class_id(r.workload, r.slice, SLICE_WIDE)
+        out.append((pid, f"class {r.tail_class.cls}", SLICE_WIDE, r.tail_class))
+    out += [(a.id, f"action {a.kind}", a.shape, a) for a in r.actions]
+    return [
+        _pack(r, pid, subject, shape, x.evidence) for pid, subject, shape, x in out if x.evidence
+    ]
+
+
+def write_packs(con: duckdb.DuckDBPyConnection, r: SliceResult, folder: Path, specs: Path) -> int:
+    """Write each pack's rows, SQL and spec under `folder`, and its spec under `specs` (the
+    dataset's copy `explain` reads); the pack folder holds tonight's packs only."""
+    folder.mkdir(parents=True, exist_ok=True)
+    specs.mkdir(parents=True, exist_ok=True)
+    done = packs(r)
+    keep = {p.id for p in done}
+    for old in folder.iterdir():
+        if old.stem not in keep:
+            old.unlink()
+    for p in done:
+        rows = con.sql(p.sql).to_arrow_table()
+        pq.write_table(rows, folder / f"{p.id}.parquet")
+        atomic_write(folder / f"{p.id}.sql", (p.sql.strip() + ";\n").encode())
+        spec = json.dumps(p.spec(), indent=1, sort_keys=True).encode()
+        atomic_write(folder / f"{p.id}.json", spec)
+        atomic_write(specs / f"{p.id}.json", spec)
+    return len(done)
+
+
+@dataclass(frozen=True)
+class Recomputed:
+    """A pack's figure, n and CI recomputed from its rows."""
+
+    figure: float | None
+    n: int
+    ci: tuple[float, float] | None
+    rows: int
+    files: tuple[str, ...]
+
+
+def _close(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= MATCH * max(abs(a), abs(b), 1e-300)
+
+
+def reproduced(p: Pack, x: Recomputed) -> bool:
+    """The recomputed figure, n and CI are the ones the report stated (to MATCH)."""
+    same_ci = (p.ci is None and x.ci is None) or (
+        p.ci is not None and x.ci is not None and all(map(_close, p.ci, x.ci))
+    )
+    return _close(p.figure, x.figure) and p.n == x.n and same_ci
+
+
+def recompute(p: Pack, rows: pa.Table) -> Recomputed:
+    """The figure of a pack from its rows, by the analysis's own functions."""
+    th = Thresholds(**p.thresholds)
+    files = tuple(sorted(set(rows["source_id"].to_pylist()))) if rows.num_rows else ()
+    if p.reduction == Reduction.TAIL_SHARE:
+        tails = group_tails(rows)
+        parts = [attribute(tails[s][0]) for s in p.params["shapes"] if s in tails]
+        pooled = canonical_rows(np.concatenate(parts) if parts else np.zeros((0, len(DRIVERS))))
+        seed = seed_for(th.seed, p.workload, p.slice, *p.params["seed_key"])
+        driver = Driver(p.params["driver"])
+        sh = shares(pooled) or {}
+        ci = share_intervals(pooled, th.bootstrap_resamples, seed).get(driver) if sh else None
+        interval = None if ci is None else (ci.low, ci.high)
+        return Recomputed(sh.get(driver), len(pooled), interval, rows.num_rows, files)
+    if p.reduction in (Reduction.NET_GAIN, Reduction.APE):
+        return _from_samples(p, rows, th, files)
+    if p.reduction == Reduction.BLOCKED_SHARE:
+        ok = int(rows["ok"][0].as_py()) if rows.num_rows else 0
+        blocked = rows.num_rows
+        wilson = wilson_interval(blocked, ok) if ok else None
+        return Recomputed(blocked / ok if ok else None, ok, wilson, blocked, files)
+    if p.reduction == Reduction.ENVIRONMENT:
+        check = check_environment(rows.to_pylist())
+        return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)
+    return Recomputed(None, 0, None, rows.num_rows, files)
+
+
+def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    samples: dict[str, list[float]] = {}
+    n_events, cost = 0, 0.0
+    for kind, what, value in zip(
+        rows["kind"].to_pylist(), rows["what"].to_pylist(), rows["value"].to_pylist(), strict=True
+    ):
+        if kind == "sample":
+            samples.setdefault(what, []).append(value)
+        else:
+            n_events, cost = n_events + 1, cost + value
+    arrays = {k: np.sort(np.asarray(v, np.float64)) for k, v in samples.items()}
+    if p.reduction == Reduction.NET_GAIN:
+        key = (p.workload, p.slice, p.shape)
+        g = shape_gain(key, p.params["covered"], arrays, (n_events, cost), th)
+        gci = g.net_gain_p50_ci
+        return Recomputed(
+            g.net_gain_p50,
+            g.n_adapted,
+            None if gci is None else (gci.low, gci.high),
+            rows.num_rows,
+            files,
+        )
+    static = arrays.get("static", np.zeros(0))
+    p50 = float(np.quantile(static, 0.5)) if len(static) else None
+    acc = shape_accuracy(True, p.params["predicted_us"], len(static), p50, th)
+    ci = None
+    if acc.signed_error is not None and acc.predicted_us is not None:
+        seed = seed_for(th.seed, p.workload, p.slice, p.shape, "error")
+        ci = bootstrap_relative_error(static, acc.predicted_us, th.bootstrap_resamples, seed)
+    return Recomputed(acc.ape, len(static), ci, rows.num_rows, files)
+
+
+def load(specs: Path, pid: str) -> Pack | None:
+    """The pack spec of `pid` in a dataset's evidence folder (None when there is none)."""
+    path = specs / f"{pid}.json"
+    if not path.is_file():
+        return None
+    return Pack.from_spec(json.loads(path.read_text()))
+
+
+def window_of(p: Pack) -> Window:
+    """The window a pack's figure was computed over."""
+    d = dict(p.window, kind=WindowKind(p.window["kind"]))
+    return Window(**d)
+
+
+def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:
+    """Rerun a pack's SQL against the dataset and its figure from the rows: the lines to print
+    and whether the report's figure, n and CI are reproduced."""
+    from mapreport.errors import DatasetError, UsageError
+    from mapreport.report.words import metric
+    from mapreport.store import Dataset
+
+    ds = Dataset(dataset_dir)
+    p = load(ds.root / PACKS, pid)
+    if p is None:
+        raise UsageError(
+            f"no evidence pack {pid!r} in {ds.root / PACKS} (the ids are findings.json's "
+            "actions[].id and the report's evidence links)"
+        )
+    con = ds.connect(p.workload, window_of(p))
+    try:
+        rows = con.sql(p.sql).to_arrow_table()
+    except duckdb.Error as e:
+        raise DatasetError(f"pack {pid}: its SQL no longer runs on {ds.root}: {e}") from None
+    x = recompute(p, rows)
+    paths = dict(
+        con.execute(
+            "SELECT source_id, path FROM ingest_log WHERE list_contains($ids, source_id)",
+            {"ids": list(x.files)},
+        ).fetchall()
+    )
+    name = f"{p.workload}/{p.slice}" if p.slice else p.workload
+    where = "the whole slice" if p.shape == SLICE_WIDE else p.shape
+    ok = reproduced(p, x)
+
+    def ci(c: tuple[float, float] | None) -> str:
+        return "-" if c is None else f"[{c[0]:.6g}, {c[1]:.6g}]"
+
+    def fig(v: float | None) -> str:
+        return "-" if v is None else f"{v:.6g}"
+
+    lines = [
+        f"{p.subject} of {name} at {where} (pack {p.id}, window {p.window['spec']})",
+        f"{metric(p.metric)}: {fig(x.figure)} (report: {fig(p.figure)}), n = {x.n} "
+        f"(report: {p.n}), 95% CI {ci(x.ci)} (report: {ci(p.ci)})",
+        "reproduced exactly"
+        if ok
+        else "NOT reproduced: the dataset no longer holds what the report was computed from",
+        f"{x.rows} row(s) from {len(x.files)} file(s):",
+        *(f"  {paths.get(f, '(no longer in the dataset)')} ({f})" for f in x.files),
+        f'SQL: {ds.root / PACKS / (p.id + ".json")} ("sql"); the report\'s copy: '
+        f"evidence/{p.id}.sql",
+    ]
+    return lines, ok
