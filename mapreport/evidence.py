@@ -71,6 +71,9 @@ class Reduction(StrEnum):
     """The net p50 gain of adaptation (`shape_gain`)."""
     APE = "ape"
     """The prediction's APE, with the signed error's CI (`shape_accuracy`)."""
+    DRIFT = "drift"
+    """Tonight's signed error minus the plan's first nights' (`shape_accuracy`, the same
+    bootstrap, the baseline from the history)."""
     BLOCKED_SHARE = "blocked_share"
     """Requests blocked behind adaptation over ok requests (Wilson interval)."""
     ENVIRONMENT = "environment"
@@ -202,6 +205,21 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
         sql = _samples_sql(r, shape, events=False)
         predicted = m.accuracy.predicted_us
         return _spec(r, pid, subject, shape, ev, Reduction.APE, sql, predicted_us=predicted)
+    if ev.metric == "signed_error_drift" and m is not None:
+        sql = _samples_sql(r, shape, events=False)
+        d = next(x for x in r.drifts if x.shape == shape)
+        predicted = m.accuracy.predicted_us
+        return _spec(
+            r,
+            pid,
+            subject,
+            shape,
+            ev,
+            Reduction.DRIFT,
+            sql,
+            predicted_us=predicted,
+            baseline=d.baseline,
+        )
     if ev.metric == "blocked_share":
         sql = (
             f"{_tables(r)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} WHERE status = 'ok') "
@@ -295,7 +313,7 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
         ci = share_intervals(pooled, th.bootstrap_resamples, seed).get(driver) if sh else None
         interval = None if ci is None else (ci.low, ci.high)
         return Recomputed(sh.get(driver), len(pooled), interval, rows.num_rows, files)
-    if p.reduction in (Reduction.NET_GAIN, Reduction.APE):
+    if p.reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
         return _from_samples(p, rows, th, files)
     if p.reduction == Reduction.BLOCKED_SHARE:
         ok = int(rows["ok"][0].as_py()) if rows.num_rows else 0
@@ -337,6 +355,11 @@ def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...
     if acc.signed_error is not None and acc.predicted_us is not None:
         seed = seed_for(th.seed, p.workload, p.slice, p.shape, "error")
         ci = bootstrap_relative_error(static, acc.predicted_us, th.bootstrap_resamples, seed)
+    if p.reduction == Reduction.DRIFT:
+        base = p.params["baseline"]
+        moved = None if acc.signed_error is None else acc.signed_error - base
+        shifted = None if ci is None else (ci[0] - base, ci[1] - base)
+        return Recomputed(moved, len(static), shifted, rows.num_rows, files)
     return Recomputed(acc.ape, len(static), ci, rows.num_rows, files)
 
 

@@ -259,6 +259,12 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("decision", _S),
             pa.field("bottleneck_class", _S),
             pa.field("latency_quantiles_us", pa.list_(_F)),
+            # the cost model's signed error tonight and the plan version it measures
+            pa.field("plan_id", _S),
+            pa.field("plan_version", _S),
+            pa.field("signed_error", _F),
+            pa.field("signed_error_lo", _F),
+            pa.field("signed_error_hi", _F),
         ]
     ),
     "history_action": pa.schema(

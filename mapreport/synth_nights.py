@@ -6,7 +6,8 @@ action is verified); from the second night 8% of resnet50-int8 batch=4,hw=224's 
 8-20 ms behind a change (a tail regression whose rollback trigger, on the shape's specialise
 action, holds on the second and third nights: rolled back on the third); bert-base's plan
 is rebuilt before the third night with the batch=16,seq=64 prediction corrected (captured
-2026-11-30 01:00 UTC: in force from that night on, not before).
+2026-11-30 01:00 UTC: in force from that night on, not before); from the third night
+llama-decode batch=3,ctx=1024 computes 23% slower under the same plan (cost-model drift).
 """
 
 from __future__ import annotations
@@ -34,6 +35,11 @@ REGRESSION_BURST = 0.08
 REBUILT = ("bert-base", "batch=16,seq=64")
 """The shape whose prediction the rebuilt plan corrects."""
 REBUILT_AT = "2026-11-30T01:00:00Z"
+DRIFTED = ("llama-decode", "batch=3,ctx=1024")
+"""The shape whose compute grows from the third night, under the same plan: its signed error
+moves from +12% to -9%, a drift beyond tolerance while its APE stays within it."""
+DRIFTED_FROM = 2
+DRIFTED_STATIC_US = 14_450.0
 
 
 def _changed(w: WorkloadTruth, shape: str, **changes: Any) -> WorkloadTruth:
@@ -52,6 +58,8 @@ def night_truth(i: int) -> tuple[WorkloadTruth, ...]:
             w = _changed(w, FIXED[1], queue_burst=0.0)
         if i >= 1 and w.workload == REGRESSED[0]:
             w = _changed(w, REGRESSED[1], queue_burst=REGRESSION_BURST)
+        if i >= DRIFTED_FROM and w.workload == DRIFTED[0]:
+            w = _changed(w, DRIFTED[1], static_us=DRIFTED_STATIC_US)
         day = NIGHTS[i].isoformat()
         out.append(
             dataclasses.replace(w, runtime_env=dict(w.runtime_env, captured_at=f"{day}T02:00:00Z"))

@@ -13,7 +13,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from mapreport.analysis.blocking import Blocking
-from mapreport.analysis.common import Evidence, Percentiles, QualityGuard, Review, Thresholds
+from mapreport.analysis.common import (
+    Evidence,
+    Interval,
+    Percentiles,
+    QualityGuard,
+    Review,
+    Thresholds,
+)
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.kinds import (
     BLOCKERS,
@@ -30,6 +37,7 @@ from mapreport.kinds import (
 
 if TYPE_CHECKING:
     from mapreport.analysis.classify import ShapeClass
+    from mapreport.analysis.drift import ShapeDrift
     from mapreport.analysis.results import ShapeMetrics
 
 OWNERS: dict[ActionKind, OwnerRole] = {
@@ -40,6 +48,7 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD,
     ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD,
     ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD,
+    ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD,
     ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
     ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
     ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER,
@@ -152,6 +161,7 @@ class Scope:
     blocking: Blocking
     tail_class: ShapeClass | None
     """The slice's pooled tail, read by the shapes' rule."""
+    drifts: tuple[ShapeDrift, ...] = ()
 
 
 def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
@@ -342,6 +352,39 @@ def shape_actions(
     return out
 
 
+def drift_action(s: Scope, m: ShapeMetrics, d: ShapeDrift) -> Action:
+    """Re-fit the cost model for a shape whose signed error drifted from its plan's first
+    nights (the plan is unchanged: the model went stale)."""
+    now = d.now
+    assert d.drift is not None
+    assert d.baseline is not None
+    ci = None if now.ci is None else Interval(now.ci.low - d.baseline, now.ci.high - d.baseline)
+    ev = Evidence("signed_error_drift", d.drift, m.n_static, ci, m.sources)
+    target = ValidationRow(
+        m.shape,
+        "signed_error",
+        now.signed_error,
+        Criterion.BACK_WITHIN_TOLERANCE,
+        s.thresholds.tolerance,
+        d.baseline,
+    )
+    return _make(
+        s,
+        m.shape,
+        ActionKind.COST_MODEL_DRIFT,
+        ev,
+        _rollback(s, m),
+        _matrix(s, m, target),
+        m.traffic_share * abs(d.drift),
+        plan_id=d.plan_id,
+        baseline=d.baseline,
+        baseline_nights=d.baseline_nights,
+        first_night=d.points[0].run_date,
+        signed_error=now.signed_error,
+        drift=d.drift,
+    )
+
+
 BLOCKING_GUARDS = 2
 """The shapes most blocked, and the triggering shapes most blocking, a blocking action's
 validation matrix names."""
@@ -470,6 +513,8 @@ def plan_actions(
     blocked = blocking_action(s, sources)
     if blocked is not None:
         actions.append(blocked)
+    by_shape = {m.shape: m for m in s.shapes}
+    actions += [drift_action(s, by_shape[d.shape], d) for d in s.drifts if d.drifting]
     return tuple(sorted(actions, key=_rank))
 
 

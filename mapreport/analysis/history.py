@@ -11,6 +11,7 @@ import numpy as np
 
 from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.common import Interval, Thresholds
+from mapreport.analysis.drift import in_force
 from mapreport.analysis.stats import CI_LEVEL, seed_for
 from mapreport.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
 from mapreport.kinds import ActionState as State
@@ -399,6 +400,11 @@ def history_rows(
                 "decision": m.decision.value,
                 "bottleneck_class": m.diagnosis.cls.value,
                 "latency_quantiles_us": list(quantiles.get(m.shape, ())),
+                "plan_id": m.plan_id,
+                "plan_version": in_force(r.plans, m.plan_id),
+                "signed_error": m.accuracy.signed_error,
+                "signed_error_lo": ci.low if (ci := m.accuracy.signed_error_ci) else None,
+                "signed_error_hi": ci.high if ci else None,
             }
             for m in r.shapes
         ],

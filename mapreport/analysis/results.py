@@ -16,6 +16,7 @@ from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles
 from mapreport.analysis.coverage import Coverage, PlanVersion
+from mapreport.analysis.drift import ShapeDrift
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.operators import Operators
@@ -74,6 +75,7 @@ class ShapeMetrics:
             "queue_p95_us": self.queue.p95,
             "compute_p50_us": self.compute.p50,
             "ape": self.accuracy.ape,
+            "signed_error": self.accuracy.signed_error,
             "fallback_share": self.fallback_share,
             "error_rate": self.error_rate,
         }
@@ -119,6 +121,8 @@ class SliceResult:
     blocking: Blocking
     """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
     budgets: dict[str, float] = field(default_factory=dict)
+    drifts: tuple[ShapeDrift, ...] = ()
+    """Per shape, its signed error across the nights of its plan version (analysis/drift.py)."""
     """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a

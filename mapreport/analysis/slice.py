@@ -34,12 +34,14 @@ from mapreport.analysis.coverage import (
     BucketRow,
     Coverage,
     Placement,
+    PlanVersion,
     bucket_rows,
     coverage,
     place,
     plan_versions,
 )
 from mapreport.analysis.decision import decide
+from mapreport.analysis.drift import ShapeDrift, drifts
 from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
@@ -110,6 +112,8 @@ class Facts:
     blocking: Blocking = field(default_factory=lambda: Blocking(()))
     tail_class: ShapeClass | None = None
     budgets: dict[str, float] = field(default_factory=dict)
+    plans: tuple[PlanVersion, ...] = ()
+    drifts: tuple[ShapeDrift, ...] = ()
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -276,6 +280,12 @@ def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
     return out
 
 
+def drift_step(ctx: Context, f: Facts) -> None:
+    """Each shape's signed error across the nights of its plan version in force."""
+    f.plans = tuple(plan_versions(ctx.con, ctx.workload, ctx.slice))
+    f.drifts = drifts(f.shapes, f.plans, ctx.stored.shapes, ctx.run.run_date, ctx.th)
+
+
 def review_step(ctx: Context, f: Facts) -> None:
     """Actions, the checklist and the pitfalls."""
     assert f.environment is not None
@@ -293,6 +303,7 @@ def review_step(ctx: Context, f: Facts) -> None:
         f.latency,
         f.blocking,
         f.tail_class,
+        f.drifts,
     )
     sources = tuple(s.source_id for s in f.sources)
     slowest = _slowest_cores(f)
@@ -339,6 +350,7 @@ STEPS: tuple[Step, ...] = (
     diagnosis_step,
     scheduling_step,
     offline_step,
+    drift_step,
     review_step,
     history_step,
 )
@@ -390,7 +402,7 @@ def analyze(
         thresholds=th,
         review=review,
         period=run.window,
-        plans=plan_versions(con, workload, slice_),
+        plans=f.plans,
         requests=f.requests,
         failed=f.failed,
         window_start_us=f.window[0],
@@ -416,4 +428,5 @@ def analyze(
         blocking=f.blocking,
         tail_class=f.tail_class,
         budgets=f.budgets,
+        drifts=f.drifts,
     )

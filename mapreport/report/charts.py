@@ -42,6 +42,10 @@ CAPTIONS = {
     "queueing burst is the curve that stays high to the right. Dashed: fewer than the p99 "
     "evidence threshold of requests.",
     "trend": "The slice's latency on each recorded night, with its SLA targets.",
+    "error_trend": "Each shape's signed prediction error (predicted − measured static p50, over "
+    "measured) on each recorded night of the plan version in force, with its 95% CI; a shape "
+    "whose error left its first nights' band (± the accuracy tolerance, shaded) is drifting "
+    "and drawn bold.",
 }
 """What each chart shows, printed under it (a caption wraps on a phone; a plotly title does
 not), so chart titles stay short."""
@@ -351,6 +355,43 @@ def trend(r: SliceResult) -> go.Figure | None:
     return _layout(fig, "Latency across nights")
 
 
+def error_trend(r: SliceResult) -> go.Figure | None:
+    """Per shape, its signed error across the nights of its plan version, drifting shapes
+    bold with their baseline band; None before any shape has two nights."""
+    shown = [d for d in r.drifts if len(d.points) >= TREND_NIGHTS]
+    if not shown:
+        return None
+    fig = go.Figure()
+    tol = r.thresholds.tolerance
+    for d in shown:
+        x = [p.run_date + (" (this run)" if p.current else "") for p in d.points]
+        y = [p.signed_error * 100 for p in d.points]
+        up = [(p.ci.high - p.signed_error) * 100 if p.ci else 0.0 for p in d.points]
+        down = [(p.signed_error - p.ci.low) * 100 if p.ci else 0.0 for p in d.points]
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=y,
+                mode="lines+markers",
+                name=d.shape + (" (drifting)" if d.drifting else ""),
+                line={"width": 3 if d.drifting else 1},
+                opacity=1.0 if d.drifting else 0.55,
+                error_y={"type": "data", "array": up, "arrayminus": down, "visible": True},
+            )
+        )
+        if d.drifting and d.baseline is not None:
+            fig.add_hrect(
+                y0=(d.baseline - tol) * 100,
+                y1=(d.baseline + tol) * 100,
+                fillcolor="#fdd0a2",
+                opacity=0.35,
+                line_width=0,
+            )
+    fig.update_xaxes(title="run date", type="category")
+    fig.update_yaxes(title="signed prediction error, %", zeroline=True)
+    return _layout(fig, "Cost-model error across nights")
+
+
 PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
 
 
@@ -442,6 +483,7 @@ CHARTS = {
     "sweep_curves": sweep_curves,
     "op_times": op_times,
     "trend": trend,
+    "error_trend": error_trend,
     "tail_drivers": tail_drivers,
     "queue_ccdf": queue_ccdf,
     "accuracy_vs_gain": accuracy_vs_gain,
@@ -457,6 +499,7 @@ REQUEST_CHARTS = frozenset(
         "accuracy_vs_gain",
         "latency_percentiles",
         "predicted_vs_measured",
+        "error_trend",
     }
 )
 """Charts drawn from request telemetry: not drawn for a slice without requests."""

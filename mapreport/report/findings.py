@@ -228,6 +228,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             "remedy": r.blocking.remedy(),
             "drives_tail": r.blocking_drives_tail,
         },
+        "drift": plain(r.drifts),
         "operators": plain(r.operators),
         "compiles": plain(r.compiles),
         "load_sweep": plain(r.sweep),

@@ -80,6 +80,8 @@ def action_title(a: Action, name: str) -> str:
             f"{duration(p['cost_per_request_us'])} per adapted request and the net p50 gain is "
             f"{signed_pct(p['net_gain_p50'])}"
         )
+    if k == ActionKind.COST_MODEL_DRIFT:
+        return drift_title(a)
     if k == ActionKind.SPECIALISE:
         return (
             f"Add a compile bucket for {shape}: the cost model is right "
@@ -122,6 +124,18 @@ def action_title(a: Action, name: str) -> str:
             "on it: there is no quality evidence for this precision change"
         )
     raise AssertionError(f"no title for action kind {k}")
+
+
+def drift_title(a: Action) -> str:
+    """The drift action: where the shape's signed error was and where it is."""
+    p = a.params
+    nights = plural(p["baseline_nights"], "night")
+    return (
+        f"Re-fit the cost model of {p['plan_id']} for {a.shape}: its signed error moved from "
+        f"{signed_pct(p['baseline'], 0)} on the plan's first {nights} (from "
+        f"{p['first_night']}) to {signed_pct(p['signed_error'], 0)} tonight "
+        f"({signed_pct(p['drift'], 0)}), with the plan unchanged: the model is going stale"
+    )
 
 
 def blocking_title(a: Action, name: str) -> str:

@@ -72,7 +72,12 @@ SECTIONS: tuple[Section, ...] = (
         needs="sweep",
     ),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
-    Section("history", "Closed loop across nights", "sections/history.html.j2", ("trend",)),
+    Section(
+        "history",
+        "Closed loop across nights",
+        "sections/history.html.j2",
+        ("trend", "error_trend"),
+    ),
     Section("checklist", "Review checklist", "sections/checklist.html.j2"),
     Section(
         "shapes",

@@ -168,6 +168,8 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.NO_FALLBACK: "0 requests on the fallback path",
     Criterion.APE_WITHIN: "<= {limit}",
     Criterion.APE_WITHIN_AFTER_UPDATE: "<= {limit} after the cost model update",
+    Criterion.BACK_WITHIN_TOLERANCE: "within {limit} of its first nights' {reference} after "
+    "the cost model is re-fitted",
     Criterion.NOT_WORSE_THAN_STATIC: "<= {limit}, the static plan's p50 tonight",
     Criterion.AT_MOST_ADAPTED: "<= {limit}, the adapted mapping's p50 tonight (no adaptation "
     "needed)",
@@ -394,6 +396,8 @@ METRIC_WORDS: dict[str, str] = {
     "error_rate": "error rate",
     "fallback_share": "share of requests on the fallback path",
     "net_gain_p50": "net p50 adaptation gain",
+    "signed_error": "signed prediction error",
+    "signed_error_drift": "signed prediction error's move from the plan's first nights",
     "cost_per_request_us": "adaptation cost per request",
 }
 
