@@ -132,6 +132,17 @@ class BlockingRemedy(StrEnum):
     """The worker was held by the generic fallback path only."""
 
 
+class Collect(StrEnum):
+    """What to collect next to settle a thin finding (`analysis.observe`)."""
+
+    MORE_REQUESTS = "more_requests"
+    PROFILER_TRACE = "profiler_trace"
+    CORE_TELEMETRY = "core_telemetry"
+    MEMORY = "memory"
+    ARRIVALS = "arrivals"
+    STATIC_REQUESTS = "static_requests"
+
+
 class ActionState(StrEnum):
     """Where an action stands after a run (the closed loop across nights)."""
 

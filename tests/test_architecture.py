@@ -13,7 +13,7 @@ import pytest
 from mapreport import kinds
 from mapreport.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import prose, words
+from mapreport.report import causes, prose, words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
 from tests.conftest import REALDATA, SAMPLE_DATA
@@ -77,7 +77,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,
-    kinds.BlockingRemedy: words.REMEDIES,
+    kinds.BlockingRemedy: causes.REMEDIES,
+    kinds.Collect: causes.COLLECT,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

@@ -6,6 +6,7 @@ Each metric family declares its own result type in its module; these two types n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy
 from mapreport.analysis.actions import Action
@@ -17,6 +18,9 @@ from mapreport.analysis.common import Percentiles, Review, SourceFile, Threshold
 from mapreport.analysis.compiles import Compiles
 from mapreport.analysis.coverage import Coverage, PlanVersion
 from mapreport.analysis.drift import ShapeDrift
+
+if TYPE_CHECKING:
+    from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.operators import Operators
@@ -123,6 +127,8 @@ class SliceResult:
     budgets: dict[str, float] = field(default_factory=dict)
     drifts: tuple[ShapeDrift, ...] = ()
     """Per shape, its signed error across the nights of its plan version (analysis/drift.py)."""
+    profile_next: tuple[ProfileItem, ...] = ()
+    """What to collect next to settle thin findings that matter (analysis/observe.py)."""
     """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a

@@ -44,6 +44,7 @@ from mapreport.analysis.decision import decide
 from mapreport.analysis.drift import ShapeDrift, drifts
 from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
+from mapreport.analysis.observe import profile_next
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
@@ -429,4 +430,5 @@ def analyze(
         tail_class=f.tail_class,
         budgets=f.budgets,
         drifts=f.drifts,
+        profile_next=profile_next(f.shapes, th),
     )

@@ -6,6 +6,7 @@ from __future__ import annotations
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
 from mapreport.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
+from mapreport.report.causes import REMEDIES, adaptations, shape_list
 from mapreport.report.filters import (
     DASH,
     duration,
@@ -15,16 +16,7 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
-from mapreport.report.words import (
-    REMEDIES,
-    adaptations,
-    criterion,
-    evidence,
-    label,
-    metric,
-    shape_list,
-    shape_name,
-)
+from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
 
 def action_title(a: Action, name: str) -> str:

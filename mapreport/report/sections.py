@@ -72,6 +72,7 @@ SECTIONS: tuple[Section, ...] = (
         needs="sweep",
     ),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
+    Section("profile_next", "What to profile next", "sections/profile_next.html.j2", (), True),
     Section(
         "history",
         "Closed loop across nights",

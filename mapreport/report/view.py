@@ -15,6 +15,7 @@ from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
+from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import CoreCompute
 from mapreport.kinds import (
@@ -25,7 +26,7 @@ from mapreport.kinds import (
     OwnerRole,
     RegressionKind,
 )
-from mapreport.report import prose, words
+from mapreport.report import causes, prose, words
 from mapreport.report.filters import duration
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section
@@ -185,6 +186,8 @@ class ReportView:
     actions: tuple[ActionView, ...]
     blocking: tuple[BlockingLine, ...]
     blocking_action: tuple[int, str] | None
+    profile_next: tuple[tuple[ProfileItem, str], ...]
+    """The profiling list with each item's words."""
     """(number, id) of the blocking action, when blocking drives the slice's tail."""
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
@@ -359,10 +362,10 @@ def blocking_lines(r: SliceResult) -> tuple[BlockingLine, ...]:
             moment(e.start_us, tz, seconds=True)
             if is_wall_clock(e.start_us)
             else duration(e.start_us),
-            words.adaptation(e.how),
+            causes.adaptation(e.how),
             "one worker" if e.worker < 0 else f"core {e.worker}",
             e.source in named,
-            words.shape_list(e.shapes),
+            causes.shape_list(e.shapes),
         )
         for e in sorted(r.blocking.events, key=lambda e: (e.source not in named, e.start_us))
     )
@@ -412,6 +415,7 @@ def build(r: SliceResult) -> ReportView:
         actions=actions,
         blocking=blocking_lines(r),
         blocking_action=_numbered(r, ActionKind.ADAPTATION_BLOCKING),
+        profile_next=tuple((i, causes.collect(i, r)) for i in r.profile_next),
         shapes=lines,
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
@@ -457,6 +461,7 @@ def build(r: SliceResult) -> ReportView:
             "jain_imbalance": JAIN_IMBALANCE,
             "improvement": IMPROVEMENT,
             "minor_share": MINOR_SHARE,
+            "material_traffic": MATERIAL_TRAFFIC,
         },
         sections=shown,
         not_measured=missing,

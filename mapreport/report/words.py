@@ -17,7 +17,6 @@ from mapreport.kinds import (
     AccuracyState,
     ActionKind,
     ActionState,
-    BlockingRemedy,
     BottleneckClass,
     CheckItem,
     ClassBasis,
@@ -34,6 +33,7 @@ from mapreport.kinds import (
     PitfallKind,
     RegressionKind,
 )
+from mapreport.report.causes import adaptations, shape_list
 from mapreport.report.filters import (
     DASH,
     ci,
@@ -209,47 +209,6 @@ CLASS_BASES: dict[ClassBasis, str] = {
     ClassBasis.BLOCKED_SHARE: "latency not measured; {blocked_share} of the requests started "
     "behind an adapting request (95% CI {ci}), against the {tail_share} a p95 tail holds",
 }
-
-REMEDIES: dict[BlockingRemedy, str] = {
-    BlockingRemedy.PRECOMPILE_IN_WARMUP: "pre-compile {them} in the server's warm-up: no "
-    "earlier request of {it} had run when it adapted",
-    BlockingRemedy.COMPILE_ASYNC: "compile new shapes off the serving path and serve them on the "
-    "generic path until their compile lands: {n} new shapes adapted, too many to warm up",
-    BlockingRemedy.MARK_DYNAMIC: "mark the dimension that varies dynamic (or raise the recompile "
-    "or cache limit that evicted the compiled shape): a shape served earlier in the window "
-    "adapted again",
-    BlockingRemedy.COVER_IN_PLAN: "compile mappings for {them}: their requests held the "
-    "worker on the generic fallback path",
-}
-"""How a blocking action's remedy reads, from its adapting shapes."""
-
-ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
-    "recompile": ("recompile", "recompiles"),
-    "retune": ("re-tune", "re-tunes"),
-    "remap": ("re-map", "re-maps"),
-    "fallback_enter": ("fallback run", "fallback runs"),
-    "fallback": ("fallback run", "fallback runs"),
-}
-"""An adaptation event (or the fallback variant) as a noun: one, several."""
-
-
-def adaptation(how: str) -> str:
-    """One adaptation event (or the fallback variant) as a noun."""
-    return ADAPTATION_NOUNS.get(how, (how, how))[0]
-
-
-def adaptations(hows: tuple[str, ...], n: int) -> str:
-    """`4 recompiles`, `2 re-tunes or re-maps`: n adapting requests by what they ran."""
-    nouns = [ADAPTATION_NOUNS.get(h, (h, h))[0 if n == 1 else 1] for h in hows]
-    return f"{n:,} " + " or ".join(nouns)
-
-
-def shape_list(shapes: tuple[str, ...], most: int = 4) -> str:
-    """Shapes named in a sentence: the first `most`, then how many more."""
-    named = ", ".join(shapes[:most])
-    rest = len(shapes) - most
-    return named + (f" and {rest} more" if rest > 0 else "")
-
 
 FUSION_GAPS: dict[FusionGap, str] = {
     FusionGap.NO_GROUPS: "not measured: no fusion groups",

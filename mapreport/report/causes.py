@@ -1,0 +1,82 @@
+"""Words for causes that cross shapes and for what to collect next: the blocking finding's
+remedies and adaptations, shape lists, the profiling list (`mapreport.report.words` holds the
+rest; a completeness test checks every enum member has its words)."""
+
+from __future__ import annotations
+
+from mapreport.analysis.actions import SLICE_WIDE
+from mapreport.analysis.observe import ProfileItem
+from mapreport.analysis.results import SliceResult
+from mapreport.kinds import BlockingRemedy, Collect
+from mapreport.report.filters import pct
+
+COLLECT: dict[Collect, str] = {
+    Collect.MORE_REQUESTS: "{need} more requests: its {q} needs {min}, it has {n}",
+    Collect.PROFILER_TRACE: "a profiler trace of its tail requests: the tail split is "
+    "undecided ({basis}; CI width {width})",
+    Collect.CORE_TELEMETRY: "the core of each request: core imbalance cannot be measured",
+    Collect.MEMORY: "each request's peak memory: memory bursts cannot be measured",
+    Collect.ARRIVALS: "each request's arrival (a native request log, or the arrival in the "
+    "request annotation): latency and queue wait are not measured",
+    Collect.STATIC_REQUESTS: "{need} more requests on the static plan: its accuracy needs {min}",
+}
+"""What to collect next, and why (the profiling list)."""
+
+
+def collect(i: ProfileItem, r: SliceResult) -> str:
+    """One item of the profiling list in words."""
+    th = r.thresholds
+    if i.shape == SLICE_WIDE:
+        return COLLECT[i.collect]
+    m = next(x for x in r.shapes if x.shape == i.shape)
+    p99 = m.n >= th.min_samples_p95
+    least = th.min_samples if i.collect == Collect.STATIC_REQUESTS else None
+    return COLLECT[i.collect].format(
+        need=i.need,
+        q="p99" if p99 else "p95",
+        min=least or (th.min_samples_p99 if p99 else th.min_samples_p95),
+        n=m.n,
+        basis=m.diagnosis.basis.value.replace("_", " "),
+        width=pct(i.ci_width, 0),
+    )
+
+
+REMEDIES: dict[BlockingRemedy, str] = {
+    BlockingRemedy.PRECOMPILE_IN_WARMUP: "pre-compile {them} in the server's warm-up: no "
+    "earlier request of {it} had run when it adapted",
+    BlockingRemedy.COMPILE_ASYNC: "compile new shapes off the serving path and serve them on the "
+    "generic path until their compile lands: {n} new shapes adapted, too many to warm up",
+    BlockingRemedy.MARK_DYNAMIC: "mark the dimension that varies dynamic (or raise the recompile "
+    "or cache limit that evicted the compiled shape): a shape served earlier in the window "
+    "adapted again",
+    BlockingRemedy.COVER_IN_PLAN: "compile mappings for {them}: their requests held the "
+    "worker on the generic fallback path",
+}
+"""How a blocking action's remedy reads, from its adapting shapes."""
+
+ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
+    "recompile": ("recompile", "recompiles"),
+    "retune": ("re-tune", "re-tunes"),
+    "remap": ("re-map", "re-maps"),
+    "fallback_enter": ("fallback run", "fallback runs"),
+    "fallback": ("fallback run", "fallback runs"),
+}
+"""An adaptation event (or the fallback variant) as a noun: one, several."""
+
+
+def adaptation(how: str) -> str:
+    """One adaptation event (or the fallback variant) as a noun."""
+    return ADAPTATION_NOUNS.get(how, (how, how))[0]
+
+
+def adaptations(hows: tuple[str, ...], n: int) -> str:
+    """`4 recompiles`, `2 re-tunes or re-maps`: n adapting requests by what they ran."""
+    nouns = [ADAPTATION_NOUNS.get(h, (h, h))[0 if n == 1 else 1] for h in hows]
+    return f"{n:,} " + " or ".join(nouns)
+
+
+def shape_list(shapes: tuple[str, ...], most: int = 4) -> str:
+    """Shapes named in a sentence: the first `most`, then how many more."""
+    named = ", ".join(shapes[:most])
+    rest = len(shapes) - most
+    return named + (f" and {rest} more" if rest > 0 else "")
