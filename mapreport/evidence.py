@@ -52,8 +52,11 @@ from mapreport.analysis.tail import (
     shares,
     tail_sql,
 )
+from mapreport.errors import DatasetError, UsageError
 from mapreport.files import atomic_write
 from mapreport.kinds import Driver
+from mapreport.report.words import metric
+from mapreport.store import Dataset
 from mapreport.window import Window, WindowKind
 
 PACKS = "evidence"
@@ -380,10 +383,6 @@ def window_of(p: Pack) -> Window:
 def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:
     """Rerun a pack's SQL against the dataset and its figure from the rows: the lines to print
     and whether the report's figure, n and CI are reproduced."""
-    from mapreport.errors import DatasetError, UsageError
-    from mapreport.report.words import metric
-    from mapreport.store import Dataset
-
     ds = Dataset(dataset_dir)
     p = load(ds.root / PACKS, pid)
     if p is None:

@@ -44,7 +44,7 @@ class HistoryFiles:
         only use runs that have one, so a run killed half-way is invisible."""
         safe = _history_key(workload, slice_)
         with self.writing():
-            for table in ("history_shape", "history_action", "history_run"):
+            for table in ("history_shape", "history_action", "history_op", "history_run"):
                 d = self.root / "history" / table / f"run_date={quote(run_date, safe='-')}"
                 d.mkdir(parents=True, exist_ok=True)
                 write_parquet(

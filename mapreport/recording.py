@@ -109,6 +109,7 @@ def stored_history(ds: Dataset, workload: str, slice_: str) -> Stored:
         ds.history("history_run", workload, slice_),
         ds.history("history_shape", workload, slice_),
         ds.history("history_action", workload, slice_),
+        ds.history("history_op", workload, slice_),
     )
 
 

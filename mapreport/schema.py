@@ -287,6 +287,21 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("rollback_threshold", _F),
         ]
     ),
+    "history_op": pa.schema(
+        [
+            pa.field("run_id", _S, nullable=False),
+            pa.field("run_date", _S, nullable=False),
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("plan_id", _S, nullable=False),
+            pa.field("plan_version", _S),
+            pa.field("op", _S, nullable=False),
+            pa.field("runs", _I64, nullable=False),
+            pa.field("measured_p50_us", _F),
+            pa.field("predicted_us", _F),
+            pa.field("signed_error", _F),
+        ]
+    ),
 }
 """The closed-loop history: one row set per nightly run, under `history/<table>/run_date=`."""
 

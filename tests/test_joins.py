@@ -4,6 +4,7 @@ regions (compile cost charged against runtime), end to end through the CLI repor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -12,8 +13,13 @@ import pytest
 from click.testing import CliRunner
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
+from mapreport.analysis.coverage import PlanVersion
+from mapreport.analysis.drift import op_drifts
+from mapreport.analysis.operators import OpRow
 from mapreport.cli import main
+from mapreport.config import default_config
 from mapreport.ingest import ingest_file
+from mapreport.pipeline import report
 from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
@@ -154,3 +160,55 @@ def test_report_shows_both_joins(joined: Dataset, tmp_path: Path) -> None:
     doc = json.loads((out / "toy" / "findings.json").read_text())
     assert doc["operators"]["matched_ops"] == 3
     assert doc["compiles"]["compiles"] == 15
+
+
+def test_per_op_errors_are_recorded_and_compared_across_nights(
+    joined: Dataset, tmp_path: Path
+) -> None:
+    """Each night keeps every planned op's signed error (history_op); the next night compares
+    each op with its plan's first nights (the same data: no drift, two ops compared)."""
+    config = default_config()
+    for night in ("2026-11-29", "2026-11-30"):
+        report(joined.root, tmp_path / night, config, pdf=False, record=True, run_date=night)
+    stored = joined.history("history_op", "toy", "")
+    assert sorted((r["run_date"], r["op"]) for r in stored) == [
+        ("2026-11-29", "gemm"),
+        ("2026-11-29", "softmax"),
+        ("2026-11-30", "gemm"),
+        ("2026-11-30", "softmax"),
+    ]
+    doc = json.loads((tmp_path / "2026-11-30" / "toy" / "findings.json").read_text())
+    drift = {d["op"]: d for d in doc["op_drift"]}
+    assert set(drift) == {"gemm", "softmax"}
+    assert drift["gemm"]["drift"] == pytest.approx(0.0)
+    assert not drift["gemm"]["drifting"]
+    html = (tmp_path / "2026-11-30" / "toy" / "report.html").read_text()
+    assert "2 planned ops compared with its plan's first nights" in html
+
+
+def test_a_per_op_drift_needs_the_move_and_enough_executions() -> None:
+    """An op whose signed error moved by more than the tolerance from its plan's first nights
+    drifts, when it ran at least min_samples times tonight and on those nights."""
+    th = Thresholds()
+    plans = [PlanVersion("p1", "v1", "plan.jsonl", None, "night", True, True, 1)]
+    row = OpRow("p1", "gemm", None, None, 1, 50, 120.0, 100.0, -0.17, 0.17, None)
+    stored = [
+        {
+            "plan_id": "p1",
+            "op": "gemm",
+            "plan_version": "v1",
+            "signed_error": 0.05,
+            "runs": 50,
+            "run_date": "2026-11-29",
+        },
+    ]
+    (d,) = op_drifts([row], plans, stored, "2026-11-30", th)
+    assert d.drifting
+    assert d.drift == pytest.approx(-0.22)
+    thin = dataclasses.replace(row, runs=3)
+    (t,) = op_drifts([thin], plans, stored, "2026-11-30", th)
+    assert not t.drifting
+    other = op_drifts(
+        [row], [dataclasses.replace(plans[0], source_id="v2")], stored, "2026-11-30", th
+    )
+    assert other[0].baseline is None

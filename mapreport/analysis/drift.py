@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.coverage import PlanVersion
+from mapreport.analysis.operators import OpRow
 
 if TYPE_CHECKING:
     from mapreport.analysis.results import ShapeMetrics
@@ -113,4 +114,59 @@ def drifts(
         d = shape_drift(m, in_force(plans, m.plan_id), stored, run_date, th)
         if d is not None:
             out.append(d)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class OpDrift:
+    """One planned op's signed error across the nights of its plan version (per-op times)."""
+
+    plan_id: str
+    plan_version: str
+    op: str
+    points: tuple[tuple[str, float, int], ...]
+    """(run date, signed error, profiled executions) per night, tonight last."""
+    baseline: float | None
+    drift: float | None
+    drifting: bool
+    """|drift| > tolerance, with at least `min_samples` executions tonight and on each
+    baseline night (a per-op median has no CI here: its sample count guards it)."""
+
+
+def op_drifts(
+    rows: Sequence[OpRow],
+    plans: Sequence[PlanVersion],
+    stored: Sequence[dict[str, Any]],
+    run_date: str,
+    th: Thresholds,
+) -> tuple[OpDrift, ...]:
+    """Per planned op with a signed error tonight, its drift from the plan version's first
+    nights."""
+    out = []
+    for o in rows:
+        version = in_force(plans, o.plan_id)
+        if o.signed_error is None or version is None:
+            continue
+        earlier = sorted(
+            (
+                s
+                for s in stored
+                if s["plan_id"] == o.plan_id
+                and s["op"] == o.op
+                and s.get("plan_version") == version
+                and s.get("signed_error") is not None
+                and s["run_date"] < run_date
+            ),
+            key=lambda s: s["run_date"],
+        )
+        first = earlier[:FIRST_NIGHTS]
+        baseline = sum(s["signed_error"] for s in first) / len(first) if first else None
+        drift = None if baseline is None else o.signed_error - baseline
+        enough = o.runs >= th.min_samples and all(s["runs"] >= th.min_samples for s in first)
+        points = (
+            *((s["run_date"], float(s["signed_error"]), int(s["runs"])) for s in earlier),
+            (run_date, o.signed_error, o.runs),
+        )
+        drifting = drift is not None and abs(drift) > th.tolerance and enough
+        out.append(OpDrift(o.plan_id, version, o.op, points, baseline, drift, drifting))
     return tuple(out)

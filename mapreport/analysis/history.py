@@ -164,6 +164,7 @@ class Stored:
     runs: Sequence[dict[str, Any]] = ()
     shapes: Sequence[dict[str, Any]] = ()
     actions: Sequence[dict[str, Any]] = ()
+    ops: Sequence[dict[str, Any]] = ()
 
 
 @dataclass(frozen=True)
@@ -407,6 +408,20 @@ def history_rows(
                 "signed_error_hi": ci.high if ci else None,
             }
             for m in r.shapes
+        ],
+        "history_op": [
+            {
+                **row_key,
+                "plan_id": o.plan_id,
+                "plan_version": in_force(r.plans, o.plan_id),
+                "op": o.op,
+                "runs": o.runs,
+                "measured_p50_us": o.measured_p50_us,
+                "predicted_us": o.predicted_us,
+                "signed_error": o.signed_error,
+            }
+            for o in (r.operators.rows if r.operators else ())
+            if o.signed_error is not None
         ],
         "history_action": [
             {

@@ -17,7 +17,7 @@ from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles
 from mapreport.analysis.coverage import Coverage, PlanVersion
-from mapreport.analysis.drift import ShapeDrift
+from mapreport.analysis.drift import OpDrift, ShapeDrift
 
 if TYPE_CHECKING:
     from mapreport.analysis.observe import ProfileItem
@@ -127,6 +127,8 @@ class SliceResult:
     budgets: dict[str, float] = field(default_factory=dict)
     drifts: tuple[ShapeDrift, ...] = ()
     """Per shape, its signed error across the nights of its plan version (analysis/drift.py)."""
+    op_drifts: tuple[OpDrift, ...] = ()
+    """Per planned op with per-op times, its signed error across nights (analysis/drift.py)."""
     profile_next: tuple[ProfileItem, ...] = ()
     """What to collect next to settle thin findings that matter (analysis/observe.py)."""
     """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""

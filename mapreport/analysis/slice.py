@@ -41,7 +41,7 @@ from mapreport.analysis.coverage import (
     plan_versions,
 )
 from mapreport.analysis.decision import decide
-from mapreport.analysis.drift import ShapeDrift, drifts
+from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, op_drifts
 from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
 from mapreport.analysis.observe import profile_next
@@ -115,6 +115,7 @@ class Facts:
     budgets: dict[str, float] = field(default_factory=dict)
     plans: tuple[PlanVersion, ...] = ()
     drifts: tuple[ShapeDrift, ...] = ()
+    op_drifts: tuple[OpDrift, ...] = ()
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -282,9 +283,12 @@ def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
 
 
 def drift_step(ctx: Context, f: Facts) -> None:
-    """Each shape's signed error across the nights of its plan version in force."""
+    """Each shape's (and each planned op's) signed error across the nights of its plan
+    version in force."""
     f.plans = tuple(plan_versions(ctx.con, ctx.workload, ctx.slice))
     f.drifts = drifts(f.shapes, f.plans, ctx.stored.shapes, ctx.run.run_date, ctx.th)
+    rows = f.operators.rows if f.operators else ()
+    f.op_drifts = op_drifts(rows, f.plans, ctx.stored.ops, ctx.run.run_date, ctx.th)
 
 
 def review_step(ctx: Context, f: Facts) -> None:
@@ -430,5 +434,6 @@ def analyze(
         tail_class=f.tail_class,
         budgets=f.budgets,
         drifts=f.drifts,
+        op_drifts=f.op_drifts,
         profile_next=profile_next(f.shapes, th),
     )

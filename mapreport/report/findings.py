@@ -229,6 +229,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             "drives_tail": r.blocking_drives_tail,
         },
         "drift": plain(r.drifts),
+        "op_drift": plain(r.op_drifts),
         "profile_next": [plain(i) | {"text": text} for i, text in view.profile_next],
         "operators": plain(r.operators),
         "compiles": plain(r.compiles),

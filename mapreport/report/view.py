@@ -14,6 +14,7 @@ from pathlib import PurePath
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
+from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import ShapeMetrics, SliceResult
@@ -188,6 +189,9 @@ class ReportView:
     blocking_action: tuple[int, str] | None
     profile_next: tuple[tuple[ProfileItem, str], ...]
     """The profiling list with each item's words."""
+    op_drifting: tuple[OpDrift, ...]
+    ops_compared: int
+    """Planned ops whose signed error has earlier nights of the same plan version."""
     """(number, id) of the blocking action, when blocking drives the slice's tail."""
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
@@ -416,6 +420,8 @@ def build(r: SliceResult) -> ReportView:
         blocking=blocking_lines(r),
         blocking_action=_numbered(r, ActionKind.ADAPTATION_BLOCKING),
         profile_next=tuple((i, causes.collect(i, r)) for i in r.profile_next),
+        op_drifting=tuple(d for d in r.op_drifts if d.drifting),
+        ops_compared=sum(1 for d in r.op_drifts if d.baseline is not None),
         shapes=lines,
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
