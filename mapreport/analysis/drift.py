@@ -57,6 +57,24 @@ def in_force(plans: Sequence[PlanVersion], plan_id: str | None) -> str | None:
     return next((p.source_id for p in plans if p.plan_id == plan_id and p.in_force), None)
 
 
+def earlier_nights(
+    stored: Sequence[dict[str, Any]], run_date: str, version: str, **key: str
+) -> list[dict[str, Any]]:
+    """The stored rows before `run_date` of one plan version with a signed error and the
+    given key (`shape=`, `op=`, `plan_id=`), oldest first."""
+    return sorted(
+        (
+            s
+            for s in stored
+            if s["run_date"] < run_date
+            and s.get("plan_version") == version
+            and s.get("signed_error") is not None
+            and all(s.get(k) == v for k, v in key.items())
+        ),
+        key=lambda s: s["run_date"],
+    )
+
+
 def _ci(row: dict[str, Any]) -> Interval | None:
     lo, hi = row.get("signed_error_lo"), row.get("signed_error_hi")
     return None if lo is None or hi is None else Interval(float(lo), float(hi))
@@ -74,18 +92,7 @@ def shape_drift(
     e, ci = m.accuracy.signed_error, m.accuracy.signed_error_ci
     if e is None or m.plan_id is None or version is None:
         return None
-    earlier = sorted(
-        (
-            s
-            for s in stored
-            if s["shape"] == m.shape
-            and s.get("plan_id") == m.plan_id
-            and s.get("plan_version") == version
-            and s.get("signed_error") is not None
-            and s["run_date"] < run_date
-        ),
-        key=lambda s: s["run_date"],
-    )
+    earlier = earlier_nights(stored, run_date, shape=m.shape, plan_id=m.plan_id, version=version)
     before = [ErrorPoint(s["run_date"], float(s["signed_error"]), _ci(s), False) for s in earlier]
     points = (*before, ErrorPoint(run_date, e, ci, True))
     first = [p.signed_error for p in points[:-1][:FIRST_NIGHTS]]
@@ -147,18 +154,7 @@ def op_drifts(
         version = in_force(plans, o.plan_id)
         if o.signed_error is None or version is None:
             continue
-        earlier = sorted(
-            (
-                s
-                for s in stored
-                if s["plan_id"] == o.plan_id
-                and s["op"] == o.op
-                and s.get("plan_version") == version
-                and s.get("signed_error") is not None
-                and s["run_date"] < run_date
-            ),
-            key=lambda s: s["run_date"],
-        )
+        earlier = earlier_nights(stored, run_date, op=o.op, plan_id=o.plan_id, version=version)
         first = earlier[:FIRST_NIGHTS]
         baseline = sum(s["signed_error"] for s in first) / len(first) if first else None
         drift = None if baseline is None else o.signed_error - baseline
