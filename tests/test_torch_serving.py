@@ -87,6 +87,7 @@ def _report(config_path: Path, tmp_path: Path) -> dict[str, Any]:
     (outcome,) = report(config.dataset, config.out, config, pdf=False, record=False)
     assert outcome.error is None
     doc: dict[str, Any] = json.loads((config.out / "torch-serving" / "findings.json").read_text())
+    doc["_html"] = (config.out / "torch-serving" / "report.html").read_text()
     return doc
 
 
@@ -122,6 +123,9 @@ def test_the_report_names_the_recompiles_as_the_tail(
     tuning = [a for a in doc["actions"] if a["class"] not in ("observability",)]
     assert tuning[0]["class"] == "adaptation_blocking"
     assert "blocked behind adaptation" in doc["summary"]
+    verdict = doc["_html"].split('class="verdict"', 1)[1].split("</section>", 1)[0]
+    assert "Its tail: " in verdict  # page 1 names the tail's cause before the actions
+    assert "blocked behind adaptation (68 requests behind 4 recompiles" in verdict
     victims = {v["shape"] for v in b["victims"]} - triggers
     for s in doc["shapes"]:
         if s["shape"] in victims:

@@ -12,7 +12,7 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.sla import OverSla, OverTarget
 from mapreport.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.kinds import ActionState as State
-from mapreport.report import words
+from mapreport.report import prose, words
 
 if TYPE_CHECKING:
     from mapreport.analysis.history import RunPoint
@@ -59,6 +59,8 @@ class Verdict:
     regressions: int
     compared_to: str | None
     """The night compared with (None on a first night)."""
+    tail: str = ""
+    """What drives the slice's tail, when its pooled tail decides a class."""
 
 
 def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
@@ -139,4 +141,5 @@ def verdict(
         changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
         compared_to=h.compared_night if h and h.compared_to else None,
+        tail=prose.tail_sentence(r).strip(),
     )
