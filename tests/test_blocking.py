@@ -93,7 +93,7 @@ def test_busy_periods_end_when_the_worker_idles(tmp_path: Path) -> None:
 def event(
     shape: str, how: str = "recompile", seen: bool = False, blocked: int = 3
 ) -> BlockingEvent:
-    return BlockingEvent("f:1", shape, how, seen, -1, 0.0, 2e6, blocked, 1e6, 5e5, ("x",))
+    return BlockingEvent("f:1", shape, None, how, seen, -1, 0.0, 2e6, blocked, 1e6, 5e5, ("x",))
 
 
 def test_the_remedy_follows_what_the_adapting_requests_were() -> None:

@@ -72,7 +72,7 @@ WITH r AS (
         ) AS blocked_by
     FROM periods
 )
-SELECT source_id, line, rid, shape, how, adapted, seen_before, worker, compute_start_us,
+SELECT source_id, line, rid, shape, plan_id, how, adapted, seen_before, worker, compute_start_us,
     compute_us, queue_us, blocked_by
 FROM attributed WHERE adapted OR blocked_by IS NOT NULL
 """
@@ -84,12 +84,14 @@ def blocked_select(workload: str, slice_: str) -> str:
 
 
 EVENTS_SQL = f"""
-SELECT b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us,
+SELECT b.rid, b.shape, b.plan_id, b.how, b.seen_before, b.worker, b.compute_start_us,
+    b.compute_us,
     count(v.rid) AS blocked, sum(v.queue_us) AS wait_us,
     quantile_cont(v.queue_us, 0.95) AS wait_p95_us,
     list(DISTINCT v.shape ORDER BY v.shape) AS shapes
 FROM {BLOCKED_TABLE} b JOIN {BLOCKED_TABLE} v ON v.blocked_by = b.rid
-GROUP BY b.rid, b.shape, b.how, b.seen_before, b.worker, b.compute_start_us, b.compute_us
+GROUP BY b.rid, b.shape, b.plan_id, b.how, b.seen_before, b.worker, b.compute_start_us,
+    b.compute_us
 ORDER BY b.compute_start_us, b.rid
 """
 
@@ -106,6 +108,8 @@ class BlockingEvent:
     source: str
     """`source_id:line` of the adapting request."""
     shape: str
+    plan: str | None
+    """The plan the adapting request ran (None: it names none)."""
     how: str
     """The adaptation: recompile, retune, remap, fallback_enter or fallback (the variant)."""
     seen_before: bool
@@ -219,6 +223,7 @@ def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
         BlockingEvent(
             str(src),
             str(shape),
+            None if plan is None else str(plan),
             str(how),
             bool(seen),
             int(worker),
@@ -229,7 +234,7 @@ def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
             None if p95 is None else float(p95),
             tuple(shapes or ()),
         )
-        for src, shape, how, seen, worker, start, dur, n, wait, p95, shapes in con.execute(
+        for src, shape, plan, how, seen, worker, start, dur, n, wait, p95, shapes in con.execute(
             EVENTS_SQL
         ).fetchall()
     )
