@@ -8,6 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+MAX_INTEGER = 2**53
+"""The largest dimension value: the bound every number a record holds has (beyond it a float
+no longer holds every integer)."""
 MAX_DIMS = 64
 """A shape with more dimensions than this is rejected: no model input has that many."""
 
@@ -38,6 +41,8 @@ def _dim_value(name: str, value: Any) -> int:
         value = int(value)
     if value < 0:
         raise ShapeError(f"dimension '{name}' must be non-negative, got {value}")
+    if value > MAX_INTEGER:
+        raise ShapeError(f"dimension '{name}' is {value}, beyond 2^53")
     return int(value)
 
 

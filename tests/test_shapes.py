@@ -150,3 +150,13 @@ def test_non_ascii_digits_are_rejected(text: str) -> None:
     # str.isdigit() accepts these, int() does not: found by the record property test
     with pytest.raises(ShapeError):
         parse_bucket(text) if text.startswith("b=") else parse_shape(text)
+
+
+def test_a_dimension_beyond_2_to_the_53_is_refused() -> None:
+    """The bound every number of a record has: a shape of 10^20 is an error (a profiler
+    span's shape is then `unknown`), 2^53 itself is a shape."""
+    with pytest.raises(ShapeError, match="beyond 2\\^53"):
+        canonical_shape("batch=99999999999999999999")
+    with pytest.raises(ShapeError, match="beyond 2\\^53"):
+        canonical_shape({"batch": 2**53 + 1})
+    assert canonical_shape({"batch": 2**53}) == f"batch={2**53}"

@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 import msgspec
 
-from mapreport.shapes import ShapeError, canonical_bucket, canonical_shape
+from mapreport.shapes import MAX_INTEGER, ShapeError, canonical_bucket, canonical_shape
 
 Kind = Literal["str", "float", "int", "shape", "bucket", "bool"]
-MAX_MAGNITUDE = float(2**53)
+MAX_MAGNITUDE = float(MAX_INTEGER)
 """The largest magnitude a number of any table may have (9.0e15: 285 years in microseconds,
 where float64 still counts whole microseconds). A larger one, valid JSON as it is, would turn
 into inf or lose every digit in the differences, sums and ratios of the analysis."""
