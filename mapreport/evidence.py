@@ -24,6 +24,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.analysis.accuracy import shape_accuracy
@@ -267,8 +268,19 @@ def write_packs(con: duckdb.DuckDBPyConnection, r: SliceResult, folder: Path, sp
     for old in folder.iterdir():
         if old.stem not in keep:
             old.unlink()
+    tails: pa.Table | None = None
     for p in done:
-        rows = con.sql(p.sql).to_arrow_table()
+        if p.reduction == Reduction.TAIL_SHARE:
+            # every tail pack's rows are those of the slice's one tail query for its shapes:
+            # run it (and the blocking chain it joins) once, not once per pack
+            if tails is None:
+                tails = con.sql(
+                    f"{_tables(r)}\nSELECT * FROM ({tail_sql(r.budgets)})"
+                ).to_arrow_table()
+            mask = pc.is_in(tails["shape"], pa.array(p.params["shapes"], pa.string()))
+            rows = tails.filter(mask)
+        else:
+            rows = con.sql(p.sql).to_arrow_table()
         pq.write_table(rows, folder / f"{p.id}.parquet")
         atomic_write(folder / f"{p.id}.sql", (p.sql.strip() + ";\n").encode())
         spec = json.dumps(p.spec(), indent=1, sort_keys=True).encode()
