@@ -8,6 +8,7 @@ Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input d
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import re
 import sys
@@ -20,7 +21,8 @@ from typing import Any, TypeVar, cast
 import click
 
 from mapreport import __version__
-from mapreport.config import MAX_JOBS, default_config, load_config
+from mapreport.config import MAX_JOBS, Config, default_config, load_config
+from mapreport.engine import EngineName, EngineSettings, open_engine
 from mapreport.errors import (
     ERROR_POLICIES,
     DatasetError,
@@ -192,6 +194,24 @@ window_opt = click.option(
     "(6h, 7d), or everything in the dataset (all).",
 )
 verbose_opt = click.option("--verbose", "-v", is_flag=True, help="Log each step.")
+engine_opt = click.option(
+    "--engine",
+    type=click.Choice([e.value for e in EngineName]),
+    help="Where the analysis SQL runs: duckdb, in this process, or spark (the [engine] "
+    "section's master and conf; needs the spark extra and Java 17) [default: engine.name of "
+    "the config, else duckdb].",
+)
+
+
+def _with_engine(config: Config, engine: str | None) -> Config:
+    """The config with --engine's choice, when one is given."""
+    if engine is None:
+        return config
+    return dataclasses.replace(
+        config, engine=dataclasses.replace(config.engine, name=EngineName(engine))
+    )
+
+
 dataset_opt = click.option(
     "--dataset",
     required=True,
@@ -250,6 +270,7 @@ def main() -> None:
     help="The night these files were recorded: where rows without a wall-clock time (a "
     "profiler's relative clock) belong. Without it they count only in --window all reports.",
 )
+@engine_opt
 @no_wait_opt
 @quiet_opt
 @verbose_opt
@@ -263,22 +284,28 @@ def ingest_cmd(
     slice_: str,
     jobs: int,
     night: str | None,
+    engine: str | None,
     no_wait: bool,
     quiet: bool,
     verbose: bool,
 ) -> None:
     """Read input FILES (folders are walked) into the dataset. The format is detected from
     the content; a file already ingested (same SHA-256) is skipped, and a file whose content
-    changed at the same path replaces its earlier version."""
+    changed at the same path replaces its earlier version. With --engine spark, Spark's
+    executors read the files (the dataset on a folder they share)."""
     _logging(verbose)
     try:
         policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
         progress = _progress(quiet)
         day = parse_date(night).isoformat() if night else None
-        results = ingest(
-            dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait, night=day
-        )
+        on = open_engine(EngineSettings(EngineName(engine or EngineName.DUCKDB)))
+        try:
+            results = ingest(
+                dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait, day, on
+            )
+        finally:
+            on.close()
     except IngestFailures as e:
         _summarise_ingest(e.results, quiet)
         raise
@@ -317,6 +344,7 @@ def ingest_cmd(
 @click.option("--since", metavar="ISO-TIME", help="Report from this time (with --until: a range).")
 @click.option("--until", metavar="ISO-TIME", help="Report up to this time (excluded).")
 @force_opt
+@engine_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -333,6 +361,7 @@ def report_cmd(
     since: str | None,
     until: str | None,
     force: bool,
+    engine: str | None,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -340,7 +369,7 @@ def report_cmd(
     without re-ingesting anything. Without --date, --window, --since or --until a report
     covers everything in the dataset; reports show the recorded history of earlier nights."""
     _logging(verbose)
-    config = load_config(config_path) if config_path else default_config()
+    config = _with_engine(load_config(config_path) if config_path else default_config(), engine)
     chosen = _report_window(night or run_date, window, since, until, config.timezone)
     outcomes = report(
         dataset,
@@ -395,6 +424,7 @@ def _moment(text: str | None, what: str) -> datetime | None:
     help="Source files read at once, each in its own process [default: run.jobs of CONFIG, "
     "else 1].",
 )
+@engine_opt
 @no_wait_opt
 @quiet_opt
 @verbose_opt
@@ -406,6 +436,7 @@ def run_cmd(
     window: str | None,
     force: bool,
     jobs: int | None,
+    engine: str | None,
     no_wait: bool,
     quiet: bool,
     verbose: bool,
@@ -417,12 +448,14 @@ def run_cmd(
     slice that fails is listed in index.html and makes the exit code non-zero; the others are
     written."""
     _logging(verbose)
-    config = load_config(config_path)
+    config = _with_engine(load_config(config_path), engine)
     day = night or run_date
     if not quiet:
         echo(f"config    {config.path}")
         echo(f"dataset   {config.dataset}")
         echo(f"out       {config.out}")
+        if config.engine.name is not EngineName.DUCKDB:
+            echo(f"engine    {config.engine.name} ({config.engine.master})")
     try:
         done = run(
             config,

@@ -18,6 +18,7 @@ from typing import Any
 import msgspec
 
 from mapreport.analysis.common import Thresholds
+from mapreport.engine import EngineName, EngineSettings
 from mapreport.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.window import parse_duration_us, zone
 
@@ -61,8 +62,16 @@ class _History(msgspec.Struct, forbid_unknown_fields=True):
     baseline_run: str | None = None
 
 
+class _Engine(msgspec.Struct, forbid_unknown_fields=True):
+    name: EngineName = EngineName.DUCKDB
+    master: str = "local[2]"
+    conf: dict[str, str] = {}
+    dataset_uri: str | None = None
+
+
 class _File(msgspec.Struct, forbid_unknown_fields=True):
     run: _Run = msgspec.field(default_factory=_Run)
+    engine: _Engine = msgspec.field(default_factory=_Engine)
     history: _History = msgspec.field(default_factory=_History)
     thresholds: dict[str, Any] = {}
     slices: list[SliceConfig] = []
@@ -97,6 +106,9 @@ class Config:
     hints: dict[str, str] = dataclasses.field(default_factory=dict)
     """run.workload and run.slice: the slice of every source whose format names none (a
     profiler trace, a TORCH_TRACE log), as `ingest --workload/--slice` gives it."""
+    engine: EngineSettings = dataclasses.field(default_factory=EngineSettings, repr=False)
+    """Where the analysis SQL runs. Not in the repr (a report's fingerprint): both engines
+    give the same findings."""
 
     def slice_config(self, workload: str, slice_: str) -> SliceConfig | None:
         """The configured SLA block of a slice (an exact match, else the workload's generic)."""
@@ -206,6 +218,9 @@ def _build(raw: _File, path: Path | None) -> Config:
         timezone=raw.run.timezone,
         retain_days=raw.run.retain_days,
         hints={k: v for k, v in (("workload", raw.run.workload), ("slice", raw.run.slice)) if v},
+        engine=EngineSettings(
+            raw.engine.name, raw.engine.master, dict(raw.engine.conf), raw.engine.dataset_uri
+        ),
     )
 
 

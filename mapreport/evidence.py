@@ -53,6 +53,7 @@ from mapreport.analysis.tail import (
     shares,
     tail_sql,
 )
+from mapreport.connection import Connection
 from mapreport.errors import DatasetError, UsageError
 from mapreport.files import atomic_write
 from mapreport.kinds import Driver
@@ -258,7 +259,7 @@ def packs(r: SliceResult) -> list[Pack]:
     ]
 
 
-def write_packs(con: duckdb.DuckDBPyConnection, r: SliceResult, folder: Path, specs: Path) -> int:
+def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> int:
     """Write each pack's rows, SQL and spec under `folder`, and its spec under `specs` (the
     dataset's copy `explain` reads); the pack folder holds tonight's packs only."""
     folder.mkdir(parents=True, exist_ok=True)

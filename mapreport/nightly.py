@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import date, timedelta
 
 from mapreport.config import Config
+from mapreport.engine import Engine, open_engine
 from mapreport.errors import ConfigError
 from mapreport.ingest import IngestResult
 from mapreport.pipeline import IngestFailures, Progress, SliceOutcome, ingest, quiet, report
@@ -47,13 +48,31 @@ def run(
     """The nightly job for `night` (default: the last complete day in run.timezone): ingest
     the configured sources (`{date}` filled in; `jobs` files at once), remove partitions
     older than run.retain_days, then report every slice over the night's window (`window`,
-    default run.window) and record it."""
+    default run.window) and record it, all on the engine config.engine names."""
     if not config.sources:
         raise ConfigError(f"{config.path}: run.sources lists no input files")
     night = night or last_complete_day(config.timezone)
     done = NightRun(
         night.isoformat(), night_window(night, window or config.window, config.timezone)
     )
+    engine = open_engine(config.engine)
+    try:
+        return _run(config, engine, done, progress, night, force, jobs, wait, pdf)
+    finally:
+        engine.close()
+
+
+def _run(
+    config: Config,
+    engine: Engine,
+    done: NightRun,
+    progress: Progress,
+    night: date,
+    force: bool,
+    jobs: int | None,
+    wait: bool,
+    pdf: bool,
+) -> NightRun:
     failed: IngestFailures | None = None
     try:
         done.ingested = ingest(
@@ -65,6 +84,7 @@ def run(
             jobs=jobs or config.jobs,
             wait=wait,
             night=done.night,
+            engine=engine,
         )
     except IngestFailures as e:
         done.ingested, failed = e.results, e
@@ -82,6 +102,7 @@ def run(
         run_date=done.night,
         force=force,
         window=done.window,
+        engine=engine,
     )
     if failed is not None:
         failed.outcomes = done.outcomes

@@ -8,18 +8,19 @@ import logging
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import msgspec
 
 from mapreport import __version__
 from mapreport.analysis import RunKey, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
+from mapreport.connection import Connection
+from mapreport.engine import DUCKDB, Engine, open_engine
 from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
 from mapreport.evidence import PACKS, write_packs
 from mapreport.files import atomic_write
@@ -99,6 +100,7 @@ def ingest(
     jobs: int = 1,
     wait: bool = True,
     night: str | None = None,
+    engine: Engine = DUCKDB,
 ) -> list[IngestResult]:
     """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
     false: fail at once when another writer holds it); each file commits atomically.
@@ -106,23 +108,32 @@ def ingest(
     Under `abort` the first bad file stops the command (files before it stay committed).
     Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
     and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
-    processes read files at once; commits still happen here, one at a time in the files'
-    order, so the dataset ends as a serial ingest leaves it (peak memory: one reader per job).
-    Rows without a wall-clock time belong to `night` (`window.py`)."""
+    processes read files at once; on the Spark engine its executors read them. Commits still
+    happen here, one at a time in the files' order, so the dataset ends as a serial ingest
+    leaves it (peak memory: one reader per job). Rows without a wall-clock time belong to
+    `night` (`window.py`)."""
     ds = Dataset(dataset_dir, create=True)
     with ds.writing(wait):
-        return _ingest(ds, paths, policy, fmt, progress, hints, jobs, night)
+        return _ingest(ds, paths, Reading(policy, fmt, hints, night), progress, jobs, engine)
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How every file of one ingest is read."""
+
+    policy: ErrorPolicy | None
+    fmt: str | None
+    hints: dict[str, str] | None
+    night: str | None
 
 
 def _ingest(
     ds: Dataset,
     paths: Sequence[Path],
-    policy: ErrorPolicy | None,
-    fmt: str | None,
+    how: Reading,
     progress: Progress,
-    hints: dict[str, str] | None,
     jobs: int,
-    night: str | None,
+    engine: Engine,
 ) -> list[IngestResult]:
     dataset_dir = ds.root
     ds.recover()
@@ -134,6 +145,9 @@ def _ingest(
     for f in files:
         if f.resolve().is_relative_to(root):  # its rows would be added again every night
             raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
+    args = (how.policy, how.fmt, how.hints, how.night)
+    # on Spark every file is read by an executor first; else by `jobs` processes as they go
+    spread = engine.stage_files(ds, files, *args) if len(files) > 1 else None
     pool = (
         ProcessPoolExecutor(
             max_workers=jobs,
@@ -141,31 +155,41 @@ def _ingest(
             initializer=_reader_process,
             initargs=(ds,),  # the dataset and its log go to each process once, not per file
         )
-        if jobs > 1 and len(files) > 1
+        if spread is None and jobs > 1 and len(files) > 1
         else None
     )
     try:
-        pending = [
-            pool.submit(_stage, f, policy, fmt, hints, night) if pool else None for f in files
-        ]
+        pending: Sequence[Staged | MapreportError | Future[Staged] | None] = (
+            spread
+            if spread is not None
+            else [pool.submit(_stage, f, *args) if pool else None for f in files]
+        )
         for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
             progress(f"ingest {i}/{len(files)} {f}")
             try:
                 if job is None:
-                    results.append(ingest_file(ds, f, policy, fmt, hints, night))
+                    results.append(ingest_file(ds, f, *args))
                 else:
-                    results.append(commit_staged(ds, job.result()))
+                    results.append(commit_staged(ds, _staged(job)))
             except InputError as e:
-                if policy != "quarantine":
+                if how.policy != "quarantine":
                     raise
                 failures.append(e)
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None or spread is not None:
             ds.recover()  # files staged after a fatal error are not committed
     if failures:
         raise IngestFailures(results, failures)
     return results
+
+
+def _staged(job: Staged | MapreportError | Future[Staged]) -> Staged:
+    """A file staged elsewhere (its reader's error raised here, as a serial read raises it)."""
+    if isinstance(job, MapreportError):
+        raise job
+    return job.result() if isinstance(job, Future) else job
 
 
 _READER_DATASET: list[Dataset] = []
@@ -263,6 +287,7 @@ def report(
     run_date: str | None = None,
     force: bool = False,
     window: Window = EVERYTHING,
+    engine: Engine | None = None,
 ) -> list[SliceOutcome]:
     """Report every slice with data in the window (or only the --slice one) and rewrite
     OUT/index.html.
@@ -271,13 +296,35 @@ def report(
     it (the nightly job does), dated `run_date` (default: the window's night, else today,
     UTC), and recomputes the later nights already recorded (a backfill), so their action
     states follow from this one. A slice whose inputs are those its folder's report was made
-    from is left as it is unless `force`."""
+    from is left as it is unless `force`. The analysis runs on `engine` (default: the one
+    config.engine names, opened and closed here)."""
     ds = Dataset(dataset_dir)
+    run_date = run_date or window.night or datetime.now(UTC).date().isoformat()
+    on = engine or open_engine(config.engine)
+    try:
+        return _report(ds, out, config, on, only, pdf, progress, record, run_date, force, window)
+    finally:
+        if engine is None:
+            on.close()
+
+
+def _report(
+    ds: Dataset,
+    out: Path,
+    config: Config,
+    engine: Engine,
+    only: str | None,
+    pdf: bool,
+    progress: Progress,
+    record: bool,
+    run_date: str,
+    force: bool,
+    window: Window,
+) -> list[SliceOutcome]:
     now = datetime.now(UTC)
-    run_date = run_date or window.night or now.date().isoformat()
     # unique per recording: one process may record several nights within a second
     run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}"
-    slices, wanted, con = _slices(ds, dataset_dir, only, window)
+    slices, wanted, con = _slices(ds, engine, only, window)
     out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
     exporter = SvgExporter()
     outcomes = []
@@ -322,7 +369,7 @@ def report(
                 if record:
                     rows = history_rows(result, written.titles, key)
                     ds.write_history(run_date, workload, slice_, rows)
-                    later = recompute_later(ds, workload, slice_, config, key)
+                    later = recompute_later(ds, engine, workload, slice_, config, key)
                 atomic_write(folder / STAMP, (stamp + earlier).encode())
                 outcomes.append(
                     SliceOutcome(
@@ -344,30 +391,30 @@ def report(
                 )
     finally:
         exporter.close()
-    _index(ds, out, outcomes, dataset_dir, window, None if wanted else slices)
+    _index(ds, engine, out, outcomes, window, None if wanted else slices)
     return outcomes
 
 
 def _slices(
-    ds: Dataset, dataset_dir: Path, only: str | None, window: Window
-) -> tuple[list[tuple[str, str]], tuple[str, str | None] | None, duckdb.DuckDBPyConnection]:
+    ds: Dataset, engine: Engine, only: str | None, window: Window
+) -> tuple[list[tuple[str, str]], tuple[str, str | None] | None, Connection]:
     """The slices to report (with data in the window), the (workload, slice) `--slice` named
     (None without one), and the connection they were listed on."""
     for workload, slice_ in slice_candidates(only) if only else []:
-        con = ds.connect(workload, window)
+        con = engine.connect(ds, workload, window)
         slices = [s for s in list_slices(con) if s[0] == workload and slice_ in (None, s[1])]
         if slices:
             return slices, (workload, slice_), con
     if only:
-        every = list_slices(ds.connect(None, window))
+        every = list_slices(engine.connect(ds, None, window))
         names = ", ".join(f"{w}/{s}" if s else w for w, s in every) or "none"
         raise DatasetError(
-            f"no slice {only!r} in {dataset_dir}{_in(window)} (slices: {names}){_days(ds)}"
+            f"no slice {only!r} in {ds.root}{_in(window)} (slices: {names}){_days(ds)}"
         )
-    con = ds.connect(None, window)
+    con = engine.connect(ds, None, window)
     slices = list_slices(con)
     if not slices:
-        raise DatasetError(f"{dataset_dir} holds no requests to report on{_in(window)}{_days(ds)}")
+        raise DatasetError(f"{ds.root} holds no requests to report on{_in(window)}{_days(ds)}")
     return slices, None, con
 
 
@@ -451,9 +498,9 @@ def _unchanged(folder: Path, stamp: str, pdf: bool) -> bool:
 
 def _index(
     ds: Dataset,
+    engine: Engine,
     out: Path,
     outcomes: list[SliceOutcome],
-    dataset_dir: Path,
     window: Window,
     every: list[tuple[str, str]] | None = None,
 ) -> None:
@@ -461,7 +508,7 @@ def _index(
     them already): tonight's outcomes, and the entries kept beside earlier reports."""
     now = {(o.workload, o.slice): o for o in outcomes}
     entries: list[IndexEntry] = []
-    listed = every if every is not None else list_slices(ds.connect(None, window))
+    listed = every if every is not None else list_slices(engine.connect(ds, None, window))
     for workload, slice_ in listed:
         folder = slice_dir(out, workload, slice_)
         name = f"{workload}/{slice_}" if slice_ else workload
@@ -471,4 +518,4 @@ def _index(
             entries.append(IndexEntry(name=name, dir=rel, error=o.error))
             continue
         entries.append(msgspec.structs.replace(read_entry(folder, name, rel), name=name, dir=rel))
-    write_index(out, entries, str(dataset_dir))
+    write_index(out, entries, str(ds.root))

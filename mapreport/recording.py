@@ -11,6 +11,7 @@ from typing import Any
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
+from mapreport.engine import Engine
 from mapreport.kinds import OwnerRole
 from mapreport.report import action_titles
 from mapreport.schema import PARTITIONED
@@ -56,7 +57,7 @@ def revision_of(stored: Stored, run_date: str, inputs: str) -> int:
 
 
 def recompute_later(
-    ds: Dataset, workload: str, slice_: str, config: Config, key: RunKey
+    ds: Dataset, engine: Engine, workload: str, slice_: str, config: Config, key: RunKey
 ) -> tuple[str, ...]:
     """Re-record every night after `key`'s that the slice's history holds, oldest first, each
     from its own window and the nights before it: a backfill or a late night's re-run changes
@@ -79,7 +80,7 @@ def recompute_later(
             revision_of(stored, night, inputs),
             key.recorded_at,
         )
-        con = ds.connect(workload, window)
+        con = engine.connect(ds, workload, window)
         result = analyze_slice(con, workload, slice_, config.thresholds, review, stored, again)
         ds.write_history(
             night, workload, slice_, history_rows(result, action_titles(result), again)

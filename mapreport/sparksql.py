@@ -37,13 +37,16 @@ def _keys(order: exp.Order) -> list[tuple[exp.Expression, bool]]:
     return [(o.this, bool(o.args.get("desc"))) for o in order.expressions]
 
 
-def _sorted_structs(gen: Any, value: exp.Expression, order: exp.Order, distinct: bool) -> str:
-    """`value`'s collected rows sorted by the order's keys (each key ascending or descending,
-    nulls last as DuckDB's default), as an array of structs with the value last."""
+def _sorted_structs(
+    gen: Any, value: exp.Expression, order: exp.Order, distinct: bool, where: str
+) -> str:
+    """`value`'s collected rows (those `where` keeps: a FILTER clause, or '') sorted by the
+    order's keys (each ascending or descending, nulls last as DuckDB's default), as an array of
+    structs with the value last."""
     keys = _keys(order)
     fields = [f"{gen.sql(k)} AS k{i}" for i, (k, _) in enumerate(keys)]
     collected = f"COLLECT_{'SET' if distinct else 'LIST'}(STRUCT({', '.join(fields)}, "
-    collected += f"{gen.sql(value)} AS v))"
+    collected += f"{gen.sql(value)} AS v)){where}"
     compare = []
     for i, (_, desc) in enumerate(keys):
         a, b = ("r", "l") if desc else ("l", "r")
@@ -75,18 +78,30 @@ def _unordered(node: exp.Expression) -> tuple[exp.Expression, exp.Order | None, 
     return value, order, distinct
 
 
-def _array_agg(gen: Any, node: exp.ArrayAgg) -> str:
+def _array_agg(gen: Any, node: exp.ArrayAgg, where: str = "") -> str:
     value, order, distinct = _unordered(node)
     if order is None:
-        return f"COLLECT_{'SET' if distinct else 'LIST'}({gen.sql(value)})"
-    return f"TRANSFORM({_sorted_structs(gen, value, order, distinct)}, s -> s.v)"
+        return f"COLLECT_{'SET' if distinct else 'LIST'}({gen.sql(value)}){where}"
+    return f"TRANSFORM({_sorted_structs(gen, value, order, distinct, where)}, s -> s.v)"
 
 
-def _first(gen: Any, node: exp.First) -> str:
+def _first(gen: Any, node: exp.First, where: str = "") -> str:
     value, order, distinct = _unordered(node)
     if order is None:
-        return f"FIRST({gen.sql(value)})"
-    return f"ELEMENT_AT({_sorted_structs(gen, value, order, distinct)}, 1).v"
+        return f"FIRST({gen.sql(value)}){where}"
+    return f"ELEMENT_AT({_sorted_structs(gen, value, order, distinct, where)}, 1).v"
+
+
+def _filter(gen: Any, node: exp.Filter) -> str:
+    """An aggregate's FILTER clause; an ordered list's goes inside it, on the collection (Spark
+    refuses a FILTER on the expression that sorts it)."""
+    where = f" FILTER ({gen.sql(node.expression)})"
+    inner = node.this
+    if isinstance(inner, exp.ArrayAgg):
+        return _array_agg(gen, inner, where)
+    if isinstance(inner, exp.First):
+        return _first(gen, inner, where)
+    return f"{gen.sql(inner)}{where}"
 
 
 def _percentile(gen: Any, node: exp.PercentileCont) -> str:
@@ -119,6 +134,17 @@ def _create(gen: Any, node: exp.Create) -> str:
     return str(Spark.Generator.create_sql(gen, node))
 
 
+RENAMED = {"EPOCH_US": "UNIX_MICROS"}
+"""DuckDB functions sqlglot passes through by name that Spark calls otherwise."""
+
+
+def _anonymous(gen: Any, node: exp.Anonymous) -> str:
+    name = str(node.this).upper()
+    if name in RENAMED:
+        return f"{RENAMED[name]}({', '.join(gen.sql(a) for a in node.expressions)})"
+    return str(Spark.Generator.anonymous_sql(gen, node))
+
+
 class MapreportSpark(Spark):
     """Spark SQL as mapreport's analysis needs it (exact percentiles, ordered lists)."""
 
@@ -130,6 +156,8 @@ class MapreportSpark(Spark):
             exp.ArrayAgg: _array_agg,
             exp.First: _first,
             exp.Create: _create,
+            exp.Anonymous: _anonymous,
+            exp.Filter: _filter,
         }
 
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import duckdb
 import pyarrow as pa
 
+from mapreport.connection import Connection
 from mapreport.errors import DatasetError
 from mapreport.schema import DAY_PARTITIONED, TABLES
 from mapreport.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
@@ -40,63 +41,86 @@ class Scan(NamedTuple):
     rows: Rows
 
 
+class Files(Protocol):
+    """How an engine reads a list of Parquet files."""
+
+    def source(self, table: str, files: list[Path]) -> tuple[str, set[str]]:
+        """A FROM clause over the files (hive partitions not read as columns: a workload is
+        what its rows hold, not its folder name) and the columns they hold."""
+
+
+class DuckDBFiles:
+    """DuckDB's `read_parquet` over the files, as they lie on this machine."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, root: Path):
+        self.con = con
+        self.root = root
+
+    def source(self, table: str, files: list[Path]) -> tuple[str, set[str]]:
+        """`read_parquet([...])` and the columns DuckDB finds in the files."""
+        paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+        source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
+        try:
+            present = {
+                r[0] for r in self.con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()
+            }
+        except duckdb.Error as e:
+            raise DatasetError(
+                f"{self.root}: cannot read table {table}: {str(e).splitlines()[0]}"
+            ) from None
+        return source, present
+
+
 def connect(
     ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
 ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with one view per canonical table over the committed files of
-    one workload (or all): the runtime tables and compile events hold the window's rows,
-    compile_plan each plan's version in force at the window's end, and `plan_version`
-    every version of every plan with its capture time."""
+    """A DuckDB connection with the dataset's views (`define_views`)."""
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
-    live = set(ds.live())
-    for table in TABLES:
-        name = ALL_PLANS if table == "compile_plan" else table
-        _view(ds, con, name, table, ds.scans(table, workload, live, window), window)
-    con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
-    con.execute(
-        f"""CREATE VIEW compile_plan AS SELECT p.* FROM {ALL_PLANS} p
-        JOIN (SELECT workload, slice, plan_id, source_id FROM plan_version WHERE in_force)
-        USING (workload, slice, plan_id, source_id)"""
-    )
+    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
     return con
 
 
-def _view(
-    ds: Dataset,
-    con: duckdb.DuckDBPyConnection,
-    name: str,
-    table: str,
-    scans: list[Scan],
-    window: Window,
+def define_views(
+    con: Connection, files: Files, ds: Dataset, workload: str | None, window: Window
 ) -> None:
-    """Create view `name` of canonical `table` over the scans' files (UNION ALL)."""
+    """One view per canonical table over the committed files of one workload (or all): the
+    runtime tables and compile events hold the window's rows, compile_plan each plan's
+    version in force at the window's end, and `plan_version` every version of every plan
+    with its capture time. The same statements on every engine; only `files` differs."""
+    live = set(ds.live())
+    for table in TABLES:
+        name = ALL_PLANS if table == "compile_plan" else table
+        scans = ds.scans(table, workload, live, window)
+        con.execute(f"CREATE TEMP VIEW {name} AS " + view_select(files, table, scans, window))
+    con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
+    con.execute(
+        f"""CREATE TEMP VIEW compile_plan AS SELECT p.* FROM {ALL_PLANS} p
+        JOIN (SELECT workload, slice, plan_id, source_id FROM plan_version WHERE in_force)
+        USING (workload, slice, plan_id, source_id)"""
+    )
+
+
+def view_select(files: Files, table: str, scans: list[Scan], window: Window) -> str:
+    """The rows of canonical `table` the scans count, in its columns (UNION ALL)."""
     schema = TABLES[table]
     column = DAY_PARTITIONED.get(table, "ts_us")
     parts = []
-    for files, rows in scans:
-        if not files:
+    for paths, rows in scans:
+        if not paths:
             continue
         where = _where(rows, column, window)
-        paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-        # folders are not data: a workload is what its rows hold, not its folder name
-        source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
-        try:
-            present = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {source}").fetchall()}
-        except duckdb.Error as e:
-            raise DatasetError(
-                f"{ds.root}: cannot read table {table}: {str(e).splitlines()[0]}"
-            ) from None
+        source, present = files.source(table, paths)
         # a column added by a later schema version is null in files written before
         cols = ", ".join(
             f'"{f.name}"' if f.name in present else f'NULL::{_SQL[f.type]} AS "{f.name}"'
             for f in schema
         )
         parts.append(f"SELECT {cols} FROM {source}" + (f" WHERE {where}" if where else ""))
-    if not parts:
-        con.register(f"_empty_{name}", schema.empty_table())
-        parts = [f"SELECT * FROM _empty_{name}"]
-    con.execute(f"CREATE VIEW {name} AS " + " UNION ALL ".join(parts))
+    if not parts:  # typed, and no rows
+        cols = ", ".join(f'NULL::{_SQL[f.type]} AS "{f.name}"' for f in schema)
+        return f"SELECT {cols} WHERE false"
+    return " UNION ALL ".join(parts)
 
 
 def _where(rows: Rows, column: str, window: Window) -> str | None:
@@ -114,7 +138,7 @@ ALL_PLANS = "_every_compile_plan"
 """The view of every version of every compile plan; `compile_plan` holds those in force."""
 
 _PLAN_VERSIONS = """
-CREATE VIEW plan_version AS
+CREATE TEMP VIEW plan_version AS
 WITH captured AS (
     SELECT source_id, max(TRY_CAST(captured_at AS TIMESTAMPTZ)) AS t
     FROM environment GROUP BY source_id

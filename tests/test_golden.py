@@ -26,6 +26,7 @@ import pytest
 
 from mapreport import synth
 from mapreport.config import load_config
+from mapreport.engine import EngineSettings
 from mapreport.evidence import explain
 from mapreport.nightly import run
 from mapreport.pipeline import ingest, report
@@ -44,8 +45,11 @@ REL, ABS, CI_ABS = 1e-6, 1e-9, 0.005
 """Bootstrap intervals get an absolute tolerance: they depend on numpy's random streams."""
 
 
-def compare(got: Any, want: Any, where: str = "$") -> list[str]:
-    """Differences between two findings documents beyond the tolerances."""
+def compare(
+    got: Any, want: Any, where: str = "$", rel: float = REL, ci_abs: float = CI_ABS
+) -> list[str]:
+    """Differences between two findings documents beyond the tolerances (relative `rel`,
+    absolute `ci_abs` in a bootstrap interval, `ABS` near zero)."""
     if isinstance(want, dict):
         if not isinstance(got, dict):
             return [f"{where}: expected an object"]
@@ -56,7 +60,7 @@ def compare(got: Any, want: Any, where: str = "$") -> list[str]:
             if k not in got or k not in want:
                 diffs.append(f"{where}.{k}: {'missing' if k not in got else 'unexpected'}")
                 continue
-            diffs += compare(got[k], want[k], f"{where}.{k}")
+            diffs += compare(got[k], want[k], f"{where}.{k}", rel, ci_abs)
         return diffs
     if isinstance(want, list):
         if not isinstance(got, list) or len(got) != len(want):
@@ -64,10 +68,10 @@ def compare(got: Any, want: Any, where: str = "$") -> list[str]:
         return [
             d
             for i, (g, w) in enumerate(zip(got, want, strict=True))
-            for d in compare(g, w, f"{where}[{i}]")
+            for d in compare(g, w, f"{where}[{i}]", rel, ci_abs)
         ]
     if isinstance(want, float) and isinstance(got, int | float) and not isinstance(got, bool):
-        tol = CI_ABS if "_ci" in where else max(ABS, REL * abs(want))
+        tol = ci_abs if "_ci" in where else max(ABS, rel * abs(want))
         return [] if math.isclose(got, want, abs_tol=tol) else [f"{where}: {got} != {want}"]
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
 
@@ -118,15 +122,13 @@ def _needs_realdata(config: Path) -> bool:
     return "shared/realdata" in config.read_text()
 
 
-@pytest.fixture(scope="module", params=CASES)
-def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
-    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML)."""
-    name: str = request.param
+def run_case(name: str, work: Path, engine: EngineSettings | None = None) -> Case:
+    """One golden case's inputs through the nightly job night by night (or `ingest` and
+    `report` when it has no nights; no PDF), on `engine` (default: the config's)."""
     path = GOLDEN / name / "input" / "mapreport.toml"
-    if _needs_realdata(path) and not REALDATA.is_dir():
-        pytest.skip("../shared/realdata is not beside the repo")
-    work = tmp_path_factory.mktemp(f"golden-{name}")
     config = replace(load_config(path), dataset=work / "dataset", out=work / "reports")
+    if engine is not None:
+        config = replace(config, engine=engine)
     nights = path.parent / "nights"
     if nights.is_dir():  # one folder per night: the nightly job runs each; the last is compared
         for night in sorted(d.name for d in nights.iterdir()):
@@ -141,6 +143,19 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
         str(f.parent.relative_to(config.out)) for f in sorted(config.out.rglob("findings.json"))
     )
     return Case(name, config.out, folders)
+
+
+def needs(name: str) -> None:
+    """Skip a case whose inputs lie in ../shared/realdata when it is not there."""
+    if _needs_realdata(GOLDEN / name / "input" / "mapreport.toml") and not REALDATA.is_dir():
+        pytest.skip("../shared/realdata is not beside the repo")
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
+    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML)."""
+    needs(request.param)
+    return run_case(request.param, tmp_path_factory.mktemp(f"golden-{request.param}"))
 
 
 def test_findings_match_golden(case: Case) -> None:

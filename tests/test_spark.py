@@ -1,27 +1,40 @@
-"""The transpiled analysis SQL on Spark (local[2]): the same rows as DuckDB for the constructs
-sqlglot's own Spark output gets wrong (the slice's objects with its primary plan by an ordered
-first, exact percentile lists, ordered sample lists, the blocking window functions, ordered
-distinct lists), on every demo slice. Needs the `spark` extra (the Makefile installs it) and
-Java 17."""
+"""The Spark engine (local[2]): the transpiled analysis SQL gives DuckDB's rows for the constructs
+sqlglot's own Spark output gets wrong, every golden case's findings equal DuckDB's (1e-9
+relative, CIs included), and `mapreport run --engine spark` on sample_data/ writes DuckDB's
+findings.json for every slice. Needs the `spark` extra (the Makefile installs it) and Java 17."""
 
 from __future__ import annotations
 
+import json
 import math
-import os
 import shutil
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 from mapreport.analysis import list_slices, query
 from mapreport.analysis.blocking import EVENTS_SQL, VICTIMS_SQL, blocked_select
 from mapreport.analysis.query import BLOCKED_TABLE, GRID, ON_PRIMARY, SLICE_TABLE
+from mapreport.cli import main
+from mapreport.config import load_config
+from mapreport.engine import EngineName, EngineSettings, open_engine
+from mapreport.errors import InputError
+from mapreport.nightly import run
+from mapreport.pipeline import ingest
 from mapreport.sparksql import to_spark
 from mapreport.store import Dataset
+from mapreport.synth_nights import NIGHTS
+from tests.conftest import SAMPLE_DATA
+from tests.test_golden import CASES, Case, compare, needs, run_case
 
 pyspark = pytest.importorskip("pyspark", reason="pip install -e '.[spark]' (make does)")
+from mapreport.spark import start_session  # noqa: E402  (needs pyspark)
+
 pytestmark = pytest.mark.spark
 
 CHECKS = {
@@ -43,17 +56,8 @@ def spark() -> Iterator[Any]:
     """One local[2] session with a 2 GB driver for the whole run."""
     if shutil.which("java") is None:
         pytest.fail("Spark's local mode needs Java 17 on PATH (apt install openjdk-17-jre)")
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[2]")
-        .config("spark.driver.memory", "2g")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.ui.enabled", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
+    # the engine's own settings; mapreport's runs below find this session active and reuse it
+    session = start_session(EngineSettings(conf={"spark.driver.memory": "2g"}))
     yield session
     session.stop()
 
@@ -94,3 +98,107 @@ def test_the_tricky_constructs_give_duckdbs_rows(spark: Any, demo_dataset: Path)
             compared += 1
         query.drop_slice(con)
     assert compared == len(CHECKS) * 3
+
+
+SPARK = EngineSettings(EngineName.SPARK)
+EXACT = {"rel": 1e-9, "ci_abs": 1e-9}
+"""Both engines see the same rows: every figure and interval agrees to 1e-9."""
+
+
+def _last_job(spark: Any) -> int:
+    """The id of the last Spark job the session ran (ids only grow)."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1)
+
+
+def _findings(case: Case) -> dict[str, Any]:
+    return {f: json.loads((case.out / f / "findings.json").read_text()) for f in case.folders}
+
+
+@pytest.mark.parametrize("name", [c for c in CASES if c != "demo"])
+def test_every_golden_case_gives_duckdbs_findings_on_spark(
+    spark: Any, name: str, tmp_path: Path
+) -> None:
+    needs(name)
+    duck = run_case(name, tmp_path / "duckdb")
+    on_spark = run_case(name, tmp_path / "spark", SPARK)
+    assert on_spark.folders == duck.folders
+    want, got = _findings(duck), _findings(on_spark)
+    assert [d for f in want for d in compare(got[f], want[f], f, **EXACT)] == []
+
+
+def test_mapreport_run_engine_spark_on_sample_data_writes_duckdbs_findings(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Three demo nights on each engine, the third through the CLI with its PDFs: the same
+    findings for every slice, history, drift and actions included."""
+    configs = {}
+    for engine in EngineName:
+        shutil.copytree(SAMPLE_DATA, tmp_path / engine / "sample_data")
+        configs[engine] = tmp_path / engine / "sample_data" / "mapreport.toml"
+        config = replace(load_config(configs[engine]), engine=EngineSettings(engine))
+        for night in NIGHTS[:-1]:
+            run(config, night=night, pdf=False)
+    duck = load_config(configs[EngineName.DUCKDB])
+    run(duck, night=NIGHTS[-1], pdf=False)
+    args = ["run", str(configs[EngineName.SPARK]), "--date", NIGHTS[-1].isoformat()]
+    jobs = _last_job(spark)
+    result = CliRunner().invoke(main, [*args, "--engine", "spark", "-q"])
+    assert result.exit_code == 0, result.output
+    assert _last_job(spark) > jobs  # it ran on Spark
+    reports = {e: tmp_path / e / "demo" / "reports" for e in EngineName}
+    folders = sorted(
+        f.parent.relative_to(reports[EngineName.DUCKDB])
+        for f in reports[EngineName.DUCKDB].rglob("findings.json")
+    )
+    assert len(folders) == 3
+    for f in folders:
+        want = json.loads((reports[EngineName.DUCKDB] / f / "findings.json").read_text())
+        got = json.loads((reports[EngineName.SPARK] / f / "findings.json").read_text())
+        assert compare(got, want, str(f), **EXACT) == []
+        assert (reports[EngineName.SPARK] / f / "report.pdf").stat().st_size > 0
+
+
+def _tables(ds: Path) -> dict[str, list[dict[str, Any]]]:
+    """Every table of a dataset as sorted rows (the log without its ingest times)."""
+    out = {}
+    for table in sorted(p.name for p in ds.iterdir() if p.is_dir() and p.name[0] != "."):
+        rows = [
+            {k: v for k, v in r.items() if k != "ingested_at"}
+            for f in sorted((ds / table).rglob("*.parquet"))
+            for r in pq.ParquetFile(f).read().to_pylist()
+        ]
+        out[table] = sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, default=str))
+    return out
+
+
+def test_ingest_on_spark_executors_leaves_the_dataset_a_serial_ingest_leaves(
+    spark: Any, tmp_path: Path
+) -> None:
+    sources = [SAMPLE_DATA / "plans", SAMPLE_DATA / "nights" / NIGHTS[0].isoformat()]
+    jobs = _last_job(spark)
+    spread = ingest(tmp_path / "spark", sources, engine=open_engine(SPARK))
+    assert _last_job(spark) > jobs  # the executors read the files
+    serial = ingest(tmp_path / "serial", sources)
+    assert [(r.path, r.source_id, r.rows, r.days) for r in spread] == [
+        (r.path, r.source_id, r.rows, r.days) for r in serial
+    ]
+    assert _tables(tmp_path / "spark") == _tables(tmp_path / "serial")
+    again = ingest(tmp_path / "spark", sources, engine=open_engine(SPARK))
+    assert {r.status for r in again} == {"unchanged"}
+    assert not list((tmp_path / "spark").glob(".staging/*"))
+
+
+@pytest.mark.parametrize("policy", ["abort", "quarantine"])
+def test_a_bad_file_on_spark_is_what_it_is_on_one_machine(
+    spark: Any, tmp_path: Path, policy: str
+) -> None:
+    bad = tmp_path / "bad.runtime.jsonl"
+    bad.write_text('{"kind": "request", "workload": "w", "shape": "a=1", "arrival_us": "x"}\n')
+    files = [SAMPLE_DATA / "quality.jsonl", bad, SAMPLE_DATA / "plans"]
+    said = {}
+    for engine in EngineName:
+        ds = tmp_path / engine
+        with pytest.raises(InputError) as e:
+            ingest(ds, files, policy, engine=open_engine(EngineSettings(engine)))
+        said[engine] = (str(e.value).replace(str(tmp_path), ""), _tables(ds))
+    assert said[EngineName.SPARK] == said[EngineName.DUCKDB]

@@ -6,25 +6,24 @@
 
 from __future__ import annotations
 
-import duckdb
-
 from mapreport.analysis import query
 from mapreport.analysis.common import Review, Thresholds
 from mapreport.analysis.history import RunKey, Stored
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.slice import analyze
+from mapreport.connection import Connection
 
 __all__ = ["Review", "RunKey", "SliceResult", "Stored", "Thresholds", "analyze_slice"]
 __all__ += ["list_slices"]
 
 
-def list_slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+def list_slices(con: Connection) -> list[tuple[str, str]]:
     """Every (workload, slice) that served requests, compiled, profiled or was swept."""
     return query.slices(con)
 
 
 def analyze_slice(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     workload: str,
     slice_: str,
     th: Thresholds,

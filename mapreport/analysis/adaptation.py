@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.query import ON_PRIMARY
 from mapreport.analysis.stats import FloatArray, bootstrap_ratio_gain, seed_for
+from mapreport.connection import Connection
 from mapreport.kinds import GainGap, GainState
 
 
@@ -119,9 +119,7 @@ def _median(x: FloatArray) -> float:
     return float(np.quantile(x, 0.5))
 
 
-def compute_samples(
-    con: duckdb.DuckDBPyConnection, shapes: list[str]
-) -> dict[tuple[str, str], FloatArray]:
+def compute_samples(con: Connection, shapes: list[str]) -> dict[tuple[str, str], FloatArray]:
     """Measured compute times of ok requests of the primary plan per (shape, variant), for
     the bootstrap."""
     if not shapes:
@@ -150,7 +148,7 @@ def compute_samples(
 
 
 def adaptation_costs(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
+    con: Connection, workload: str, slice_: str
 ) -> dict[str | None, tuple[int, float]]:
     """Adaptation events per shape (None: events that name no shape): (count, summed dur_us)."""
     rows = con.execute(

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
 from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE, literal
+from mapreport.connection import Connection
 from mapreport.kinds import BlockingRemedy
 
 ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
@@ -211,13 +210,13 @@ FALLBACK_HOWS = ("fallback", "fallback_enter")
 """Adaptations that are a run on the generic path, not a compile."""
 
 
-def load_blocking(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
+def load_blocking(con: Connection, workload: str, slice_: str) -> None:
     """Mark the slice's adapting and blocked requests (BLOCKED_TABLE) over the slice view."""
     select = blocked_select(workload, slice_)
     con.execute(f"CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS {select}")
 
 
-def blocking(con: duckdb.DuckDBPyConnection) -> Blocking:
+def blocking(con: Connection) -> Blocking:
     """The slice's blocking events (of `load_blocking`), oldest first, and its victims."""
     events = tuple(
         BlockingEvent(

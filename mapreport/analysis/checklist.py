@@ -7,13 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import duckdb
-
 from mapreport.analysis.actions import Action
 from mapreport.analysis.common import QualityGuard, Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.query import records
+from mapreport.connection import Connection
 from mapreport.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
 
 if TYPE_CHECKING:
@@ -180,9 +179,7 @@ def pitfalls(
     )
 
 
-def quality_records(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> list[dict[str, Any]]:
+def quality_records(con: Connection, workload: str, slice_: str) -> list[dict[str, Any]]:
     """Quality evidence of a slice (records without a slice apply to every slice)."""
     cur = con.execute(
         """SELECT precision, metric, baseline, value, max_drop, source_id FROM quality

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import duckdb
-
+from mapreport.connection import Connection
 from mapreport.shapes import sort_key
 
 
@@ -74,7 +73,7 @@ _REGIONS = f"""
 
 
 def compiles(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     workload: str,
     slice_: str,
     saving_us: Mapping[str, float],

@@ -7,9 +7,8 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import duckdb
-
 from mapreport.analysis.query import ShapeRow
+from mapreport.connection import Connection
 from mapreport.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
@@ -134,7 +133,7 @@ class BucketRow:
     """(fusion group, ops in it) of the bucket's plan entries."""
 
 
-def bucket_rows(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[BucketRow]:
+def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
     """Compiled buckets of the slice's plans; a slice-specific entry wins over a generic one.
 
     The prediction is the `__total__` line, else the sum of the bucket's op predictions (an op
@@ -202,9 +201,7 @@ class PlanVersion:
     """How many versions of this plan the dataset holds."""
 
 
-def plan_versions(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str
-) -> tuple[PlanVersion, ...]:
+def plan_versions(con: Connection, workload: str, slice_: str) -> tuple[PlanVersion, ...]:
     """Every version of the slice's compile plans (its own and its workload's generic ones),
     the one in force first per plan, then newest first."""
     rows = con.execute(

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-
 from mapreport.analysis.query import records
+from mapreport.connection import Connection
 from mapreport.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
 
@@ -70,7 +69,7 @@ def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
     )
 
 
-def environments(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
+def environments(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]:
     """Environment rows of the given source files."""
     cur = con.execute(
         "SELECT * EXCLUDE (line, extra) FROM environment WHERE list_contains($ids, source_id)",

@@ -14,10 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import duckdb
-
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.query import REQUESTS
+from mapreport.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -130,7 +129,7 @@ def _join(
 
 
 def operators(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     workload: str,
     slice_: str,
     th: Thresholds,
@@ -221,7 +220,7 @@ def operators(
     )
 
 
-def plan_compute_p50(con: duckdb.DuckDBPyConnection) -> dict[str, float]:
+def plan_compute_p50(con: Connection) -> dict[str, float]:
     """Median compute time of each plan's ok requests (the end-to-end side of per-op sums)."""
     rows = con.execute(
         f"""

@@ -13,9 +13,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import duckdb
-
 from mapreport.analysis.common import Percentiles
+from mapreport.connection import Connection
 
 QS = "[0.5, 0.95, 0.99]"
 GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
@@ -51,8 +50,9 @@ def temp_name(prefix: str) -> str:
     return f"_{prefix}_{next(_REGISTERED)}"
 
 
-def records(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
-    """The rows of an executed query as dicts keyed by column name."""
+def records(cur: Any) -> list[dict[str, Any]]:
+    """The rows of an executed query (`Connection.execute`'s result) as dicts keyed by column
+    name."""
     names = [d[0] for d in cur.description or ()]
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
@@ -98,7 +98,7 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def load_slice(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> None:
+def load_slice(con: Connection, workload: str, slice_: str) -> None:
     """Define the slice's requests (a temporary view over the Parquet files, with the derived
     columns) and count its requests per (shape, plan) once, from which each shape's primary
     plan comes, so no query re-derives them. The view streams from Parquet: memory does not
@@ -112,7 +112,7 @@ def as_ctes(definitions: list[tuple[str, str, str]]) -> str:
     return "WITH " + ",\n".join(f"{name} AS ({select})" for _, name, select in definitions)
 
 
-def drop_slice(con: duckdb.DuckDBPyConnection) -> None:
+def drop_slice(con: Connection) -> None:
     """Remove the slice view and primary plans of `load_slice` (and the blocked requests)."""
     con.execute(f"DROP TABLE IF EXISTS {BLOCKED_TABLE}")
     con.execute(f"DROP VIEW IF EXISTS {SLICE_TABLE}")
@@ -158,7 +158,7 @@ class ShapeRow:
     """ok requests above each configured SLA target, by quantile ("p95", "p99")."""
 
 
-def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
+def slices(con: Connection) -> list[tuple[str, str]]:
     """Every (workload, slice) with requests, compiles, plans, profiled ops or load sweeps."""
     # a record that names no slice (slice '') serves every slice of its workload (generic
     # compile plans), so (w, '') is a slice of its own only with requests or without siblings
@@ -180,9 +180,7 @@ def slices(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str]]:
     return [(str(w), str(s)) for w, s in rows]
 
 
-def shape_rows(
-    con: duckdb.DuckDBPyConnection, targets: dict[str, float] | None = None
-) -> list[ShapeRow]:
+def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list[ShapeRow]:
     """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
     wait and compute (ok requests), and the ok requests above each SLA target in `targets`
     (by quantile name), counted in the same scan."""
@@ -244,7 +242,7 @@ def shape_rows(
     ]
 
 
-def slice_latency(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+def slice_latency(con: Connection) -> dict[str, Any]:
     """Of the loaded slice: slice-wide request counts, time window and latency percentiles
     (ok requests)."""
     n_total, n, lat, t0, t1 = con.execute(
@@ -264,7 +262,7 @@ def slice_latency(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
     }
 
 
-def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[dict[str, Any]]:
+def source_files(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]:
     """ingest_log rows of the given sources."""
     cur = con.execute(
         """SELECT source_id, path, format, rows, rejected, rejections FROM ingest_log
@@ -274,7 +272,7 @@ def source_files(con: duckdb.DuckDBPyConnection, source_ids: list[str]) -> list[
     return records(cur)
 
 
-def profile_sources(con: duckdb.DuckDBPyConnection, workload: str, slice_: str) -> list[str]:
+def profile_sources(con: Connection, workload: str, slice_: str) -> list[str]:
     """The files behind a slice's compile events, per-op profiles and load sweeps."""
     rows = con.execute(
         """

@@ -7,12 +7,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import duckdb
 import numpy as np
 
 from mapreport.analysis.coverage import BucketRow
 from mapreport.analysis.query import CDF_POINTS, REQUESTS
 from mapreport.analysis.stats import jain_index
+from mapreport.connection import Connection
 from mapreport.kinds import FusionGap
 
 
@@ -126,7 +126,7 @@ def queue_profile(group: str, n: int, cdf: Sequence[float]) -> QueueProfile:
     )
 
 
-def _queue_by_stream(con: duckdb.DuckDBPyConnection) -> list[QueueProfile]:
+def _queue_by_stream(con: Connection) -> list[QueueProfile]:
     rows = con.execute(
         f"""
         SELECT coalesce(stream, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
@@ -136,7 +136,7 @@ def _queue_by_stream(con: duckdb.DuckDBPyConnection) -> list[QueueProfile]:
     return [queue_profile(g, int(n), cdf) for g, n, cdf in rows]
 
 
-def _batch_impact(con: duckdb.DuckDBPyConnection) -> list[BatchImpact]:
+def _batch_impact(con: Connection) -> list[BatchImpact]:
     rows = con.execute(
         f"""
         WITH r AS ({REQUESTS}),
@@ -160,7 +160,7 @@ def _batch_impact(con: duckdb.DuckDBPyConnection) -> list[BatchImpact]:
     ]
 
 
-def _cores(con: duckdb.DuckDBPyConnection) -> list[CoreLoad]:
+def _cores(con: Connection) -> list[CoreLoad]:
     rows = con.execute(
         f"""
         SELECT core, count(*), sum(compute_us), quantile_cont(compute_us, 0.5)
@@ -170,7 +170,7 @@ def _cores(con: duckdb.DuckDBPyConnection) -> list[CoreLoad]:
     return [CoreLoad(int(c), int(n), float(b), float(q)) for c, n, b, q in rows]
 
 
-def _streams(con: duckdb.DuckDBPyConnection) -> list[StreamShare]:
+def _streams(con: Connection) -> list[StreamShare]:
     rows = con.execute(
         f"""
         SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok')
@@ -181,7 +181,7 @@ def _streams(con: duckdb.DuckDBPyConnection) -> list[StreamShare]:
 
 
 def _fusion(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
 ) -> list[FusionEffect]:
@@ -239,7 +239,7 @@ def _fusion(
 
 
 def scheduling(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
     shape_cores: dict[str, list[tuple[int, float]]],

@@ -11,8 +11,6 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-import duckdb
-
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope, plan_actions
@@ -59,6 +57,7 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
+from mapreport.connection import Connection
 from mapreport.kinds import BottleneckClass, ClassBasis
 from mapreport.shapes import sort_key
 
@@ -68,7 +67,7 @@ class Context:
     """What every step reads: the slice, its thresholds and review, the per-shape rows and
     buckets from SQL, the compute samples, per-core medians and the stored history."""
 
-    con: duckdb.DuckDBPyConnection
+    con: Connection
     workload: str
     slice: str
     th: Thresholds
@@ -363,7 +362,7 @@ STEPS: tuple[Step, ...] = (
 
 
 def analyze(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     workload: str,
     slice_: str,
     th: Thresholds,

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import duckdb
-
 from mapreport.analysis.common import Review
+from mapreport.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -87,9 +86,7 @@ def _load(p: SweepPoint) -> str:
     return ", ".join(parts) or "–"
 
 
-def load_sweep(
-    con: duckdb.DuckDBPyConnection, workload: str, slice_: str, review: Review
-) -> LoadSweep | None:
+def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> LoadSweep | None:
     """Per config: best throughput (within the p99 SLA when one is set), p99 at the lowest and
     at the best load, and the queue's share of latency there; None without sweep data."""
     rows = con.execute(_POINTS, {"w": workload, "s": slice_}).fetchall()

@@ -6,13 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds
 from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, SLICE_TABLE, ShapeRow, literal
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
+from mapreport.connection import Connection
 from mapreport.kinds import Driver
 
 DRIVERS: tuple[Driver, ...] = tuple(Driver)
@@ -285,7 +285,7 @@ def group_tails(t: pa.Table) -> dict[str, tuple[FloatArray, tuple[str, ...]]]:
 
 
 def tail_rows(
-    con: duckdb.DuckDBPyConnection, budgets: dict[str, float], shapes: Sequence[ShapeRow]
+    con: Connection, budgets: dict[str, float], shapes: Sequence[ShapeRow]
 ) -> dict[str, TailRows]:
     """Per shape: its ok requests above its p95 latency and how far each driver pushed them
     (`tail_sql`)."""
@@ -308,7 +308,7 @@ def tail_rows(
     return out
 
 
-def core_medians(con: duckdb.DuckDBPyConnection) -> dict[str, list[tuple[int, float]]]:
+def core_medians(con: Connection) -> dict[str, list[tuple[int, float]]]:
     """Per shape: median compute of ok requests on each core."""
     out: dict[str, list[tuple[int, float]]] = {}
     for shape, core, p50 in con.execute(

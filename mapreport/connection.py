@@ -1,0 +1,20 @@
+"""What the analysis asks of a SQL engine: a query's rows as tuples, or as one Arrow table.
+
+DuckDB's connection is one as it is; `mapreport.spark.SparkConnection` is another (it runs the
+same DuckDB-dialect SQL on Spark, transpiled). The analysis is typed against this protocol, not
+against either engine.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+
+class Connection(Protocol):
+    """A SQL connection the analysis runs its queries on ($name parameters, DuckDB's dialect)."""
+
+    def execute(self, query: str, parameters: Any = None, /) -> Any:
+        """Run a statement; the result has `fetchall()`, `fetchone()` and `description`."""
+
+    def sql(self, query: str, *, params: Any = None) -> Any:
+        """A query whose result has `to_arrow_table()`."""
