@@ -18,3 +18,10 @@ class Connection(Protocol):
 
     def sql(self, query: str, *, params: Any = None) -> Any:
         """A query whose result has `to_arrow_table()`."""
+
+
+def sample_limit(con: Connection) -> int | None:
+    """The most values of one group the analysis brings into this process from `con` (None: any
+    number); a larger group is read by rank (`adaptation.RankedSample`)."""
+    limit = getattr(con, "sample_limit", None)
+    return None if limit is None else int(limit)

@@ -43,7 +43,14 @@ from mapreport.analysis.query import (
     slice_definitions,
 )
 from mapreport.analysis.results import SliceResult
-from mapreport.analysis.stats import bootstrap_relative_error, seed_for, wilson_interval
+from mapreport.analysis.stats import (
+    Sample,
+    SortedArray,
+    bootstrap_relative_error,
+    quantile,
+    seed_for,
+    wilson_interval,
+)
 from mapreport.analysis.tail import (
     DRIVERS,
     attribute,
@@ -352,7 +359,7 @@ def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...
             samples.setdefault(what, []).append(value)
         else:
             n_events, cost = n_events + 1, cost + value
-    arrays = {k: np.sort(np.asarray(v, np.float64)) for k, v in samples.items()}
+    arrays: dict[str, Sample] = {k: SortedArray(v) for k, v in samples.items()}
     if p.reduction == Reduction.NET_GAIN:
         key = (p.workload, p.slice, p.shape)
         g = shape_gain(key, p.params["covered"], arrays, (n_events, cost), th)
@@ -364,8 +371,8 @@ def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...
             rows.num_rows,
             files,
         )
-    static = arrays.get("static", np.zeros(0))
-    p50 = float(np.quantile(static, 0.5)) if len(static) else None
+    static = arrays.get("static", SortedArray([]))
+    p50 = quantile(static, 0.5) if len(static) else None
     acc = shape_accuracy(True, p.params["predicted_us"], len(static), p50, th)
     ci = None
     if acc.signed_error is not None and acc.predicted_us is not None:

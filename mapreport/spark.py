@@ -153,6 +153,10 @@ def _python(v: Any) -> Any:
 class SparkConnection:
     """A `Connection` on one SparkSession: each DuckDB-dialect statement transpiled once."""
 
+    sample_limit = 100_000
+    """The most compute times of one (shape, variant) brought to the driver for the bootstrap
+    (800 KB); a larger group is read by rank, the bootstrap's order statistics only."""
+
     def __init__(self, session: SparkSession):
         self.session = session
 

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from mapreport.analysis import list_slices, query
+from mapreport.analysis import Thresholds, analyze_slice, list_slices, query
 from mapreport.analysis.blocking import EVENTS_SQL, VICTIMS_SQL, blocked_select
 from mapreport.analysis.query import BLOCKED_TABLE, GRID, ON_PRIMARY, SLICE_TABLE
 from mapreport.cli import main
@@ -26,6 +26,7 @@ from mapreport.engine import EngineName, EngineSettings, open_engine
 from mapreport.errors import InputError
 from mapreport.nightly import run
 from mapreport.pipeline import ingest
+from mapreport.report.findings import plain
 from mapreport.sparksql import to_spark
 from mapreport.store import Dataset
 from mapreport.synth_nights import NIGHTS
@@ -103,6 +104,10 @@ def test_the_tricky_constructs_give_duckdbs_rows(spark: Any, demo_dataset: Path)
 SPARK = EngineSettings(EngineName.SPARK)
 EXACT = {"rel": 1e-9, "ci_abs": 1e-9}
 """Both engines see the same rows: every figure and interval agrees to 1e-9."""
+
+
+def _plain(x: Any) -> Any:
+    return json.loads(json.dumps(plain(x)))
 
 
 def _last_job(spark: Any) -> int:
@@ -202,3 +207,17 @@ def test_a_bad_file_on_spark_is_what_it_is_on_one_machine(
             ingest(ds, files, policy, engine=open_engine(EngineSettings(engine)))
         said[engine] = (str(e.value).replace(str(tmp_path), ""), _tables(ds))
     assert said[EngineName.SPARK] == said[EngineName.DUCKDB]
+
+
+def test_groups_read_by_rank_on_spark_give_duckdbs_intervals(
+    spark: Any, demo_dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver takes a group above `sample_limit` by rank: the same figures and CIs."""
+    from mapreport.spark import SparkConnection
+
+    monkeypatch.setattr(SparkConnection, "sample_limit", 600)
+    ds = Dataset(demo_dataset)
+    duck = analyze_slice(ds.connect(), "bert-base", "", Thresholds())
+    on_spark = analyze_slice(open_engine(SPARK).connect(ds, None), "bert-base", "", Thresholds())
+    assert compare(_plain(on_spark), _plain(duck), "$", **EXACT) == []
+    assert max(s.gain.n_baseline for s in duck.shapes) > 600  # some groups read by rank

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.query import ON_PRIMARY
-from mapreport.analysis.stats import FloatArray, bootstrap_ratio_gain, seed_for
-from mapreport.connection import Connection
+from mapreport.analysis.query import ON_PRIMARY, ShapeRow
+from mapreport.analysis.stats import (
+    FloatArray,
+    IntArray,
+    Sample,
+    SortedArray,
+    bootstrap_ratio_gain,
+    quantile,
+    seed_for,
+)
+from mapreport.connection import Connection, sample_limit
 from mapreport.kinds import GainGap, GainState
 
 
@@ -49,7 +58,7 @@ class ShapeGain:
 def shape_gain(
     key: tuple[str, str, str],
     covered: bool,
-    samples: dict[str, FloatArray],
+    samples: dict[str, Sample],
     events: tuple[int, float],
     th: Thresholds,
 ) -> ShapeGain:
@@ -115,36 +124,75 @@ def shape_gain(
     )
 
 
-def _median(x: FloatArray) -> float:
-    return float(np.quantile(x, 0.5))
+def _median(x: Sample) -> float:
+    return quantile(x, 0.5)
 
 
-def compute_samples(con: Connection, shapes: list[str]) -> dict[tuple[str, str], FloatArray]:
-    """Measured compute times of ok requests of the primary plan per (shape, variant), for
-    the bootstrap."""
-    if not shapes:
-        return {}
-    # each group sorted by DuckDB into one list; the lists come back as one Arrow buffer and
+def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str, str], Sample]:
+    """Measured compute times of ok requests of the primary plan per (shape, variant) of the
+    given shapes, for the bootstrap: each group sorted by the engine. A group larger than the
+    connection's `sample_limit` stays where it is and is read by rank (`RankedSample`)."""
+    limit = sample_limit(con)
+    sizes = {(r.shape, v): n for r in rows for v, (n, _, _) in r.variants.items()}
+    big = [k for k, n in sizes.items() if limit is not None and n > limit]
+    out: dict[tuple[str, str], Sample] = {k: RankedSample(con, *k, sizes[k]) for k in big}
+    if len(big) == len(sizes):
+        return out
+    # each group sorted by the engine into one list; the lists come back as one Arrow buffer and
     # are sliced without a Python float per request
     t = con.sql(
         f"""
         SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
         FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
+            AND NOT list_contains($big, shape || chr(31) || variant)
         GROUP BY shape, variant
         """,
-        params={"shapes": shapes},
+        params={"shapes": [r.shape for r in rows], "big": [f"{s}\x1f{v}" for s, v in big]},
     ).to_arrow_table()
     if t is None or t.num_rows == 0:
-        return {}
+        return out
     lists = t["v"].combine_chunks()
     values = np.asarray(lists.values.to_numpy(), np.float64)
     offsets = lists.offsets.to_numpy()
-    return {
-        (str(shape), str(variant)): values[offsets[i] : offsets[i + 1]]
-        for i, (shape, variant) in enumerate(
-            zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
-        )
-    }
+    for i, (shape, variant) in enumerate(
+        zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
+    ):
+        out[(str(shape), str(variant))] = SortedArray(values[offsets[i] : offsets[i + 1]])
+    return out
+
+
+RANKS_SQL = f"""
+SELECT i, v FROM (
+    SELECT compute_us AS v, row_number() OVER (ORDER BY compute_us) - 1 AS i
+    FROM ({ON_PRIMARY}) WHERE status = 'ok' AND shape = $shape AND variant = $variant
+) WHERE list_contains($ranks, i)
+"""
+"""The compute times of one (shape, variant) at the given 0-based ranks (ascending order, the
+order `compute_samples` sorts a group in)."""
+
+
+class RankedSample:
+    """A (shape, variant) group read by rank from the engine, each rank once: what reaches this
+    process is the order statistics the bootstrap draws (at most two per resample and
+    quantile), not the group."""
+
+    def __init__(self, con: Connection, shape: str, variant: str, n: int):
+        self.con, self.shape, self.variant, self.n = con, shape, variant, n
+        self.known: dict[int, float] = {}
+
+    def __len__(self) -> int:
+        """The group's size (its ok requests of the primary plan)."""
+        return self.n
+
+    def at(self, ranks: IntArray) -> FloatArray:
+        """The values at these ranks, reading the ones not read before."""
+        wanted = ranks.tolist()
+        missing = sorted(set(wanted) - self.known.keys())
+        if missing:
+            params = {"shape": self.shape, "variant": self.variant, "ranks": missing}
+            for i, v in self.con.execute(RANKS_SQL, params).fetchall():
+                self.known[int(i)] = float(v)
+        return np.array([self.known[r] for r in wanted], dtype=np.float64)
 
 
 def adaptation_costs(

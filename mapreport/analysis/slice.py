@@ -47,7 +47,7 @@ from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.sla import OverSla, over_sla
-from mapreport.analysis.stats import FloatArray, bootstrap_relative_error, seed_for
+from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.tail import (
     TailDrivers,
@@ -77,7 +77,7 @@ class Context:
     rows: list[query.ShapeRow]
     buckets: list[BucketRow]
     placements: dict[str, Placement]
-    samples: dict[tuple[str, str], FloatArray]
+    samples: dict[tuple[str, str], Sample]
     cores: dict[str, list[tuple[int, float]]]
 
     def seed(self, *key: str) -> int:
@@ -389,7 +389,7 @@ def analyze(
             rows=rows,
             buckets=buckets,
             placements=place(rows, buckets),
-            samples=compute_samples(con, sampled),
+            samples=compute_samples(con, [r for r in rows if r.shape in sampled]),
             cores=core_medians(con),
         )
         f = Facts()

@@ -4,13 +4,57 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Protocol, cast
 
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
 
 CI_LEVEL = 0.95
+
+
+class Sample(Protocol):
+    """A sample in ascending order, read by rank: all the bootstrap needs of it (a quantile
+    and a resample's order statistics are values at ranks)."""
+
+    def __len__(self) -> int:
+        """The number of values."""
+
+    def at(self, ranks: IntArray) -> FloatArray:
+        """The values at these 0-based ranks."""
+
+
+class SortedArray:
+    """A sample held in memory, sorted."""
+
+    def __init__(self, values: Sequence[float] | FloatArray):
+        self.values = np.sort(np.asarray(values, dtype=np.float64))
+
+    def __len__(self) -> int:
+        """The number of values."""
+        return len(self.values)
+
+    def at(self, ranks: IntArray) -> FloatArray:
+        """The values at these ranks."""
+        return np.asarray(self.values[ranks], dtype=np.float64)
+
+
+def as_sample(x: Sample | Sequence[float] | FloatArray) -> Sample:
+    """`x` read by rank: a sample as it is, values sorted into one."""
+    if isinstance(x, np.ndarray | list | tuple):
+        return SortedArray(x)
+    return cast(Sample, x)
+
+
+def quantile(x: Sample, q: float) -> float:
+    """The q-quantile with numpy's linear method, from the two order statistics around it."""
+    h = (len(x) - 1) * q
+    lo = int(np.floor(h))
+    pair = x.at(np.array([lo, min(lo + 1, len(x) - 1)], dtype=np.int64))
+    # numpy's own interpolation between the two (the same arithmetic as over the whole sample)
+    return float(np.quantile(pair, h - lo))
 
 
 def seed_for(base: int, *key: str) -> int:
@@ -25,9 +69,7 @@ def percentile(values: Sequence[float] | FloatArray, q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=np.float64), q))
 
 
-def _resampled_stat(
-    x: FloatArray, q: float, resamples: int, rng: np.random.Generator
-) -> FloatArray:
+def _resampled_stat(x: Sample, q: float, resamples: int, rng: np.random.Generator) -> FloatArray:
     """The q-quantile (numpy's linear method) of `resamples` bootstrap resamples of the
     sorted sample x, drawn exactly without drawing the resamples.
 
@@ -39,22 +81,24 @@ def _resampled_stat(
     """
     n = len(x)
     if n == 1:
-        return np.full(resamples, float(x[0]))
+        return np.full(resamples, float(x.at(np.zeros(1, dtype=np.int64))[0]))
     h = (n - 1) * q
     k = int(np.floor(h)) + 1  # 1-based order statistic below the quantile
     frac = h - (k - 1)
     u1 = rng.beta(k, n - k + 1, size=resamples)
     i1 = np.minimum((u1 * n).astype(np.int64), n - 1)
     if frac <= 0 or k >= n:
-        return np.asarray(x[i1], dtype=np.float64)
+        return x.at(i1)
     u2 = u1 + (1.0 - u1) * rng.beta(1, n - k, size=resamples)
     i2 = np.minimum((u2 * n).astype(np.int64), n - 1)
-    return np.asarray(x[i1] + frac * (x[i2] - x[i1]), dtype=np.float64)
+    both = x.at(np.concatenate([i1, i2]))  # one read of the sample for the two statistics
+    x1, x2 = both[:resamples], both[resamples:]
+    return np.asarray(x1 + frac * (x2 - x1), dtype=np.float64)
 
 
 def bootstrap_ratio_gain(
-    adapted: FloatArray,
-    baseline: FloatArray,
+    adapted: Sample | FloatArray,
+    baseline: Sample | FloatArray,
     q: float,
     resamples: int,
     seed: int,
@@ -62,13 +106,12 @@ def bootstrap_ratio_gain(
 ) -> tuple[float, float, float]:
     """Gain `1 - (Q_q(adapted) + offset) / Q_q(baseline)` and its percentile bootstrap 95% CI.
 
-    Both groups are resampled independently; inputs are sorted first so the result does not
+    Both groups are resampled independently; arrays are sorted first so the result does not
     depend on row order. `offset` adds a per-request cost to the adapted statistic (net gain).
     """
-    a = np.sort(np.asarray(adapted, dtype=np.float64))
-    b = np.sort(np.asarray(baseline, dtype=np.float64))
+    a, b = as_sample(adapted), as_sample(baseline)
     rng = np.random.default_rng(seed)
-    point = 1.0 - (float(np.quantile(a, q)) + offset) / float(np.quantile(b, q))
+    point = 1.0 - (quantile(a, q) + offset) / quantile(b, q)
     ra = _resampled_stat(a, q, resamples, rng)
     rb = _resampled_stat(b, q, resamples, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -107,11 +150,10 @@ def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float | 
 
 
 def bootstrap_relative_error(
-    measured: FloatArray, predicted: float, resamples: int, seed: int
+    measured: Sample | FloatArray, predicted: float, resamples: int, seed: int
 ) -> tuple[float, float]:
     """95% CI of `(predicted - median(measured)) / median(measured)`, resampling measured."""
-    x = np.sort(np.asarray(measured, dtype=np.float64))
-    med = _resampled_stat(x, 0.5, resamples, np.random.default_rng(seed))
+    med = _resampled_stat(as_sample(measured), 0.5, resamples, np.random.default_rng(seed))
     with np.errstate(divide="ignore", invalid="ignore"):
         err = (predicted - med) / med
     err = err[np.isfinite(err)]
