@@ -91,7 +91,8 @@ def domain_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except MapreportError as e:
-            echo(f"mapreport: {e}", err=True)
+            for i, line in enumerate(e.lines()):  # each line escaped on its own
+                echo(f"mapreport: {line}" if i == 0 else line, err=True)
             sys.exit(e.exit_code)
         except KeyboardInterrupt:
             echo("mapreport: interrupted", err=True)

@@ -16,6 +16,11 @@ class MapreportError(Exception):
 
     exit_code = 1
 
+    def lines(self) -> list[str]:
+        """The message as the lines it is printed in: one, whatever a name in it holds (a
+        line break in a file name is printed escaped, never as a second line)."""
+        return [str(self)]
+
 
 class InputError(MapreportError):
     """A record in an input file breaks the format: names the file, the line and the field."""

@@ -225,6 +225,11 @@ class IngestFailures(InputError):
 
     def message(self) -> str:
         """All failed files, one line each (the list of known formats once, at the end)."""
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The heading, one line per failed file, the known formats: a file's name that holds
+        a line break stays inside its line."""
         known = ""
         lines = []
         for f in self.failures:
@@ -233,13 +238,11 @@ class IngestFailures(InputError):
             if sep:
                 text, known = head, "known formats: " + tail.rstrip(")")
             lines.append("  " + text)
-        return "\n".join(
-            [
-                f"{len(self.failures)} file(s) could not be read:",
-                *lines,
-                *([known] if known else []),
-            ]
-        )
+        return [
+            f"{len(self.failures)} file(s) could not be read:",
+            *lines,
+            *([known] if known else []),
+        ]
 
 
 @dataclass(frozen=True)

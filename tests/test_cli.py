@@ -119,6 +119,23 @@ def test_bad_input_names_file_line_and_field(tmp_path: Path) -> None:
     assert "1 rejected" in ok.stdout
 
 
+def test_files_quarantined_whole_are_listed_one_per_line(tmp_path: Path) -> None:
+    """Each unreadable file on a line of its own; a line break in a name stays escaped."""
+    (tmp_path / "a\nb").mkdir()
+    odd, plain = tmp_path / "a\nb" / "x.txt", tmp_path / "y.txt"
+    for f in (odd, plain):
+        f.write_text("not a trace\n")
+    res = cli("ingest", "--dataset", tmp_path / "ds", "--on-error", "quarantine", odd, plain)
+    assert res.returncode == 3
+    assert res.stderr.strip().splitlines() == [
+        "mapreport: 2 file(s) could not be read:",
+        f"  {tmp_path}/a\\nb/x.txt: format not recognised",
+        f"  {plain}: format not recognised",
+        res.stderr.strip().splitlines()[-1],
+    ]
+    assert res.stderr.strip().splitlines()[-1].startswith("known formats: kineto, ")
+
+
 def test_unknown_slice_lists_known_ones(demo_dataset: Path, tmp_path: Path) -> None:
     res = CliRunner().invoke(
         main, ["report", "--dataset", str(demo_dataset), "--out", str(tmp_path), "--slice", "gpt"]
