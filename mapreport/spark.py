@@ -51,9 +51,6 @@ DEFAULT_CONF = {
 }
 """Spark settings the analysis relies on; `[engine.conf]` adds to them or overrides them."""
 
-STATIC_CONF = frozenset({"spark.sql.warehouse.dir"})
-"""spark.sql settings fixed when a session starts (not set again per connection)."""
-
 _SCANS = itertools.count()
 
 # pyspark warns of pandas 3 at its first query; mapreport hands it no pandas
@@ -225,8 +222,8 @@ class SparkEngine:
         dataset's folder as a file:// URI)."""
         session = self.session.newSession()
         for key, value in {**DEFAULT_CONF, **self.settings.conf}.items():
-            if key.startswith("spark.sql.") and key not in STATIC_CONF:
-                session.conf.set(key, value)  # the semantics, whoever started the session
+            if session.conf.isModifiable(key):  # the semantics, whoever started the session
+                session.conf.set(key, value)
         uri = self.settings.dataset_uri or ds.root.resolve().as_uri()
         con = SparkConnection(session)
         define_views(con, SparkFiles(session, ds.root, uri), ds, workload, window)

@@ -221,3 +221,15 @@ def test_groups_read_by_rank_on_spark_give_duckdbs_intervals(
     on_spark = analyze_slice(open_engine(SPARK).connect(ds, None), "bert-base", "", Thresholds())
     assert compare(_plain(on_spark), _plain(duck), "$", **EXACT) == []
     assert max(s.gain.n_baseline for s in duck.shapes) > 600  # some groups read by rank
+
+
+def test_a_static_spark_setting_in_the_config_is_kept_for_the_session(
+    spark: Any, demo_dataset: Path
+) -> None:
+    """[engine.conf] may hold settings fixed at a session's start: a connection leaves them."""
+    conf = {"spark.sql.ui.retainedExecutions": "50", "spark.sql.shuffle.partitions": "3"}
+    con = open_engine(EngineSettings(EngineName.SPARK, conf=conf)).connect(
+        Dataset(demo_dataset), None
+    )
+    assert con.session.conf.get("spark.sql.shuffle.partitions") == "3"
+    assert list_slices(con)
