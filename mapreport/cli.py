@@ -32,8 +32,9 @@ from mapreport.errors import (
 )
 from mapreport.evidence import explain
 from mapreport.ingest import READERS, IngestResult
+from mapreport.ingesting import IngestFailures, ingest
 from mapreport.nightly import NightRun, keep_from, run
-from mapreport.pipeline import IngestFailures, SliceOutcome, ingest, report
+from mapreport.pipeline import SliceOutcome, report
 from mapreport.store import Dataset
 from mapreport.window import (
     EVERYTHING,

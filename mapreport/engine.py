@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, Protocol
 
 from mapreport import views
 from mapreport.connection import Connection
-from mapreport.errors import ConfigError, ErrorPolicy, MapreportError
+from mapreport.errors import ConfigError, MapreportError
 from mapreport.window import EVERYTHING, Window
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from mapreport.ingest import Staged
+    from mapreport.ingest import Reading, Staged
     from mapreport.store import Dataset
 
 
@@ -56,13 +56,7 @@ class Engine(Protocol):
         """A connection with one view per canonical table over the window's committed files."""
 
     def stage_files(
-        self,
-        ds: Dataset,
-        files: list[Path],
-        policy: ErrorPolicy | None,
-        fmt: str | None,
-        hints: dict[str, str] | None,
-        night: str | None,
+        self, ds: Dataset, files: list[Path], how: Reading
     ) -> list[Staged | MapreportError] | None:
         """Each file read and staged under the dataset by the engine's workers, in the files'
         order (a file's reader error in its place), for this process to commit; None: the
@@ -82,13 +76,7 @@ class DuckDBEngine:
         return views.connect(ds, workload, window)
 
     def stage_files(
-        self,
-        ds: Dataset,
-        files: list[Path],
-        policy: ErrorPolicy | None,
-        fmt: str | None,
-        hints: dict[str, str] | None,
-        night: str | None,
+        self, ds: Dataset, files: list[Path], how: Reading
     ) -> list[Staged | MapreportError] | None:
         """None: DuckDB has no workers of its own."""
         return None

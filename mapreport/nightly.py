@@ -10,7 +10,8 @@ from mapreport.config import Config
 from mapreport.engine import Engine, open_engine
 from mapreport.errors import ConfigError
 from mapreport.ingest import IngestResult
-from mapreport.pipeline import IngestFailures, Progress, SliceOutcome, ingest, quiet, report
+from mapreport.ingesting import IngestFailures, Progress, ingest, quiet
+from mapreport.pipeline import SliceOutcome, report
 from mapreport.store import Dataset, Retention
 from mapreport.window import Window, last_complete_day, night_window
 

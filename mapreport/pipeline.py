@@ -5,10 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import logging
-import multiprocessing
 import os
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,18 +17,11 @@ from mapreport.analysis import RunKey, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.connection import Connection
-from mapreport.engine import DUCKDB, Engine, open_engine
-from mapreport.errors import DatasetError, ErrorPolicy, InputError, MapreportError
+from mapreport.engine import Engine, open_engine
+from mapreport.errors import DatasetError, MapreportError
 from mapreport.evidence import PACKS, write_packs
 from mapreport.files import atomic_write
-from mapreport.ingest import (
-    IngestResult,
-    Staged,
-    commit_staged,
-    helper,
-    ingest_file,
-    stage_file,
-)
+from mapreport.ingesting import Progress, quiet
 from mapreport.names import folder_name
 from mapreport.recording import (
     earlier_digest,
@@ -51,7 +41,7 @@ from mapreport.report import (
 from mapreport.report.export import SvgExporter
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.schema import DAY_PARTITIONED
-from mapreport.store import Dataset, iter_files
+from mapreport.store import Dataset
 from mapreport.window import (
     EVERYTHING,
     UNDATED,
@@ -60,12 +50,6 @@ from mapreport.window import (
 )
 
 log = logging.getLogger(__name__)
-Progress = Callable[[str], None]
-
-
-def quiet(_: str) -> None:
-    """Progress that prints nothing."""
-    return None
 
 
 def slice_dir(out: Path, workload: str, slice_: str) -> Path:
@@ -88,161 +72,6 @@ def check_folder(out: Path, folder: Path) -> None:
             raise FolderRefused(f"refusing to write through the symbolic link {d}")
         if d.exists() and not d.is_dir():
             raise FolderRefused(f"refusing to write into {d}: not a folder")
-
-
-def ingest(
-    dataset_dir: Path,
-    paths: Sequence[Path],
-    policy: ErrorPolicy | None = None,
-    fmt: str | None = None,
-    progress: Progress = quiet,
-    hints: dict[str, str] | None = None,
-    jobs: int = 1,
-    wait: bool = True,
-    night: str | None = None,
-    engine: Engine = DUCKDB,
-) -> list[IngestResult]:
-    """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
-    false: fail at once when another writer holds it); each file commits atomically.
-
-    Under `abort` the first bad file stops the command (files before it stay committed).
-    Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
-    and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
-    processes read files at once; on the Spark engine its executors read them. Commits still
-    happen here, one at a time in the files' order, so the dataset ends as a serial ingest
-    leaves it (peak memory: one reader per job). Rows without a wall-clock time belong to
-    `night` (`window.py`)."""
-    ds = Dataset(dataset_dir, create=True)
-    with ds.writing(wait):
-        return _ingest(ds, paths, Reading(policy, fmt, hints, night), progress, jobs, engine)
-
-
-@dataclass(frozen=True)
-class Reading:
-    """How every file of one ingest is read."""
-
-    policy: ErrorPolicy | None
-    fmt: str | None
-    hints: dict[str, str] | None
-    night: str | None
-
-
-def _ingest(
-    ds: Dataset,
-    paths: Sequence[Path],
-    how: Reading,
-    progress: Progress,
-    jobs: int,
-    engine: Engine,
-) -> list[IngestResult]:
-    dataset_dir = ds.root
-    ds.recover()
-    ds.live()  # the log read once here; reader processes get it with their work
-    results = []
-    failures: list[InputError] = []
-    files = list(iter_files(list(paths)))
-    root = dataset_dir.resolve()
-    for f in files:
-        if f.resolve().is_relative_to(root):  # its rows would be added again every night
-            raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
-    args = (how.policy, how.fmt, how.hints, how.night)
-    # on Spark every file is read by an executor first; else by `jobs` processes as they go
-    spread = engine.stage_files(ds, files, *args) if len(files) > 1 else None
-    pool = (
-        ProcessPoolExecutor(
-            max_workers=jobs,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_reader_process,
-            initargs=(ds,),  # the dataset and its log go to each process once, not per file
-        )
-        if spread is None and jobs > 1 and len(files) > 1
-        else None
-    )
-    try:
-        pending: Sequence[Staged | MapreportError | Future[Staged] | None] = (
-            spread
-            if spread is not None
-            else [pool.submit(_stage, f, *args) if pool else None for f in files]
-        )
-        for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
-            progress(f"ingest {i}/{len(files)} {f}")
-            try:
-                if job is None:
-                    results.append(ingest_file(ds, f, *args))
-                else:
-                    results.append(commit_staged(ds, _staged(job)))
-            except InputError as e:
-                if how.policy != "quarantine":
-                    raise
-                failures.append(e)
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
-        if pool is not None or spread is not None:
-            ds.recover()  # files staged after a fatal error are not committed
-    if failures:
-        raise IngestFailures(results, failures)
-    return results
-
-
-def _staged(job: Staged | MapreportError | Future[Staged]) -> Staged:
-    """A file staged elsewhere (its reader's error raised here, as a serial read raises it)."""
-    if isinstance(job, MapreportError):
-        raise job
-    return job.result() if isinstance(job, Future) else job
-
-
-_READER_DATASET: list[Dataset] = []
-"""In an `ingest --jobs` reader process: the dataset it stages for."""
-
-
-def _reader_process(ds: Dataset) -> None:
-    """Initialise a reader process: its dataset, and no helper processes (the jobs already
-    use the cores)."""
-    helper.disable()
-    _READER_DATASET.append(ds)
-
-
-def _stage(
-    path: Path,
-    policy: ErrorPolicy | None,
-    fmt: str | None,
-    hints: dict[str, str] | None,
-    night: str | None,
-) -> Staged:
-    """Stage one file in a reader process."""
-    return stage_file(_READER_DATASET[0], path, policy, fmt, hints, night)
-
-
-class IngestFailures(InputError):
-    """Files that could not be read at all under the quarantine policy; the rest went in."""
-
-    def __init__(self, results: list[IngestResult], failures: list[InputError]):
-        self.results = results
-        self.failures = failures
-        self.outcomes: list[SliceOutcome] = []
-        super().__init__(failures[0].path, failures[0].line, failures[0].field, failures[0].reason)
-
-    def message(self) -> str:
-        """All failed files, one line each (the list of known formats once, at the end)."""
-        return "\n".join(self.lines())
-
-    def lines(self) -> list[str]:
-        """The heading, one line per failed file, the known formats: a file's name that holds
-        a line break stays inside its line."""
-        known = ""
-        lines = []
-        for f in self.failures:
-            text = f.message()
-            head, sep, tail = text.partition(" (known: ")
-            if sep:
-                text, known = head, "known formats: " + tail.rstrip(")")
-            lines.append("  " + text)
-        return [
-            f"{len(self.failures)} file(s) could not be read:",
-            *lines,
-            *([known] if known else []),
-        ]
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from mapreport.connection import Connection
 from mapreport.engine import EngineName, EngineSettings
-from mapreport.errors import ConfigError, DatasetError, ErrorPolicy, MapreportError
+from mapreport.errors import ConfigError, DatasetError, MapreportError
 from mapreport.sparksql import to_spark
 from mapreport.views import define_views
 from mapreport.window import EVERYTHING, Window
@@ -31,7 +31,7 @@ from mapreport.window import EVERYTHING, Window
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from mapreport.ingest import Staged
+    from mapreport.ingest import Reading, Staged
     from mapreport.store import Dataset
 
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
@@ -230,18 +230,12 @@ class SparkEngine:
         return con
 
     def stage_files(
-        self,
-        ds: Dataset,
-        files: list[Path],
-        policy: ErrorPolicy | None,
-        fmt: str | None,
-        hints: dict[str, str] | None,
-        night: str | None,
+        self, ds: Dataset, files: list[Path], how: Reading
     ) -> list[Staged | MapreportError]:
         """One Spark task per file: the executor runs the same reader and stages its Parquet
         parts under the dataset (a shared folder), answering with what the commit needs or
         with the file's error. The driver commits them in order under the writer lock."""
-        task = functools.partial(_stage_task, ds, policy, fmt, hints, night)
+        task = functools.partial(_stage_task, ds, how)
         paths = [str(f) for f in files]
         rdd = self.session.sparkContext.parallelize(list(enumerate(paths)), len(paths))
         return [r for _, r in sorted(_run(rdd.map(task).collect), key=lambda x: x[0])]
@@ -254,19 +248,14 @@ class SparkEngine:
 
 
 def _stage_task(
-    ds: Dataset,
-    policy: ErrorPolicy | None,
-    fmt: str | None,
-    hints: dict[str, str] | None,
-    night: str | None,
-    item: tuple[int, str],
+    ds: Dataset, how: Reading, item: tuple[int, str]
 ) -> tuple[int, Staged | MapreportError]:
     """In an executor: stage one file (no helper process: the executors use the cores)."""
-    from mapreport.ingest import helper, stage_file
+    from mapreport.ingest import helper
 
     helper.disable()
     i, path = item
     try:
-        return i, stage_file(ds, Path(path), policy, fmt, hints, night)
+        return i, how.stage(ds, Path(path))
     except MapreportError as e:  # an error of the file, said on the driver as a serial read
         return i, e

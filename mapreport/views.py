@@ -41,7 +41,7 @@ class Scan(NamedTuple):
     rows: Rows
 
 
-class Files(Protocol):
+class ParquetSource(Protocol):
     """How an engine reads a list of Parquet files."""
 
     def source(self, table: str, files: list[Path]) -> tuple[str, set[str]]:
@@ -82,7 +82,7 @@ def connect(
 
 
 def define_views(
-    con: Connection, files: Files, ds: Dataset, workload: str | None, window: Window
+    con: Connection, files: ParquetSource, ds: Dataset, workload: str | None, window: Window
 ) -> None:
     """One view per canonical table over the committed files of one workload (or all): the
     runtime tables and compile events hold the window's rows, compile_plan each plan's
@@ -101,7 +101,7 @@ def define_views(
     )
 
 
-def view_select(files: Files, table: str, scans: list[Scan], window: Window) -> str:
+def view_select(files: ParquetSource, table: str, scans: list[Scan], window: Window) -> str:
     """The rows of canonical `table` the scans count, in its columns (UNION ALL)."""
     schema = TABLES[table]
     column = DAY_PARTITIONED.get(table, "ts_us")

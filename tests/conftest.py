@@ -12,8 +12,8 @@ from hypothesis import settings
 
 from mapreport.analysis import SliceResult, Thresholds, analyze_slice, list_slices
 from mapreport.config import load_config
+from mapreport.ingesting import ingest
 from mapreport.nightly import run
-from mapreport.pipeline import ingest
 from mapreport.store import Dataset
 from mapreport.synth import generate
 

@@ -18,8 +18,8 @@ from mapreport.analysis.blocking import (
     blocking,
     load_blocking,
 )
+from mapreport.ingesting import ingest
 from mapreport.kinds import BlockingRemedy
-from mapreport.pipeline import ingest
 from mapreport.store import Dataset
 from tests.test_torch_serving import CASE
 

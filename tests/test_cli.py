@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mapreport import pipeline
+from mapreport import ingesting, pipeline
 from mapreport.cli import main
 from tests.conftest import REPO, write_config
 
@@ -182,7 +182,7 @@ def test_run_continues_past_a_failing_slice(
         ["report", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out"), "--no-pdf"],
     )
     assert res.exit_code == 5  # no dataset yet
-    pipeline.ingest(tmp_path / "ds", [sample_dir])
+    ingesting.ingest(tmp_path / "ds", [sample_dir])
     res = CliRunner().invoke(
         main,
         [
@@ -220,7 +220,7 @@ def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
         )
         + "\n"
     )
-    pipeline.ingest(tmp_path / "ds", [f])
+    ingesting.ingest(tmp_path / "ds", [f])
     out = tmp_path / "out"
     res = CliRunner().invoke(
         main, ["report", "--dataset", str(tmp_path / "ds"), "--out", str(out), "--no-pdf"]
@@ -381,7 +381,7 @@ def test_a_full_disk_leaves_no_temp_file_and_names_the_path(
     """ENOSPC in the middle of writing a report file: exit 7 naming the file, and no temp
     file left to keep the disk full on every rerun (before: exit 7 or 1, temps left)."""
     ds, out = tmp_path / "ds", tmp_path / "out"
-    pipeline.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
+    ingesting.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
     real = Path.write_bytes
 
     def full(self: Path, data: bytes) -> int:
@@ -403,7 +403,7 @@ def test_a_read_only_out_is_a_system_error(
 ) -> None:
     """OUT on a read-only filesystem: exit 7 naming it (was exit 1)."""
     ds, out = tmp_path / "ds", tmp_path / "ro" / "out"
-    pipeline.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
+    ingesting.ingest(ds, [sample_dir / "resnet50-int8.runtime.jsonl"])
     real = Path.mkdir
 
     def read_only(self: Path, *args: object, **kwargs: object) -> None:

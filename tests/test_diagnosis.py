@@ -19,8 +19,8 @@ from mapreport.analysis.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
 from mapreport.analysis.stats import jain_index
 from mapreport.analysis.tail import DRIVERS, attribute, shares
 from mapreport.config import load_config
+from mapreport.ingesting import ingest
 from mapreport.kinds import ActionKind, BlockingRemedy
-from mapreport.pipeline import ingest
 from mapreport.report.prose import rollback_text
 from mapreport.report.words import fusion_note
 from mapreport.store import Dataset

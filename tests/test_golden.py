@@ -28,8 +28,9 @@ from mapreport import synth
 from mapreport.config import load_config
 from mapreport.engine import EngineSettings
 from mapreport.evidence import explain
+from mapreport.ingesting import ingest
 from mapreport.nightly import run
-from mapreport.pipeline import ingest, report
+from mapreport.pipeline import report
 from mapreport.report.sections import SECTIONS
 from mapreport.synth_nights import NIGHTS, generate_nights, runtime_name
 from tests.conftest import REALDATA, SAMPLE_DATA

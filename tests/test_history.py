@@ -11,8 +11,9 @@ from typing import Any
 
 from mapreport import synth
 from mapreport.config import default_config, load_config
+from mapreport.ingesting import ingest
 from mapreport.nightly import run
-from mapreport.pipeline import ingest, report
+from mapreport.pipeline import report
 from mapreport.store import Dataset
 from tests.conftest import DEMO_NIGHT, copy_sample, write_config
 

@@ -229,7 +229,7 @@ def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
     import dataclasses
 
     from mapreport.analysis import Review, Thresholds, analyze_slice, list_slices
-    from mapreport.pipeline import ingest
+    from mapreport.ingesting import ingest
     from mapreport.store import Dataset
 
     w = next(x for x in synth.WORKLOADS if x.slice)

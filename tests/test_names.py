@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mapreport.config import default_config
+from mapreport.ingesting import ingest
 from mapreport.names import RESERVED, folder_name, partition_name
-from mapreport.pipeline import ingest, report, slice_dir
+from mapreport.pipeline import report, slice_dir
 from mapreport.store import Dataset
 
 NAMES = st.text(min_size=1, max_size=1000) | st.sampled_from(

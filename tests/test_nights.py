@@ -17,8 +17,9 @@ from mapreport.analysis import Thresholds, analyze_slice
 from mapreport.cli import main
 from mapreport.config import Config, load_config
 from mapreport.errors import DatasetError
+from mapreport.ingesting import ingest
 from mapreport.nightly import NightRun, run
-from mapreport.pipeline import ingest, report
+from mapreport.pipeline import report
 from mapreport.store import Dataset
 from mapreport.window import night_window, range_window
 

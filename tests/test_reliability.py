@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 from mapreport.config import default_config
 from mapreport.errors import InputError
 from mapreport.ingest import detect, ingest_file
-from mapreport.pipeline import ingest, report
+from mapreport.ingesting import ingest
+from mapreport.pipeline import report
 from mapreport.report import export
 from mapreport.report.pdf import write_pdf
 from mapreport.store import Dataset

@@ -24,8 +24,8 @@ from mapreport.cli import main
 from mapreport.config import load_config
 from mapreport.engine import EngineName, EngineSettings, open_engine
 from mapreport.errors import InputError
+from mapreport.ingesting import ingest
 from mapreport.nightly import run
-from mapreport.pipeline import ingest
 from mapreport.report.findings import plain
 from mapreport.sparksql import to_spark
 from mapreport.store import Dataset

@@ -13,7 +13,7 @@ import pytest
 import sqlglot
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.pipeline import ingest
+from mapreport.ingesting import ingest
 from mapreport.sparksql import APPROXIMATE, TranspileError, to_spark
 from mapreport.store import Dataset
 from tests.test_torch_serving import CASE

@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 
 from mapreport.config import load_config
-from mapreport.pipeline import ingest, report
+from mapreport.ingesting import ingest
+from mapreport.pipeline import report
 from mapreport.store import Dataset
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -9,7 +9,6 @@ order statistics, as numpy's default does.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,8 +22,6 @@ CDF_GRID = (*(i / 100 for i in range(1, 100)), 0.995, 0.999)
 """The quantiles a queue-wait profile keeps: every percentile, then two deeper into the tail
 (p50, p95 and p99 are entries 49, 94 and 98)."""
 CDF_POINTS = "[" + ", ".join(f"{q:g}" for q in CDF_GRID) + "]"
-
-_REGISTERED = itertools.count()
 
 SLICE_TABLE = "slice_request"
 """A temporary view of one slice's requests while `analyze_slice` runs (`load_slice`)."""
@@ -43,11 +40,6 @@ smallest id). The plan's prediction is what the shape is measured against."""
 ON_PRIMARY = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary"
 """Requests that ran their shape's primary plan (or named no plan): the variant statistics
 (static, adapted, fallback) compare like with like."""
-
-
-def temp_name(prefix: str) -> str:
-    """A connection-unique name for an Arrow table registered for one query."""
-    return f"_{prefix}_{next(_REGISTERED)}"
 
 
 def records(cur: Any) -> list[dict[str, Any]]:

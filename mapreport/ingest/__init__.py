@@ -113,6 +113,21 @@ class Staged:
     entry: LogEntry | None = None
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How every file of one ingest is read: the error policy (None: each format's own), the
+    format (None: sniffed), the slice hints, the night of rows without a wall-clock time."""
+
+    policy: ErrorPolicy | None = None
+    fmt: str | None = None
+    hints: dict[str, str] | None = None
+    night: str | None = None
+
+    def stage(self, dataset: Dataset, path: Path) -> Staged:
+        """Stage one file (`stage_file`), in this process or any other."""
+        return stage_file(dataset, path, self.policy, self.fmt, self.hints, self.night)
+
+
 def ingest_file(
     dataset: Dataset,
     path: Path,

@@ -1,0 +1,163 @@
+"""Ingest under the dataset's writer lock: files read here, by `--jobs` processes or by the
+engine's workers (Spark's executors), committed here one at a time in the files' order."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from mapreport.engine import DUCKDB, Engine
+from mapreport.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.ingest import IngestResult, Reading, Staged, commit_staged, helper
+from mapreport.store import Dataset, iter_files
+
+if TYPE_CHECKING:
+    from mapreport.pipeline import SliceOutcome
+
+Progress = Callable[[str], None]
+
+
+def quiet(_: str) -> None:
+    """Progress that prints nothing."""
+    return None
+
+
+def ingest(
+    dataset_dir: Path,
+    paths: Sequence[Path],
+    policy: ErrorPolicy | None = None,
+    fmt: str | None = None,
+    progress: Progress = quiet,
+    hints: dict[str, str] | None = None,
+    jobs: int = 1,
+    wait: bool = True,
+    night: str | None = None,
+    engine: Engine = DUCKDB,
+) -> list[IngestResult]:
+    """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
+    false: fail at once when another writer holds it); each file commits atomically.
+
+    Under `abort` the first bad file stops the command (files before it stay committed).
+    Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
+    and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
+    processes read files at once; on the Spark engine its executors read them. Commits still
+    happen here, one at a time in the files' order, so the dataset ends as a serial ingest
+    leaves it (peak memory: one reader per job). Rows without a wall-clock time belong to
+    `night` (`window.py`)."""
+    ds = Dataset(dataset_dir, create=True)
+    with ds.writing(wait):
+        return _ingest(ds, paths, Reading(policy, fmt, hints, night), progress, jobs, engine)
+
+
+def _ingest(
+    ds: Dataset,
+    paths: Sequence[Path],
+    how: Reading,
+    progress: Progress,
+    jobs: int,
+    engine: Engine,
+) -> list[IngestResult]:
+    dataset_dir = ds.root
+    ds.recover()
+    ds.live()  # the log read once here; reader processes get it with their work
+    results = []
+    failures: list[InputError] = []
+    files = list(iter_files(list(paths)))
+    root = dataset_dir.resolve()
+    for f in files:
+        if f.resolve().is_relative_to(root):  # its rows would be added again every night
+            raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
+    # on Spark every file is read by an executor first; else by `jobs` processes as they go
+    spread = engine.stage_files(ds, files, how) if len(files) > 1 else None
+    pool = (
+        ProcessPoolExecutor(
+            max_workers=jobs,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_reader_process,
+            initargs=(ds,),  # the dataset and its log go to each process once, not per file
+        )
+        if spread is None and jobs > 1 and len(files) > 1
+        else None
+    )
+    try:
+        pending: Sequence[Staged | MapreportError | Future[Staged] | None] = (
+            spread
+            if spread is not None
+            else [pool.submit(_stage, f, how) if pool else None for f in files]
+        )
+        for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
+            progress(f"ingest {i}/{len(files)} {f}")
+            try:
+                if job is None:
+                    results.append(commit_staged(ds, how.stage(ds, f)))
+                else:
+                    results.append(commit_staged(ds, _staged(job)))
+            except InputError as e:
+                if how.policy != "quarantine":
+                    raise
+                failures.append(e)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None or spread is not None:
+            ds.recover()  # files staged after a fatal error are not committed
+    if failures:
+        raise IngestFailures(results, failures)
+    return results
+
+
+def _staged(job: Staged | MapreportError | Future[Staged]) -> Staged:
+    """A file staged elsewhere (its reader's error raised here, as a serial read raises it)."""
+    if isinstance(job, MapreportError):
+        raise job
+    return job.result() if isinstance(job, Future) else job
+
+
+_READER_DATASET: list[Dataset] = []
+"""In an `ingest --jobs` reader process: the dataset it stages for."""
+
+
+def _reader_process(ds: Dataset) -> None:
+    """Initialise a reader process: its dataset, and no helper processes (the jobs already
+    use the cores)."""
+    helper.disable()
+    _READER_DATASET.append(ds)
+
+
+def _stage(path: Path, how: Reading) -> Staged:
+    """Stage one file in a reader process."""
+    return how.stage(_READER_DATASET[0], path)
+
+
+class IngestFailures(InputError):
+    """Files that could not be read at all under the quarantine policy; the rest went in."""
+
+    def __init__(self, results: list[IngestResult], failures: list[InputError]):
+        self.results = results
+        self.failures = failures
+        self.outcomes: list[SliceOutcome] = []
+        super().__init__(failures[0].path, failures[0].line, failures[0].field, failures[0].reason)
+
+    def message(self) -> str:
+        """All failed files, one line each (the list of known formats once, at the end)."""
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The heading, one line per failed file, the known formats: a file's name that holds
+        a line break stays inside its line."""
+        known = ""
+        lines = []
+        for f in self.failures:
+            text = f.message()
+            head, sep, tail = text.partition(" (known: ")
+            if sep:
+                text, known = head, "known formats: " + tail.rstrip(")")
+            lines.append("  " + text)
+        return [
+            f"{len(self.failures)} file(s) could not be read:",
+            *lines,
+            *([known] if known else []),
+        ]
