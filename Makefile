@@ -7,9 +7,10 @@ STAMP := $(VENV)/.installed
 DEMO_NIGHTS := 2026-11-28 2026-11-29 2026-11-30
 # Debian packages: pango for WeasyPrint, chromium for static chart export (kaleido),
 # poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts,
-# CJK and emoji fonts so that names from the wild print as glyphs, not boxes (26 MB together).
+# CJK and emoji fonts so that names from the wild print as glyphs, not boxes (26 MB together),
+# and Java 17 for the Spark engine's tests (local mode; docs/scale.md).
 SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils \
-  fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji
+  fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji openjdk-17-jre-headless
 
 .PHONY: help setup system venv demo test lint typecheck unit sample bench clean
 
