@@ -36,7 +36,7 @@ from mapreport.analysis.common import Evidence, Thresholds
 from mapreport.analysis.environment import check_environment
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
-    ON_PRIMARY,
+    SAMPLES,
     SLICE_TABLE,
     as_ctes,
     literal,
@@ -139,7 +139,7 @@ def _samples_sql(r: SliceResult, shape: str, events: bool) -> str:
     """The shape's ok compute samples on its primary plan (and its adaptation events)."""
     sql = (
         f"SELECT 'sample' AS kind, shape, variant AS what, compute_us AS value, source_id, line "
-        f"FROM ({ON_PRIMARY}) WHERE status = 'ok' AND shape = {literal(shape)}"
+        f"FROM ({SAMPLES}) WHERE shape = {literal(shape)}"
     )
     if events:
         sql += (

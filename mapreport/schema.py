@@ -28,6 +28,13 @@ ADAPTATION_KINDS: Final[tuple[str, ...]] = (
 _S, _F, _I32, _I64, _B = pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_()
 
 _PROVENANCE = [pa.field("source_id", _S, nullable=False), pa.field("line", _I64)]
+_RUN_KEY = [
+    pa.field("run_id", _S, nullable=False),
+    pa.field("run_date", _S, nullable=False),
+    pa.field("workload", _S, nullable=False),
+    pa.field("slice", _S, nullable=False),
+]
+"""The columns every history table starts with: the recorded run and its slice."""
 
 TABLES: Final[dict[str, pa.Schema]] = {
     "compile_plan": pa.schema(
@@ -218,10 +225,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
 HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
     "history_run": pa.schema(
         [
-            pa.field("run_id", _S, nullable=False),
-            pa.field("run_date", _S, nullable=False),
-            pa.field("workload", _S, nullable=False),
-            pa.field("slice", _S, nullable=False),
+            *_RUN_KEY,
             pa.field("requests", _I64, nullable=False),
             pa.field("latency_p50_us", _F),
             pa.field("latency_p95_us", _F),
@@ -241,10 +245,7 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
     ),
     "history_shape": pa.schema(
         [
-            pa.field("run_id", _S, nullable=False),
-            pa.field("run_date", _S, nullable=False),
-            pa.field("workload", _S, nullable=False),
-            pa.field("slice", _S, nullable=False),
+            *_RUN_KEY,
             pa.field("shape", _S, nullable=False),
             pa.field("n", _I64, nullable=False),
             pa.field("latency_p50_us", _F),
@@ -269,10 +270,7 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
     ),
     "history_action": pa.schema(
         [
-            pa.field("run_id", _S, nullable=False),
-            pa.field("run_date", _S, nullable=False),
-            pa.field("workload", _S, nullable=False),
-            pa.field("slice", _S, nullable=False),
+            *_RUN_KEY,
             pa.field("action_id", _S, nullable=False),
             pa.field("class", _S, nullable=False),
             pa.field("shape", _S, nullable=False),
@@ -289,10 +287,7 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
     ),
     "history_op": pa.schema(
         [
-            pa.field("run_id", _S, nullable=False),
-            pa.field("run_date", _S, nullable=False),
-            pa.field("workload", _S, nullable=False),
-            pa.field("slice", _S, nullable=False),
+            *_RUN_KEY,
             pa.field("plan_id", _S, nullable=False),
             pa.field("plan_version", _S),
             pa.field("op", _S, nullable=False),

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices, query
 from mapreport.analysis.blocking import EVENTS_SQL, VICTIMS_SQL, blocked_select
-from mapreport.analysis.query import BLOCKED_TABLE, GRID, ON_PRIMARY, SLICE_TABLE
+from mapreport.analysis.query import BLOCKED_TABLE, GRID, SAMPLES, SLICE_TABLE
 from mapreport.cli import main
 from mapreport.config import load_config
 from mapreport.engine import EngineName, EngineSettings, open_engine
@@ -43,7 +43,7 @@ CHECKS = {
     "percentiles": f"SELECT shape, count(*) AS n, quantile_cont(latency_us, {GRID}) FILTER "
     f"(WHERE status = 'ok') AS q FROM {SLICE_TABLE} GROUP BY shape ORDER BY shape",
     "ordered samples": f"SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v "
-    f"FROM ({ON_PRIMARY}) WHERE status = 'ok' GROUP BY shape, variant ORDER BY shape, variant",
+    f"FROM ({SAMPLES}) GROUP BY shape, variant ORDER BY shape, variant",
     "blocking events": EVENTS_SQL,
     "blocked shapes": VICTIMS_SQL,
     "ordered distinct": f"SELECT shape, list(DISTINCT source_id ORDER BY source_id) AS s "

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.query import ON_PRIMARY, ShapeRow
+from mapreport.analysis.query import SAMPLES, ShapeRow
 from mapreport.analysis.stats import (
     FloatArray,
     IntArray,
@@ -143,7 +143,7 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
     t = con.sql(
         f"""
         SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
-        FROM ({ON_PRIMARY}) WHERE status = 'ok' AND list_contains($shapes, shape)
+        FROM ({SAMPLES}) WHERE list_contains($shapes, shape)
             AND NOT list_contains($big, shape || chr(31) || variant)
         GROUP BY shape, variant
         """,
@@ -164,7 +164,7 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
 RANKS_SQL = f"""
 SELECT i, v FROM (
     SELECT compute_us AS v, row_number() OVER (ORDER BY compute_us) - 1 AS i
-    FROM ({ON_PRIMARY}) WHERE status = 'ok' AND shape = $shape AND variant = $variant
+    FROM ({SAMPLES}) WHERE shape = $shape AND variant = $variant
 ) WHERE list_contains($ranks, i)
 """
 """The compute times of one (shape, variant) at the given 0-based ranks (ascending order, the

@@ -37,9 +37,10 @@ PRIMARY_PLAN = f"SELECT shape, plan FROM {SLICE_TABLE}_primary"
 """Each shape's primary plan: the named plan that served most of its requests (ties: the
 smallest id). The plan's prediction is what the shape is measured against."""
 
-ON_PRIMARY = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary"
-"""Requests that ran their shape's primary plan (or named no plan): the variant statistics
-(static, adapted, fallback) compare like with like."""
+SAMPLES = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary AND status = 'ok'"
+"""The ok requests that ran their shape's primary plan (or named no plan): the compute samples
+of every variant statistic (static, adapted, fallback compare like with like), gain and error
+CI, and of their evidence packs."""
 
 
 def records(cur: Any) -> list[dict[str, Any]]:
@@ -200,7 +201,7 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
     for shape, variant, n, q in con.execute(
         f"""
         SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
-        FROM ({ON_PRIMARY}) WHERE status = 'ok' GROUP BY shape, variant
+        FROM ({SAMPLES}) GROUP BY shape, variant
         """
     ).fetchall():
         variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
