@@ -251,3 +251,16 @@ def test_running_headers_name_the_section_a_page_is_in(demo_reports: Path, name:
         for line in body:
             if line in titles:
                 current = line
+
+
+def test_the_blocking_section_states_the_verdicts_counts(demo_reports: Path) -> None:
+    """The section lists every adapting request, and says which the finding names: the
+    count behind them is the verdict's (page 1 and page 11 said 20 behind 3 and 21 behind 4)."""
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    b = doc["blocking"]
+    html = re.sub(r"\s+", " ", (demo_reports / "bert-base" / "report.html").read_text())
+    text = re.sub(r"<[^>]+>", "", html)
+    named = [e for e in b["events"] if e["source"] in set(b["material"])]
+    behind = sum(e["blocked"] for e in named)
+    assert f"the finding names {len(named)} of them, behind which {behind} requests waited" in text
+    assert f"({behind} requests behind {len(named)} recompiles of" in text

@@ -182,6 +182,11 @@ class Blocking:
         return tuple(e for e in self.events if total > 0 and weight(e) >= MINOR_SHARE * total)
 
     @property
+    def material_blocked(self) -> int:
+        """Requests blocked behind the material events (the finding's count)."""
+        return sum(e.blocked for e in self.material)
+
+    @property
     def triggers(self) -> tuple[str, ...]:
         """The shapes of the material events' adapting requests, most blocked first."""
         count: dict[str, int] = {}

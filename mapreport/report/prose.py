@@ -256,7 +256,7 @@ def tail_sentence(r: SliceResult) -> str:
         b = r.blocking
         hows = tuple(sorted({e.how for e in b.material}))
         what += (
-            f" ({plural(sum(e.blocked for e in b.material), 'request')} behind "
+            f" ({plural(b.material_blocked, 'request')} behind "
             f"{adaptations(hows, len(b.material))} of {shape_list(b.triggers)})"
         )
     if c.basis == ClassBasis.BLOCKED_SHARE:
