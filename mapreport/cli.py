@@ -9,14 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
-import re
 import sys
-from collections.abc import Callable
 from datetime import datetime
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -27,15 +23,15 @@ from mapreport.errors import (
     ERROR_POLICIES,
     DatasetError,
     ErrorPolicy,
-    MapreportError,
     ReportError,
 )
-from mapreport.evidence import explain
-from mapreport.ingest import READERS, IngestResult
-from mapreport.ingesting import IngestFailures, ingest
-from mapreport.nightly import NightRun, keep_from, run
-from mapreport.pipeline import SliceOutcome, report
-from mapreport.store import Dataset
+from mapreport.terminal import (
+    SYSTEM_ERROR_EXIT,
+    domain_errors,
+    echo,
+    progress_printer,
+    setup_logging,
+)
 from mapreport.window import (
     EVERYTHING,
     UNDATED,
@@ -46,84 +42,13 @@ from mapreport.window import (
     range_window,
 )
 
-F = TypeVar("F", bound=Callable[..., Any])
+if TYPE_CHECKING:
+    from mapreport.ingest import IngestResult
+    from mapreport.nightly import NightRun
+    from mapreport.pipeline import SliceOutcome
 
-
-_UNSAFE = re.compile(
-    r"[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
-)
-"""What must not reach a terminal raw: C0 and C1 controls (ESC sequences retitle, clear or
-recolour it; a newline forges a second line), bidi overrides, lone surrogates (undecodable
-bytes of a file name)."""
-
-
-def terminal_safe(text: str) -> str:
-    """`text` with every unsafe character written as its escape (`\\x1b`, `\\n`, `\\u202e`)."""
-    return _UNSAFE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def echo(text: str, err: bool = False) -> None:
-    """Print one line; names and messages from files cannot drive the terminal or split it."""
-    click.echo(terminal_safe(text), err=err)
-
-
-class _SafeFormatter(logging.Formatter):
-    """Log lines escaped like everything else printed (tracebacks keep their newlines)."""
-
-    def formatMessage(self, record: logging.LogRecord) -> str:
-        return terminal_safe(super().formatMessage(record))
-
-
-def _progress(quiet: bool) -> Callable[[str], None]:
-    if quiet or not sys.stderr.isatty():
-        return lambda _msg: None
-    return lambda msg: echo(f"  {msg}", err=True)
-
-
-SYSTEM_ERROR_EXIT = 7
-"""Exit code when the operating system refused an operation (OSError)."""
-
-
-def domain_errors(fn: F) -> F:
-    """Turn a MapreportError into `mapreport: <message>` on stderr and its exit code."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except MapreportError as e:
-            for i, line in enumerate(e.lines()):  # each line escaped on its own
-                echo(f"mapreport: {line}" if i == 0 else line, err=True)
-            sys.exit(e.exit_code)
-        except KeyboardInterrupt:
-            echo("mapreport: interrupted", err=True)
-            sys.exit(130)
-        except (click.exceptions.Exit, click.ClickException, SystemExit):
-            raise
-        except OSError as e:  # the system refused: a full disk, a read-only or missing folder
-            where = f" ({e.filename})" if e.filename else ""
-            echo(f"mapreport: system error: {e.strerror or e}{where}", err=True)
-            sys.exit(SYSTEM_ERROR_EXIT)
-        except Exception as e:
-            first = str(e).splitlines()[0] if str(e) else ""
-            echo(
-                f"mapreport: internal error: {type(e).__name__}: {first} "
-                "(run with -v for the traceback; please report it)",
-                err=True,
-            )
-            if logging.getLogger().isEnabledFor(logging.INFO):
-                logging.getLogger(__name__).exception("internal error")
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _logging(verbose: bool) -> None:
-    handler = logging.StreamHandler()
-    handler.setFormatter(_SafeFormatter("mapreport: %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
-    for noisy in ("weasyprint", "fontTools", "choreographer", "kaleido", "logistro"):
-        logging.getLogger(noisy).setLevel(logging.ERROR)
+# The readers, the analysis, the report and DuckDB are imported by the commands that use them,
+# not here: `mapreport --help` would otherwise load them all (0.5 s of a 0.55 s start).
 
 
 def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
@@ -214,6 +139,25 @@ def _with_engine(config: Config, engine: str | None) -> Config:
     )
 
 
+class _FormatChoice(click.Choice[str]):
+    """The readers' names, looked up only when --format is given or `ingest --help` shown:
+    importing every reader costs more than the rest of the command line's start."""
+
+    def __init__(self) -> None:
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """Every reader's name, sorted."""
+        from mapreport.ingest import READERS
+
+        return tuple(sorted(READERS))
+
+    @choices.setter
+    def choices(self, _: object) -> None:
+        """Click's constructor sets the choices; they are the readers' instead."""
+
+
 dataset_opt = click.option(
     "--dataset",
     required=True,
@@ -250,7 +194,7 @@ def main() -> None:
     "quarantine: bad records go to the quarantine table and are counted. Default: each "
     "format's own (abort; quarantine for TORCH_TRACE logs).",
 )
-@click.option("--format", "fmt", type=click.Choice(sorted(READERS)), help="Skip sniffing.")
+@click.option("--format", "fmt", type=_FormatChoice(), help="Skip sniffing.")
 @click.option(
     "--workload",
     help="Workload name for formats that carry none (profiler traces); "
@@ -295,11 +239,13 @@ def ingest_cmd(
     the content; a file already ingested (same SHA-256) is skipped, and a file whose content
     changed at the same path replaces its earlier version. With --engine spark, Spark's
     executors read the files (the dataset on a folder they share)."""
-    _logging(verbose)
+    from mapreport.ingesting import IngestFailures, ingest
+
+    setup_logging(verbose)
     try:
         policy = cast(ErrorPolicy | None, on_error)
         hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
-        progress = _progress(quiet)
+        progress = progress_printer(quiet)
         day = parse_date(night).isoformat() if night else None
         on = open_engine(EngineSettings(EngineName(engine or EngineName.DUCKDB)))
         try:
@@ -370,7 +316,9 @@ def report_cmd(
     """Write report.html, report.pdf and findings.json per workload slice from the dataset,
     without re-ingesting anything. Without --date, --window, --since or --until a report
     covers everything in the dataset; reports show the recorded history of earlier nights."""
-    _logging(verbose)
+    from mapreport.pipeline import report
+
+    setup_logging(verbose)
     config = _with_engine(load_config(config_path) if config_path else default_config(), engine)
     chosen = _report_window(night or run_date, window, since, until, config.timezone)
     outcomes = report(
@@ -379,7 +327,7 @@ def report_cmd(
         config,
         only,
         not no_pdf,
-        _progress(quiet),
+        progress_printer(quiet),
         record=record_history,
         force=force,
         window=chosen,
@@ -449,7 +397,10 @@ def run_cmd(
     night than the latest recorded (a backfill) recomputes the later nights' history too. A
     slice that fails is listed in index.html and makes the exit code non-zero; the others are
     written."""
-    _logging(verbose)
+    from mapreport.ingesting import IngestFailures
+    from mapreport.nightly import run
+
+    setup_logging(verbose)
     config = _with_engine(load_config(config_path), engine)
     day = night or run_date
     if not quiet:
@@ -461,7 +412,7 @@ def run_cmd(
     try:
         done = run(
             config,
-            _progress(quiet),
+            progress_printer(quiet),
             parse_date(day) if day else None,
             force=force,
             jobs=jobs,
@@ -519,7 +470,10 @@ def _summarise_night(done: NightRun, quiet: bool) -> None:
 def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbose: bool) -> None:
     """Remove the runtime tables' day partitions older than --days nights (history stays).
     A source file none of whose rows remain is retired and not read back in."""
-    _logging(verbose)
+    from mapreport.nightly import keep_from
+    from mapreport.store import Dataset
+
+    setup_logging(verbose)
     last = parse_date(night) if night else last_complete_day("UTC")
     plan = Dataset(dataset).retain(keep_from(last, days), dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
@@ -541,7 +495,9 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
     """Rerun the evidence of a class or an action (ID: the action's id in findings.json, or the
     pack named in the report) against the dataset: its figure, n and 95% CI next to the
     report's, the rows and the files they come from. Exit 5 when they are not reproduced."""
-    _logging(verbose)
+    from mapreport.evidence import explain
+
+    setup_logging(verbose)
     lines, ok = explain(dataset, pack_id)
     for line in lines:
         echo(line)
@@ -552,6 +508,8 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
 @main.command("formats")
 def formats_cmd() -> None:
     """List the input formats mapreport reads and the tables each writes."""
+    from mapreport.ingest import READERS
+
     for r in READERS.values():
         echo(f"{r.name:16} {r.summary}")
         echo(f"{'':16} -> {', '.join(r.tables)}")

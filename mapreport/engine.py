@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from mapreport import views
 from mapreport.connection import Connection
 from mapreport.errors import ConfigError, MapreportError
 from mapreport.window import EVERYTHING, Window
@@ -73,6 +72,8 @@ class DuckDBEngine:
 
     def connect(self, ds: Dataset, workload: str | None, window: Window = EVERYTHING) -> Connection:
         """A DuckDB connection (`views.connect`)."""
+        from mapreport import views  # DuckDB's import (0.1 s) only where a query runs
+
         return views.connect(ds, workload, window)
 
     def stage_files(

@@ -33,9 +33,8 @@ import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -52,6 +51,9 @@ from mapreport.schema import (
 )
 from mapreport.views import Rows, Scan
 from mapreport.window import EVERYTHING, UNDATED, Window
+
+if TYPE_CHECKING:
+    import duckdb
 
 STAGING = ".staging"
 TRASH = ".trash"

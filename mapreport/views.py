@@ -11,7 +11,6 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-import duckdb
 import pyarrow as pa
 
 from mapreport.connection import Connection
@@ -20,6 +19,8 @@ from mapreport.schema import DAY_PARTITIONED, TABLES
 from mapreport.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
 
 if TYPE_CHECKING:
+    import duckdb
+
     from mapreport.store import Dataset
 
 
@@ -58,6 +59,8 @@ class DuckDBFiles:
 
     def source(self, table: str, files: list[Path]) -> tuple[str, set[str]]:
         """`read_parquet([...])` and the columns DuckDB finds in the files."""
+        import duckdb
+
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         source = f"read_parquet([{paths}], union_by_name = true, hive_partitioning = false)"
         try:
@@ -75,6 +78,8 @@ def connect(
     ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the dataset's views (`define_views`)."""
+    import duckdb  # here, not at the top: readers and the command line use the views' types
+
     con = duckdb.connect()
     con.execute("SET preserve_insertion_order = false")
     define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)

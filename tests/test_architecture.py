@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from enum import StrEnum
 from pathlib import Path
 
@@ -51,6 +53,25 @@ def test_stages_import_only_what_lies_before_them(stage: str) -> None:
         if m.startswith(FORBIDDEN[stage])
     ]
     assert bad == []
+
+
+HEAVY = ("duckdb", "plotly", "weasyprint", "kaleido", "jinja2", "scipy", "pyarrow.compute")
+"""Libraries a command that neither reads nor analyses must not load: their imports cost more
+than the rest of the command line's start (benchmarks/README.md, `startup.py`)."""
+
+
+@pytest.mark.parametrize("module", ["mapreport.cli", "mapreport.ingest", "mapreport.config"])
+def test_light_entry_points_load_no_heavy_library(module: str) -> None:
+    """`mapreport --help`, `formats` and format detection import the readers' declarations,
+    not the readers' columns code, the analysis, the report or an engine (counted, not
+    timed: a fresh interpreter's modules after the import)."""
+    probe = f"import sys, {module}; print(*sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+    ours = [m for m in loaded if m.startswith(("mapreport.analysis.", "mapreport.report"))]
+    assert (heavy, [m for m in ours if m != "mapreport.analysis.common"]) == ([], [])
 
 
 def test_modules_and_functions_stay_small() -> None:

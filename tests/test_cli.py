@@ -237,7 +237,7 @@ def test_a_bug_ends_in_one_line_not_a_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("something unforeseen\nsecond line")
 
-    monkeypatch.setattr("mapreport.cli.report", broken)
+    monkeypatch.setattr("mapreport.pipeline.report", broken)
     res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
     assert res.exit_code == 1
     assert res.output.strip() == (
@@ -253,7 +253,7 @@ def test_a_full_disk_is_a_system_error_not_a_bug(
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device", str(tmp_path / "ds"))
 
-    monkeypatch.setattr("mapreport.cli.report", full)
+    monkeypatch.setattr("mapreport.pipeline.report", full)
     res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
     assert res.exit_code == 7
     assert res.output.strip() == (

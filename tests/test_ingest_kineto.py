@@ -183,7 +183,7 @@ def test_streamed_runs_cut_only_between_events(tmp_path: Path) -> None:
     """Runs of a few hundred bytes: cuts land next to `}, {` inside strings and nested lists,
     the array sits between other keys, and every event still arrives once, in order."""
     from mapreport.ingest import jsonarray
-    from mapreport.ingest.kineto import _decode_run
+    from mapreport.ingest.kineto_events import _decode_run
 
     events = [
         {**GOOD, "name": f'k{i} }}, {{ "x": [{{}}, {{}}]', "args": {**GOOD["args"], "n": [{}, {}]}}
@@ -303,7 +303,8 @@ def _one_and_two_processes(
 ) -> tuple[Any, Any, list[bool]]:
     """The outcome read by this process alone and with a forked helper for the second half;
     and, per helper started, whether its half was used."""
-    from mapreport.ingest import helper, kineto
+    from mapreport.ingest import helper
+    from mapreport.ingest import kineto_events as kineto
 
     used: list[bool] = []
     real = kineto._Split.result
@@ -373,7 +374,7 @@ def test_a_split_inside_an_event_is_dropped(tmp_path: Path, monkeypatch: Any) ->
     """When the guessed split is not an element start (here `}, {` inside a name), this
     process's last run does not decode there, the helper's work is dropped and this process
     reads the whole array."""
-    from mapreport.ingest import kineto
+    from mapreport.ingest import kineto_events as kineto
 
     events = [{**GOOD, "name": f"k{i} }}, {{ x"} for i in range(3000)]
     f = _plain_trace(tmp_path / "t.json", events)
@@ -411,7 +412,7 @@ def test_a_stop_before_the_array_is_never_taken() -> None:
     import io
 
     from mapreport.ingest.jsonarray import ArrayStream
-    from mapreport.ingest.kineto import _decode_run
+    from mapreport.ingest.kineto_events import _decode_run
 
     events = [{**GOOD, "name": f"k{i}"} for i in range(40)]
     raw = json.dumps(
@@ -429,7 +430,7 @@ def test_a_stop_before_the_array_is_never_taken() -> None:
 def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> None:
     """A helper that fails (here: it raises at once) costs time, not rows: this process
     reads the second half itself."""
-    from mapreport.ingest import kineto
+    from mapreport.ingest import kineto_events as kineto
 
     def broken(path: Path, split: int) -> list[bytes]:
         raise MemoryError("simulated")

@@ -1,36 +1,34 @@
 """Analysis: pure functions from the canonical tables (through DuckDB) to frozen results.
 
 `analyze_slice` runs every metric family of METRICS.md for one workload slice (assembled in
-`analysis.slice`); analysis returns facts, never sentences.
+`analysis.slice`); analysis returns facts, never sentences. Importing the package loads only
+its small value types; the metric families (numpy, the statistics, the history) load when a
+name below is first used, so a command that never analyses does not pay for them.
 """
 
 from __future__ import annotations
 
-from mapreport.analysis import query
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from mapreport.analysis.common import Review, Thresholds
-from mapreport.analysis.history import RunKey, Stored
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.slice import analyze
-from mapreport.connection import Connection
+
+if TYPE_CHECKING:
+    from mapreport.analysis.history import RunKey, Stored
+    from mapreport.analysis.query import slices as list_slices
+    from mapreport.analysis.results import SliceResult
+    from mapreport.analysis.slice import analyze_slice
 
 __all__ = ["Review", "RunKey", "SliceResult", "Stored", "Thresholds", "analyze_slice"]
 __all__ += ["list_slices"]
 
-
-def list_slices(con: Connection) -> list[tuple[str, str]]:
-    """Every (workload, slice) that served requests, compiled, profiled or was swept."""
-    return query.slices(con)
+_LAZY = {"RunKey": "history", "Stored": "history", "SliceResult": "results"}
+_LAZY |= {"analyze_slice": "slice", "list_slices": "query"}
 
 
-def analyze_slice(
-    con: Connection,
-    workload: str,
-    slice_: str,
-    th: Thresholds,
-    review: Review | None = None,
-    stored: Stored | None = None,
-    run: RunKey | None = None,
-) -> SliceResult:
-    """The finished analysis of one slice; without stored history it is the first night."""
-    key = run or RunKey("adhoc", "9999-12-31")
-    return analyze(con, workload, slice_, th, review or Review(), stored or Stored(), key)
+def __getattr__(name: str) -> Any:
+    """A name of `_LAZY`, imported from its module on first use (PEP 562)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+    return getattr(module, "slices" if name == "list_slices" else name)

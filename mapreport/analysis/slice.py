@@ -361,6 +361,20 @@ STEPS: tuple[Step, ...] = (
 """The families in the order they run: each may read what the ones before it found."""
 
 
+def analyze_slice(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review | None = None,
+    stored: Stored | None = None,
+    run: RunKey | None = None,
+) -> SliceResult:
+    """The finished analysis of one slice; without stored history it is the first night."""
+    key = run or RunKey("adhoc", "9999-12-31")
+    return analyze(con, workload, slice_, th, review or Review(), stored or Stored(), key)
+
+
 def analyze(
     con: Connection,
     workload: str,

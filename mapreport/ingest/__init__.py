@@ -3,7 +3,6 @@ ingest that stages a file's rows and commits them atomically to the dataset."""
 
 from __future__ import annotations
 
-import difflib
 import gc
 import gzip
 import hashlib
@@ -14,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mapreport.errors import ErrorPolicy, InputError, MapreportError
 from mapreport.ingest.base import Head, Reader
@@ -21,13 +21,14 @@ from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.records import TRUNCATED, read_head
-from mapreport.ingest.sink import Sink
 from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
-from mapreport.store import Dataset, LogEntry
 from mapreport.window import UNDATED
+
+if TYPE_CHECKING:
+    from mapreport.store import Dataset, LogEntry
 
 _ALL: tuple[Reader, ...] = (
     KinetoReader(),
@@ -47,6 +48,8 @@ def get_reader(name: str) -> Reader:
     try:
         return READERS[name]
     except KeyError:
+        import difflib
+
         close = difflib.get_close_matches(name, READERS, n=3)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise MapreportError(
@@ -153,6 +156,11 @@ def stage_file(
 ) -> Staged:
     """Everything of ingesting a file but the commit: it may run in another process. Rows
     without a wall-clock time go to the day partition of `night` (else `undated`)."""
+    # the sink and the store (Arrow's compute, Parquet) load only when a file is read, so
+    # listing and detecting formats stays light
+    from mapreport.ingest.sink import Sink
+    from mapreport.store import Dataset, LogEntry
+
     path = path.resolve()
     if not path.is_file():
         raise InputError(path, None, None, "no such file")

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from mapreport.errors import ErrorPolicy
-from mapreport.ingest.sink import Sink
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 
 @dataclass(frozen=True)

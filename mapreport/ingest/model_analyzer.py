@@ -11,13 +11,15 @@ workload = the model name, slice = empty; `--workload` / `--slice` override them
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text, read_document
-from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import as_float
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 RESULTS = "ResultManager.results"
 _MS = {

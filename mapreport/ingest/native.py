@@ -10,12 +10,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mapreport.errors import ErrorPolicy, InputError
-from mapreport.ingest import fast
 from mapreport.ingest.base import Head
 from mapreport.ingest.native_spec import COMPILE, EVENT, QUALITY, REQUEST
 from mapreport.ingest.records import (
@@ -28,9 +27,11 @@ from mapreport.ingest.records import (
     iter_records,
     parquet_columns,
 )
-from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import FieldError, convert_record
 from mapreport.schema import ENVIRONMENT_KEYS
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 
 def environment_row(side: str, env: Any) -> dict[str, Any]:
@@ -96,6 +97,8 @@ class NativeReader:
     def read(self, path: Path, sink: Sink) -> None:
         """Stream every record into the sink: runtime JSON Lines and plainly typed Parquet
         through the columnar fast path (`fast.py`), everything else record by record."""
+        from mapreport.ingest import fast  # numpy and Arrow's compute: only when reading
+
         container = container_of(path, head_bytes(path))
         if container is None:
             raise InputError(path, None, None, "not JSON Lines, CSV or Parquet")

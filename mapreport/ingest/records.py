@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import IO, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
-import pyarrow.parquet as pq
 
 from mapreport.errors import InputError
 
@@ -252,6 +251,8 @@ def csv_header(path: Path) -> list[str]:
 def iter_parquet(path: Path, batch_rows: int = 65536) -> Iterator[tuple[int, dict[str, Any]]]:
     """Read a Parquet file batch by batch; row numbers count from 1."""
     try:
+        import pyarrow.parquet as pq
+
         pf = pq.ParquetFile(path)
         row = 0
         for batch in pf.iter_batches(batch_size=batch_rows):
@@ -265,6 +266,8 @@ def iter_parquet(path: Path, batch_rows: int = 65536) -> Iterator[tuple[int, dic
 def parquet_columns(path: Path) -> list[str]:
     """Column names of a Parquet file; InputError when its footer cannot be read."""
     try:
+        import pyarrow.parquet as pq
+
         return list(pq.read_schema(path).names)
     except (OSError, ValueError) as e:
         raise InputError(

@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -235,6 +234,8 @@ class Sink:
             )
             if pc.count_distinct(keys).as_py() == len(keys):
                 return
+        import duckdb  # only for a file above Arrow's key count
+
         con = duckdb.connect()
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         # the common case first: one hash aggregate (DuckDB spills it), no window over the rows

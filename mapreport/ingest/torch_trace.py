@@ -16,16 +16,18 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
-from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import as_float
 from mapreport.shapes import UNKNOWN, ShapeError, canonical_shape
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^\]\n]+\] ")
 _DECODE: JsonDecoder[Any] = JsonDecoder()

@@ -20,13 +20,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
-from mapreport.ingest.sink import Sink
 from mapreport.shapes import MAX_DIMS, UNKNOWN
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 _NOT_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 _FIRST_KEYS = (b'"id"', b'"model_name"', b'"timestamps"', b'"activity"')

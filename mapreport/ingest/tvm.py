@@ -24,7 +24,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -32,9 +32,11 @@ from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
-from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import as_float
 from mapreport.shapes import ShapeError, canonical_shape
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 FAILED_SECONDS = 1e9
 """TVM records a failed run as 1e10 s (MAX_FLOAT-like sentinels); anything this large failed."""
