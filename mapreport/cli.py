@@ -292,6 +292,14 @@ def ingest_cmd(
 @click.option("--since", metavar="ISO-TIME", help="Report from this time (with --until: a range).")
 @click.option("--until", metavar="ISO-TIME", help="Report up to this time (excluded).")
 @force_opt
+@click.option(
+    "--jobs",
+    type=click.IntRange(1, MAX_JOBS),
+    default=1,
+    show_default=True,
+    help="Slices reported at once, each in its own worker process with its own DuckDB "
+    "connection and Chromium (memory grows with each; the Spark engine reports one at a time).",
+)
 @engine_opt
 @quiet_opt
 @verbose_opt
@@ -309,6 +317,7 @@ def report_cmd(
     since: str | None,
     until: str | None,
     force: bool,
+    jobs: int,
     engine: str | None,
     quiet: bool,
     verbose: bool,
@@ -331,6 +340,7 @@ def report_cmd(
         record=record_history,
         force=force,
         window=chosen,
+        jobs=jobs,
     )
     _summarise_reports(outcomes, out, quiet)
 
@@ -371,8 +381,9 @@ def _moment(text: str | None, what: str) -> datetime | None:
     "--jobs",
     type=click.IntRange(1, MAX_JOBS),
     default=None,
-    help="Source files read at once, each in its own process [default: run.jobs of CONFIG, "
-    "else 1].",
+    help="Worker processes: source files read at once, then slices reported at once (each "
+    "worker with its own DuckDB connection and Chromium; memory grows with each) [default: "
+    "run.jobs of CONFIG, else 1].",
 )
 @engine_opt
 @no_wait_opt

@@ -104,6 +104,7 @@ def _run(
         force=force,
         window=done.window,
         engine=engine,
+        jobs=jobs or config.jobs,
     )
     if failed is not None:
         failed.outcomes = done.outcomes

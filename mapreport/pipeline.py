@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
 import os
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,7 +19,7 @@ from mapreport.analysis import RunKey, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.connection import Connection
-from mapreport.engine import Engine, open_engine
+from mapreport.engine import Engine, EngineName, open_engine
 from mapreport.errors import DatasetError, MapreportError
 from mapreport.evidence import PACKS, write_packs
 from mapreport.files import atomic_write
@@ -120,6 +122,7 @@ def report(
     force: bool = False,
     window: Window = EVERYTHING,
     engine: Engine | None = None,
+    jobs: int = 1,
 ) -> list[SliceOutcome]:
     """Report every slice with data in the window (or only the --slice one) and rewrite
     OUT/index.html.
@@ -129,102 +132,163 @@ def report(
     UTC), and recomputes the later nights already recorded (a backfill), so their action
     states follow from this one. A slice whose inputs are those its folder's report was made
     from is left as it is unless `force`. The analysis runs on `engine` (default: the one
-    config.engine names, opened and closed here)."""
+    config.engine names, opened and closed here); on DuckDB, `jobs` worker processes report
+    slices at once (`workers.py`), each with its own connection and warm Chromium."""
     ds = Dataset(dataset_dir)
-    run_date = run_date or window.night or datetime.now(UTC).date().isoformat()
+    now = datetime.now(UTC)
+    run = ReportRun(
+        dataset=ds.root,
+        out=out,
+        config=config,
+        pdf=pdf,
+        record=record,
+        run_date=run_date or window.night or now.date().isoformat(),
+        force=force,
+        window=window,
+        # unique per recording: one process may record several nights within a second
+        run_id=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}",
+        now=now,
+    )
     on = engine or open_engine(config.engine)
     try:
-        return _report(ds, out, config, on, only, pdf, progress, record, run_date, force, window)
+        slices, wanted, con = _slices(ds, on, only, run.window)
+        out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
+        run = dataclasses.replace(run, workload=wanted[0] if wanted else None)
+        ticker = Ticker(len(slices), progress)
+        if jobs > 1 and len(slices) > 1 and on.name is EngineName.DUCKDB:
+            from mapreport.workers import report_in_workers
+
+            outcomes = report_in_workers(run, slices, min(jobs, len(slices)), ticker)
+        else:
+            reporter = SliceReporter(run, on, con)
+            try:
+                outcomes = [ticker.done(reporter.report(w, s)) for w, s in slices]
+            finally:
+                reporter.close()
+        _index(ds, on, out, outcomes, run.window, None if wanted else slices)
+        return outcomes
     finally:
         if engine is None:
             on.close()
 
 
-def _report(
-    ds: Dataset,
-    out: Path,
-    config: Config,
-    engine: Engine,
-    only: str | None,
-    pdf: bool,
-    progress: Progress,
-    record: bool,
-    run_date: str,
-    force: bool,
-    window: Window,
-) -> list[SliceOutcome]:
-    now = datetime.now(UTC)
-    # unique per recording: one process may record several nights within a second
-    run_id = f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}"
-    slices, wanted, con = _slices(ds, engine, only, window)
-    out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
-    exporter = SvgExporter()
-    outcomes = []
-    live = set(ds.live())
-    try:
-        for i, (workload, slice_) in enumerate(slices, 1):
-            name = f"{workload}/{slice_}" if slice_ else workload
-            progress(f"report {i}/{len(slices)} {name}")
-            folder = slice_dir(out, workload, slice_)
-            try:
-                check_folder(out, folder)
-            except FolderRefused as e:
-                outcomes.append(SliceOutcome(workload, slice_, folder, str(e)))
-                continue
-            inputs = inputs_digest(ds, live, workload, window)
-            stored = stored_history(ds, workload, slice_)
-            earlier = earlier_digest(stored, run_date)
-            stamp = _fingerprint(inputs, window, workload, slice_, config, run_date, pdf, record)
-            if not force and _unchanged(folder, stamp + earlier, pdf):
-                outcomes.append(SliceOutcome(workload, slice_, folder, unchanged=True))
-                continue
-            try:
-                (folder / STAMP).unlink(missing_ok=True)
-                key = RunKey(
-                    run_id,
-                    run_date,
-                    config.baseline_run,
-                    window,
-                    inputs,
-                    revision_of(stored, run_date, inputs),
-                    now.isoformat(timespec="seconds"),
+@dataclass(frozen=True)
+class ReportRun:
+    """What every slice of one `report` shares; worker processes receive it once."""
+
+    dataset: Path
+    out: Path
+    config: Config
+    pdf: bool
+    record: bool
+    run_date: str
+    force: bool
+    window: Window
+    run_id: str
+    now: datetime
+    workload: str | None = None
+    """The workload `--slice` named: connections need views over it alone."""
+
+
+class Ticker:
+    """Progress over the run's slices: done / total, time elapsed and the time left."""
+
+    def __init__(self, total: int, progress: Progress) -> None:
+        self.total, self.progress, self.count = total, progress, 0
+        self.t0 = time.monotonic()
+
+    def done(self, outcome: SliceOutcome) -> SliceOutcome:
+        """Count one finished slice and say so (with an ETA while slices remain)."""
+        self.count += 1
+        elapsed = time.monotonic() - self.t0
+        left = self.total - self.count
+        eta = f", ETA {_clock(elapsed / self.count * left)}" if left else ""
+        what = "failed" if outcome.error else "unchanged" if outcome.unchanged else "reported"
+        self.progress(
+            f"slices {self.count}/{self.total} ({outcome.name} {what}), "
+            f"{_clock(elapsed)} elapsed{eta}"
+        )
+        return outcome
+
+
+def _clock(seconds: float) -> str:
+    """`1:05` or `2:03:07`: a duration as a terminal shows it."""
+    m, s = divmod(round(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class SliceReporter:
+    """Reports slices one after the other on one connection and one warm Chromium."""
+
+    def __init__(self, run: ReportRun, engine: Engine, con: Connection | None = None) -> None:
+        self.run, self.engine = run, engine
+        self.ds = Dataset(run.dataset)
+        self.live = set(self.ds.live())
+        self.con = con or engine.connect(self.ds, run.workload, run.window)
+        self.exporter = SvgExporter()
+
+    def close(self) -> None:
+        """Stop the warm Chromium."""
+        self.exporter.close()
+
+    def report(self, workload: str, slice_: str) -> SliceOutcome:
+        """One slice's report, or the one-line error that stopped it."""
+        run, ds = self.run, self.ds
+        folder = slice_dir(run.out, workload, slice_)
+        try:
+            check_folder(run.out, folder)
+        except FolderRefused as e:
+            return SliceOutcome(workload, slice_, folder, str(e))
+        inputs = inputs_digest(ds, self.live, workload, run.window)
+        stored = stored_history(ds, workload, slice_)
+        earlier = earlier_digest(stored, run.run_date)
+        stamp = _fingerprint(
+            inputs, run.window, workload, slice_, run.config, run.run_date, run.pdf, run.record
+        )
+        if not run.force and _unchanged(folder, stamp + earlier, run.pdf):
+            return SliceOutcome(workload, slice_, folder, unchanged=True)
+        try:
+            (folder / STAMP).unlink(missing_ok=True)
+            key = RunKey(
+                run.run_id,
+                run.run_date,
+                run.config.baseline_run,
+                run.window,
+                inputs,
+                revision_of(stored, run.run_date, inputs),
+                run.now.isoformat(timespec="seconds"),
+            )
+            review = review_of(run.config, workload, slice_)
+            result = analyze_slice(
+                self.con, workload, slice_, run.config.thresholds, review, stored, key
+            )
+            written = write_slice_report(
+                result, folder, self.exporter, run.pdf, index=run.out / "index.html"
+            )
+            write_packs(self.con, result, folder / PACKS, ds.root / PACKS)
+            later: tuple[str, ...] = ()
+            if run.record:
+                ds.write_history(
+                    run.run_date, workload, slice_, history_rows(result, written.titles, key)
                 )
-                review = review_of(config, workload, slice_)
-                result = analyze_slice(
-                    con, workload, slice_, config.thresholds, review, stored, key
-                )
-                written = write_slice_report(
-                    result, folder, exporter, pdf, index=out / "index.html"
-                )
-                write_packs(con, result, folder / PACKS, ds.root / PACKS)
-                later: tuple[str, ...] = ()
-                if record:
-                    rows = history_rows(result, written.titles, key)
-                    ds.write_history(run_date, workload, slice_, rows)
-                    later = recompute_later(ds, engine, workload, slice_, config, key)
-                atomic_write(folder / STAMP, (stamp + earlier).encode())
-                outcomes.append(
-                    SliceOutcome(
-                        workload,
-                        slice_,
-                        folder,
-                        written=written.names,
-                        night=run_date,
-                        recomputed=later,
-                    )
-                )
-            except Exception as e:
-                # the outcome carries the one-line error; the traceback is for -v
-                log.info("report of %s failed", name, exc_info=True)
-                error = f"{type(e).__name__}: {e}"
-                system = isinstance(e, OSError)
-                outcomes.append(
-                    SliceOutcome(workload, slice_, folder, error, refused_by_system=system)
-                )
-    finally:
-        exporter.close()
-    _index(ds, engine, out, outcomes, window, None if wanted else slices)
-    return outcomes
+                later = recompute_later(ds, self.engine, workload, slice_, run.config, key)
+            atomic_write(folder / STAMP, (stamp + earlier).encode())
+            return SliceOutcome(
+                workload,
+                slice_,
+                folder,
+                written=written.names,
+                night=run.run_date,
+                recomputed=later,
+            )
+        except Exception as e:
+            # the outcome carries the one-line error; the traceback is for -v
+            log.info("report of %s/%s failed", workload, slice_, exc_info=True)
+            system = isinstance(e, OSError)
+            return SliceOutcome(
+                workload, slice_, folder, f"{type(e).__name__}: {e}", refused_by_system=system
+            )
 
 
 def _slices(

@@ -1,0 +1,210 @@
+"""Reports at a fleet's count of slices, against the issue's limits (issue 18, targets 2 and 3).
+
+- one slice regenerated: `mapreport report --slice bert-base --force` with its PDF (every
+  chart) over the demo dataset, a fresh process each time, beside the same with `--no-pdf`;
+  limit 4 s;
+- amortised: `mapreport report --force` over a dataset of `--many` slices (the demo's three
+  workloads copied, demo-sized), seconds per slice; limit 2 s;
+- a night of `--slices` slices of `--per-slice` requests each (the demo's workloads copied and
+  scaled, 10M requests at the defaults): `mapreport run --force` with `--jobs 1` and with
+  `--jobs 2` over the same ingested dataset, and each one's peak RSS summed over its process
+  tree (workers and their Chromium included); limits 0.6x and 4 GiB.
+
+Medians of fresh processes, measured side by side (interleaved) in one run.
+
+    .venv/bin/python benchmarks/render.py --runs 3 --many 50 --slices 200 --per-slice 50000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fleet import PY, measure  # the benchmarks' shared process measurement
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO_NIGHTS = ("2026-11-28", "2026-11-29", "2026-11-30")
+DEMO_SIZE = 3_456
+"""Requests of one demo slice (bert-base, one night): the size of the amortised run's slices."""
+
+GENERATE = """
+import dataclasses, json, sys
+from pathlib import Path
+from mapreport import synth
+copies, per_slice = int(sys.argv[2]), int(sys.argv[3])
+ws = []
+for i in range(copies):
+    w = synth.WORKLOADS[i % len(synth.WORKLOADS)]
+    name = f"{w.workload}-{i:03d}"
+    ws.append(dataclasses.replace(w, workload=name, runtime_file=name + ".runtime.jsonl"))
+base = sum(s.requests for s in synth.WORKLOADS[0].shapes)
+paths = synth.generate(Path(sys.argv[1]), scale=per_slice / base, seed=7, workloads=ws)
+print(json.dumps([str(p) for p in paths]))
+"""
+
+
+def mapreport(*args: str) -> list[str]:
+    """The command line of `mapreport ARGS` in this interpreter."""
+    return [PY, "-m", "mapreport.cli", *args]
+
+
+def dataset_of(work: Path, copies: int, per_slice: int) -> tuple[Path, list[Path]]:
+    """A dataset of `copies` slices of about `per_slice` requests, generated and ingested once."""
+    folder = work / f"s{copies}x{per_slice}"
+    done = folder / "done.json"
+    if done.exists():
+        return folder / "ds", [Path(p) for p in json.loads(done.read_text())]
+    shutil.rmtree(folder, ignore_errors=True)
+    (folder / "in").mkdir(parents=True)
+    _, _, out = measure([PY, "-c", GENERATE, str(folder / "in"), str(copies), str(per_slice)])
+    files = [Path(p) for p in json.loads(out.strip().splitlines()[-1])]
+    measure(
+        mapreport("ingest", "--jobs", "2", "-q", "--dataset", str(folder / "ds"), *map(str, files))
+    )
+    done.write_text(json.dumps([str(f) for f in files]))
+    return folder / "ds", files
+
+
+def night_config(folder: Path, dataset: Path, files: list[Path], out: Path) -> Path:
+    """A nightly configuration over the ingested files (their rows already in the dataset)."""
+    path = folder / f"{out.name}.toml"
+    path.write_text(
+        f'[run]\ndataset = "{dataset}"\nout = "{out}"\nwindow = "all"\n'
+        f"sources = {json.dumps([str(f) for f in files])}\n"
+    )
+    return path
+
+
+def median(xs: list[float]) -> float:
+    """The median of `xs`."""
+    return statistics.median(xs)
+
+
+def demo_dataset(work: Path) -> Path:
+    """The demo's dataset as `make demo` leaves it: its three nights run and recorded."""
+    folder = work / "demo"
+    if (folder / "done").exists():
+        return folder / "dataset"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(REPO / "sample_data", folder / "sample_data")
+    cfg = folder / "sample_data" / "mapreport.toml"
+    for night in DEMO_NIGHTS:
+        measure(mapreport("run", str(cfg), "--date", night, "-q"))
+    (folder / "done").write_text("")
+    return folder / "dataset"
+
+
+def one_slice(work: Path, runs: int) -> dict[str, float]:
+    """Target 2, first half: one slice regenerated in a fresh process, with and without PDF."""
+    ds = demo_dataset(work)
+    slice_ = "bert-base"
+    pdf: list[float] = []
+    html: list[float] = []
+    for _ in range(runs):
+        for flag, into in (([], pdf), (["--no-pdf"], html)):
+            out = work / "one-out"
+            t, _, _ = measure(
+                mapreport(
+                    "report",
+                    "--dataset",
+                    str(ds),
+                    "--out",
+                    str(out),
+                    "--slice",
+                    slice_,
+                    "--force",
+                    "-q",
+                    *flag,
+                )
+            )
+            into.append(t)
+    return {"pdf_s": median(pdf), "no_pdf_s": median(html), "runs": runs}
+
+
+def amortised(work: Path, runs: int, many: int) -> dict[str, float]:
+    """Target 2, second half: seconds per slice over a report of `many` demo-sized slices."""
+    ds, _ = dataset_of(work, many, DEMO_SIZE)
+    one: list[float] = []
+    two: list[float] = []
+    for _ in range(runs):
+        for jobs, into in (("1", one), ("2", two)):
+            t, _, _ = measure(
+                mapreport(
+                    "report",
+                    "--dataset",
+                    str(ds),
+                    "--out",
+                    str(work / "many-out"),
+                    "--force",
+                    "-q",
+                    "--jobs",
+                    jobs,
+                )
+            )
+            into.append(t / many)
+    return {"jobs1_per_slice_s": median(one), "jobs2_per_slice_s": median(two), "slices": many}
+
+
+def night(work: Path, runs: int, slices: int, per_slice: int) -> dict[str, float]:
+    """Target 3: the night's run with one and with two worker processes, side by side."""
+    ds, files = dataset_of(work, slices, per_slice)
+    folder = ds.parent
+    figures: dict[str, list[float]] = {
+        "jobs1_s": [],
+        "jobs1_rss": [],
+        "jobs2_s": [],
+        "jobs2_rss": [],
+    }
+    for _ in range(runs):
+        for jobs in ("1", "2"):
+            cfg = night_config(folder, ds, files, folder / f"out{jobs}")
+            t, rss, _ = measure(mapreport("run", str(cfg), "--force", "-q", "--jobs", jobs))
+            figures[f"jobs{jobs}_s"].append(t)
+            figures[f"jobs{jobs}_rss"].append(rss / 2**20)
+    return {k: median(v) for k, v in figures.items()} | {"slices": slices, "per_slice": per_slice}
+
+
+def main() -> None:
+    """Print every figure beside its limit, and write them as JSON (`--json`)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/mapreport-bench/render"))
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--many", type=int, default=50)
+    ap.add_argument("--slices", type=int, default=200)
+    ap.add_argument("--per-slice", type=int, default=50_000)
+    ap.add_argument("--skip", nargs="*", default=[], choices=["one", "many", "night"])
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    got: dict[str, dict[str, float]] = {}
+    if "one" not in args.skip:
+        got["one"] = r = one_slice(args.work, args.runs)
+        print(
+            f"one slice, fresh process: {r['pdf_s']:.2f} s with PDF (limit 4 s), "
+            f"{r['no_pdf_s']:.2f} s without"
+        )
+    if "many" not in args.skip:
+        got["many"] = r = amortised(args.work, args.runs, args.many)
+        print(
+            f"{args.many} slices: {r['jobs1_per_slice_s']:.2f} s per slice with --jobs 1, "
+            f"{r['jobs2_per_slice_s']:.2f} s with --jobs 2 (limit 2 s)"
+        )
+    if "night" not in args.skip:
+        got["night"] = r = night(args.work, args.runs, args.slices, args.per_slice)
+        print(
+            f"night of {args.slices} x {args.per_slice}: --jobs 1 {r['jobs1_s']:.1f} s "
+            f"({r['jobs1_rss']:,.0f} MiB), --jobs 2 {r['jobs2_s']:.1f} s "
+            f"({r['jobs2_rss']:,.0f} MiB): {r['jobs2_s'] / r['jobs1_s']:.2f}x "
+            "(limits 0.6x, 4,096 MiB)"
+        )
+    if args.json:
+        args.json.write_text(json.dumps(got, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,86 @@
+"""Slices reported in parallel worker processes (`report --jobs N`, `run --jobs N`).
+
+A night of hundreds of slices spends most of its time per slice: the analysis, the charts'
+export through Chromium and WeasyPrint's layout of the PDF, all in one Python process each.
+Workers are spawned (not forked: the parent holds DuckDB's threads and maybe a browser), each
+opens one DuckDB connection over the dataset's views and keeps one warm Chromium for all the
+slices it is given, and hands back each slice's outcome; the parent writes the index. Slices
+write only their own folders and their own history files (under the dataset's writer lock),
+so the result is the same as reporting them one after the other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from multiprocessing.util import Finalize
+from pathlib import Path
+
+from mapreport.engine import DUCKDB
+from mapreport.pipeline import ReportRun, SliceOutcome, SliceReporter, Ticker, slice_dir
+
+_REPORTER: SliceReporter | None = None
+"""The worker's reporter: its connection and warm Chromium, kept across its slices."""
+_FAILED: str | None = None
+"""Why the worker's reporter could not be made (the dataset unreadable, say)."""
+_OUT = Path()
+"""The run's output folder (where a slice that could not be reported would have gone)."""
+
+
+def report_in_workers(
+    run: ReportRun, slices: list[tuple[str, str]], jobs: int, ticker: Ticker
+) -> list[SliceOutcome]:
+    """Every slice's outcome, in `slices`' order, from `jobs` worker processes."""
+    spawn = multiprocessing.get_context("spawn")
+    outcomes: dict[tuple[str, str], SliceOutcome] = {}
+    with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run,)) as pool:
+        pending: dict[Future[SliceOutcome], tuple[str, str]] = {
+            pool.submit(_report, w, s): (w, s) for w, s in slices
+        }
+        try:
+            while pending:
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    key = pending.pop(f)
+                    outcomes[key] = ticker.done(_outcome(run, key, f))
+        except BaseException:
+            pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: no worker left behind
+            raise
+    return [outcomes[k] for k in slices]
+
+
+def _outcome(run: ReportRun, key: tuple[str, str], f: Future[SliceOutcome]) -> SliceOutcome:
+    """The worker's outcome, or the slice failed with why its worker could not give one."""
+    try:
+        return f.result()
+    except BrokenProcessPool:
+        why = "its worker process died (out of memory, or killed); run it again with --jobs 1"
+    except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
+        why = f"{type(e).__name__}: {e}"
+    return SliceOutcome(key[0], key[1], slice_dir(run.out, *key), why)
+
+
+def _start(run: ReportRun) -> None:
+    """A worker's start: its connection and its reporter. What stops it is kept, for each of
+    its slices to fail with, instead of breaking the pool. DuckDB keeps its own thread count
+    (every core): with fewer threads its parallel sums add in another order, and a weighted
+    mean would differ from one process's in its last digit."""
+    global _REPORTER, _FAILED, _OUT
+    _OUT = run.out
+    try:
+        reporter = SliceReporter(run, DUCKDB)
+    except Exception as e:  # noqa: BLE001 - said per slice, in the outcome's one line
+        _FAILED = f"its worker could not start: {type(e).__name__}: {e}".splitlines()[0]
+        return
+    _REPORTER = reporter
+    # multiprocessing's exit runs Finalize callbacks, not atexit: Chromium stops with the worker
+    Finalize(reporter, reporter.close, exitpriority=10)
+
+
+def _report(workload: str, slice_: str) -> SliceOutcome:
+    """One slice, reported by this worker."""
+    if _REPORTER is None:
+        folder = slice_dir(_OUT, workload, slice_)
+        return SliceOutcome(workload, slice_, folder, _FAILED or "its worker did not start")
+    return _REPORTER.report(workload, slice_)

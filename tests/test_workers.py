@@ -1,0 +1,112 @@
+"""Slices reported by worker processes (`--jobs N`): the same reports, history and index as
+one process, progress with an ETA, and a worker's death failing its slice, not the night."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from mapreport.config import default_config
+from mapreport.pipeline import ReportRun, SliceOutcome, Ticker, report
+from mapreport.window import EVERYTHING
+from tests.test_golden import compare
+
+
+def _history(dataset: Path) -> list[dict[str, object]]:
+    """Every history row, volatile columns (run id, times) left out, in a stable order."""
+    rows = []
+    for f in sorted((dataset / "history").rglob("*.parquet")):
+        for r in pq.read_table(f).to_pylist():
+            rows.append({k: v for k, v in r.items() if not k.endswith(("run_id", "_at"))})
+    return sorted(rows, key=repr)
+
+
+def test_workers_report_what_one_process_reports(demo_dataset: Path, tmp_path: Path) -> None:
+    """Two workers (PDFs with charts, history recorded) against one process: every slice's
+    findings.json, the history rows and the index's slice list are the same."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    for d in (one, two):
+        shutil.copytree(demo_dataset, d / "ds")
+    config = default_config()
+    night = "2026-11-29"
+    serial = report(one / "ds", one / "out", config, pdf=False, record=True, run_date=night)
+    parallel = report(
+        two / "ds", two / "out", config, pdf=True, record=True, run_date=night, jobs=2
+    )
+    assert [o.name for o in parallel] == [o.name for o in serial]
+    assert all(o.error is None for o in parallel), [o.error for o in parallel]
+    for a, b in zip(serial, parallel, strict=True):
+        got = json.loads((b.folder / "findings.json").read_text())
+        want = json.loads((a.folder / "findings.json").read_text())
+        assert compare(got, want, rel=0.0, ci_abs=0.0) == [], a.name
+        assert "report.pdf" in b.written
+        first_page = subprocess.run(
+            ["pdftotext", "-f", "1", "-l", "1", str(b.folder / "report.pdf"), "-"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        assert a.workload in first_page
+    assert _history(two / "ds") == _history(one / "ds")
+    index = (two / "out" / "index.html").read_text()
+    assert all(o.name in index for o in parallel)
+    # each worker stopped its Chromium with itself
+    left = subprocess.run(["pgrep", "-f", "chromium.*headless"], capture_output=True, text=True)
+    assert left.stdout.strip() == ""
+
+
+def test_a_dead_worker_fails_its_slice_with_a_line(tmp_path: Path) -> None:
+    """A worker killed (out of memory) fails its slice with why, in one line."""
+    from mapreport.workers import _outcome
+
+    run = ReportRun(
+        tmp_path, tmp_path / "out", default_config(), False, False, "2026-11-29", False,
+        EVERYTHING, "r", datetime.now(UTC),
+    )  # fmt: skip
+    dead: Future[SliceOutcome] = Future()
+    dead.set_exception(BrokenProcessPool("A process in the process pool was terminated"))
+    out = _outcome(run, ("bert-base", ""), dead)
+    assert out.error is not None
+    assert "worker process died" in out.error
+    assert out.folder == tmp_path / "out" / "bert-base"
+
+
+def test_progress_counts_slices_and_gives_an_eta() -> None:
+    """slices done/total, elapsed and the time left while slices remain."""
+    lines: list[str] = []
+    ticker = Ticker(3, lines.append)
+    ticker.t0 -= 60  # a minute spent on the first slice
+    ticker.done(SliceOutcome("a", "", Path("a")))
+    ticker.done(SliceOutcome("b", "x", Path("b"), unchanged=True))
+    ticker.done(SliceOutcome("c", "", Path("c"), error="boom"))
+    assert lines[0].startswith("slices 1/3 (a reported), 1:00 elapsed, ETA 2:00")
+    assert lines[1].startswith("slices 2/3 (b/x unchanged), 1:00 elapsed, ETA 0:30")
+    assert lines[2] == "slices 3/3 (c failed), 1:00 elapsed"
+
+
+def test_a_worker_that_cannot_start_fails_each_slice_with_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker whose dataset cannot be opened fails its slices with the reason, one line."""
+    from mapreport import workers
+
+    monkeypatch.setattr(workers, "_REPORTER", None)
+    run = ReportRun(
+        tmp_path / "gone", tmp_path / "out", default_config(), False, False, "2026-11-29",
+        False, EVERYTHING, "r", datetime.now(UTC),
+    )  # fmt: skip
+    workers._start(run)
+    out = workers._report("bert-base", "")
+    assert out.error is not None
+    assert out.error.startswith("its worker could not start: DatasetError: ")
+    assert "gone" in out.error
+    assert "\n" not in out.error
+    assert out.folder == tmp_path / "out" / "bert-base"
