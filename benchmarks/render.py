@@ -88,15 +88,16 @@ def median(xs: list[float]) -> float:
 def demo_dataset(work: Path) -> Path:
     """The demo's dataset as `make demo` leaves it: its three nights run and recorded."""
     folder = work / "demo"
+    dataset = folder / "demo" / "dataset"  # where the demo's config puts it, beside its inputs
     if (folder / "done").exists():
-        return folder / "dataset"
+        return dataset
     shutil.rmtree(folder, ignore_errors=True)
     shutil.copytree(REPO / "sample_data", folder / "sample_data")
     cfg = folder / "sample_data" / "mapreport.toml"
     for night in DEMO_NIGHTS:
         measure(mapreport("run", str(cfg), "--date", night, "-q"))
     (folder / "done").write_text("")
-    return folder / "dataset"
+    return dataset
 
 
 def one_slice(work: Path, runs: int) -> dict[str, float]:
