@@ -100,54 +100,31 @@ def demo_dataset(work: Path) -> Path:
     return dataset
 
 
+def report_s(ds: Path, out: Path, *flags: str) -> float:
+    """Seconds of one fresh `mapreport report --force` of `ds` into `out`."""
+    cmd = mapreport("report", "--dataset", str(ds), "--out", str(out), "--force", "-q", *flags)
+    return measure(cmd)[0]
+
+
 def one_slice(work: Path, runs: int) -> dict[str, float]:
     """Target 2, first half: one slice regenerated in a fresh process, with and without PDF."""
-    ds = demo_dataset(work)
-    slice_ = "bert-base"
+    ds, out = demo_dataset(work), work / "one-out"
     pdf: list[float] = []
     html: list[float] = []
     for _ in range(runs):
-        for flag, into in (([], pdf), (["--no-pdf"], html)):
-            out = work / "one-out"
-            t, _, _ = measure(
-                mapreport(
-                    "report",
-                    "--dataset",
-                    str(ds),
-                    "--out",
-                    str(out),
-                    "--slice",
-                    slice_,
-                    "--force",
-                    "-q",
-                    *flag,
-                )
-            )
-            into.append(t)
+        pdf.append(report_s(ds, out, "--slice", "bert-base"))
+        html.append(report_s(ds, out, "--slice", "bert-base", "--no-pdf"))
     return {"pdf_s": median(pdf), "no_pdf_s": median(html), "runs": runs}
 
 
 def amortised(work: Path, runs: int, many: int) -> dict[str, float]:
     """Target 2, second half: seconds per slice over a report of `many` demo-sized slices."""
-    ds, _ = dataset_of(work, many, DEMO_SIZE)
+    ds, out = dataset_of(work, many, DEMO_SIZE)[0], work / "many-out"
     one: list[float] = []
     two: list[float] = []
     for _ in range(runs):
-        for jobs, into in (("1", one), ("2", two)):
-            t, _, _ = measure(
-                mapreport(
-                    "report",
-                    "--dataset",
-                    str(ds),
-                    "--out",
-                    str(work / "many-out"),
-                    "--force",
-                    "-q",
-                    "--jobs",
-                    jobs,
-                )
-            )
-            into.append(t / many)
+        one.append(report_s(ds, out, "--jobs", "1") / many)
+        two.append(report_s(ds, out, "--jobs", "2") / many)
     return {"jobs1_per_slice_s": median(one), "jobs2_per_slice_s": median(two), "slices": many}
 
 

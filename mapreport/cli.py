@@ -10,9 +10,10 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import sys
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -130,6 +131,17 @@ engine_opt = click.option(
 )
 
 
+def jobs_opt(help: str, default: int | None = 1) -> Callable[[Callable[..., Any]], Any]:
+    """`--jobs N`, 1..MAX_JOBS, with what the command does with its processes."""
+    return click.option(
+        "--jobs",
+        type=click.IntRange(1, MAX_JOBS),
+        default=default,
+        show_default=default is not None,
+        help=help,
+    )
+
+
 def _with_engine(config: Config, engine: str | None) -> Config:
     """The config with --engine's choice, when one is given."""
     if engine is None:
@@ -201,13 +213,9 @@ def main() -> None:
     "default: the file name up to its first dot.",
 )
 @click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
-@click.option(
-    "--jobs",
-    type=click.IntRange(1, MAX_JOBS),
-    default=1,
-    show_default=True,
-    help="Files read at once, each in its own process (commits stay in order; memory grows "
-    "with one reader per job).",
+@jobs_opt(
+    "Files read at once, each in its own process (commits stay in order; memory grows with "
+    "one reader per job)."
 )
 @click.option(
     "--date",
@@ -292,13 +300,9 @@ def ingest_cmd(
 @click.option("--since", metavar="ISO-TIME", help="Report from this time (with --until: a range).")
 @click.option("--until", metavar="ISO-TIME", help="Report up to this time (excluded).")
 @force_opt
-@click.option(
-    "--jobs",
-    type=click.IntRange(1, MAX_JOBS),
-    default=1,
-    show_default=True,
-    help="Slices reported at once, each in its own worker process with its own DuckDB "
-    "connection and Chromium (memory grows with each; the Spark engine reports one at a time).",
+@jobs_opt(
+    "Slices reported at once, each in its own worker process with its own DuckDB connection "
+    "and Chromium (memory grows with each; the Spark engine reports one at a time)."
 )
 @engine_opt
 @quiet_opt
@@ -377,13 +381,11 @@ def _moment(text: str | None, what: str) -> datetime | None:
 @run_date_opt
 @window_opt
 @force_opt
-@click.option(
-    "--jobs",
-    type=click.IntRange(1, MAX_JOBS),
+@jobs_opt(
+    "Worker processes: source files read at once, then slices reported at once (each worker "
+    "with its own DuckDB connection and Chromium; memory grows with each) [default: run.jobs "
+    "of CONFIG, else 1].",
     default=None,
-    help="Worker processes: source files read at once, then slices reported at once (each "
-    "worker with its own DuckDB connection and Chromium; memory grows with each) [default: "
-    "run.jobs of CONFIG, else 1].",
 )
 @engine_opt
 @no_wait_opt
