@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import msgspec
 
 from mapreport import __version__
-from mapreport.analysis import RunKey, analyze_slice, list_slices
+from mapreport.analysis import RunKey, Stored, analyze_slice, list_slices
 from mapreport.analysis.history import history_rows
 from mapreport.config import Config
 from mapreport.connection import Connection
@@ -155,16 +156,22 @@ def report(
         out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
         run = dataclasses.replace(run, workload=wanted[0] if wanted else None)
         ticker = Ticker(len(slices), progress)
-        if jobs > 1 and len(slices) > 1 and on.name is EngineName.DUCKDB:
-            from mapreport.workers import report_in_workers
+        reporter = SliceReporter(run, on, con)
+        try:
+            # unchanged slices are settled here: workers start only for reports to make
+            plans = {(w, s): reporter.plan(w, s) for w, s in slices}
+            done = {k: ticker.done(p) for k, p in plans.items() if isinstance(p, SliceOutcome)}
+            due = [p for p in plans.values() if isinstance(p, Due)]
+            if jobs > 1 and len(due) > 1 and on.name is EngineName.DUCKDB:
+                from mapreport.workers import report_in_workers
 
-            outcomes = report_in_workers(run, slices, min(jobs, len(slices)), ticker)
-        else:
-            reporter = SliceReporter(run, on, con)
-            try:
-                outcomes = [ticker.done(reporter.report(w, s)) for w, s in slices]
-            finally:
-                reporter.close()
+                keys = [(d.workload, d.slice_) for d in due]
+                done |= report_in_workers(run, keys, min(jobs, len(due)), ticker)
+            else:
+                done |= {(d.workload, d.slice_): ticker.done(reporter.make(d)) for d in due}
+        finally:
+            reporter.close()
+        outcomes = [done[k] for k in slices]
         _index(ds, on, out, outcomes, run.window, None if wanted else slices)
         return outcomes
     finally:
@@ -191,18 +198,20 @@ class ReportRun:
 
 
 class Ticker:
-    """Progress over the run's slices: done / total, time elapsed and the time left."""
+    """Progress over the run's slices: done / total, time elapsed and the time left (from the
+    reports made so far: an unchanged slice costs nothing and predicts nothing)."""
 
     def __init__(self, total: int, progress: Progress) -> None:
-        self.total, self.progress, self.count = total, progress, 0
+        self.total, self.progress, self.count, self.made = total, progress, 0, 0
         self.t0 = time.monotonic()
 
     def done(self, outcome: SliceOutcome) -> SliceOutcome:
         """Count one finished slice and say so (with an ETA while slices remain)."""
         self.count += 1
+        self.made += not outcome.unchanged
         elapsed = time.monotonic() - self.t0
         left = self.total - self.count
-        eta = f", ETA {_clock(elapsed / self.count * left)}" if left else ""
+        eta = f", ETA {_clock(elapsed / self.made * left)}" if left and self.made else ""
         what = "failed" if outcome.error else "unchanged" if outcome.unchanged else "reported"
         self.progress(
             f"slices {self.count}/{self.total} ({outcome.name} {what}), "
@@ -216,6 +225,18 @@ def _clock(seconds: float) -> str:
     m, s = divmod(round(seconds), 60)
     h, m = divmod(m, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class Due(NamedTuple):
+    """A slice whose report must be made, with what `SliceReporter.plan` read for it."""
+
+    workload: str
+    slice_: str
+    folder: Path
+    inputs: str
+    stored: Stored
+    stamp: str
+    """The fingerprint its folder keeps once the report is written."""
 
 
 class SliceReporter:
@@ -234,6 +255,12 @@ class SliceReporter:
 
     def report(self, workload: str, slice_: str) -> SliceOutcome:
         """One slice's report, or the one-line error that stopped it."""
+        due = self.plan(workload, slice_)
+        return due if isinstance(due, SliceOutcome) else self.make(due)
+
+    def plan(self, workload: str, slice_: str) -> SliceOutcome | Due:
+        """What a slice needs: nothing (its outcome: unchanged, or its folder refused), or a
+        report made from these inputs. Cheap: file fingerprints and the stored history."""
         run, ds = self.run, self.ds
         folder = slice_dir(run.out, workload, slice_)
         try:
@@ -248,6 +275,12 @@ class SliceReporter:
         )
         if not run.force and _unchanged(folder, stamp + earlier, run.pdf):
             return SliceOutcome(workload, slice_, folder, unchanged=True)
+        return Due(workload, slice_, folder, inputs, stored, stamp + earlier)
+
+    def make(self, due: Due) -> SliceOutcome:
+        """The report `plan` found due, or the one-line error that stopped it."""
+        run, ds = self.run, self.ds
+        workload, slice_, folder, inputs, stored, stamp = due
         try:
             (folder / STAMP).unlink(missing_ok=True)
             key = RunKey(
@@ -273,7 +306,7 @@ class SliceReporter:
                     run.run_date, workload, slice_, history_rows(result, written.titles, key)
                 )
                 later = recompute_later(ds, self.engine, workload, slice_, run.config, key)
-            atomic_write(folder / STAMP, (stamp + earlier).encode())
+            atomic_write(folder / STAMP, stamp.encode())
             return SliceOutcome(
                 workload,
                 slice_,

@@ -30,8 +30,8 @@ _OUT = Path()
 
 def report_in_workers(
     run: ReportRun, slices: list[tuple[str, str]], jobs: int, ticker: Ticker
-) -> list[SliceOutcome]:
-    """Every slice's outcome, in `slices`' order, from `jobs` worker processes."""
+) -> dict[tuple[str, str], SliceOutcome]:
+    """Every slice's outcome, by (workload, slice), from `jobs` worker processes."""
     spawn = multiprocessing.get_context("spawn")
     outcomes: dict[tuple[str, str], SliceOutcome] = {}
     with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run,)) as pool:
@@ -47,7 +47,7 @@ def report_in_workers(
         except BaseException:
             pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: no worker left behind
             raise
-    return [outcomes[k] for k in slices]
+    return outcomes
 
 
 def _outcome(run: ReportRun, key: tuple[str, str], f: Future[SliceOutcome]) -> SliceOutcome:

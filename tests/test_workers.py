@@ -29,9 +29,12 @@ def _history(dataset: Path) -> list[dict[str, object]]:
     return sorted(rows, key=repr)
 
 
-def test_workers_report_what_one_process_reports(demo_dataset: Path, tmp_path: Path) -> None:
+def test_workers_report_what_one_process_reports(
+    demo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Two workers (PDFs with charts, history recorded) against one process: every slice's
-    findings.json, the history rows and the index's slice list are the same."""
+    findings.json, the history rows and the index's slice list are the same; run again, every
+    slice is unchanged and no worker starts."""
     one, two = tmp_path / "one", tmp_path / "two"
     for d in (one, two):
         shutil.copytree(demo_dataset, d / "ds")
@@ -62,6 +65,15 @@ def test_workers_report_what_one_process_reports(demo_dataset: Path, tmp_path: P
     left = subprocess.run(["pgrep", "-f", "chromium.*headless"], capture_output=True, text=True)
     assert left.stdout.strip() == ""
 
+    from mapreport import workers
+
+    def no_workers(*args: object) -> None:
+        raise AssertionError("a worker started for unchanged slices")
+
+    monkeypatch.setattr(workers, "report_in_workers", no_workers)
+    again = report(two / "ds", two / "out", config, pdf=True, record=True, run_date=night, jobs=2)
+    assert all(o.unchanged for o in again), [(o.name, o.error) for o in again]
+
 
 def test_a_dead_worker_fails_its_slice_with_a_line(tmp_path: Path) -> None:
     """A worker killed (out of memory) fails its slice with why, in one line."""
@@ -80,16 +92,19 @@ def test_a_dead_worker_fails_its_slice_with_a_line(tmp_path: Path) -> None:
 
 
 def test_progress_counts_slices_and_gives_an_eta() -> None:
-    """slices done/total, elapsed and the time left while slices remain."""
+    """slices done/total, elapsed and the time left while slices remain, predicted from the
+    reports made (unchanged slices, settled first, predict nothing)."""
     lines: list[str] = []
-    ticker = Ticker(3, lines.append)
-    ticker.t0 -= 60  # a minute spent on the first slice
+    ticker = Ticker(4, lines.append)
+    ticker.done(SliceOutcome("u", "", Path("u"), unchanged=True))
+    ticker.t0 -= 60  # a minute spent on the first report
     ticker.done(SliceOutcome("a", "", Path("a")))
-    ticker.done(SliceOutcome("b", "x", Path("b"), unchanged=True))
+    ticker.done(SliceOutcome("b", "x", Path("b")))
     ticker.done(SliceOutcome("c", "", Path("c"), error="boom"))
-    assert lines[0].startswith("slices 1/3 (a reported), 1:00 elapsed, ETA 2:00")
-    assert lines[1].startswith("slices 2/3 (b/x unchanged), 1:00 elapsed, ETA 0:30")
-    assert lines[2] == "slices 3/3 (c failed), 1:00 elapsed"
+    assert lines[0] == "slices 1/4 (u unchanged), 0:00 elapsed"
+    assert lines[1].startswith("slices 2/4 (a reported), 1:00 elapsed, ETA 2:00")
+    assert lines[2].startswith("slices 3/4 (b/x reported), 1:00 elapsed, ETA 0:30")
+    assert lines[3] == "slices 4/4 (c failed), 1:00 elapsed"
 
 
 def test_a_worker_that_cannot_start_fails_each_slice_with_why(
