@@ -50,6 +50,10 @@ class Engine(Protocol):
     """Opens connections with the dataset's views (`views.define_views`)."""
 
     name: EngineName
+    views_per_workload: bool
+    """Whether a slice's analysis gets a connection over its workload's files alone (DuckDB:
+    views are cheap, and a query then opens only those files) rather than sharing one over
+    every workload (Spark: making views reads every file's schema, seconds each time)."""
 
     def connect(self, ds: Dataset, workload: str | None, window: Window = EVERYTHING) -> Connection:
         """A connection with one view per canonical table over the window's committed files."""
@@ -69,6 +73,7 @@ class DuckDBEngine:
     """DuckDB in this process, over the dataset's files as they lie here."""
 
     name = EngineName.DUCKDB
+    views_per_workload = True
 
     def connect(self, ds: Dataset, workload: str | None, window: Window = EVERYTHING) -> Connection:
         """A DuckDB connection (`views.connect`)."""

@@ -240,14 +240,27 @@ class Due(NamedTuple):
 
 
 class SliceReporter:
-    """Reports slices one after the other on one connection and one warm Chromium."""
+    """Reports slices one after the other, with one warm Chromium, each on a connection over
+    its workload's files (`Engine.views_per_workload`) or one over all of them."""
 
     def __init__(self, run: ReportRun, engine: Engine, con: Connection | None = None) -> None:
         self.run, self.engine = run, engine
         self.ds = Dataset(run.dataset)
         self.live = set(self.ds.live())
-        self.con = con or engine.connect(self.ds, run.workload, run.window)
+        self._cons: dict[str | None, Connection] = {run.workload: con} if con else {}
         self.exporter = SvgExporter()
+
+    def connection(self, workload: str) -> Connection:
+        """The connection `workload`'s slices are analysed on: made once and kept while its
+        slices (consecutive in the listing) are reported. With 200 workloads in a dataset, a
+        query over all of them opens every workload's files: a slice's analysis took 1.9 s
+        there against 1.0 s over its own (plus 0.3 s to make the views)."""
+        key = workload if self.engine.views_per_workload else self.run.workload
+        if key not in self._cons:
+            for other in [k for k in self._cons if k != self.run.workload]:
+                del self._cons[other]  # the previous workload's: its slices are done
+            self._cons[key] = self.engine.connect(self.ds, key, self.run.window)
+        return self._cons[key]
 
     def close(self) -> None:
         """Stop the warm Chromium."""
@@ -293,13 +306,14 @@ class SliceReporter:
                 run.now.isoformat(timespec="seconds"),
             )
             review = review_of(run.config, workload, slice_)
+            con = self.connection(workload)
             result = analyze_slice(
-                self.con, workload, slice_, run.config.thresholds, review, stored, key
+                con, workload, slice_, run.config.thresholds, review, stored, key
             )
             written = write_slice_report(
                 result, folder, self.exporter, run.pdf, index=run.out / "index.html"
             )
-            write_packs(self.con, result, folder / PACKS, ds.root / PACKS)
+            write_packs(con, result, folder / PACKS, ds.root / PACKS)
             later: tuple[str, ...] = ()
             if run.record:
                 ds.write_history(

@@ -200,6 +200,7 @@ class SparkEngine:
     connection."""
 
     name = EngineName.SPARK
+    views_per_workload = False
 
     def __init__(self, settings: EngineSettings):
         self.settings = settings
