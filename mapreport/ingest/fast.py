@@ -226,7 +226,7 @@ def _read(path: Path, start: int, end: int | None, line: int, sink: Sink, slow: 
     file), the first being line number `line`."""
     shapes = Memo(_shape_of)
     pending = _Pending(sink)
-    with open_bytes(path) as fh:
+    with open_bytes(path, ahead=True) as fh:
         if start:
             fh.seek(start)
         left = -1 if end is None else end - start

@@ -505,7 +505,7 @@ def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Head
     helper reads the events from an element boundary near the middle on (`_Split`)."""
     second = _Split.start(path)
     try:
-        with open_bytes(path) as fh:
+        with open_bytes(path, ahead=True) as fh:
             stream = _events(fh, stop=second.split if second else None)
             first = _read_runs(stream, 0, sink, memo, tables)
             if not stream.stopped:

@@ -12,11 +12,12 @@ import gzip
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any, Generic, Literal, NamedTuple, TypeVar
+from typing import IO, Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 
 from mapreport.errors import InputError
+from mapreport.ingest.gunzip import Gunzip
 
 Container = Literal["jsonl", "csv", "parquet"]
 
@@ -57,13 +58,16 @@ class JsonDecoder(Generic[T]):
 TRUNCATED = "truncated or corrupt gzip stream; the rest of the file is unreadable"
 
 
-def open_bytes(path: Path) -> IO[bytes]:
-    """Open a file for reading, transparently decompressing gzip (detected by magic bytes)."""
+def open_bytes(path: Path, ahead: bool = False) -> IO[bytes]:
+    """Open a file for reading, transparently decompressing gzip (detected by magic bytes);
+    `ahead`: a thread decompresses ahead of the reader (`gunzip.Gunzip`: read and close only,
+    for readers that stream a large file in blocks)."""
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     magic = fh.read(2)
     fh.seek(0)
     if magic == GZIP_MAGIC:
-        return gzip.GzipFile(fileobj=fh, mode="rb")  # type: ignore[return-value]
+        stream = Gunzip(fh) if ahead else gzip.GzipFile(fileobj=fh, mode="rb")
+        return cast(IO[bytes], stream)
     return fh
 
 

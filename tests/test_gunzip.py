@@ -1,0 +1,59 @@
+"""The gzip stream decompressed ahead (`ingest.gunzip`) reads as `gzip.GzipFile` does: the
+same bytes for any read sizes, and at a break (a truncated or corrupt stream) every byte
+before it, then the same kind of error."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import threading
+import zlib
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mapreport.ingest.gunzip import Gunzip
+
+
+def _reads(fh: object, sizes: list[int]) -> tuple[bytes, str | None]:
+    """Everything read in blocks of `sizes` (cycled), and the error's type name if any."""
+    out = bytearray()
+    i = 0
+    try:
+        while True:
+            data = fh.read(sizes[i % len(sizes)])  # type: ignore[attr-defined]
+            i += 1
+            if not data:
+                return bytes(out), None
+            out += data
+    except (EOFError, OSError, zlib.error) as e:
+        return bytes(out), type(e).__name__
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    payload=st.binary(min_size=0, max_size=300_000),
+    cut=st.floats(min_value=0.0, max_value=1.0),
+    sizes=st.lists(st.integers(min_value=1, max_value=3 << 20), min_size=1, max_size=4),
+    broken=st.booleans(),
+)
+def test_reads_as_gzipfile_does(payload: bytes, cut: float, sizes: list[int], broken: bool) -> None:
+    """Same bytes and same error for any payload, read sizes and truncation point."""
+    raw = gzip.compress(payload * 20, compresslevel=1)
+    if broken:
+        raw = raw[: max(2, int(len(raw) * cut))]
+    want = _reads(gzip.GzipFile(fileobj=io.BytesIO(raw)), sizes)
+    with Gunzip(io.BytesIO(raw)) as fh:
+        got = _reads(fh, sizes)
+    assert got == want
+
+
+def test_closing_early_stops_the_thread(tmp_path: Path) -> None:
+    """A reader that stops after the first block (an aborted file) leaves no thread behind."""
+    f = tmp_path / "big.gz"
+    f.write_bytes(gzip.compress(b"x" * (64 << 20), compresslevel=1))
+    before = threading.active_count()
+    with Gunzip(open(f, "rb")) as fh:
+        assert fh.read(10) == b"x" * 10
+    assert threading.active_count() == before
