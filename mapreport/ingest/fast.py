@@ -322,7 +322,8 @@ def _many(lines: list[bytes]) -> list[Rec] | None:
     if len(recs) != len(lines):
         return None
     raws = _RAWS.decode(buf)
-    if any(len(r) != len(line.strip()) for r, line in zip(raws, lines, strict=True)):
+    # lengths compared as two lists built in C (a Python loop here cost 0.5 s per 1M lines)
+    if list(map(len, raws)) != list(map(len, map(bytes.strip, lines))):
         return None
     return recs
 
