@@ -73,6 +73,9 @@ bench: setup
 	@$(BIN)/python -c "import hta" 2>/dev/null || $(BIN)/python -m pip install -q holistictraceanalysis==0.5.0
 	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 5
 	$(BIN)/python benchmarks/fleet.py --sizes $(BENCH_SIZES) --runs 3 --full-from 100000
+	$(BIN)/python benchmarks/startup.py --runs 21
+	$(BIN)/python benchmarks/analysis.py --sizes 1000000 10000000 --runs 3
+	$(BIN)/python benchmarks/render.py --runs 3 --many 50 --slices 40 --per-slice 50000
 
 sample: venv
 	$(BIN)/python -c "from pathlib import Path; from mapreport.synth_nights import generate_nights; generate_nights(Path('sample_data'))"

@@ -3,8 +3,8 @@
 zlib releases the GIL while it inflates, so a thread that decompresses the next megabytes
 while the reader decodes the last ones puts decompression on a second core: a large `.json.gz`
 costs about what its decoding costs, not decoding plus decompression. The reader sees the
-bytes and the errors (a truncated or corrupt stream) in the order `gzip.GzipFile` would give
-them: every byte before a break, then the break's exception.
+bytes and the errors (a truncated or corrupt stream) that `gzip.GzipFile` gives in CHUNK-sized
+reads, in its order: the bytes before a break, then the break's exception.
 """
 
 from __future__ import annotations
