@@ -78,11 +78,20 @@ def connect(
     ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the dataset's views (`define_views`)."""
+    con = duckdb_connection()
+    con.execute("SET preserve_insertion_order = false")
+    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
+    return con
+
+
+def duckdb_connection() -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection as mapreport uses them: without the progress bar
+    DuckDB otherwise draws on stdout (not only on a terminal) for any query over 2 s, which
+    at fleet size filled the nightly job's output."""
     import duckdb  # here, not at the top: readers and the command line use the views' types
 
     con = duckdb.connect()
-    con.execute("SET preserve_insertion_order = false")
-    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
+    con.execute("SET enable_progress_bar = false")  # a session setting, not a global one
     return con
 
 

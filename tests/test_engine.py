@@ -4,6 +4,8 @@ missing Spark extra or Java says (one line, exit code 4, never a traceback)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,23 @@ def test_spark_without_java_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("JAVA_HOME", raising=False)
     with pytest.raises(ConfigError, match=r"needs Java 17 .*openjdk-17-jre-headless"):
         spark.start_session(EngineSettings(EngineName.SPARK))
+
+
+def test_a_long_query_draws_no_progress_bar_on_stdout(demo_dataset: Path) -> None:
+    """DuckDB draws a progress bar on stdout for a query over 2 s, terminal or not (at 10M
+    requests the analysis printed '99%' bars into the nightly job's output): mapreport's
+    connections, the views' and the ingest's, have it off."""
+    slow = "SELECT sum(a.range * b.range) FROM range(60000) a, range(30000) b"
+    probe = (
+        "import sys; from pathlib import Path; from mapreport.store import Dataset; "
+        "from mapreport.views import connect; "
+        f"connect(Dataset(Path(sys.argv[1]))).execute({slow!r}).fetchall()"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(demo_dataset)], capture_output=True, check=True
+    ).stdout
+    assert out == b""
+    from mapreport.views import duckdb_connection  # the one the ingest's check uses
+
+    setting = "SELECT current_setting('enable_progress_bar')"
+    assert duckdb_connection().execute(setting).fetchone() == (False,)

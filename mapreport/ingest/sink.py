@@ -234,9 +234,9 @@ class Sink:
             )
             if pc.count_distinct(keys).as_py() == len(keys):
                 return
-        import duckdb  # only for a file above Arrow's key count
+        from mapreport.views import duckdb_connection  # DuckDB: only above Arrow's key count
 
-        con = duckdb.connect()
+        con = duckdb_connection()
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         # the common case first: one hash aggregate (DuckDB spills it), no window over the rows
         distinct, total = con.execute(
