@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mapreport import synth_blocking
-from mapreport.analysis import list_slices, query
+from mapreport.analysis import SliceResult, list_slices, query
 from mapreport.analysis.blocking import (
     PRECOMPILE_MAX,
     Blocking,
@@ -134,3 +134,44 @@ def test_the_demo_blocks_only_where_it_is_planted(demo_dataset: Path) -> None:
             )
             victims = {v.shape: v.blocked for v in b.victims}
             assert victims["batch=2,seq=64"] == sum(e.blocked for e in planted) >= 15
+
+
+def test_the_blocking_table_stays_bounded_at_fleet_size(
+    demo_results: dict[str, SliceResult], tmp_path: Path
+) -> None:
+    """At fleet size a slice held 36,281 adapting requests and its PDF 2,618 pages: the table
+    lists the named ones and the BLOCKING_ROWS minor ones that held the most wait, and says
+    how many it leaves out; findings.json keeps every one."""
+    import dataclasses
+
+    from mapreport.report import write_slice_report
+    from mapreport.report.export import SvgExporter
+    from mapreport.report.view import BLOCKING_ROWS, build
+
+    r = demo_results["bert-base"]
+    named = {e.source for e in r.blocking.material}
+    assert named
+    model = r.blocking.events[0]
+    extra = tuple(
+        dataclasses.replace(
+            model, source=f"x:{i}", blocked=1, wait_us=float(i + 1), shapes=(model.shape,)
+        )
+        for i in range(BLOCKING_ROWS + 30)
+    )
+    events = r.blocking.events + extra
+    big = dataclasses.replace(r, blocking=dataclasses.replace(r.blocking, events=events))
+    v = build(big)
+    listed = {line.e.source for line in v.blocking.lines}
+    assert named <= listed
+    assert len(listed) == len(named) + BLOCKING_ROWS
+    assert v.blocking.rest is not None
+    assert v.blocking.rest.count == len(big.blocking.events) - len(listed)
+    # the minor ones listed are those behind which the most wait was held
+    wait = {e.source: e.wait_us or 0.0 for e in events}
+    shown = [wait[x] for x in listed - named]
+    assert min(shown) >= max(w for x, w in wait.items() if x not in listed)
+    written = write_slice_report(big, tmp_path / "out", SvgExporter(), pdf=False)
+    html = written.html.read_text()
+    assert f"Not listed: {v.blocking.rest.count} more adapting requests, each minor" in html
+    doc = json.loads(written.findings.read_text())
+    assert len(doc["blocking"]["events"]) == len(big.blocking.events)
