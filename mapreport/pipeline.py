@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import itertools
 import logging
@@ -137,24 +136,24 @@ def report(
     slices at once (`workers.py`), each with its own connection and warm Chromium."""
     ds = Dataset(dataset_dir)
     now = datetime.now(UTC)
-    run = ReportRun(
-        dataset=ds.root,
-        out=out,
-        config=config,
-        pdf=pdf,
-        record=record,
-        run_date=run_date or window.night or now.date().isoformat(),
-        force=force,
-        window=window,
-        # unique per recording: one process may record several nights within a second
-        run_id=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}",
-        now=now,
-    )
     on = engine or open_engine(config.engine)
     try:
-        slices, wanted, con = _slices(ds, on, only, run.window)
+        slices, wanted, con = _slices(ds, on, only, window)
         out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
-        run = dataclasses.replace(run, workload=wanted[0] if wanted else None)
+        run = ReportRun(
+            dataset=ds.root,
+            out=out,
+            config=config,
+            pdf=pdf,
+            record=record,
+            run_date=run_date or window.night or now.date().isoformat(),
+            force=force,
+            window=window,
+            # unique per recording: one process may record several nights within a second
+            run_id=f"{now.strftime('%Y%m%dT%H%M%SZ')}-{os.getpid():x}-{next(_RUNS)}",
+            now=now,
+            workload=wanted[0] if wanted else None,
+        )
         ticker = Ticker(len(slices), progress)
         reporter = SliceReporter(run, on, con)
         try:
@@ -165,8 +164,7 @@ def report(
             if jobs > 1 and len(due) > 1 and on.name is EngineName.DUCKDB:
                 from mapreport.workers import report_in_workers
 
-                keys = [(d.workload, d.slice_) for d in due]
-                done |= report_in_workers(run, keys, min(jobs, len(due)), ticker)
+                done |= report_in_workers(run, due, min(jobs, len(due)), ticker)
             else:
                 done |= {(d.workload, d.slice_): ticker.done(reporter.make(d)) for d in due}
         finally:

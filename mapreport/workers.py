@@ -15,28 +15,26 @@ import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
-from pathlib import Path
 
 from mapreport.engine import DUCKDB
-from mapreport.pipeline import ReportRun, SliceOutcome, SliceReporter, Ticker, slice_dir
+from mapreport.pipeline import Due, ReportRun, SliceOutcome, SliceReporter, Ticker, slice_dir
 
 _REPORTER: SliceReporter | None = None
 """The worker's reporter: its connection and warm Chromium, kept across its slices."""
 _FAILED: str | None = None
 """Why the worker's reporter could not be made (the dataset unreadable, say)."""
-_OUT = Path()
-"""The run's output folder (where a slice that could not be reported would have gone)."""
 
 
 def report_in_workers(
-    run: ReportRun, slices: list[tuple[str, str]], jobs: int, ticker: Ticker
+    run: ReportRun, due: list[Due], jobs: int, ticker: Ticker
 ) -> dict[tuple[str, str], SliceOutcome]:
-    """Every slice's outcome, by (workload, slice), from `jobs` worker processes."""
+    """The outcome of each report `due` (planned by the parent: the workers do not plan it
+    again), by (workload, slice), from `jobs` worker processes."""
     spawn = multiprocessing.get_context("spawn")
     outcomes: dict[tuple[str, str], SliceOutcome] = {}
     with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run,)) as pool:
         pending: dict[Future[SliceOutcome], tuple[str, str]] = {
-            pool.submit(_report, w, s): (w, s) for w, s in slices
+            pool.submit(_make, d): (d.workload, d.slice_) for d in due
         }
         try:
             while pending:
@@ -66,8 +64,7 @@ def _start(run: ReportRun) -> None:
     its slices to fail with, instead of breaking the pool. DuckDB keeps its own thread count
     (every core): with fewer threads its parallel sums add in another order, and a weighted
     mean would differ from one process's in its last digit."""
-    global _REPORTER, _FAILED, _OUT
-    _OUT = run.out
+    global _REPORTER, _FAILED
     try:
         reporter = SliceReporter(run, DUCKDB)
     except Exception as e:  # noqa: BLE001 - said per slice, in the outcome's one line
@@ -78,9 +75,9 @@ def _start(run: ReportRun) -> None:
     Finalize(reporter, reporter.close, exitpriority=10)
 
 
-def _report(workload: str, slice_: str) -> SliceOutcome:
-    """One slice, reported by this worker."""
+def _make(due: Due) -> SliceOutcome:
+    """One slice's report, made by this worker."""
     if _REPORTER is None:
-        folder = slice_dir(_OUT, workload, slice_)
-        return SliceOutcome(workload, slice_, folder, _FAILED or "its worker did not start")
-    return _REPORTER.report(workload, slice_)
+        why = _FAILED or "its worker did not start"
+        return SliceOutcome(due.workload, due.slice_, due.folder, why)
+    return _REPORTER.make(due)

@@ -14,8 +14,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from mapreport.analysis import Stored
 from mapreport.config import default_config
-from mapreport.pipeline import ReportRun, SliceOutcome, Ticker, report
+from mapreport.pipeline import Due, ReportRun, SliceOutcome, Ticker, report
 from mapreport.window import EVERYTHING
 from tests.test_golden import compare
 
@@ -119,7 +120,8 @@ def test_a_worker_that_cannot_start_fails_each_slice_with_why(
         False, EVERYTHING, "r", datetime.now(UTC),
     )  # fmt: skip
     workers._start(run)
-    out = workers._report("bert-base", "")
+    due = Due("bert-base", "", tmp_path / "out" / "bert-base", "", Stored(), "")
+    out = workers._make(due)
     assert out.error is not None
     assert out.error.startswith("its worker could not start: DatasetError: ")
     assert "gone" in out.error
