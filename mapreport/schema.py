@@ -26,6 +26,8 @@ ADAPTATION_KINDS: Final[tuple[str, ...]] = (
 )
 
 _S, _F, _I32, _I64, _B = pa.string(), pa.float64(), pa.int32(), pa.int64(), pa.bool_()
+INT32_MAX: Final[int] = 2**31 - 1
+"""The largest value an int32 column (core, batch_size) holds: a record stating more is refused."""
 
 _PROVENANCE = [pa.field("source_id", _S, nullable=False), pa.field("line", _I64)]
 _RUN_KEY = [

@@ -761,3 +761,23 @@ def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
     assert time.monotonic() - t0 > 1  # it waited for the holder to let go
     assert holder.wait(timeout=30) == 0
     assert len(Dataset(ds).live()) == 1
+
+
+@pytest.mark.parametrize("value", ["2147483648", "2147483648.0"])
+def test_an_integer_beyond_its_int32_column_is_named_not_an_internal_error(
+    tmp_path: Path, value: str
+) -> None:
+    """batch_size and core are int32 columns: 2^31 was an internal error (ArrowInvalid) on both
+    the columnar and the per-record path; it is the record's line and field."""
+    from click.testing import CliRunner
+
+    from mapreport.cli import main
+
+    f = tmp_path / "w.runtime.jsonl"
+    f.write_text(
+        '{"workload":"w","request_id":"a","shape":{"b":1},"arrival_us":0,"queue_start_us":0,'
+        f'"compute_start_us":0,"compute_end_us":5,"batch_size":{value}}}\n'
+    )
+    got = CliRunner().invoke(main, ["ingest", "--dataset", str(tmp_path / "ds"), str(f)])
+    assert got.exit_code == 3
+    assert f"{f}:1: field 'batch_size': must be <= 2147483647" in got.output

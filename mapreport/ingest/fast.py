@@ -60,6 +60,7 @@ _INT_MIN = {
     for f in REQUEST.fields
     if f.kind == "int"
 }
+_INT_MAX = {f.target: f.maximum for f in REQUEST.fields if f.maximum is not None}
 _REQUIRED = tuple(f.target for f in REQUEST.fields if f.required)
 
 
@@ -114,6 +115,8 @@ def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
     for name, low in _INT_MIN.items():
         arr = data[name]  # below its minimum, or beyond the range a record may state
         bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), INT_LIMIT))
+        if name in _INT_MAX:  # beyond its column's type (int32): the slow path names it
+            bad |= _mask(pc.greater(arr, _INT_MAX[name]))
     for name in ("workload", "request_id", "shape"):
         bad |= pc.is_null(data[name]).to_numpy(zero_copy_only=False)
     a, q = data["arrival_us"], data["queue_start_us"]

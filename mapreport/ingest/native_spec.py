@@ -8,7 +8,7 @@ bare-decode peer uses the same declaration.
 from __future__ import annotations
 
 from mapreport.ingest.spec import Field, RecordSpec
-from mapreport.schema import ADAPTATION_KINDS, PLAN_VARIANTS
+from mapreport.schema import ADAPTATION_KINDS, INT32_MAX, PLAN_VARIANTS
 
 COMPILE = RecordSpec(
     "compile profile",
@@ -23,7 +23,7 @@ COMPILE = RecordSpec(
         Field("kernel", "str"),
         Field("tile", "str"),
         Field("fusion_group", "str"),
-        Field("core", "int", minimum=0),
+        Field("core", "int", minimum=0, maximum=INT32_MAX),
         Field("precision", "str"),
         Field("predicted_peak_mem_bytes", "int", minimum=0),
         Field("mem_budget_bytes", "int", minimum=0),
@@ -44,9 +44,9 @@ REQUEST = RecordSpec(
         Field("compute_end_us", "float", required=True),
         Field("plan_id", "str"),
         Field("plan_variant", "str", choices=PLAN_VARIANTS),
-        Field("core", "int", minimum=0),
+        Field("core", "int", minimum=0, maximum=INT32_MAX),
         Field("stream", "str"),
-        Field("batch_size", "int", minimum=1),
+        Field("batch_size", "int", minimum=1, maximum=INT32_MAX),
         Field("mem_peak_bytes", "int", minimum=0),
         Field("precision", "str"),
         Field("status", "str"),

@@ -46,6 +46,8 @@ class Field:
     required: bool = False
     column: str | None = None
     minimum: float | None = None
+    maximum: float | None = None
+    """The largest value its column holds (an int32 column: 2^31 - 1)."""
     choices: tuple[str, ...] | None = None
 
     @property
@@ -96,6 +98,8 @@ def _number(f: Field, value: Any, text: bool) -> float:
         raise out_of_range(f.raw, value)
     if f.minimum is not None and out < f.minimum:
         raise FieldError(f.raw, f"must be >= {f.minimum:g}, got {value!r}")
+    if f.maximum is not None and out > f.maximum:
+        raise FieldError(f.raw, f"must be <= {f.maximum:.0f}, got {value!r}")
     return out
 
 
