@@ -196,6 +196,18 @@ def main() -> None:
     """
 
 
+def _edges(value: str | None) -> str | None:
+    """--sequence-buckets checked before any file is read (a bad list is a usage error)."""
+    if value is None:
+        return None
+    from mapreport.shapes import ShapeError, parse_edges
+
+    try:
+        return ",".join(map(str, parse_edges(value)))
+    except ShapeError as e:
+        raise click.BadParameter(str(e)) from None
+
+
 @main.command("ingest")
 @dataset_opt
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
@@ -213,6 +225,14 @@ def main() -> None:
     "default: the file name up to its first dot.",
 )
 @click.option("--slice", "slice_", default="", help="Slice name for formats that carry none.")
+@click.option(
+    "--sequence-buckets",
+    "edges",
+    metavar="EDGES",
+    callback=lambda _c, _p, v: _edges(v),
+    help="Upper edges of the sequence-length buckets that are a generative request's shape "
+    "(AIPerf), comma-separated tokens; default powers of two, 64 to 131072.",
+)
 @jobs_opt(
     "Files read at once, each in its own process (commits stay in order; memory grows with "
     "one reader per job)."
@@ -236,6 +256,7 @@ def ingest_cmd(
     fmt: str | None,
     workload: str | None,
     slice_: str,
+    edges: str | None,
     jobs: int,
     night: str | None,
     engine: str | None,
@@ -252,7 +273,8 @@ def ingest_cmd(
     setup_logging(verbose)
     try:
         policy = cast(ErrorPolicy | None, on_error)
-        hints = {k: v for k, v in (("workload", workload), ("slice", slice_)) if v}
+        named = (("workload", workload), ("slice", slice_), ("sequence_buckets", edges))
+        hints = {k: v for k, v in named if v}
         progress = progress_printer(quiet)
         day = parse_date(night).isoformat() if night else None
         on = open_engine(EngineSettings(EngineName(engine or EngineName.DUCKDB)))

@@ -34,6 +34,7 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     retain_days: int | None = None
     workload: str | None = None
     slice: str | None = None
+    sequence_buckets: list[int] | None = None
 
 
 MAX_JOBS = 64
@@ -217,11 +218,26 @@ def _build(raw: _File, path: Path | None) -> Config:
         window=raw.run.window,
         timezone=raw.run.timezone,
         retain_days=raw.run.retain_days,
-        hints={k: v for k, v in (("workload", raw.run.workload), ("slice", raw.run.slice)) if v},
+        hints=_hints(path, raw.run),
         engine=EngineSettings(
             raw.engine.name, raw.engine.master, dict(raw.engine.conf), raw.engine.dataset_uri
         ),
     )
+
+
+def _hints(path: Path | None, run: _Run) -> dict[str, str]:
+    """What the readers take from the config: workload, slice, sequence-length bucket edges."""
+    from mapreport.shapes import ShapeError, parse_edges
+
+    edges = None
+    if run.sequence_buckets is not None:
+        text = ",".join(map(str, run.sequence_buckets))
+        try:
+            edges = ",".join(map(str, parse_edges(text)))
+        except ShapeError as e:
+            raise ConfigError(f"{path}: run.sequence_buckets: {e}") from None
+    named = (("workload", run.workload), ("slice", run.slice), ("sequence_buckets", edges))
+    return {k: v for k, v in named if v}
 
 
 def load_config(path: Path) -> Config:

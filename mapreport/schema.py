@@ -99,6 +99,16 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("mem_peak_bytes", _I64),
             pa.field("precision", _S),
             pa.field("status", _S, nullable=False),
+            # false: measured by the client end to end (AIPerf), so queue start and compute
+            # start are the arrival and queue wait and compute are not measured; null or
+            # true: the server's split
+            pa.field("queue_known", _B),
+            # token timing of generative requests: time to first token, mean inter-token
+            # latency, and the sequence lengths the shape buckets
+            pa.field("ttft_us", _F),
+            pa.field("itl_us", _F),
+            pa.field("input_tokens", _I64),
+            pa.field("output_tokens", _I64),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]
@@ -181,6 +191,7 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("request_rate", _F),
             pa.field("throughput_per_s", _F),
             pa.field("latency_avg_us", _F),
+            pa.field("latency_p50_us", _F),
             pa.field("latency_p90_us", _F),
             pa.field("latency_p95_us", _F),
             pa.field("latency_p99_us", _F),
@@ -192,6 +203,25 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("server_compute_output_us", _F),
             pa.field("gpu_used_memory_bytes", _I64),
             pa.field("gpu_utilization", _F),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "metric_sample": pa.schema(
+        [
+            # the model a sample is labelled with (`model`, `model_name`), or the --workload
+            # hint; "" for a server-wide sample (GPU, process)
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("scrape", _I32, nullable=False),  # 0-based ordinal of its scrape in the file
+            pa.field("scrape_us", _F),  # when it was scraped (null: the file does not say)
+            pa.field("metric", _S, nullable=False),  # the metric family
+            pa.field("sample", _S, nullable=False),  # the series name (`_bucket`, `_sum`, ...)
+            pa.field("type", _S, nullable=False),  # counter, gauge, histogram, summary, ...
+            pa.field("labels", _S),  # the other labels, a JSON object with sorted keys
+            pa.field("le", _F),  # a bucket's upper bound; null on a `_bucket` row: +Inf
+            pa.field("quantile", _F),  # a summary's quantile
+            pa.field("value", _F),  # as exported, in the metric's own unit; null: NaN
             pa.field("extra", _S),
             *_PROVENANCE,
         ]
@@ -312,6 +342,7 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
         "adaptation_event",
         "quality",
         "load_sweep",
+        "metric_sample",
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""
@@ -319,6 +350,7 @@ DAY_PARTITIONED: Final[dict[str, str]] = {
     "request": "arrival_us",
     "op_exec": "ts_us",
     "adaptation_event": "ts_us",
+    "metric_sample": "scrape_us",
 }
 """Runtime tables written under `workload=<name>/day=<date>/`, by the column that dates a row,
 so a night's report reads only that night's files (`window.py`: what a row's day is)."""

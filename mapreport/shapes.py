@@ -194,3 +194,37 @@ def sort_key(shape: str) -> tuple[Sequence[Any], str]:
     if isinstance(parsed, dict):
         return (tuple(parsed[k] for k in sorted(parsed)), shape)
     return (tuple(d for t in parsed for d in t), shape)
+
+
+SEQUENCE_EDGES: tuple[int, ...] = tuple(2**k for k in range(6, 18))
+"""Default upper edges of the sequence-length buckets of generative requests (64 ... 131072
+tokens): a length takes the smallest edge at or above it."""
+
+
+def parse_edges(text: str) -> tuple[int, ...]:
+    """`"128,512,2048"` -> (128, 512, 2048): positive integers, strictly increasing."""
+    try:
+        edges = tuple(int(p) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise ShapeError(f"sequence bucket edges must be integers, got {text!r}") from None
+    if not edges or any(e <= 0 for e in edges) or list(edges) != sorted(set(edges)):
+        raise ShapeError(f"sequence bucket edges must be positive and increasing, got {text!r}")
+    return edges
+
+
+def sequence_bucket(length: int, edges: Sequence[int] = SEQUENCE_EDGES) -> int:
+    """The bucket a sequence length falls in, named by its upper edge: the smallest edge at or
+    above it; beyond the last edge, the next power of two (so the buckets stay few)."""
+    for edge in edges:
+        if length <= edge:
+            return edge
+    return 1 << max(length - 1, 0).bit_length()
+
+
+def sequence_shape(input_tokens: int, output_tokens: int | None, edges: Sequence[int]) -> str:
+    """The shape of a generative request: its input (and output) length buckets, e.g.
+    `isl=1024,osl=256` for 550 tokens in and 247 out with power-of-two edges."""
+    dims = {"isl": sequence_bucket(input_tokens, edges)}
+    if output_tokens is not None:
+        dims["osl"] = sequence_bucket(output_tokens, edges)
+    return canonical_shape(dims)

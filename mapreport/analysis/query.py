@@ -37,8 +37,11 @@ PRIMARY_PLAN = f"SELECT shape, plan FROM {SLICE_TABLE}_primary"
 """Each shape's primary plan: the named plan that served most of its requests (ties: the
 smallest id). The plan's prediction is what the shape is measured against."""
 
-SAMPLES = f"SELECT * FROM {SLICE_TABLE} WHERE on_primary AND status = 'ok'"
-"""The ok requests that ran their shape's primary plan (or named no plan): the compute samples
+SAMPLES = (
+    f"SELECT * FROM {SLICE_TABLE} WHERE on_primary AND status = 'ok' AND compute_us IS NOT NULL"
+)
+"""The ok requests that ran their shape's primary plan (or named no plan) and measure their
+compute (a client-side record does not: `queue_known`): the compute samples
 of every variant statistic (static, adapted, fallback compare like with like), gain and error
 CI, and of their evidence packs."""
 
@@ -81,9 +84,10 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
             r.arrival_us, r.compute_end_us, r.arrival_known IS NOT FALSE AS arrival_known,
             CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_end_us - r.arrival_us END
                 AS latency_us,
-            CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_start_us - r.queue_start_us END
-                AS queue_us,
-            r.compute_end_us - r.compute_start_us AS compute_us,
+            CASE WHEN r.arrival_known IS NOT FALSE AND r.queue_known IS NOT FALSE
+                THEN r.compute_start_us - r.queue_start_us END AS queue_us,
+            CASE WHEN r.queue_known IS NOT FALSE THEN r.compute_end_us - r.compute_start_us END
+                AS compute_us,
             (r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan) AS on_primary
         FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
         WHERE r.workload = {w} AND r.slice = {s}""",
@@ -141,6 +145,8 @@ class ShapeRow:
     """Queue wait of ok requests at each quantile of CDF_GRID (empty without one)."""
     n_queue: int
     """ok requests that report their queue wait (behind `queue_quantiles`)."""
+    n_compute: int
+    """ok requests that report their compute (0: timed by the client end to end only)."""
     n_core: int
     """ok requests that name their core (0: core imbalance cannot be measured)."""
     n_mem: int
@@ -190,6 +196,7 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok') AS que,
             count(queue_us) FILTER (WHERE status = 'ok') AS n_que,
             quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
+            count(compute_us) FILTER (WHERE status = 'ok') AS n_com,
             list(DISTINCT source_id ORDER BY source_id) AS sources,
             count(core) FILTER (WHERE status = 'ok') AS n_core,
             count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
@@ -226,12 +233,15 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             latency_quantiles=tuple(float(v) for v in lat or ()),
             queue_quantiles=tuple(float(v) for v in que or ()),
             n_queue=int(n_que),
+            n_compute=int(n_com),
             n_core=int(n_core),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
             over={q: int(c) for q, c in zip(targets, over, strict=True)},
         )
-        for shape, n_total, n, lat, que, n_que, com, sources, n_core, n_mem, m50, *over in main
+        for shape, n_total, n, lat, que, n_que, com, n_com, sources, n_core, n_mem, m50, *over in (
+            main
+        )
     ]
 
 

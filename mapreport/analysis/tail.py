@@ -18,6 +18,14 @@ from mapreport.kinds import Driver
 DRIVERS: tuple[Driver, ...] = tuple(Driver)
 """Tail drivers in attribution order (see `Driver`)."""
 COLUMNS = len(DRIVERS)
+MEASURED_FROM: tuple[Driver, ...] = (
+    Driver.BLOCKED_BEHIND_ADAPTATION,
+    Driver.QUEUEING,
+    Driver.MAPPING_FALLBACK,
+    Driver.CORE_IMBALANCE,
+    Driver.MEMORY_BURST,
+)
+"""The drivers a telemetry field measures, in the order a missing one is named."""
 """A tail row's raw sizes: the excess, then every driver but the residual."""
 
 
@@ -38,7 +46,8 @@ class TailDrivers:
     p50_us: float | None
     p95_us: float | None
     unmeasured: tuple[Driver, ...]
-    """Drivers that could not be measured (missing telemetry: core, mem_peak_bytes)."""
+    """Drivers that could not be measured (missing telemetry: core, mem_peak_bytes; client-side
+    timing has no queue or compute); they have no share."""
 
 
 def attribute(raw: FloatArray) -> FloatArray:
@@ -151,12 +160,14 @@ def _drivers(
     """Shares, their CIs and materiality of attributed tail parts."""
     parts = canonical_rows(parts)
     sh = shares(parts)
+    ci = share_intervals(parts, th.bootstrap_resamples, seed) if sh else {}
+    # a driver not measured has no share: its zero would read as "measured, none"
     return TailDrivers(
         n=n,
         n_tail=len(parts),
         excess_us=float(parts.sum()),
-        shares=sh or {},
-        share_ci=share_intervals(parts, th.bootstrap_resamples, seed) if sh else {},
+        shares={d: v for d, v in (sh or {}).items() if d not in unmeasured},
+        share_ci={d: v for d, v in ci.items() if d not in unmeasured},
         material=material(p50, p95, p99, n, th, review),
         p50_us=p50,
         p95_us=p95,
@@ -171,9 +182,7 @@ def tail_drivers(
     threshold or without latency (its requests record no arrival)."""
     if t.n < th.min_samples_p95 or t.p50_us is None:
         return None
-    unmeasured = [
-        d for d, n in ((Driver.CORE_IMBALANCE, t.n_core), (Driver.MEMORY_BURST, t.n_mem)) if n == 0
-    ]
+    unmeasured = [d for d in MEASURED_FROM if t.measured(d) == 0]
     return _drivers(parts, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review, seed)
 
 
@@ -209,6 +218,20 @@ class TailRows:
     raw: FloatArray
     """One row per tail request: excess, blocked, queueing, fallback, memory, core (us)."""
     sources: tuple[str, ...]
+    n_queue: int = 0
+    """ok requests that report their queue wait (0: timed by the client end to end)."""
+    n_compute: int = 0
+    """ok requests that report their compute."""
+
+    def measured(self, driver: Driver) -> int:
+        """How many ok requests carry what `driver` is measured from (0: not measurable)."""
+        if driver in (Driver.BLOCKED_BEHIND_ADAPTATION, Driver.QUEUEING):
+            return self.n_queue
+        if driver is Driver.MAPPING_FALLBACK:
+            return self.n_compute
+        if driver is Driver.MEMORY_BURST:
+            return min(self.n_mem, self.n_compute)
+        return min(self.n_core, self.n_compute)
 
 
 def tail_sql(budgets: dict[str, float], shape: str | None = None) -> str:
@@ -304,6 +327,8 @@ def tail_rows(
             n_mem=s.n_mem,
             raw=raw.reshape(-1, COLUMNS),
             sources=src,
+            n_queue=s.n_queue,
+            n_compute=s.n_compute,
         )
     return out
 

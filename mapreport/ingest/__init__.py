@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mapreport.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
+from mapreport.ingest.perf_analyzer import PerfAnalyzerReader
+from mapreport.ingest.prometheus import PrometheusReader
 from mapreport.ingest.records import TRUNCATED, read_head
 from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
@@ -36,8 +39,11 @@ _ALL: tuple[Reader, ...] = (
     TrtexecReader(),
     TvmReader(),
     ModelAnalyzerReader(),
+    PerfAnalyzerReader(),
+    AiperfReader(),
     TritonTraceReader(),
     *NATIVE_READERS,
+    PrometheusReader(),
 )
 READERS: dict[str, Reader] = {r.name: r for r in _ALL}
 """Every known format by name, in sniffing order."""
