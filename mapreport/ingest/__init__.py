@@ -21,6 +21,7 @@ from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
+from mapreport.ingest.otlp import OtlpReader
 from mapreport.ingest.perf_analyzer import PerfAnalyzerReader
 from mapreport.ingest.prometheus import PrometheusReader
 from mapreport.ingest.records import TRUNCATED, read_head
@@ -41,6 +42,7 @@ _ALL: tuple[Reader, ...] = (
     ModelAnalyzerReader(),
     PerfAnalyzerReader(),
     AiperfReader(),
+    OtlpReader(),
     TritonTraceReader(),
     *NATIVE_READERS,
     PrometheusReader(),

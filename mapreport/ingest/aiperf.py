@@ -7,15 +7,16 @@ same), in both schemas AIPerf has written:
   was_cancelled, cancellation_time_ns, ...}`, metrics `time_to_first_token`, ...
 
 Every metric is `{"value", "unit"}`; times are converted to microseconds from the unit stated.
-One `request` row per record, measured by the client end to end (`queue_known` false: no queue
-or compute split): arrival = the request's start, end = start + request latency (AIPerf's
-monotonic-clock figure; else the recorded end), time to first token, mean inter-token latency, input and output tokens. The
-shape is the sequence-length bucket (`shapes.sequence_shape`, edges from
-`--sequence-buckets`), `unknown` for a request that failed before its lengths were known. A
-record with an `error` (a cancellation: code 499) or `was_cancelled` is a failed request, its
-status the error's type. Warm-up records go to the slice `warmup`, so they count nowhere else.
-The workload is `--workload`, else the export's folder (AIPerf names it after the model and
-load). The inter-chunk latencies are kept in `extra` as their count and maximum.
+One `request` row per record, measured by the client end to end (`queue_known` false: no
+queue or compute split): arrival = the request's start, end = start + request latency
+(AIPerf's monotonic-clock figure; else the recorded end), time to first token, mean
+inter-token latency, input and output tokens. The shape is the sequence-length bucket
+(`shapes.sequence_shape`, edges from `--sequence-buckets`), `unknown` for a request that
+failed before its lengths were known. A record with an `error` (a cancellation: code 499) or
+`was_cancelled` is a failed request, its status the error's type. Warm-up records go to the
+slice `warmup`, so they count nowhere else. The workload is `--workload`, else the export's
+folder (AIPerf names it after the model and load). The inter-chunk latencies are kept in
+`extra` as their count and maximum.
 """
 
 from __future__ import annotations
@@ -53,11 +54,15 @@ WARMUP = "warmup"
 _MARK = re.compile(rb'\s*\{\s*"metadata"\s*:\s*\{[^\n]*?"x_request_id"')
 
 
-def _epoch_ns(meta: dict[str, Any], key: str) -> float | None:
+def _epoch_us(meta: dict[str, Any], key: str) -> float | None:
+    """An epoch-nanosecond field in microseconds; int / int keeps every microsecond (an
+    epoch in ns is beyond 2^53: as a float first, it would be off by up to 128 ns)."""
     value = meta.get(key)
     if value is None:
         return None
-    return float(convert_value(Field(f"metadata.{key}", "int", minimum=0), value))
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**63:
+        raise FieldError(f"metadata.{key}", f"expected nanoseconds since the epoch, got {value!r}")
+    return value / 1000
 
 
 def _metric(name: str, entry: Any, kind: str) -> float:
@@ -124,29 +129,28 @@ class AiperfReader:
         request_id = meta.get("x_request_id")
         if not isinstance(request_id, str) or not request_id:
             raise FieldError("metadata.x_request_id", "required field is missing")
-        start_key = next((k for k in START if meta.get(k) is not None), None)
-        if start_key is None:
+        start = next((t for k in START if (t := _epoch_us(meta, k)) is not None), None)
+        if start is None:
             raise FieldError("metadata.request_start_ns", "the request's start is missing")
-        start = _epoch_ns(meta, start_key) / 1e3  # type: ignore[operator]
         got = {
             column: _metric(name, metrics[name], kind)
             for name, (column, kind) in METRICS.items()
             if metrics.get(name) is not None
         }
-        end_ns = _epoch_ns(meta, "request_end_ns")
-        cancelled_ns = _epoch_ns(meta, "cancellation_time_ns")
+        end_at = _epoch_us(meta, "request_end_ns")
+        cancelled_at = _epoch_us(meta, "cancellation_time_ns")
         error = rec.get("error")
         # AIPerf's latency is timed on a monotonic clock: it, not the wall-clock end (tens of
         # microseconds apart), is the figure AIPerf's own statistics give
         if "latency_us" in got:
             end = start + got["latency_us"]
-        elif end_ns is not None:
-            end = end_ns / 1e3
-        elif cancelled_ns is not None:
-            end = cancelled_ns / 1e3
+        elif end_at is not None:
+            end = end_at
+        elif cancelled_at is not None:
+            end = cancelled_at
         else:
             end = start
-        if end < start or (end_ns is not None and end_ns / 1e3 < start):
+        if end < start or (end_at is not None and end_at < start):
             raise FieldError("metadata.request_end_ns", "ends before it starts")
         if isinstance(error, dict) and error:
             status = str(error.get("type") or error.get("code") or "error")
@@ -156,7 +160,7 @@ class AiperfReader:
             status = "cancelled"
         else:
             status = "ok"
-        if status == "ok" and "latency_us" not in got and end_ns is None:
+        if status == "ok" and "latency_us" not in got and end_at is None:
             raise FieldError("metrics.request_latency", "a completed request has no latency")
         isl = got.get("input_tokens")
         osl = got.get("output_tokens")
@@ -168,7 +172,7 @@ class AiperfReader:
         chunk_values = chunks.get("value") if isinstance(chunks, dict) else None
         known = {"x_request_id", "was_cancelled"}
         extra = {
-            "metadata": {k: v for k, v in meta.items() if k not in known and k != start_key},
+            "metadata": {k: v for k, v in meta.items() if k not in known and k not in START},
             "metrics": {
                 k: v for k, v in metrics.items() if k not in METRICS and k != "inter_chunk_latency"
             },

@@ -35,7 +35,10 @@ _FIRST_KEYS = (b'"id"', b'"model_name"', b'"timestamps"', b'"activity"')
 
 
 @dataclass
-class _Trace:
+class Trace:
+    """One Triton trace: where it starts, its model metadata, its activity timestamps (ns, by
+    upper-case name) and its input tensors' shapes (TENSORS level)."""
+
     line: int | None
     meta: dict[str, Any] = field(default_factory=dict)
     stamps: dict[str, int] = field(default_factory=dict)
@@ -103,7 +106,7 @@ class TritonTraceReader:
         doc, raw = read_document(path)
         if not isinstance(doc, list):
             raise InputError(path, None, None, "a Triton trace file is a JSON array")
-        traces: dict[int, _Trace] = {}
+        traces: dict[int, Trace] = {}
         for line, frag in zip(element_lines(raw, len(doc)), doc, strict=True):
             if not isinstance(frag, dict):
                 sink.reject(line, None, "trace fragment is not a JSON object", frag)
@@ -112,7 +115,7 @@ class TritonTraceReader:
             if isinstance(tid, bool) or not isinstance(tid, int):
                 sink.reject(line, "id", f"must be an integer trace id, got {tid!r}", frag)
                 continue
-            t = traces.setdefault(tid, _Trace(line))
+            t = traces.setdefault(tid, Trace(line))
             for key in ("model_name", "model_version", "request_id", "parent_id"):
                 if key in frag:
                     t.meta[key] = frag[key]
@@ -140,71 +143,70 @@ class TritonTraceReader:
                     sink.reject(line, "tensor.shape", f"bad shape {tensor.get('shape')!r}", frag)
                     continue
                 t.inputs[str(tensor.get("name"))] = dims
-        children: dict[int, list[_Trace]] = {}
+        children: dict[int, list[Trace]] = {}
         for t in traces.values():
             parent = t.meta.get("parent_id")
             if isinstance(parent, int) and parent in traces:
                 children.setdefault(parent, []).append(t)
         unnamed = path.name.split(".")[0]
         for tid, t in sorted(traces.items()):
-            self._emit(sink, tid, t, children.get(tid, []), unnamed)
+            emit_request(sink, str(tid), t, children.get(tid, []), unnamed)
 
-    @staticmethod
-    def _emit(sink: Sink, tid: int, t: _Trace, children: list[_Trace], unnamed: str) -> None:
-        """One request per complete trace; a trace that names no model (Triton's documented
-        example does not) belongs to the workload the user names, else to the file's."""
-        st = t.stamps
-        named = t.meta.get("model_name")
-        model = named if isinstance(named, str) and named else None
-        start, end = st.get("COMPUTE_START"), st.get("COMPUTE_END")
-        if (start is None or end is None) and children:
-            starts = [c.stamps["COMPUTE_START"] for c in children if "COMPUTE_START" in c.stamps]
-            ends = [c.stamps["COMPUTE_END"] for c in children if "COMPUTE_END" in c.stamps]
-            start, end = (min(starts), max(ends)) if starts and ends else (None, None)
-        if start is None or end is None:
-            sink.reject(
-                t.line, "timestamps", f"trace {tid} has no COMPUTE_START/COMPUTE_END", t.stamps
-            )
-            return
-        queue = st.get("QUEUE_START", start)
-        arrival = st.get("HTTP_RECV_START", st.get("GRPC_WAITREAD_END", st.get("REQUEST_START")))
-        arrival = min(arrival if arrival is not None else queue, queue)
-        if not arrival <= queue <= start <= end:
-            sink.reject(
-                t.line,
-                "timestamps",
-                f"trace {tid}: timestamps out of order (arrival {arrival}, queue {queue}, "
-                f"compute {start}..{end} ns)",
-                t.stamps,
-            )
-            return
-        version = t.meta.get("model_version")
-        extra = {
-            "request_id": t.meta.get("request_id") or None,
-            "parent_id": t.meta.get("parent_id"),
-            "model_version": version,
-            "composing_traces": len(children) or None,
-            **{
-                k.lower() + "_ns": v
-                for k, v in st.items()
-                if k not in ("COMPUTE_START", "COMPUTE_END", "QUEUE_START")
-            },
-        }
-        sink.add(
-            "request",
+
+def emit_request(sink: Sink, tid: str, t: Trace, children: list[Trace], unnamed: str) -> None:
+    """One request per complete trace (Triton's activity timestamps, from a trace file or
+    OpenTelemetry span events); a trace that names no model (Triton's documented example does
+    not) belongs to the workload the user names, else to the file's."""
+    st = t.stamps
+    named = t.meta.get("model_name")
+    model = named if isinstance(named, str) and named else None
+    start, end = st.get("COMPUTE_START"), st.get("COMPUTE_END")
+    if (start is None or end is None) and children:
+        starts = [c.stamps["COMPUTE_START"] for c in children if "COMPUTE_START" in c.stamps]
+        ends = [c.stamps["COMPUTE_END"] for c in children if "COMPUTE_END" in c.stamps]
+        start, end = (min(starts), max(ends)) if starts and ends else (None, None)
+    if start is None or end is None:
+        sink.reject(t.line, "timestamps", f"trace {tid} has no COMPUTE_START/COMPUTE_END", t.stamps)
+        return
+    queue = st.get("QUEUE_START", start)
+    arrival = st.get("HTTP_RECV_START", st.get("GRPC_WAITREAD_END", st.get("REQUEST_START")))
+    arrival = min(arrival if arrival is not None else queue, queue)
+    if not arrival <= queue <= start <= end:
+        sink.reject(
             t.line,
-            {
-                "workload": sink.hints.get("workload") or model or unnamed,
-                "slice": sink.hints.get("slice", ""),
-                "request_id": str(tid),
-                "shape": _shape(t.inputs),
-                "arrival_us": arrival / 1e3,
-                "queue_start_us": queue / 1e3,
-                "compute_start_us": start / 1e3,
-                "compute_end_us": end / 1e3,
-                "plan_id": f"{model}:{version}" if model and version is not None else model,
-                "plan_variant": None,
-                "status": "ok",
-                "extra": json_text({k: v for k, v in extra.items() if v is not None}),
-            },
+            "timestamps",
+            f"trace {tid}: timestamps out of order (arrival {arrival}, queue {queue}, "
+            f"compute {start}..{end} ns)",
+            t.stamps,
         )
+        return
+    version = t.meta.get("model_version")
+    extra = {
+        "request_id": t.meta.get("request_id") or None,
+        "parent_id": t.meta.get("parent_id"),
+        "model_version": version,
+        "composing_traces": len(children) or None,
+        **{
+            k.lower() + "_ns": v
+            for k, v in st.items()
+            if k not in ("COMPUTE_START", "COMPUTE_END", "QUEUE_START")
+        },
+    }
+    sink.add(
+        "request",
+        t.line,
+        {
+            "workload": sink.hints.get("workload") or model or unnamed,
+            "slice": sink.hints.get("slice", ""),
+            "request_id": str(tid),
+            "shape": _shape(t.inputs),
+            "arrival_us": arrival / 1000,
+            "queue_start_us": queue / 1000,
+            "compute_start_us": start / 1000,
+            "compute_end_us": end / 1000,
+            "plan_id": f"{model}:{version}" if model and version is not None else model,
+            "plan_variant": None,
+            "status": "ok",
+            "extra": json_text({k: v for k, v in extra.items() if v is not None}),
+        },
+    )
