@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING
 
 from mapreport.errors import ErrorPolicy, InputError, MapreportError
 from mapreport.ingest.aiperf import AiperfReader
+from mapreport.ingest.aiperf_gpu import AiperfGpuReader
+from mapreport.ingest.aiperf_summary import AiperfSummaryReader
 from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
@@ -42,6 +44,8 @@ _ALL: tuple[Reader, ...] = (
     ModelAnalyzerReader(),
     PerfAnalyzerReader(),
     AiperfReader(),
+    AiperfGpuReader(),
+    AiperfSummaryReader(),
     OtlpReader(),
     TritonTraceReader(),
     *NATIVE_READERS,
