@@ -548,6 +548,8 @@ def formats_cmd() -> None:
     for r in READERS.values():
         echo(f"{r.name:16} {r.summary}")
         echo(f"{'':16} -> {', '.join(r.tables)}")
+        if r.deprecated:
+            echo(f"{'':16} DEPRECATED: {r.deprecated}")
 
 
 if __name__ == "__main__":

@@ -159,6 +159,10 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("container_digest", _S),
             pa.field("git_sha", _S),
             pa.field("captured_at", _S),
+            # the workload it describes, when a file of its own states an environment (an
+            # MLPerf system description, GPU telemetry, read with --workload); null: the
+            # workloads of the file it came with
+            pa.field("workload", _S),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]
@@ -222,6 +226,45 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("le", _F),  # a bucket's upper bound; null on a `_bucket` row: +Inf
             pa.field("quantile", _F),  # a summary's quantile
             pa.field("value", _F),  # as exported, in the metric's own unit; null: NaN
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
+    "loadgen_run": pa.schema(
+        [
+            # one MLPerf loadgen run (its summary or detail log): the settings it ran under,
+            # the SLA targets it was held to and the percentiles it achieved
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("scenario", _S, nullable=False),  # SingleStream, Server, Offline, ...
+            pa.field("mode", _S),  # PerformanceOnly, AccuracyOnly
+            pa.field("valid", _B),  # the run met every constraint loadgen checks
+            pa.field("loadgen_version", _S),
+            pa.field("run_at", _S),  # test_datetime (detail log only)
+            pa.field("errors", _I64),
+            pa.field("target_qps", _F),
+            pa.field("target_latency_us", _F),
+            pa.field("target_latency_percentile", _F),
+            pa.field("target_ttft_us", _F),
+            pa.field("target_tpot_us", _F),
+            pa.field("samples_per_s", _F),
+            pa.field("tokens_per_s", _F),
+            pa.field("latency_mean_us", _F),
+            pa.field("latency_p50_us", _F),
+            pa.field("latency_p90_us", _F),
+            pa.field("latency_p95_us", _F),
+            pa.field("latency_p99_us", _F),
+            pa.field("latency_p999_us", _F),
+            pa.field("ttft_p50_us", _F),
+            pa.field("ttft_p90_us", _F),
+            pa.field("ttft_p95_us", _F),
+            pa.field("ttft_p99_us", _F),
+            pa.field("ttft_p999_us", _F),
+            pa.field("tpot_p50_us", _F),
+            pa.field("tpot_p90_us", _F),
+            pa.field("tpot_p95_us", _F),
+            pa.field("tpot_p99_us", _F),
+            pa.field("tpot_p999_us", _F),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]
@@ -343,6 +386,7 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
         "quality",
         "load_sweep",
         "metric_sample",
+        "loadgen_run",
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""

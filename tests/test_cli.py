@@ -48,6 +48,13 @@ def test_formats_lists_readers() -> None:
     out = CliRunner().invoke(main, ["formats"]).output
     for name in ("native-compile", "native-runtime", "native-quality"):
         assert name in out
+    lines = out.splitlines()
+    # Model Analyzer's authors deprecated it (2025): said under its entry, with what replaces it
+    at = next(i for i, line in enumerate(lines) if line.startswith("model-analyzer "))
+    assert "DEPRECATED" in lines[at + 2]
+    assert "perf_analyzer" in lines[at + 2]
+    assert "AIPerf" in lines[at + 2]
+    assert sum("DEPRECATED" in line for line in lines) == 1
 
 
 def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None:

@@ -69,10 +69,11 @@ def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
     )
 
 
-def environments(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]:
-    """Environment rows of the given source files."""
+def environments(con: Connection, source_ids: list[str], workload: str) -> list[dict[str, Any]]:
+    """Environment rows of the given source files, and those stated for the workload."""
     cur = con.execute(
-        "SELECT * EXCLUDE (line, extra) FROM environment WHERE list_contains($ids, source_id)",
-        {"ids": source_ids},
+        """SELECT * EXCLUDE (line, extra, workload) FROM environment
+        WHERE list_contains($ids, source_id) OR workload = $w""",
+        {"ids": source_ids, "w": workload},
     )
     return records(cur)

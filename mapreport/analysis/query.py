@@ -276,12 +276,16 @@ def source_files(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]
 
 
 def profile_sources(con: Connection, workload: str, slice_: str) -> list[str]:
-    """The files behind a slice's compile events, per-op profiles and load sweeps."""
+    """The files behind a slice's compile events, per-op profiles, load sweeps, metric
+    scrapes and loadgen runs, and those stating its workload's environment."""
     rows = con.execute(
         """
         SELECT source_id FROM compile_event WHERE workload = $w AND slice = $s
         UNION SELECT source_id FROM op_exec WHERE workload = $w AND slice = $s
         UNION SELECT source_id FROM load_sweep WHERE workload = $w AND slice = $s
+        UNION SELECT source_id FROM metric_sample WHERE workload = $w AND slice = $s
+        UNION SELECT source_id FROM loadgen_run WHERE workload = $w AND slice = $s
+        UNION SELECT source_id FROM environment WHERE workload = $w
         """,
         {"w": workload, "s": slice_},
     ).fetchall()

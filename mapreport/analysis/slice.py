@@ -208,7 +208,7 @@ def slice_step(ctx: Context, f: Facts) -> None:
         )
         for x in query.source_files(ctx.con, source_ids)
     )
-    f.environment = check_environment(environments(ctx.con, source_ids))
+    f.environment = check_environment(environments(ctx.con, source_ids, ctx.workload))
     f.over_sla = over_sla(ctx.rows, f.latency, ctx.review, ctx.th)
 
 

@@ -21,6 +21,9 @@ from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
 from mapreport.ingest.base import Head, Reader
 from mapreport.ingest.kineto import KinetoReader
+from mapreport.ingest.mlperf_detail import MlperfDetailReader
+from mapreport.ingest.mlperf_summary import MlperfSummaryReader
+from mapreport.ingest.mlperf_system import MlperfSystemReader
 from mapreport.ingest.model_analyzer import ModelAnalyzerReader
 from mapreport.ingest.native import NATIVE_READERS
 from mapreport.ingest.otlp import OtlpReader
@@ -47,6 +50,9 @@ _ALL: tuple[Reader, ...] = (
     AiperfGpuReader(),
     AiperfSummaryReader(),
     OtlpReader(),
+    MlperfSummaryReader(),
+    MlperfDetailReader(),
+    MlperfSystemReader(),
     TritonTraceReader(),
     *NATIVE_READERS,
     PrometheusReader(),

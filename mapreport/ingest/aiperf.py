@@ -90,6 +90,7 @@ class AiperfReader:
     )
     tables = ("request",)
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON line whose first key is `metadata`, holding `x_request_id`."""

@@ -3,7 +3,8 @@ GPU (`timestamp_ns`, `gpu_uuid`, `gpu_index`, `gpu_model_name`, `hostname`, `dcg
 `telemetry_data{metric: value}`), into `metric_sample` (one gauge row per metric; the sample's
 identity fields are its labels; each line is one scrape) and `environment` (one runtime-side
 row per host and GPU model: hardware = the GPU model). The samples are server-wide: workload
-"" unless `--workload` names the workload they ran for. Units are AIPerf's (UNITS).
+"" unless `--workload` names the workload they ran for (its environment then joins that
+workload's reports). Units are AIPerf's (UNITS).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class AiperfGpuReader:
     )
     tables = ("metric_sample", "environment")
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON line starting with `timestamp_ns` and holding `telemetry_data`."""
@@ -111,6 +113,7 @@ class AiperfGpuReader:
                     "hardware": model or None,
                     "host": host or None,
                     "captured_at": datetime.fromtimestamp(ts / 1e9, UTC).isoformat(),
+                    "workload": workload or None,
                 },
             )
 

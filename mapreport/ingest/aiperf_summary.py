@@ -74,6 +74,7 @@ class AiperfSummaryReader:
     )
     tables = ("load_sweep",)
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first key is `records` or a request statistic with a `unit`."""

@@ -39,6 +39,12 @@ class Reader(Protocol):
         ...
 
     @property
+    def deprecated(self) -> str | None:
+        """Why the tool that writes this format should no longer be used, and what replaces
+        it; None while it is current."""
+        ...
+
+    @property
     def default_policy(self) -> ErrorPolicy:
         """What a bad record does when the user names no policy: `abort` for formats whose
         writer validates, `quarantine` for logs where a damaged record is routine."""

@@ -26,6 +26,7 @@ class KinetoReader:
     summary = "PyTorch profiler (Kineto) Chrome trace JSON: cpu ops, kernels, launches"
     tables = ("op_exec", "request", "environment")
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first keys include traceEvents or Kineto's schema header."""

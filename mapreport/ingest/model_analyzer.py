@@ -80,6 +80,10 @@ class ModelAnalyzerReader:
     )
     tables = ("load_sweep",)
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = (
+        "Model Analyzer is deprecated by its authors (2025): profile with perf_analyzer "
+        "(-f CSV, format perf-analyzer) or AIPerf (formats aiperf, aiperf-summary)"
+    )
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first key is Model Analyzer's result manager state."""

@@ -88,6 +88,7 @@ class NativeReader:
     marker_keys: tuple[frozenset[str], ...]
     add: Callable[[Sink, int, dict[str, Any], bool], None]
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """True when the first data record has one of this format's marker key sets."""

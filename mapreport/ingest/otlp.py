@@ -148,6 +148,7 @@ class OtlpReader:
     )
     tables = ("request", "op_exec", "metric_sample")
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON object whose first key is `resourceSpans` or `resourceMetrics`."""

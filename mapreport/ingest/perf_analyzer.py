@@ -85,6 +85,7 @@ class PerfAnalyzerReader:
     )
     tables = ("load_sweep",)
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A CSV whose header starts with the load column and `Inferences/Second`."""

@@ -101,6 +101,7 @@ class PrometheusReader:
     )
     tables = ("metric_sample",)
     default_policy: ErrorPolicy = "quarantine"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """Text that starts with a comment or a sample line, whose first sample line

@@ -135,6 +135,7 @@ class TorchTraceReader:
     )
     tables = ("compile_event", "compile_plan")
     default_policy: ErrorPolicy = "quarantine"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """The first line carries a glog prefix followed by a JSON object."""

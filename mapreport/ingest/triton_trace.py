@@ -89,6 +89,7 @@ class TritonTraceReader:
     )
     tables = ("request",)
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON array whose first object starts with a trace fragment's keys."""

@@ -172,6 +172,7 @@ class TrtexecReader:
     )
     tables = ("compile_plan", "op_exec", "request", "environment")
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """A JSON document whose first keys are those of one of trtexec's exports."""

@@ -184,6 +184,7 @@ class TvmReader:
     )
     tables = ("compile_plan", "compile_event")
     default_policy: ErrorPolicy = "abort"
+    deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
         """The first non-comment line is one of the three record layouts."""
