@@ -139,6 +139,7 @@ class Collect(StrEnum):
     PROFILER_TRACE = "profiler_trace"
     CORE_TELEMETRY = "core_telemetry"
     MEMORY = "memory"
+    SERVER_TIMING = "server_timing"
     ARRIVALS = "arrivals"
     STATIC_REQUESTS = "static_requests"
 

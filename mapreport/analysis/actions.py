@@ -77,6 +77,8 @@ TAIL_KINDS = {
     BottleneckClass.MAPPING_FALLBACK: ActionKind.MAPPING_FALLBACK,
     BottleneckClass.MEMORY_BURST: ActionKind.MEMORY_BURST,
 }
+REPEATABLE = frozenset({ActionKind.OBSERVABILITY, ActionKind.PRECISION_WITHOUT_QUALITY})
+"""Kinds of which one shape may carry several actions, told apart by their evidence metric."""
 NEIGHBOURS = 2
 """The busiest other shapes a validation matrix guards against regressions."""
 
@@ -235,8 +237,11 @@ def _make(
     **params: Any,
 ) -> Action:
     role = role or OWNERS[kind]
+    # a slice may hold several findings of these kinds on one shape (both environment sides,
+    # two missing fields, two precisions): what each asks for is part of its identity
+    ident = f"{kind}:{evidence.metric}" if kind in REPEATABLE else str(kind)
     return Action(
-        id=action_id(s.workload, s.slice, shape, kind),
+        id=action_id(s.workload, s.slice, shape, ident),
         kind=kind,
         shape=shape,
         owner_role=role,
@@ -487,8 +492,15 @@ def slice_actions(
     return out
 
 
-UNMEASURED_FIELDS = {Driver.CORE_IMBALANCE: "core", Driver.MEMORY_BURST: "mem_peak_bytes"}
-"""The request field a tail driver needs, when it could not be measured."""
+UNMEASURED_FIELDS = {
+    Driver.BLOCKED_BEHIND_ADAPTATION: "queue_start_us",
+    Driver.QUEUEING: "queue_start_us",
+    Driver.MAPPING_FALLBACK: "compute_start_us",
+    Driver.CORE_IMBALANCE: "core",
+    Driver.MEMORY_BURST: "mem_peak_bytes",
+}
+"""The request field a tail driver needs, when it could not be measured (client-side timing
+has no server-side queue start or compute start)."""
 
 
 def plan_actions(
@@ -501,14 +513,16 @@ def plan_actions(
     """Every action of a slice: blockers first (`BLOCKERS`, in that order), then the tuning
     actions, most impact first (ties: shape, kind)."""
     actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
-    unmeasured = [
-        (m.shape, UNMEASURED_FIELDS[u])
-        for m in s.shapes
-        if m.tail is not None
-        and m.tail.material
-        and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
-        for u in m.tail.unmeasured
-    ]
+    unmeasured = list(
+        dict.fromkeys(
+            (m.shape, UNMEASURED_FIELDS[u])
+            for m in s.shapes
+            if m.tail is not None
+            and m.tail.material
+            and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
+            for u in m.tail.unmeasured
+        )
+    )
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
     blocked = blocking_action(s, sources)
     if blocked is not None:

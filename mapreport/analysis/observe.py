@@ -19,7 +19,15 @@ P99_TRAFFIC = 0.01
 MOST = 10
 """Items the list keeps."""
 UNDECIDED = (ClassBasis.WEAK_EVIDENCE, ClassBasis.TIE, ClassBasis.NO_DRIVER_DECIDES)
-TELEMETRY = {Driver.CORE_IMBALANCE: Collect.CORE_TELEMETRY, Driver.MEMORY_BURST: Collect.MEMORY}
+TELEMETRY = {
+    Driver.BLOCKED_BEHIND_ADAPTATION: Collect.SERVER_TIMING,
+    Driver.QUEUEING: Collect.SERVER_TIMING,
+    Driver.MAPPING_FALLBACK: Collect.SERVER_TIMING,
+    Driver.CORE_IMBALANCE: Collect.CORE_TELEMETRY,
+    Driver.MEMORY_BURST: Collect.MEMORY,
+}
+"""What settles a driver the telemetry could not measure (client-side timing: the server's
+queue and compute split)."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +63,8 @@ def _items(m: ShapeMetrics, th: Thresholds) -> list[ProfileItem]:
         ci = c.evidence.ci if c.evidence is not None else None
         width = None if ci is None else ci.high - ci.low
         add(Collect.PROFILER_TRACE, None, width, 1.0 if width is None else width)
-        for d in t.unmeasured:
-            add(TELEMETRY[d], None, None, 1.0)
+        for what in dict.fromkeys(TELEMETRY[d] for d in t.unmeasured):
+            add(what, None, None, 1.0)
     if m.covered and m.accuracy.state == AccuracyState.NOT_MEASURED and m.n:
         add(Collect.STATIC_REQUESTS, th.min_samples - m.n_static, None, 0.5)
     return out

@@ -16,6 +16,9 @@ COLLECT: dict[Collect, str] = {
     "undecided ({basis}; CI width {width})",
     Collect.CORE_TELEMETRY: "the core of each request: core imbalance cannot be measured",
     Collect.MEMORY: "each request's peak memory: memory bursts cannot be measured",
+    Collect.SERVER_TIMING: "the server's queue and compute time per request (a Triton trace "
+    "or OpenTelemetry spans, beside the client-side export): queueing, blocking and fallback "
+    "cannot be told apart from client-side latency alone",
     Collect.ARRIVALS: "each request's arrival (a native request log, or the arrival in the "
     "request annotation): latency and queue wait are not measured",
     Collect.STATIC_REQUESTS: "{need} more requests on the static plan: its accuracy needs {min}",
