@@ -191,6 +191,7 @@ class Criterion(StrEnum):
     PRESENT_IN_EVERY_FILE = "present_in_every_file"
     PRESENT_ON_EVERY_REQUEST = "present_on_every_request"
     SAME_ON_BOTH_SIDES = "same_on_both_sides"
+    AGREES_WITHIN = "agrees_within"
 
 
 class CheckItem(StrEnum):

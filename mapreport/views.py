@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from mapreport.store import Dataset
 
 
+SERVER_WIDE = frozenset({"metric_sample"})
+"""Tables whose rows of workload "" (a server's GPU and process samples) are read with every
+workload's: the server that served a model is part of its report."""
+
+
 class Rows(Enum):
     """Which rows of a scan's files a window counts."""
 
@@ -106,6 +111,8 @@ def define_views(
     for table in TABLES:
         name = ALL_PLANS if table == "compile_plan" else table
         scans = ds.scans(table, workload, live, window)
+        if table in SERVER_WIDE and workload:
+            scans += ds.scans(table, "", live, window)
         con.execute(f"CREATE TEMP VIEW {name} AS " + view_select(files, table, scans, window))
     con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
     con.execute(

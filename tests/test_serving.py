@@ -61,3 +61,184 @@ def test_client_side_tail_asks_for_server_side_timing(tmp_path: Path) -> None:
     assert asked == ["compute_start_us", "core", "mem_peak_bytes", "queue_start_us"]
     obs = [a for a in r.actions if a.kind == ActionKind.OBSERVABILITY]
     assert len({a.id for a in obs}) == len(obs) == 6  # four fields, two environment sides
+
+
+def triton_scrapes(path: Path, scrapes: list[dict[str, float]], t0_s: int = 1_764_468_000) -> Path:
+    """A series of Triton /metrics scrapes, 10 s apart, each after a time mark."""
+    out = []
+    for i, c in enumerate(scrapes):
+        out.append(f"# {t0_s + 10 * i}")
+        for name in (
+            "nv_inference_request_success",
+            "nv_inference_count",
+            "nv_inference_exec_count",
+            "nv_inference_request_duration_us",
+            "nv_inference_queue_duration_us",
+            "nv_inference_compute_infer_duration_us",
+        ):
+            out += [f"# TYPE {name} counter", f'{name}{{model="resnet",version="1"}} {c[name]}']
+        out += ["# TYPE nv_gpu_utilization gauge"]
+        out += [f'nv_gpu_utilization{{gpu_uuid="GPU-{g}"}} {c["gpu"]}' for g in "ab"]
+    path.write_text("\n".join(out) + "\n")
+    return path
+
+
+def _counters(n: float, queue_us: float, request_us: float, batch: float, gpu: float) -> Any:
+    return {
+        "nv_inference_request_success": n,
+        "nv_inference_count": n * batch,
+        "nv_inference_exec_count": n,
+        "nv_inference_request_duration_us": request_us,
+        "nv_inference_queue_duration_us": queue_us,
+        "nv_inference_compute_infer_duration_us": request_us - queue_us,
+        "gpu": gpu,
+    }
+
+
+def test_triton_counters_per_interval_and_a_reset(tmp_path: Path) -> None:
+    path = triton_scrapes(
+        tmp_path / "metrics.prom",
+        [
+            _counters(100, 1_000, 10_000, 2, 0.5),
+            _counters(300, 5_000, 30_000, 2, 0.7),  # +200 requests, 4 ms queue of 20 ms
+            _counters(50, 2_000, 6_000, 4, 0.9),  # went down: the server restarted
+        ],
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, path)
+    t = _analyze(ds, "resnet").telemetry
+    assert t is not None
+    assert (t.server, t.scrapes, t.resets) == ("Triton", 3, 1)
+    first, second = t.windows
+    assert (first.requests, first.since_start, first.reset) == (200, False, False)
+    assert first.queue_share == 4_000 / 20_000
+    assert first.queue_mean_us == 20.0
+    assert first.batch_mean == 2.0
+    assert first.throughput_per_s == 20.0  # 200 requests in 10 s
+    assert first.gpu_utilization == 0.7  # the end scrape's gauge, mean of both GPUs
+    assert second.reset
+    assert second.requests == 50  # counted from the restart
+    assert second.batch_mean == 4.0
+    total = t.total
+    assert total is not None
+    assert total.requests == 250
+    assert total.queue_mean_us == (4_000 + 2_000) / 250
+
+
+def test_real_triton_scrape_since_start(tmp_path: Path) -> None:
+    from tests.conftest import REALDATA
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, REALDATA / "serving" / "prometheus" / "triton_metrics.txt")
+    t = _analyze(ds, "densenet_onnx").telemetry
+    assert t is not None
+    assert t.total is not None
+    assert t.total.since_start
+    assert t.total.requests == 3
+    assert t.total.queue_mean_us == 145 / 3  # nv_inference_queue_duration_us / success
+    assert t.total.compute_mean_us == (626 + 1_326_831 + 61) / 3
+    assert t.total.batch_mean == 1.0
+    assert t.total.gpu_utilization == 0.0
+    assert {q.quantile for q in t.quantiles if q.what == "queue"} == {0.5, 0.9, 0.95, 0.99, 0.999}
+    assert not any(q.approximate for q in t.quantiles)
+
+
+def test_bucket_quantile_is_prometheus_interpolation() -> None:
+    from mapreport.analysis.telemetry import bucket_quantile
+
+    buckets = [(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (None, 40.0)]
+    assert bucket_quantile(buckets, 0.5) == (0.1 + 0.4 * (20 - 10) / 20, 0.1, 0.5)
+    assert bucket_quantile(buckets, 0.25) == (0.1, 0.0, 0.1)  # rank 10: the top of bucket 1
+    beyond = [(0.1, 1.0), (None, 10.0)]
+    assert bucket_quantile(beyond, 0.99) == (0.1, 0.1, None)  # in +Inf: its lower bound
+    assert bucket_quantile([(None, 0.0)], 0.5) == (None, None, None)
+
+
+def _native_requests(path: Path, n: int, queue_us: float, t0_s: int = 1_764_468_000) -> Path:
+    lines = []
+    for i in range(n):
+        arrival = (t0_s + 0.5 + i * (18 / n)) * 1e6
+        lines.append(
+            json.dumps(
+                {
+                    "record": "request",
+                    "workload": "resnet",
+                    "request_id": f"q{i}",
+                    "shape": {"batch": 1},
+                    "arrival_us": arrival,
+                    "queue_start_us": arrival,
+                    "compute_start_us": arrival + queue_us,
+                    "compute_end_us": arrival + queue_us + 80,
+                }
+            )
+        )
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
+    scrapes = [_counters(0, 0, 0, 1, 0.5), _counters(200, 4_000, 20_000, 1, 0.5)]
+    scrapes.append(_counters(400, 8_000, 40_000, 1, 0.5))  # 20 us of queue per request
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, triton_scrapes(tmp_path / "metrics.prom", scrapes))
+    ingest_file(ds, _native_requests(tmp_path / "agree.runtime.jsonl", 100, 21.0))
+    r = _analyze(ds, "resnet")
+    assert r.queue_check is not None
+    assert r.queue_check.records_n == 100
+    assert r.queue_check.difference == (21 - 20) / 20
+    assert not r.queue_check.disagrees
+    assert not [a for a in r.actions if "consistency" in a.params]
+    ds2 = Dataset(tmp_path / "ds2", create=True)
+    ingest_file(ds2, triton_scrapes(tmp_path / "metrics.prom", scrapes))
+    ingest_file(ds2, _native_requests(tmp_path / "far.runtime.jsonl", 100, 30.0))
+    r = _analyze(ds2, "resnet")
+    assert r.queue_check is not None
+    assert r.queue_check.disagrees
+    (action,) = [a for a in r.actions if "consistency" in a.params]
+    assert action.kind == ActionKind.OBSERVABILITY
+    assert action.params["difference"] == 0.5
+
+
+def _mlperf_summary(path: Path, target_ns: int, percentile: str) -> Path:
+    path.write_text(
+        "================================================\nMLPerf Results Summary\n"
+        "================================================\nSUT name : PySUT\n"
+        "Scenario : Server\nMode     : PerformanceOnly\nResult is : VALID\n"
+        "99.00 percentile latency (ns)   : 90000\n"
+        f"target_latency (ns): {target_ns}\ntarget_latency_percentile : {percentile}\n"
+    )
+    return path
+
+
+def test_mlperf_target_fills_a_missing_sla(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, _native_requests(tmp_path / "r.runtime.jsonl", 100, 10.0))
+    ingest_file(
+        ds,
+        _mlperf_summary(tmp_path / "mlperf_log_summary.txt", 100_000, "0.99"),
+        hints={"workload": "resnet"},
+    )
+    r = _analyze(ds, "resnet")
+    assert r.review.sla_p99_us == 100.0
+    assert r.review.sla_from == "MLPerf Server run's target latency (p99)"
+    (run,) = r.loadgen
+    assert run.valid is True
+    assert run.results["latency_p99_us"] == 90.0
+    configured = _analyze(ds, "resnet", Review(sla_p99_us=500.0))
+    assert configured.review.sla_p99_us == 500.0  # the configuration wins
+    assert configured.review.sla_from is None
+
+
+def test_token_timing_per_shape(tmp_path: Path) -> None:
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(
+        ds, aiperf_export(tmp_path / "a.jsonl", [100.0] * 50, isl=100), hints={"workload": "chat"}
+    )
+    ingest_file(
+        ds, aiperf_export(tmp_path / "b.jsonl", [300.0] * 50, isl=3000), hints={"workload": "chat"}
+    )
+    tokens = {t.shape: t for t in _analyze(ds, "chat").tokens}
+    assert set(tokens) == {"isl=128,osl=256", "isl=4096,osl=256"}
+    assert tokens["isl=128,osl=256"].ttft.p50 == 10_000.0  # 100 ms / 10, in us
+    assert tokens["isl=4096,osl=256"].itl.p95 == 1_500.0
+    assert tokens["isl=4096,osl=256"].input_tokens_p50 == 3000

@@ -22,6 +22,7 @@ from mapreport.analysis.common import (
     Thresholds,
 )
 from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.telemetry import QueueCheck
 from mapreport.kinds import (
     BLOCKERS,
     ActionKind,
@@ -492,6 +493,29 @@ def slice_actions(
     return out
 
 
+def consistency_action(s: Scope, q: QueueCheck, sources: tuple[str, ...]) -> Action:
+    """The per-request records and the server's counters disagree on the mean queue wait
+    over the same window: a data-quality finding before either is trusted."""
+    ev = Evidence("consistency.queue_mean_us", q.difference, q.records_n, None, sources)
+    row = ValidationRow(
+        SLICE_WIDE, "queue_mean_us", q.difference, Criterion.AGREES_WITHIN, q.tolerance
+    )
+    return _make(
+        s,
+        SLICE_WIDE,
+        ActionKind.OBSERVABILITY,
+        ev,
+        NO_ROLLBACK,
+        (row,),
+        0.0,
+        consistency="queue_mean_us",
+        records_us=q.records_mean_us,
+        metrics_us=q.metrics_mean_us,
+        difference=q.difference,
+        tolerance=q.tolerance,
+    )
+
+
 UNMEASURED_FIELDS = {
     Driver.BLOCKED_BEHIND_ADAPTATION: "queue_start_us",
     Driver.QUEUEING: "queue_start_us",
@@ -509,6 +533,7 @@ def plan_actions(
     missing_quality: Sequence[str],
     slowest: dict[str, tuple[int, float]],
     sources: tuple[str, ...],
+    queue: QueueCheck | None = None,
 ) -> tuple[Action, ...]:
     """Every action of a slice: blockers first (`BLOCKERS`, in that order), then the tuning
     actions, most impact first (ties: shape, kind)."""
@@ -524,6 +549,8 @@ def plan_actions(
         )
     )
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
+    if queue is not None and queue.disagrees:
+        actions.append(consistency_action(s, queue, sources))
     blocked = blocking_action(s, sources)
     if blocked is not None:
         actions.append(blocked)

@@ -56,6 +56,8 @@ class Review:
     owners: dict[OwnerRole, str] = field(default_factory=dict)
     signoffs: dict[OwnerRole, str] = field(default_factory=dict)
     description: str = ""
+    sla_from: str | None = None
+    """Where the SLA came from when the configuration sets none (an MLPerf run's target)."""
 
     def sla(self, q: TailQuantile) -> float | None:
         """The SLA target of one tail quantile (None when none is configured)."""

@@ -81,6 +81,7 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
             SLICE_TABLE,
             f"""SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
             r.stream, r.core, r.batch_size, r.mem_peak_bytes, r.source_id, r.line,
+            r.ttft_us, r.itl_us, r.input_tokens, r.output_tokens,
             r.arrival_us, r.compute_end_us, r.arrival_known IS NOT FALSE AS arrival_known,
             CASE WHEN r.arrival_known IS NOT FALSE THEN r.compute_end_us - r.arrival_us END
                 AS latency_us,
@@ -117,7 +118,8 @@ def drop_slice(con: Connection) -> None:
     con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_plans")
 
 
-def _pct(n: int, q: list[float] | None) -> Percentiles:
+def pct_of(n: int, q: list[float] | None) -> Percentiles:
+    """p50/p95/p99 from a `quantile_cont(x, QS)` list (None: no samples)."""
     if not q:
         return Percentiles(n, None, None, None)
     return Percentiles(n, float(q[0]), float(q[1]), float(q[2]))
@@ -158,7 +160,9 @@ class ShapeRow:
 
 
 def slices(con: Connection) -> list[tuple[str, str]]:
-    """Every (workload, slice) with requests, compiles, plans, profiled ops or load sweeps."""
+    """Every (workload, slice) with requests, compiles, plans, profiled ops, load sweeps,
+    loadgen runs or a model's server metrics (a server's own samples, workload "", are no
+    slice)."""
     # a record that names no slice (slice '') serves every slice of its workload (generic
     # compile plans), so (w, '') is a slice of its own only with requests or without siblings
     rows = con.execute(
@@ -166,6 +170,8 @@ def slices(con: Connection) -> list[tuple[str, str]]:
         WITH named AS (
             SELECT workload, slice FROM compile_event UNION SELECT workload, slice FROM compile_plan
             UNION SELECT workload, slice FROM op_exec UNION SELECT workload, slice FROM load_sweep
+            UNION SELECT workload, slice FROM loadgen_run
+            UNION SELECT workload, slice FROM metric_sample WHERE workload <> ''
         ), served AS (SELECT DISTINCT workload, slice FROM request)
         SELECT workload, slice FROM served
         UNION SELECT workload, slice FROM named n
@@ -223,9 +229,9 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             shape=shape,
             n_total=int(n_total),
             n=int(n),
-            latency=_pct(int(n), [lat[50], lat[95], lat[99]] if lat else None),
-            queue=_pct(int(n), [que[49], que[94], que[98]] if que else None),
-            compute=_pct(int(n), com),
+            latency=pct_of(int(n), [lat[50], lat[95], lat[99]] if lat else None),
+            queue=pct_of(int(n), [que[49], que[94], que[98]] if que else None),
+            compute=pct_of(int(n), com),
             variants=variants.get(shape, {}),
             plans=plans.get(shape, {}),
             plan=primary.get(shape),
@@ -260,7 +266,7 @@ def slice_latency(con: Connection) -> dict[str, Any]:
     return {
         "requests": int(n_total),
         "failed": int(n_total) - int(n),
-        "latency": _pct(int(n), lat),
+        "latency": pct_of(int(n), lat),
         "window": (t0, t1),
     }
 

@@ -23,11 +23,14 @@ if TYPE_CHECKING:
     from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
+from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
+from mapreport.analysis.telemetry import QueueCheck, Telemetry
+from mapreport.analysis.tokens import TokenTiming
 from mapreport.kinds import BottleneckClass, Decision
 from mapreport.window import Window
 
@@ -135,6 +138,14 @@ class SliceResult:
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a
     `blocked_behind_adaptation` class here is the blocking finding."""
+    telemetry: Telemetry | None = None
+    """The model server's own metrics (analysis/telemetry.py; None without them)."""
+    queue_check: QueueCheck | None = None
+    """Mean queue wait of the records against the server's counters, where both exist."""
+    tokens: tuple[TokenTiming, ...] = ()
+    """Per shape, time to first token and inter-token latency (analysis/tokens.py)."""
+    loadgen: tuple[LoadgenRun, ...] = ()
+    """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property
     def blocking_drives_tail(self) -> bool:

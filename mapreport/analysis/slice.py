@@ -42,6 +42,7 @@ from mapreport.analysis.decision import decide
 from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, op_drifts
 from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
+from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import ShapeMetrics, SliceResult
@@ -57,6 +58,8 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
+from mapreport.analysis.telemetry import QueueCheck, Telemetry, queue_check, telemetry
+from mapreport.analysis.tokens import TokenTiming, token_timing
 from mapreport.connection import Connection
 from mapreport.kinds import BottleneckClass, ClassBasis
 from mapreport.shapes import sort_key
@@ -79,6 +82,8 @@ class Context:
     placements: dict[str, Placement]
     samples: dict[tuple[str, str], Sample]
     cores: dict[str, list[tuple[int, float]]]
+    runs: tuple[LoadgenRun, ...] = ()
+    """The slice's MLPerf runs (read first: one's target may be the SLA)."""
 
     def seed(self, *key: str) -> int:
         """The bootstrap seed of one figure of this slice."""
@@ -115,6 +120,9 @@ class Facts:
     plans: tuple[PlanVersion, ...] = ()
     drifts: tuple[ShapeDrift, ...] = ()
     op_drifts: tuple[OpDrift, ...] = ()
+    telemetry: Telemetry | None = None
+    queue_check: QueueCheck | None = None
+    tokens: tuple[TokenTiming, ...] = ()
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -268,6 +276,13 @@ def offline_step(ctx: Context, f: Facts) -> None:
     f.sweep = load_sweep(con, w, s, ctx.review)
 
 
+def serving_step(ctx: Context, f: Facts) -> None:
+    """The model server's own metrics, their agreement with the records, token timing."""
+    f.telemetry = telemetry(ctx.con, ctx.workload, ctx.slice)
+    f.queue_check = queue_check(ctx.con, f.telemetry, ctx.th.min_samples_p95, query.SLICE_TABLE)
+    f.tokens = token_timing(ctx.con)
+
+
 def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
     """Per shape: the core with the slowest median compute and how much slower it is than
     the median core."""
@@ -311,7 +326,9 @@ def review_step(ctx: Context, f: Facts) -> None:
     )
     sources = tuple(s.source_id for s in f.sources)
     slowest = _slowest_cores(f)
-    f.actions = plan_actions(scope, f.environment, f.precision.missing, slowest, sources)
+    f.actions = plan_actions(
+        scope, f.environment, f.precision.missing, slowest, sources, f.queue_check
+    )
     f.checklist = checklist(ctx.review, f.environment, f.actions, ctx.th)
     f.pitfalls = pitfalls(f.coverage, f.actions, f.shapes, f.precision)
 
@@ -354,6 +371,7 @@ STEPS: tuple[Step, ...] = (
     diagnosis_step,
     scheduling_step,
     offline_step,
+    serving_step,
     drift_step,
     review_step,
     history_step,
@@ -386,6 +404,8 @@ def analyze(
 ) -> SliceResult:
     """Every metric of METRICS.md for one slice, history included. The slice's requests are
     one view over its Parquet files while it runs (`query.load_slice`)."""
+    runs = loadgen_runs(con, workload, slice_)
+    review = sla_from_runs(review, runs)
     query.load_slice(con, workload, slice_)
     try:
         targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
@@ -405,6 +425,7 @@ def analyze(
             placements=place(rows, buckets),
             samples=compute_samples(con, [r for r in rows if r.shape in sampled]),
             cores=core_medians(con),
+            runs=runs,
         )
         f = Facts()
         for step in STEPS:
@@ -449,4 +470,8 @@ def analyze(
         drifts=f.drifts,
         op_drifts=f.op_drifts,
         profile_next=profile_next(f.shapes, th),
+        telemetry=f.telemetry,
+        queue_check=f.queue_check,
+        tokens=f.tokens,
+        loadgen=runs,
     )

@@ -90,16 +90,8 @@ def action_title(a: Action, name: str) -> str:
             f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "
             f"{miss}, and adaptation gains {signed_pct(p['net_gain_p50'])} net"
         )
-    if a.missing_side:
-        return (
-            f"Export the environment record with the {a.missing_side}-side files of {name}: "
-            "without it the environment lock cannot be checked"
-        )
     if k == ActionKind.OBSERVABILITY:
-        return (
-            f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed "
-            "without it"
-        )
+        return _observability_title(a, name)
     if k == ActionKind.ENVIRONMENT_MISMATCH:
         differ = p["mismatches"]
         keys = ", ".join(
@@ -294,3 +286,24 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
         ),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _observability_title(a: Action, name: str) -> str:
+    """What telemetry to export or reconcile, and why."""
+    p, shape = a.params, a.shape
+    if a.missing_side:
+        return (
+            f"Export the environment record with the {a.missing_side}-side files of {name}: "
+            "without it the environment lock cannot be checked"
+        )
+    if "consistency" in p:
+        return (
+            f"Reconcile the queue wait of {name}: its per-request records give a mean of "
+            f"{duration(p['records_us'])}, the server's counters {duration(p['metrics_us'])} "
+            f"over the same window ({signed_pct(p['difference'], 0)}, beyond "
+            f"{pct(p['tolerance'], 0)}); find which clock, sampling or request set differs "
+            "before tuning on either"
+        )
+    return (
+        f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed without it"
+    )

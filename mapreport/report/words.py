@@ -181,6 +181,7 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.QUALITY_MAX_DROP: "a quality record exists and its drop versus baseline <= its "
     "max_drop",
     Criterion.PRESENT_IN_EVERY_FILE: "present in every file",
+    Criterion.AGREES_WITHIN: "records and server counters within {limit} of each other",
     Criterion.PRESENT_ON_EVERY_REQUEST: "present on every request",
     Criterion.SAME_ON_BOTH_SIDES: "same on both sides",
 }
@@ -408,6 +409,8 @@ def evidence_note(e: Evidence) -> str:
         return "record missing"
     if e.metric.startswith("quality."):
         return "no quality record"
+    if e.metric.startswith("consistency."):
+        return "records against the server's counters, same window"
     return ""
 
 

@@ -1,0 +1,46 @@
+"""Token timing of generative requests per shape (sequence-length bucket): time to first token
+and mean inter-token latency, as the client measured them (AIPerf), with the sequence lengths
+each shape's requests had."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.common import Percentiles
+from mapreport.analysis.query import QS, REQUESTS, pct_of
+from mapreport.connection import Connection
+
+
+@dataclass(frozen=True)
+class TokenTiming:
+    """One shape's time to first token and inter-token latency (ok requests)."""
+
+    shape: str
+    ttft: Percentiles
+    itl: Percentiles
+    input_tokens_p50: float | None
+    output_tokens_p50: float | None
+
+
+def token_timing(con: Connection) -> tuple[TokenTiming, ...]:
+    """Of the loaded slice: per shape with token timing, its TTFT and ITL p50/p95/p99."""
+    rows = con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT shape, count(ttft_us), quantile_cont(ttft_us, {QS}), count(itl_us),
+            quantile_cont(itl_us, {QS}), quantile_cont(input_tokens, 0.5),
+            quantile_cont(output_tokens, 0.5)
+        FROM r WHERE status = 'ok' AND (ttft_us IS NOT NULL OR itl_us IS NOT NULL)
+        GROUP BY shape ORDER BY shape
+        """
+    ).fetchall()
+    return tuple(
+        TokenTiming(
+            str(shape),
+            pct_of(int(n_ttft), ttft),
+            pct_of(int(n_itl), itl),
+            None if isl is None else float(isl),
+            None if osl is None else float(osl),
+        )
+        for shape, n_ttft, ttft, n_itl, itl, isl, osl in rows
+    )
