@@ -1,5 +1,6 @@
 """The demo's three nights: the generator's workloads with changes planted between nights, in
-dated folders as a fleet writes them, so the closed loop has something to close.
+dated folders as a fleet writes them, so the closed loop has something to close; beside them
+each night, a served LLM's AIPerf export and /metrics scrapes (`synth_serving`).
 
 Planted: the bert-base queueing burst at batch=8,seq=200 is fixed from the second night (its
 action is verified); from the second night 8% of resnet50-int8 batch=4,hw=224's requests queue
@@ -23,6 +24,7 @@ import numpy as np
 
 from mapreport import synth
 from mapreport.synth import WorkloadTruth
+from mapreport.synth_serving import generate_serving
 
 NIGHTS = (date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30))
 US_PER_DAY = 86_400_000_000
@@ -109,4 +111,5 @@ def generate_nights(out: Path, nights: Sequence[int] = (0, 1, 2)) -> list[Path]:
             with gzip.GzipFile(path, "wb", mtime=0) as fh:
                 fh.write(data)
             written.append(path)
+        written += generate_serving(folder, i, NIGHTS[i])
     return written

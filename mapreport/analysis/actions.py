@@ -527,6 +527,35 @@ UNMEASURED_FIELDS = {
 has no server-side queue start or compute start)."""
 
 
+def _unmeasured(shapes: Sequence[ShapeMetrics]) -> list[tuple[str, str]]:
+    """(shape, field) of the request fields whose absence leaves a material tail unexplained;
+    a field no shape with a tail carries is one slice-wide finding (the source never records
+    it), not one per shape."""
+    pairs = list(
+        dict.fromkeys(
+            (m.shape, UNMEASURED_FIELDS[u])
+            for m in shapes
+            if m.tail is not None
+            and m.tail.material
+            and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
+            for u in m.tail.unmeasured
+        )
+    )
+    with_tail = [m for m in shapes if m.tail is not None]
+    out: list[tuple[str, str]] = []
+    for field in dict.fromkeys(f for _, f in pairs):
+        shapes_missing = [sh for sh, f in pairs if f == field]
+        drivers = [d for d, f in UNMEASURED_FIELDS.items() if f == field]
+        nowhere = all(
+            m.tail is not None and any(d in m.tail.unmeasured for d in drivers) for m in with_tail
+        )
+        if len(shapes_missing) > 1 and nowhere:
+            out.append((SLICE_WIDE, field))
+        else:
+            out += [(sh, field) for sh in shapes_missing]
+    return out
+
+
 def plan_actions(
     s: Scope,
     env: EnvironmentCheck,
@@ -538,16 +567,7 @@ def plan_actions(
     """Every action of a slice: blockers first (`BLOCKERS`, in that order), then the tuning
     actions, most impact first (ties: shape, kind)."""
     actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
-    unmeasured = list(
-        dict.fromkeys(
-            (m.shape, UNMEASURED_FIELDS[u])
-            for m in s.shapes
-            if m.tail is not None
-            and m.tail.material
-            and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
-            for u in m.tail.unmeasured
-        )
-    )
+    unmeasured = _unmeasured(s.shapes)
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
     if queue is not None and queue.disagrees:
         actions.append(consistency_action(s, queue, sources))

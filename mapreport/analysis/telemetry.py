@@ -264,10 +264,10 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 
 
 def _sum(parts: Iterable[tuple[float | None, bool]]) -> tuple[float | None, bool]:
+    """The parts a server exports, added (compute input + infer + output); None: none is."""
     values = list(parts)
-    if not values or any(v is None for v, _ in values):
-        return None, any(r for _, r in values)
-    return sum(v for v, _ in values if v is not None), any(r for _, r in values)
+    present = [v for v, _ in values if v is not None]
+    return (sum(present) if present else None), any(r for _, r in values)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mapreport.analysis.common import Percentiles
 from mapreport.analysis.query import QS, REQUESTS, pct_of
 from mapreport.connection import Connection
+from mapreport.shapes import sort_key
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def token_timing(con: Connection) -> tuple[TokenTiming, ...]:
         GROUP BY shape ORDER BY shape
         """
     ).fetchall()
-    return tuple(
+    out = [
         TokenTiming(
             str(shape),
             pct_of(int(n_ttft), ttft),
@@ -43,4 +44,5 @@ def token_timing(con: Connection) -> tuple[TokenTiming, ...]:
             None if osl is None else float(osl),
         )
         for shape, n_ttft, ttft, n_itl, itl, isl, osl in rows
-    )
+    ]
+    return tuple(sorted(out, key=lambda t: sort_key(t.shape)))

@@ -127,6 +127,20 @@ def plural(n: int, noun: str) -> str:
     return f"{n:,} {plural_word(n, noun)}"
 
 
+def quantile(q: float | None) -> str:
+    """A quantile as its percentile's number: 0.5 -> 50, 0.999 -> 99.9."""
+    return "–" if q is None else f"{q * 100:g}"
+
+
+def clock(us: float | None) -> str:
+    """A wall-clock time (us since the epoch) in UTC, to the second."""
+    if us is None or missing(us):
+        return "–"
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(us / 1e6, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def sort_value(x: float | int | None) -> str:
     """A number for a sortable cell's data-sort ('' when missing: it sorts as text)."""
     return "" if x is None or missing(x) else repr(x)
@@ -134,6 +148,8 @@ def sort_value(x: float | int | None) -> str:
 
 FILTERS: dict[str, Callable[..., str]] = {
     "sort_value": sort_value,
+    "quantile": quantile,
+    "clock": clock,
     "plural": plural,
     "pct_whole": pct_whole,
     "index": index,

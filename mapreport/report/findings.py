@@ -19,10 +19,11 @@ from mapreport.analysis.query import CDF_GRID
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.tail import TailDrivers
+from mapreport.analysis.telemetry import MetricWindow
 from mapreport.report import prose, words
 from mapreport.report.view import ActionView, ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.7"
+FINDINGS_SCHEMA_VERSION = "1.8"
 
 
 def strict(doc: Any) -> Any:
@@ -54,6 +55,19 @@ def _evidence(e: Evidence | None) -> dict[str, Any] | None:
 
 TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
 """What a tail split states (its p50 and p95 are the shape's or the slice's own)."""
+
+
+def _telemetry(r: SliceResult) -> dict[str, Any] | None:
+    """The server's metrics, each window with its throughput."""
+    t = r.telemetry
+    if t is None:
+        return None
+
+    def window(w: MetricWindow | None) -> dict[str, Any] | None:
+        return None if w is None else plain(w) | {"throughput_per_s": w.throughput_per_s}
+
+    out: dict[str, Any] = plain(t)
+    return out | {"windows": [window(w) for w in t.windows], "total": window(t.total)}
 
 
 def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
@@ -190,6 +204,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             **_pct("latency", r.latency),
             "sla_p95_us": r.review.sla_p95_us,
             "sla_p99_us": r.review.sla_p99_us,
+            "sla_from": r.review.sla_from,
             "period": {
                 "kind": r.period.kind.value,
                 "window": r.period.spec,
@@ -234,5 +249,11 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "operators": plain(r.operators),
         "compiles": plain(r.compiles),
         "load_sweep": plain(r.sweep),
+        "telemetry": _telemetry(r),
+        "queue_check": None
+        if r.queue_check is None
+        else plain(r.queue_check) | {"disagrees": r.queue_check.disagrees},
+        "token_timing": plain(r.tokens),
+        "loadgen": plain(r.loadgen),
         "sources": plain(r.sources),
     }

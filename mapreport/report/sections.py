@@ -21,8 +21,8 @@ class Section:
     """Not measured when the slice has no request telemetry (a compile log, a layer profile
     or a load sweep alone)."""
     needs: str = ""
-    """The result field (operators, compiles, sweep) that is None when there is nothing to
-    show."""
+    """The result field (operators, compiles, sweep, telemetry, tokens, loadgen) that is None
+    or empty when there is nothing to show."""
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -64,6 +64,8 @@ SECTIONS: tuple[Section, ...] = (
     Section(
         "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_ccdf",), True
     ),
+    Section("tokens", "Token latency per shape", "sections/tokens.html.j2", needs="tokens"),
+    Section("serving", "Server-side metrics", "sections/serving.html.j2", needs="telemetry"),
     Section(
         "batch_policy",
         "Batch policy across configs",
@@ -71,6 +73,7 @@ SECTIONS: tuple[Section, ...] = (
         ("sweep_curves",),
         needs="sweep",
     ),
+    Section("loadgen", "Benchmark runs (MLPerf)", "sections/loadgen.html.j2", needs="loadgen"),
     Section("actions", "Retuning actions", "sections/actions.html.j2"),
     Section("profile_next", "What to profile next", "sections/profile_next.html.j2", (), True),
     Section(

@@ -31,6 +31,7 @@ from mapreport.report import causes, prose, words
 from mapreport.report.filters import duration
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section
+from mapreport.report.serving import ServingView, serving_view
 from mapreport.report.verdict import (
     SlaTarget,
     Verdict,
@@ -240,6 +241,8 @@ class ReportView:
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
+    serving: ServingView
+    """The token, server-metrics and benchmark-run sections' lines."""
 
 
 HISTORY_ROWS = 14
@@ -311,7 +314,7 @@ def measured_sections(
     missing = tuple(
         (s, words.not_measured(s, r, formats))
         for s in SECTIONS
-        if (s.needs_requests and not r.requests) or (s.needs and getattr(r, s.needs) is None)
+        if (s.needs_requests and not r.requests) or (s.needs and not getattr(r, s.needs))
     )
     gone = {s.id for s, _ in missing}
     shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))
@@ -504,4 +507,5 @@ def build(r: SliceResult) -> ReportView:
         not_measured=missing,
         glossary=words.GLOSSARY,
         mape_class=mape_class(r.accuracy.mape_weighted, r.thresholds.tolerance),
+        serving=serving_view(r),
     )

@@ -511,8 +511,9 @@ def not_measured(s: Section, r: SliceResult, formats: str) -> str:
     """Why a section has nothing to show for this slice and which input would add it."""
     if s.needs_requests and not r.requests:
         return (
-            f"no request telemetry (this slice holds {formats} data only); a native request "
-            "log, a PyTorch profiler trace with request annotations or Triton trace files add it"
+            f"no per-request records (this slice holds {formats} data only); a native request "
+            "log, a PyTorch profiler trace with request annotations, Triton trace files or "
+            "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
         )
     if s.needs == "operators":
         has = (
@@ -529,7 +530,17 @@ def not_measured(s: Section, r: SliceResult, formats: str) -> str:
         return "no compile events; TORCH_TRACE logs or TVM tuning records add them"
     if s.needs == "sweep":
         return (
-            "no load sweep; a Triton Model Analyzer checkpoint (model-analyzer profile, .ckpt) "
-            "adds one (the request-level batch impact is under “Scheduling quality”)"
+            "no load sweep; perf_analyzer -f CSVs or AIPerf aggregate exports at several loads "
+            "add one (so do Triton Model Analyzer checkpoints, a tool its authors deprecated; "
+            "the request-level batch impact is under “Scheduling quality”)"
         )
+    if s.needs == "telemetry":
+        return (
+            "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
+            "several with their times give per-interval figures) or OTLP metrics add them"
+        )
+    if s.needs == "tokens":
+        return "no token timing; an AIPerf profile export adds time to first token and ITL"
+    if s.needs == "loadgen":
+        return "no MLPerf run; its mlperf_log_summary.txt or mlperf_log_detail.txt adds one"
     return ""
