@@ -60,6 +60,16 @@ from mapreport.analysis.tail import (
     shares,
     tail_sql,
 )
+from mapreport.analysis.telemetry import (
+    POINT_ROWS,
+    QueueCheck,
+    Telemetry,
+    difference,
+    points_of,
+    series_of,
+    vocabulary_named,
+    windows,
+)
 from mapreport.connection import Connection
 from mapreport.errors import DatasetError, UsageError
 from mapreport.files import atomic_write
@@ -90,6 +100,9 @@ class Reduction(StrEnum):
     """Requests blocked behind adaptation over ok requests (Wilson interval)."""
     ENVIRONMENT = "environment"
     """Keys whose values differ between the environment records (`check_environment`)."""
+    QUEUE_CHECK = "queue_check"
+    """The records' mean queue wait against the server counters' over one window
+    (`telemetry.queue_check`)."""
     RECORDS = "records"
     """No figure: the records (files) whose content or absence the finding states."""
 
@@ -148,6 +161,26 @@ def _samples_sql(r: SliceResult, shape: str, events: bool) -> str:
             f"AND slice = {literal(r.slice)} AND shape = {literal(shape)}"
         )
     return f"{_tables(r)}\nSELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
+
+
+def _queue_check_sql(r: SliceResult, c: QueueCheck, t: Telemetry) -> str:
+    """The records inside the check's window and the server's counters per scrape."""
+    metrics = ", ".join(
+        literal(m) for m in sorted({m for m, _ in vocabulary_named(t.server).series()})
+    )
+    points = (
+        POINT_ROWS.replace("$w", literal(r.workload))
+        .replace("$s", literal(r.slice))
+        .replace("$metrics", f"[{metrics}]")
+    )
+    return (
+        f"{_tables(r)}\nSELECT 'record' AS kind, source_id, NULL::INTEGER AS scrape, "
+        "arrival_us AS scrape_us, NULL AS metric, NULL AS sample, NULL AS type, queue_us AS value"
+        f" FROM {SLICE_TABLE} WHERE status = 'ok' AND queue_us IS NOT NULL"
+        f" AND arrival_us > {c.start_us!r} AND arrival_us <= {c.end_us!r}"
+        "\nUNION ALL\nSELECT 'scrape' AS kind, * FROM ("
+        f"{points}) ORDER BY kind, source_id, scrape, scrape_us, metric, sample, type, value"
+    )
 
 
 def _spec(
@@ -239,6 +272,10 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
             "ORDER BY source_id, line"
         )
         return _spec(r, pid, subject, shape, ev, Reduction.BLOCKED_SHARE, sql)
+    if ev.metric == "consistency.queue_mean_us" and r.queue_check and r.telemetry:
+        sql = _queue_check_sql(r, r.queue_check, r.telemetry)
+        params = {"server": r.telemetry.server}
+        return _spec(r, pid, subject, shape, ev, Reduction.QUEUE_CHECK, sql, **params)
     ids = ", ".join(literal(s) for s in ev.sources) or "NULL"
     if ev.metric == "environment.mismatches":
         sql = f"SELECT * FROM environment WHERE source_id IN ({ids}) ORDER BY source_id, line"
@@ -343,10 +380,25 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
         blocked = rows.num_rows
         wilson = wilson_interval(blocked, ok) if ok else None
         return Recomputed(blocked / ok if ok else None, ok, wilson, blocked, files)
+    if p.reduction == Reduction.QUEUE_CHECK:
+        return _queue_check(p, rows, files)
     if p.reduction == Reduction.ENVIRONMENT:
         check = check_environment(rows.to_pylist())
         return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)
     return Recomputed(None, 0, None, rows.num_rows, files)
+
+
+def _queue_check(p: Pack, rows: pa.Table, files: tuple[str, ...]) -> Recomputed:
+    """The records' mean against the counters' total, by the analysis's own functions."""
+    vocab = vocabulary_named(p.params["server"])
+    recs = [x["value"] for x in rows.to_pylist() if x["kind"] == "record"]
+    cols = ("source_id", "scrape", "scrape_us", "metric", "sample", "type", "value")
+    scraped = [tuple(x[c] for c in cols) for x in rows.to_pylist() if x["kind"] == "scrape"]
+    _, total = windows(series_of(points_of(scraped, vocab)), vocab, {})
+    if not recs or total is None or total.queue_mean_us is None:
+        return Recomputed(None, len(recs), None, rows.num_rows, files)
+    figure = difference(sum(recs) / len(recs), total.queue_mean_us)
+    return Recomputed(figure, len(recs), None, rows.num_rows, files)
 
 
 def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:

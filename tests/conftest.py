@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from datetime import date
 from pathlib import Path
@@ -58,11 +59,15 @@ def write_config(folder: Path, sources: Path, extra: str = "") -> Path:
     text = (SAMPLE_DATA / "mapreport.toml").read_text()
     text = text.replace('dataset = "../demo/dataset"', f'dataset = "{folder / "dataset"}"')
     text = text.replace('out = "../demo/reports"', f'out = "{folder / "reports"}"')
-    text = text.replace(
-        'sources = ["plans/*.compile.jsonl", "quality.jsonl", "nights/{date}/*.runtime.*"]',
+    text = re.sub(
+        r"^sources = \[.*\]$",
         f'sources = ["{sources}/*.compile.jsonl", "{sources}/*.runtime.*", '
         f'"{sources}/quality.jsonl"]',
+        text,
+        count=1,
+        flags=re.M,
     )
+    assert f'"{sources}/quality.jsonl"' in text, "the demo config's sources line moved"
     path = folder / "mapreport.toml"
     path.write_text(text + extra)
     return path

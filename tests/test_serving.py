@@ -197,6 +197,13 @@ def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     (action,) = [a for a in r.actions if "consistency" in a.params]
     assert action.kind == ActionKind.OBSERVABILITY
     assert action.params["difference"] == 0.5
+    # its evidence pack reruns: the records and the counters give the same disagreement
+    from mapreport.evidence import PACKS, explain, write_packs
+
+    write_packs(ds2.connect("resnet"), r, tmp_path / "packs", ds2.root / PACKS)
+    lines, ok = explain(ds2.root, action.id)
+    assert ok, lines
+    assert "reproduced" in lines[2]
 
 
 def _mlperf_summary(path: Path, target_ns: int, percentile: str) -> Path:

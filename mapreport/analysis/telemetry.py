@@ -17,6 +17,7 @@ import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mapreport.connection import Connection
 
@@ -196,16 +197,27 @@ def load_points(con: Connection, workload: str, slice_: str, vocab: Vocabulary) 
     """The slice's scrapes, each series summed over its label sets (versions, GPUs)."""
     wanted = vocab.series()
     rows = con.execute(
-        """
-        SELECT source_id, scrape, min(scrape_us), metric, sample, type, sum(value)
-        FROM metric_sample
-        WHERE workload = $w AND slice = $s AND le IS NULL AND quantile IS NULL
-            AND value IS NOT NULL AND list_contains($metrics, metric)
-        GROUP BY source_id, scrape, metric, sample, type
-        ORDER BY source_id, scrape
-        """,
-        {"w": workload, "s": slice_, "metrics": sorted({m for m, _ in wanted})},
+        POINT_ROWS, {"w": workload, "s": slice_, "metrics": sorted({m for m, _ in wanted})}
     ).fetchall()
+    return points_of(rows, vocab)
+
+
+POINT_ROWS = """
+    SELECT source_id, scrape, min(scrape_us) AS scrape_us, metric, sample, type,
+        sum(value) AS value
+    FROM metric_sample
+    WHERE workload = $w AND slice = $s AND le IS NULL AND quantile IS NULL
+        AND value IS NOT NULL AND list_contains($metrics, metric)
+    GROUP BY source_id, scrape, metric, sample, type
+    ORDER BY source_id, scrape, metric, sample, type
+"""
+"""Each series' value per scrape, summed over its label sets (`load_points`; an evidence pack
+selects the same rows)."""
+
+
+def points_of(rows: Iterable[Sequence[Any]], vocab: Vocabulary) -> list[Point]:
+    """Scrape points from POINT_ROWS rows: (source, scrape, time, metric, sample, type, value)."""
+    wanted = vocab.series()
     points: dict[tuple[str, int], Point] = {}
     for source, scrape, t, metric, sample, kind, v in rows:
         key = (str(source), int(scrape))
@@ -553,6 +565,19 @@ class QueueCheck:
 QUEUE_TOLERANCE = 0.10
 
 
+def difference(records: float, counters: float) -> float:
+    """(records - counters) / counters; with no queue wait on the counters, any recorded wait
+    is all disagreement (1.0)."""
+    if counters > 0:
+        return (records - counters) / counters
+    return 1.0 if records > 0 else 0.0
+
+
+def vocabulary_named(server: str) -> Vocabulary:
+    """The vocabulary of a server by its name (an evidence pack names it)."""
+    return next(v for v in VOCABULARIES if v.server == server)
+
+
 def queue_check(
     con: Connection, t: Telemetry | None, min_requests: int, slice_table: str
 ) -> QueueCheck | None:
@@ -569,9 +594,7 @@ def queue_check(
     ).fetchall()[0]
     if not n or int(n) < min_requests or mean is None:
         return None
-    base = total.queue_mean_us
-    # no queue wait on the counters: any recorded wait is all disagreement
-    diff = (float(mean) - base) / base if base > 0 else (1.0 if mean > 0 else 0.0)
+    diff = difference(float(mean), total.queue_mean_us)
     return QueueCheck(
         float(mean),
         int(n),
