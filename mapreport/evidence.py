@@ -33,6 +33,7 @@ from mapreport.analysis.adaptation import shape_gain
 from mapreport.analysis.blocking import blocked_select
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Evidence, Thresholds
+from mapreport.analysis.consistency import QueueCheck, difference
 from mapreport.analysis.environment import check_environment
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
@@ -62,9 +63,7 @@ from mapreport.analysis.tail import (
 )
 from mapreport.analysis.telemetry import (
     POINT_ROWS,
-    QueueCheck,
     Telemetry,
-    difference,
     points_of,
     series_of,
     vocabulary_named,

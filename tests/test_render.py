@@ -51,12 +51,22 @@ def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, nam
 
     marks = titles(reader.outline)
     doc = json.loads((demo_reports / name / "findings.json").read_text())
-    # the demo has no per-op profile, compile log or load sweep: those three are not printed
-    # as empty sections but listed, with the input that adds each, under "Not measured"
+    # the demo has no per-op profile, compile log, load sweep, token timing, server metrics or
+    # MLPerf run: those are not printed as empty sections but listed, with the input that adds
+    # each, under "Not measured"
     assert doc["operators"] is None
     assert doc["compiles"] is None
     assert doc["load_sweep"] is None
-    missing = {"Per-operator mapping", "Compile cost per shape", "Batch policy across configs"}
+    assert doc["telemetry"] is None
+    assert doc["token_timing"] == doc["loadgen"] == []
+    missing = {
+        "Per-operator mapping",
+        "Compile cost per shape",
+        "Batch policy across configs",
+        "Token latency per shape",
+        "Server-side metrics",
+        "Benchmark runs (MLPerf)",
+    }
     assert [s.title for s in SECTIONS if s.title in marks] == [
         s.title for s in SECTIONS if s.title not in missing
     ]

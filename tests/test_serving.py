@@ -249,3 +249,27 @@ def test_token_timing_per_shape(tmp_path: Path) -> None:
     assert tokens["isl=128,osl=256"].ttft.p50 == 10_000.0  # 100 ms / 10, in us
     assert tokens["isl=4096,osl=256"].itl.p95 == 1_500.0
     assert tokens["isl=4096,osl=256"].input_tokens_p50 == 3000
+
+
+def test_an_sla_taken_from_mlperf_is_said(tmp_path: Path) -> None:
+    from mapreport.report import write_slice_report
+    from mapreport.report.export import SvgExporter
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, _native_requests(tmp_path / "r.runtime.jsonl", 100, 10.0))
+    summary = _mlperf_summary(tmp_path / "mlperf_log_summary.txt", 100_000, "0.99")
+    ingest_file(ds, summary, hints={"workload": "resnet"})
+    r = _analyze(ds, "resnet")
+    write_slice_report(r, tmp_path / "out", SvgExporter(), pdf=False)
+    html = (tmp_path / "out" / "report.html").read_text()
+    scope = html[
+        html.index('<section id="scope"') : html.index(
+            "</section>", html.index('<section id="scope"')
+        )
+    ]
+    assert "no SLA configured: the MLPerf Server run&#39;s target latency (p99)" in scope
+    runs = html[html.index('<section id="loadgen"') :]
+    assert "VALID" in runs[: runs.index("</section>")]
+    doc = json.loads((tmp_path / "out" / "findings.json").read_text())
+    assert doc["scope"]["sla_from"] == "MLPerf Server run's target latency (p99)"
+    assert doc["loadgen"][0]["results"]["latency_p99_us"] == 90.0

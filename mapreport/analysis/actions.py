@@ -21,8 +21,8 @@ from mapreport.analysis.common import (
     Review,
     Thresholds,
 )
+from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
-from mapreport.analysis.telemetry import QueueCheck
 from mapreport.kinds import (
     BLOCKERS,
     ActionKind,

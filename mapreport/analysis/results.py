@@ -21,6 +21,7 @@ from mapreport.analysis.drift import OpDrift, ShapeDrift
 
 if TYPE_CHECKING:
     from mapreport.analysis.observe import ProfileItem
+from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.loadgen import LoadgenRun
@@ -29,7 +30,7 @@ from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
-from mapreport.analysis.telemetry import QueueCheck, Telemetry
+from mapreport.analysis.telemetry import Telemetry
 from mapreport.analysis.tokens import TokenTiming
 from mapreport.kinds import BottleneckClass, Decision
 from mapreport.window import Window

@@ -28,6 +28,7 @@ from mapreport.analysis.checklist import (
 from mapreport.analysis.classify import ShapeClass, classify, read_blocked_share, read_tail
 from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
+from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.coverage import (
     BucketRow,
     Coverage,
@@ -58,7 +59,7 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
-from mapreport.analysis.telemetry import QueueCheck, Telemetry, queue_check, telemetry
+from mapreport.analysis.telemetry import Telemetry, telemetry
 from mapreport.analysis.tokens import TokenTiming, token_timing
 from mapreport.connection import Connection
 from mapreport.kinds import BottleneckClass, ClassBasis

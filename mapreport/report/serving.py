@@ -62,10 +62,14 @@ class ServingView:
 
 def _label(w: MetricWindow) -> str:
     if w.since_start:
-        return "since the server started" + (f" (to {clock(w.end_us)})" if w.end_us else "")
+        return "since the server started" + (f", to {clock(w.end_us)}" if w.end_us else "")
     if w.start_us is None or w.end_us is None:
-        return "between two scrapes"
-    return f"{clock(w.start_us)} – {clock(w.end_us)}"
+        text = "between two scrapes"
+    else:
+        start, end = clock(w.start_us), clock(w.end_us)
+        same_day = start[:10] == end[:10]
+        text = f"{start[:-4]} – {end[11:] if same_day else end}"
+    return text + (" (after a restart)" if w.reset else "")
 
 
 def _targets(run: LoadgenRun) -> tuple[TargetLine, ...]:

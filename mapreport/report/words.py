@@ -431,6 +431,8 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
         ]
         text = ", ".join(s for s in sla if s)
         if text:
+            if rv.sla_from:
+                return f"SLA from the {rv.sla_from}: {text} (none configured)"
             return f"SLA configured: {text}"
         return f"no SLA target configured for {r.name} ([[slices]] in the config)"
     if c.item == CheckItem.ENVIRONMENT:
