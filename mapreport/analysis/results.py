@@ -157,6 +157,11 @@ class SliceResult:
         )
 
     @property
+    def scheduling_measured(self) -> bool:
+        """The scheduling section has something to show."""
+        return self.scheduling is not None and self.scheduling.measured
+
+    @property
     def name(self) -> str:
         """`workload` or `workload/slice`."""
         return f"{self.workload}/{self.slice}" if self.slice else self.workload

@@ -118,6 +118,19 @@ class Scheduling:
     index weighs every shape's busy time and can read 1.000 while one shape runs slower on
     one core: a core-placement action rests on these."""
 
+    @property
+    def measured(self) -> bool:
+        """Anything to show: queue waits, batch sizes, cores, streams or fused buckets (a
+        client-side export has none of them)."""
+        return bool(
+            self.queue_by_stream
+            or self.queue_by_shape
+            or self.batch_impact
+            or self.cores
+            or len(self.streams) > 1  # one stream, the slice's unnamed one, compares nothing
+            or self.fusion
+        )
+
 
 def queue_profile(group: str, n: int, cdf: Sequence[float]) -> QueueProfile:
     """A queue-wait profile from its quantiles at CDF_GRID (p50/p95/p99 are points of it)."""

@@ -20,6 +20,9 @@ class Section:
     needs_requests: bool = False
     """Not measured when the slice has no request telemetry (a compile log, a layer profile
     or a load sweep alone)."""
+    needs_plan: bool = False
+    """Not measured when no compile plan names the slice (served traffic alone: nothing to
+    compare the runtime with)."""
     needs: str = ""
     """The result field (operators, compiles, sweep, telemetry, tokens, loadgen) that is None
     or empty when there is nothing to show."""
@@ -36,6 +39,7 @@ SECTIONS: tuple[Section, ...] = (
         "sections/accuracy.html.j2",
         ("predicted_vs_measured",),
         needs_requests=True,
+        needs_plan=True,
     ),
     Section(
         "adaptation",
@@ -43,6 +47,7 @@ SECTIONS: tuple[Section, ...] = (
         "sections/adaptation.html.j2",
         ("accuracy_vs_gain",),
         needs_requests=True,
+        needs_plan=True,
     ),
     Section(
         "operators",
@@ -57,12 +62,18 @@ SECTIONS: tuple[Section, ...] = (
         "Accuracy versus gain: decision per shape",
         "sections/decisions.html.j2",
         needs_requests=True,
+        needs_plan=True,
     ),
     Section("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
     Section("blocking", "Blocking behind adaptation", "sections/blocking.html.j2", (), True),
     Section("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
     Section(
-        "scheduling", "Scheduling quality", "sections/scheduling.html.j2", ("queue_ccdf",), True
+        "scheduling",
+        "Scheduling quality",
+        "sections/scheduling.html.j2",
+        ("queue_ccdf",),
+        True,
+        needs="scheduling_measured",
     ),
     Section("tokens", "Token latency per shape", "sections/tokens.html.j2", needs="tokens"),
     Section("serving", "Server-side metrics", "sections/serving.html.j2", needs="telemetry"),

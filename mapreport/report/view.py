@@ -314,7 +314,9 @@ def measured_sections(
     missing = tuple(
         (s, words.not_measured(s, r, formats))
         for s in SECTIONS
-        if (s.needs_requests and not r.requests) or (s.needs and not getattr(r, s.needs))
+        if (s.needs_requests and not r.requests)
+        or (s.needs_plan and not r.coverage.plans)
+        or (s.needs and not getattr(r, s.needs))
     )
     gone = {s.id for s, _ in missing}
     shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))

@@ -517,6 +517,12 @@ def not_measured(s: Section, r: SliceResult, formats: str) -> str:
             "log, a PyTorch profiler trace with request annotations, Triton trace files or "
             "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
         )
+    if s.needs_plan and not r.coverage.plans:
+        return (
+            "no compile plan names this slice, so there is no prediction to hold the runtime "
+            "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
+            "records add one"
+        )
     if s.needs == "operators":
         has = (
             "a compile plan but no per-op runtime timings"
@@ -540,6 +546,12 @@ def not_measured(s: Section, r: SliceResult, formats: str) -> str:
         return (
             "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
             "several with their times give per-interval figures) or OTLP metrics add them"
+        )
+    if s.needs == "scheduling_measured":
+        return (
+            "the requests state no queue wait, batch size, core or stream (client-side timing); "
+            "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
+            "add them"
         )
     if s.needs == "tokens":
         return "no token timing; an AIPerf profile export adds time to first token and ITL"
