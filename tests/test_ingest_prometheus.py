@@ -223,3 +223,28 @@ def test_sniffing() -> None:
     assert not sniff("SUT name : PySUT\nScenario : Server\n")
     assert not sniff('{"resourceSpans": []}\n')
     assert not sniff("a,b,c\n1,2,3\n")
+
+
+def test_a_huge_family_is_read_in_parts_keeping_its_type(tmp_path: Path) -> None:
+    from mapreport.ingest.prometheus import BLOCK_LINES
+
+    n = BLOCK_LINES * 2 + 7
+    path = tmp_path / "big.prom"
+    path.write_text(
+        "# TYPE q counter\n" + "".join(f'q{{model="m",i="{i}"}} {i}\n' for i in range(n))
+    )
+    ds, res = _ingest(tmp_path, path)
+    assert res.rows == {"metric_sample": n}  # type: ignore[attr-defined]
+    got = ds.connect().execute(
+        "SELECT count(*), min(type), max(type), sum(value), max(line) FROM metric_sample"
+    ).fetchall()
+    assert got == [(n, "counter", "counter", n * (n - 1) / 2, n + 1)]
+
+
+def test_a_family_that_parses_only_line_by_line_loses_no_sample(tmp_path: Path) -> None:
+    path = tmp_path / "clash.prom"
+    # each line is a sample, but a family's TYPE twice is refused by the parser
+    path.write_text("# TYPE a counter\na 1\n# TYPE a counter\na 2\n")
+    ds, res = _ingest(tmp_path, path)
+    kept = res.rows.get("metric_sample", 0)  # type: ignore[attr-defined]
+    assert kept + res.rejected == 2  # type: ignore[attr-defined]

@@ -46,6 +46,8 @@ SUFFIXES: dict[str, tuple[str, ...]] = {
     "info": ("_info",),
 }
 """The series names a declared family's samples may have besides its own name."""
+BLOCK_LINES = 10_000
+"""Sample lines parsed at a time (a family's samples beyond it are parsed in further parts)."""
 SNIFF_BYTES = 65536
 """What `read_head` gives sniffing: a head this long may end inside a line."""
 MAX_SCRAPES = 1_000_000
@@ -149,6 +151,11 @@ class PrometheusReader:
                             block = _Block(name)
                             scrape.seen.add(name)
                     block.lines.append((lineno, text))
+                    if len(block.lines) >= BLOCK_LINES:
+                        # a family of a million samples is parsed in parts, each under its
+                        # HELP/TYPE lines, so memory stays bounded by the part
+                        self._flush(sink, block, scrape)
+                        block = _Block(block.name, [x for x in block.lines if x[1][:1] == "#"])
             except (EOFError, zlib.error, gzip.BadGzipFile):
                 self._flush(sink, block, scrape)  # what came before the break is kept
                 sink.reject(None, None, TRUNCATED, b"")
@@ -163,29 +170,40 @@ class PrometheusReader:
         return _Scrape(0 if first else scrape.index + 1, time_us)
 
     def _flush(self, sink: Sink, block: _Block, scrape: _Scrape) -> None:
-        """Parse one block and add its samples (a bad line is rejected and the rest parsed)."""
+        """Parse one block and add its samples. When it does not parse, each line is tried
+        alone once: the bad ones are rejected by their line and the rest parsed again; lines
+        that parse alone but not together are each rejected with the parser's reason."""
         lines = block.lines
-        while lines:
-            try:
-                families = _parse("\n".join(t for _, t in lines) + "\n")
-            except ValueError:
-                bad = next((i for i, (_, t) in enumerate(lines) if not _parses(t)), None)
-                if bad is None:  # the lines parse alone but not together: name the block
-                    ln, text = lines[0]
-                    sink.reject(ln, block.name, "metric family does not parse", text)
-                    return
-                ln, text = lines[bad]
-                sink.reject(ln, _sample_name(text), "not a valid sample line", text)
-                lines = lines[:bad] + lines[bad + 1 :]
-                continue
-            self._add(sink, lines, families, scrape)
+        if not any(t[:1] != "#" for _, t in lines):
             return
+        try:
+            families = _parse("\n".join(t for _, t in lines) + "\n")
+        except ValueError:
+            good = []
+            for ln, text in lines:
+                if text[:1] == "#" or _parses(text):
+                    good.append((ln, text))
+                else:
+                    sink.reject(ln, _sample_name(text), "not a valid sample line", text)
+            if not any(t[:1] != "#" for _, t in good):
+                return
+            try:
+                families = _parse("\n".join(t for _, t in good) + "\n")
+            except ValueError as e:
+                why = f"metric family {block.name or ''} does not parse: {e}"[:200]
+                for ln, text in good:
+                    if text[:1] != "#":
+                        sink.reject(ln, _sample_name(text), why, text)
+                return
+            lines = good
+        self._add(sink, lines, families, scrape)
 
     @staticmethod
     def _add(
         sink: Sink, lines: list[tuple[int, str]], families: list[Metric], scrape: _Scrape
     ) -> None:
         numbers = [ln for ln, t in lines if not t.startswith("#")]
+        texts = dict(lines)
         samples = [(f, s) for f in families for s in f.samples]
         if len(samples) != len(numbers):  # the parser merged or split lines: no line numbers
             numbers = [None] * len(samples)  # type: ignore[list-item]
@@ -202,7 +220,7 @@ class PrometheusReader:
                         f"sample {s.name} does not belong to the {declared.type} "
                         f"{declared.name} its # TYPE line declares"
                     )
-                    sink.reject(line, s.name, why, _line_text(lines, line))
+                    sink.reject(line, s.name, why, texts.get(line, ""))
                     continue
                 kind, name = declared.type, declared.name
             labels = dict(s.labels)
@@ -214,7 +232,12 @@ class PrometheusReader:
                 quantile is not None and (q is None or not 0 <= q <= 1)
             ):
                 what, value = ("le", le) if le is not None and bound is None else ("quantile", q)
-                sink.reject(line, what, f"not a number: {value!r}", _line_text(lines, line))
+                sink.reject(
+                    line,
+                    what,
+                    f"not a number: {value!r}",
+                    texts.get(line, ""),
+                )
                 continue
             workload = sink.hints.get("workload") or next(
                 (labels[k] for k in WORKLOAD_LABELS if labels.get(k)), ""
@@ -230,7 +253,7 @@ class PrometheusReader:
                     "scrape": scrape.index,
                     "scrape_us": float(at) * 1e6 if at is not None else scrape.time_us,
                     "metric": name,
-                    "sample": _sample_name(_line_text(lines, line)) or s.name,
+                    "sample": _sample_name(texts.get(line, "")) or s.name,
                     "type": kind,
                     "labels": msgspec.json.encode(labels, order="sorted").decode()
                     if labels
@@ -275,7 +298,3 @@ def _bound(text: str | None) -> float | None:
 def _sample_name(text: str) -> str | None:
     m = re.match(r"[A-Za-z_:][A-Za-z0-9_:]*", text)
     return m.group(0) if m else None
-
-
-def _line_text(lines: list[tuple[int, str]], line: int | None) -> str:
-    return next((t for ln, t in lines if ln == line), "")
