@@ -235,9 +235,11 @@ def test_a_huge_family_is_read_in_parts_keeping_its_type(tmp_path: Path) -> None
     )
     ds, res = _ingest(tmp_path, path)
     assert res.rows == {"metric_sample": n}  # type: ignore[attr-defined]
-    got = ds.connect().execute(
-        "SELECT count(*), min(type), max(type), sum(value), max(line) FROM metric_sample"
-    ).fetchall()
+    got = (
+        ds.connect()
+        .execute("SELECT count(*), min(type), max(type), sum(value), max(line) FROM metric_sample")
+        .fetchall()
+    )
     assert got == [(n, "counter", "counter", n * (n - 1) / 2, n + 1)]
 
 
@@ -245,6 +247,6 @@ def test_a_family_that_parses_only_line_by_line_loses_no_sample(tmp_path: Path) 
     path = tmp_path / "clash.prom"
     # each line is a sample, but a family's TYPE twice is refused by the parser
     path.write_text("# TYPE a counter\na 1\n# TYPE a counter\na 2\n")
-    ds, res = _ingest(tmp_path, path)
+    _, res = _ingest(tmp_path, path)
     kept = res.rows.get("metric_sample", 0)  # type: ignore[attr-defined]
     assert kept + res.rejected == 2  # type: ignore[attr-defined]

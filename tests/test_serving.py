@@ -273,3 +273,20 @@ def test_an_sla_taken_from_mlperf_is_said(tmp_path: Path) -> None:
     doc = json.loads((tmp_path / "out" / "findings.json").read_text())
     assert doc["scope"]["sla_from"] == "MLPerf Server run's target latency (p99)"
     assert doc["loadgen"][0]["results"]["latency_p99_us"] == 90.0
+
+
+def test_replicas_scraped_into_their_own_files_are_not_mixed(tmp_path: Path) -> None:
+    """Two servers' scrape series of one model: each its own series (their counters never
+    subtracted from each other), the total adding both."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    a = [_counters(1_000, 0, 0, 1, 0.5), _counters(1_100, 1_000, 10_000, 1, 0.5)]
+    b = [_counters(50, 0, 0, 1, 0.5), _counters(250, 4_000, 40_000, 1, 0.5)]
+    ingest_file(ds, triton_scrapes(tmp_path / "replica-a.prom", a))
+    ingest_file(ds, triton_scrapes(tmp_path / "replica-b.prom", b))
+    t = _analyze(ds, "resnet").telemetry
+    assert t is not None
+    assert t.resets == 0
+    assert sorted(w.requests for w in t.windows) == [100, 200]
+    assert t.total is not None
+    assert t.total.requests == 300
+    assert t.total.queue_mean_us == 5_000 / 300

@@ -5,7 +5,8 @@ A run's latency target fills the slice's SLA when the configuration sets none.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from mapreport.analysis.common import Review
 from mapreport.analysis.query import records
@@ -68,23 +69,9 @@ def loadgen_runs(con: Connection, workload: str, slice_: str) -> tuple[LoadgenRu
         key = (r["scenario"], r["mode"], r["latency_p99_us"], r["latency_p50_us"])
         if key in out:
             continue
-        out[key] = LoadgenRun(
-            scenario=str(r["scenario"]),
-            mode=r["mode"],
-            valid=r["valid"],
-            loadgen_version=r["loadgen_version"],
-            run_at=r["run_at"],
-            errors=r["errors"],
-            target_qps=r["target_qps"],
-            target_latency_us=r["target_latency_us"],
-            target_latency_percentile=r["target_latency_percentile"],
-            target_ttft_us=r["target_ttft_us"],
-            target_tpot_us=r["target_tpot_us"],
-            samples_per_s=r["samples_per_s"],
-            tokens_per_s=r["tokens_per_s"],
-            results={k: float(r[k]) for k in RESULTS if r.get(k) is not None},
-            source_id=str(r["source_id"]),
-        )
+        stated: dict[str, Any] = {f.name: r[f.name] for f in fields(LoadgenRun) if f.name in r}
+        results = {k: float(r[k]) for k in RESULTS if r.get(k) is not None}
+        out[key] = LoadgenRun(**stated, results=results)
     return tuple(out.values())
 
 

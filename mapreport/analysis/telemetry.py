@@ -6,9 +6,10 @@ from summaries (as exported).
 
 Counters are cumulative: an interval's value is the difference between two scrapes; a counter
 that went down was reset (the server restarted) and the interval counts from zero, which is
-said. A series with one scrape gives the totals since the server started. Scrapes with times
-form one series across files (one `curl` per file); without times each file is its own series,
-in its scrape order. The metric names are the servers' own (VOCABULARIES).
+said. A series with one scrape gives the totals since the server started. Files of one timed
+scrape each form one series across files (one `curl` per file); a file holding a series is
+its own (one server's: several are replicas), in its scrape order. The metric names are the
+servers' own (VOCABULARIES).
 """
 
 from __future__ import annotations
@@ -248,13 +249,16 @@ def vocabulary_of(con: Connection, workload: str, slice_: str) -> Vocabulary | N
 
 
 def series_of(points: Sequence[Point]) -> list[list[Point]]:
-    """Points in the order they were scraped: one series over every file when all are timed,
-    else one per file."""
-    if points and all(p.time_us is not None for p in points):
-        return [sorted(points, key=lambda p: (p.time_us, p.source_id, p.scrape))]
+    """Points in the order they were scraped: one series over every file when each file is one
+    timed scrape (`curl -o` per scrape), else one per file in its scrape order (a file that
+    holds a series is one server's: several such files are several replicas, whose counters
+    must not be subtracted from each other)."""
     by_file: dict[str, list[Point]] = {}
     for p in points:
         by_file.setdefault(p.source_id, []).append(p)
+    timed = all(p.time_us is not None for p in points)
+    if points and timed and all(len(ps) == 1 for ps in by_file.values()):
+        return [sorted(points, key=lambda p: (p.time_us, p.source_id, p.scrape))]
     return [sorted(ps, key=lambda p: p.scrape) for _, ps in sorted(by_file.items())]
 
 

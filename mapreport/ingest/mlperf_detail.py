@@ -17,7 +17,7 @@ import msgspec
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.mlperf_spec import FIELDS, TEXT, number, workload_of
+from mapreport.ingest.mlperf_spec import TEXT, number, run_fields, workload_of
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 
 if TYPE_CHECKING:
@@ -79,27 +79,9 @@ class MlperfDetailReader:
         scenario = values.get(TEXT["scenario"][1])
         if scenario is None:
             raise InputError(path, None, TEXT["scenario"][1], "the log names no scenario")
-        row: dict[str, Any] = {
-            "workload": workload_of(path, sink.hints),
-            "slice": sink.hints.get("slice", ""),
-        }
-        used = set()
-        for column, (_, text_key) in TEXT.items():
-            row[column] = _text(values.get(text_key))
-            used.add(text_key)
-        for f in FIELDS:
-            key = next((k for k in f.detail if k in values), None)
-            if key is None:
-                row[f.column] = None
-                continue
-            used.add(key)
-            line, stated = values[key]
-            value = number(stated)
-            if value is None:
-                raise InputError(path, line, key, f"expected a number, got {stated!r}"[:160])
-            row[f.column] = None if f.unset_zero and value == 0 else value * f.scale
-        validity = _text(values.get("result_validity"))
-        row["valid"] = {"VALID": True, "INVALID": False}.get((validity or "").upper())
+        row, used = run_fields(path, values, "detail")
+        row["workload"] = workload_of(path, sink.hints)
+        row["slice"] = sink.hints.get("slice", "")
         row["loadgen_version"] = _text(values.get("loadgen_version"))
         row["run_at"] = _text(values.get("test_datetime"))
         errors = number(values.get("num_errors", (0, None))[1])

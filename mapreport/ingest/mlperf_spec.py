@@ -10,9 +10,12 @@ before `mlperf_log_summary.txt` (`workload_of`).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
+
+from mapreport.errors import InputError
 
 NS_TO_US = 1e-3
 LOG_NAMES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
@@ -97,6 +100,38 @@ FIELDS: tuple[RunField, ...] = (
 """Every numeric loadgen_run column."""
 TEXT = {"scenario": ("Scenario", "effective_scenario"), "mode": ("Mode", "effective_test_mode")}
 """Text columns: (summary label, detail key)."""
+VALIDITY = ("Result is", "result_validity")
+"""Where each log states VALID / INVALID."""
+Log = Literal["summary", "detail"]
+
+
+def run_fields(
+    path: Path, found: Mapping[str, tuple[int, Any]], log: Log
+) -> tuple[dict[str, Any], set[str]]:
+    """The loadgen_run columns one log states (`found`: label or key -> (line, value)), and the
+    labels or keys they used; a value that is no number is an error naming its line."""
+    side = 0 if log == "summary" else 1
+    row: dict[str, Any] = {}
+    used: set[str] = set()
+    for column, names in TEXT.items():
+        entry = found.get(names[side])
+        row[column] = None if entry is None or entry[1] is None else str(entry[1])
+        used.add(names[side])
+    for f in FIELDS:
+        name = next((x for x in (f.summary if side == 0 else f.detail) if x in found), None)
+        if name is None:
+            row[f.column] = None
+            continue
+        used.add(name)
+        line, stated = found[name]
+        value = number(stated)
+        if value is None:
+            raise InputError(path, line, name, f"expected a number, got {stated!r}"[:160])
+        row[f.column] = None if f.unset_zero and value == 0 else value * f.scale
+    validity = found.get(VALIDITY[side], (0, None))[1]
+    used.add(VALIDITY[side])
+    row["valid"] = {"VALID": True, "INVALID": False}.get(str(validity or "").upper())
+    return row, used
 
 
 def number(value: Any) -> float | None:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.mlperf_spec import FIELDS, TEXT, number, workload_of
+from mapreport.ingest.mlperf_spec import run_fields, workload_of
 from mapreport.ingest.records import LONG_LINE, bounded_lines, open_bytes
 
 if TYPE_CHECKING:
@@ -61,28 +61,9 @@ class MlperfSummaryReader:
                     notes.append(text.strip())
         if "Scenario" not in stated:
             raise InputError(path, None, "Scenario", "the summary names no scenario")
-        row: dict[str, Any] = {
-            "workload": workload_of(path, sink.hints),
-            "slice": sink.hints.get("slice", ""),
-        }
-        used = set()
-        for column, (text_label, _) in TEXT.items():
-            row[column] = stated.get(text_label, (0, None))[1]
-            used.add(text_label)
-        for f in FIELDS:
-            label = next((x for x in f.summary if x in stated), None)
-            if label is None:
-                row[f.column] = None
-                continue
-            used.add(label)
-            line, text = stated[label]
-            value = number(text)
-            if value is None:
-                raise InputError(path, line, label, f"expected a number, got {text!r}")
-            row[f.column] = None if f.unset_zero and value == 0 else value * f.scale
-        validity = stated.get("Result is", (0, ""))[1]
-        used.add("Result is")
-        row["valid"] = {"VALID": True, "INVALID": False}.get(validity.upper())
+        row, used = run_fields(path, stated, "summary")
+        row["workload"] = workload_of(path, sink.hints)
+        row["slice"] = sink.hints.get("slice", "")
         if any("No errors encountered" in n for n in notes):
             row["errors"] = 0
         row["extra"] = json_text(
