@@ -290,3 +290,16 @@ def test_replicas_scraped_into_their_own_files_are_not_mixed(tmp_path: Path) -> 
     assert t.total is not None
     assert t.total.requests == 300
     assert t.total.queue_mean_us == 5_000 / 300
+
+
+def test_a_metrics_only_slice_says_what_it_holds(tmp_path: Path) -> None:
+    from mapreport.report import prose
+    from mapreport.report.verdict import headline
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    scrapes = [_counters(0, 0, 0, 2, 0.5), _counters(200, 4_000, 20_000, 2, 0.7)]
+    ingest_file(ds, triton_scrapes(tmp_path / "metrics.prom", scrapes))
+    r = _analyze(ds, "resnet")
+    text = prose.summary(r, headline(r))
+    assert text.startswith("resnet: no per-request records; Triton's metrics over 2 scrapes: ")
+    assert "200 requests, queue share 20.0%, mean queue wait 20 µs" in text

@@ -179,7 +179,8 @@ def rollback_text(a: Action, name: str) -> str:
 
 
 def _offline(r: SliceResult) -> list[str]:
-    """What a slice without requests does hold: per-op mapping, compiles, a load sweep."""
+    """What a slice without requests does hold: per-op mapping, compiles, a load sweep, the
+    server's metrics, MLPerf runs."""
     parts = []
     ops = r.operators
     if ops is not None:
@@ -200,6 +201,20 @@ def _offline(r: SliceResult) -> list[str]:
             f"{plural(w.configs_total, 'model config')} swept at "
             f"{plural(w.points, 'load point')}, best {w.best or DASH}"
         )
+    t = r.telemetry.total if r.telemetry else None
+    if r.telemetry is not None and t is not None:
+        since = " since the server started" if t.since_start else ""
+        parts.append(
+            f"{r.telemetry.server}'s metrics over {plural(r.telemetry.scrapes, 'scrape')}: "
+            f"{t.requests:,.0f} requests{since}, queue share {pct(t.queue_share)}, mean queue "
+            f"wait {duration(t.queue_mean_us)}"
+        )
+    for run in r.loadgen:
+        valid = {True: "valid", False: "INVALID", None: "validity not stated"}[run.valid]
+        parts.append(
+            f"an MLPerf {run.scenario} run ({valid}), p99 latency "
+            f"{duration(run.results.get('latency_p99_us'))}"
+        )
     return parts or ["nothing to report beyond the data sources"]
 
 
@@ -219,14 +234,16 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         if sla is None
         else f" against an SLA of {duration(sla)} ({'met' if met else 'missed'})"
     )
+    mapping = (
+        f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
+        f"cost-model MAPE {pct(r.accuracy.mape_weighted)}"
+        if r.coverage.plans
+        else "no compile plan names it"
+    )
     if r.requests:
-        head = (
-            f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; "
-            f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
-            f"cost-model MAPE {pct(r.accuracy.mape_weighted)}."
-        )
+        head = f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; {mapping}."
     else:
-        head = f"{r.name}: no request telemetry; " + "; ".join(_offline(r)) + "."
+        head = f"{r.name}: no per-request records; " + "; ".join(_offline(r)) + "."
     head += tail_sentence(r)
     if not r.actions:
         return head + " No action is called for."
