@@ -102,3 +102,23 @@ def test_broken_rows(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         _read(tmp_path / "neg", neg)
     assert e.value.field == "Client Send"
+
+
+def test_average_latency_is_the_breakdowns_sum(tmp_path: Path) -> None:
+    """Without a verbose CSV's Avg latency, the average is what perf_analyzer splits it into."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, CSV)
+    got = ds.connect().execute("SELECT latency_avg_us FROM load_sweep ORDER BY line").fetchall()
+    with open(CSV, newline="") as fh:
+        cells = list(csv.DictReader(fh))
+    parts = (
+        "Client Send",
+        "Network+Server Send/Recv",
+        "Server Queue",
+        "Server Compute Input",
+        "Server Compute Infer",
+        "Server Compute Output",
+        "Client Recv",
+    )
+    assert [g[0] for g in got] == [sum(float(c[p]) for p in parts) for c in cells]
+    assert got[0][0] == 14_443  # concurrency 1: 225 + 2148 + 64 + 206 + 11781 + 19 + 0

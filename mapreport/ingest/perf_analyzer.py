@@ -8,8 +8,11 @@ file's name without its suffixes; the config is the file's name (one CSV per mod
 so runs of several configs of one model compare side by side. Client time split: `send/recv`
 or `request/response` (verbose CSV), else Client Send + Client Recv; `response wait` (verbose)
 is the client's wait. `Network+Server Send/Recv`, `Client Send`, `Client Recv` and any column
-not declared here are kept in `extra`. GPU columns (`--collect-metrics`) hold one
-`<gpu uuid>:<value>;` pair per GPU: utilisation is their mean, memory used their sum.
+not declared here are kept in `extra`. Without `Avg latency` (verbose CSV), the average latency
+is the sum of the breakdown (client send, network + server send/recv, server queue, compute
+input, infer and output, client recv), which is how perf_analyzer splits it. GPU columns
+(`--collect-metrics`) hold one `<gpu uuid>:<value>;` pair per GPU: utilisation is their mean,
+memory used their sum.
 """
 
 from __future__ import annotations
@@ -130,6 +133,12 @@ class PerfAnalyzerReader:
             )
         elif "Client Send" in split and "Client Recv" in split:
             row["client_send_recv_us"] = split["Client Send"] + split["Client Recv"]
+        if row["latency_avg_us"] is None and len(split) == len(SPLIT):
+            # perf_analyzer's breakdown columns are averages that add up to the average latency
+            parts = [row["server_queue_us"], row["server_compute_input_us"]]
+            parts += [row["server_compute_infer_us"], row["server_compute_output_us"]]
+            if all(p is not None for p in parts):
+                row["latency_avg_us"] = sum(split.values()) + sum(parts)
         if record.get(GPU_UTILIZATION):
             util = _per_gpu(record[GPU_UTILIZATION], GPU_UTILIZATION)
             row["gpu_utilization"] = sum(util) / len(util) if util else None
