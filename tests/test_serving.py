@@ -60,7 +60,7 @@ def test_client_side_tail_asks_for_server_side_timing(tmp_path: Path) -> None:
     asked = sorted(a.params.get("field") for a in r.actions if "field" in a.params)
     assert asked == ["compute_start_us", "core", "mem_peak_bytes", "queue_start_us"]
     obs = [a for a in r.actions if a.kind == ActionKind.OBSERVABILITY]
-    assert len({a.id for a in obs}) == len(obs) == 6  # four fields, two environment sides
+    assert len({a.id for a in obs}) == len(obs) == 5  # four fields, the runtime environment
 
 
 def triton_scrapes(path: Path, scrapes: list[dict[str, float]], t0_s: int = 1_764_468_000) -> Path:
@@ -303,3 +303,16 @@ def test_a_metrics_only_slice_says_what_it_holds(tmp_path: Path) -> None:
     text = prose.summary(r, headline(r))
     assert text.startswith("resnet: no per-request records; Triton's metrics over 2 scrapes: ")
     assert "200 requests, queue share 20.0%, mean queue wait 20 µs" in text
+
+
+def test_a_served_slice_is_asked_for_no_compile_side_environment(tmp_path: Path) -> None:
+    """No compile plan or compile log names qwen-chat-like slices: the environment lock asks
+    only for the runtime side's record (before: a blocker for a compile-side file that cannot
+    exist)."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, aiperf_export(tmp_path / "a.jsonl", [100.0] * 30), hints={"workload": "chat"})
+    r = _analyze(ds, "chat")
+    assert r.environment.sides == ("runtime",)
+    assert r.environment.missing_sides == ("runtime",)
+    asked = [a.missing_side for a in r.actions if a.missing_side]
+    assert asked == ["runtime"]

@@ -10,6 +10,17 @@ from mapreport.analysis.query import records
 from mapreport.connection import Connection
 from mapreport.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
+SIDES = ("compile", "runtime")
+RUNTIME_TABLES = (
+    "request",
+    "op_exec",
+    "adaptation_event",
+    "load_sweep",
+    "metric_sample",
+    "loadgen_run",
+)
+"""Tables whose rows make a slice's runtime side."""
+
 
 @dataclass(frozen=True)
 class EnvMismatch:
@@ -29,25 +40,36 @@ class EnvironmentCheck:
     mismatches: tuple[EnvMismatch, ...]
     missing_sides: tuple[str, ...]
     compared_keys: tuple[str, ...]
+    sides: tuple[str, ...] = SIDES
+    """The sides the slice has data of: a served model without a compile plan or compile log
+    has no compile side to record, and a compile log alone no runtime side."""
 
     @property
     def locked(self) -> bool:
-        """True when both sides are present and every compared key matches."""
+        """True when every side the slice has is recorded and every compared key matches."""
         return not self.mismatches and not self.missing_sides
+
+    @property
+    def compared(self) -> bool:
+        """Both sides exist, so the lock compares them (else it is one side's record)."""
+        return self.sides == SIDES
 
 
 def _values(rows: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
     return tuple(sorted({str(r[key]) for r in rows if r.get(key) is not None}))
 
 
-def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
-    """Compare the environment records of a slice's compile-side and runtime-side files.
+def check_environment(
+    rows: Sequence[dict[str, Any]], expected: tuple[str, ...] = ("compile", "runtime")
+) -> EnvironmentCheck:
+    """Compare the environment records of a slice's compile-side and runtime-side files;
+    `expected`: the sides the slice has data of (only those can be missing).
 
     A key differs when both sides state it with different values, or when one side holds
     several values (files of one side captured in different environments).
     """
-    sides = {s: [r for r in rows if r["side"] == s] for s in ("compile", "runtime")}
-    missing = tuple(s for s, rs in sides.items() if not rs)
+    sides = {s: [r for r in rows if r["side"] == s] for s in SIDES}
+    missing = tuple(s for s, rs in sides.items() if not rs and s in expected)
     shown = {
         s: {k: ", ".join(v) for k in ENVIRONMENT_SHOWN if (v := _values(rs, k))}
         for s, rs in sides.items()
@@ -66,7 +88,28 @@ def check_environment(rows: Sequence[dict[str, Any]]) -> EnvironmentCheck:
         mismatches=tuple(mismatches),
         missing_sides=missing,
         compared_keys=tuple(compared),
+        sides=tuple(s for s in SIDES if s in expected),
     )
+
+
+def sides_with_data(con: Connection, workload: str, slice_: str) -> tuple[str, ...]:
+    """The sides a slice has records of: compile (plans, compile events; a record naming no
+    slice serves every slice of its workload) and runtime (requests, profiled ops, adaptation
+    events, load sweeps, server metrics, loadgen runs)."""
+    branches = [
+        *(("compile", t, "slice IN ($s, '')") for t in ("compile_plan", "compile_event")),
+        *(("runtime", t, "slice = $s") for t in RUNTIME_TABLES),
+    ]
+    # one row at most per table: no table is scanned past its first match
+    sql = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT '{side}' AS side FROM {table} WHERE workload = $w AND {where}"
+        " LIMIT 1)"
+        for side, table, where in branches
+    )
+    have = {str(r[0]) for r in con.execute(sql, {"w": workload, "s": slice_}).fetchall()}
+    compile_side, runtime_side = "compile" in have, "runtime" in have
+    found = tuple(s for s, has in zip(SIDES, (compile_side, runtime_side), strict=True) if has)
+    return found or SIDES
 
 
 def environments(con: Connection, source_ids: list[str], workload: str) -> list[dict[str, Any]]:

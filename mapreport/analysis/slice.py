@@ -41,7 +41,12 @@ from mapreport.analysis.coverage import (
 )
 from mapreport.analysis.decision import decide
 from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, op_drifts
-from mapreport.analysis.environment import EnvironmentCheck, check_environment, environments
+from mapreport.analysis.environment import (
+    EnvironmentCheck,
+    check_environment,
+    environments,
+    sides_with_data,
+)
 from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
 from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
@@ -217,7 +222,8 @@ def slice_step(ctx: Context, f: Facts) -> None:
         )
         for x in query.source_files(ctx.con, source_ids)
     )
-    f.environment = check_environment(environments(ctx.con, source_ids, ctx.workload))
+    rows = environments(ctx.con, source_ids, ctx.workload)
+    f.environment = check_environment(rows, sides_with_data(ctx.con, ctx.workload, ctx.slice))
     f.over_sla = over_sla(ctx.rows, f.latency, ctx.review, ctx.th)
 
 

@@ -436,6 +436,8 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
             return f"SLA configured: {text}"
         return f"no SLA target configured for {r.name} ([[slices]] in the config)"
     if c.item == CheckItem.ENVIRONMENT:
+        if env.locked and not env.compared:
+            return f"the {' and '.join(env.sides)} side is recorded (the slice has no other)"
         if env.locked:
             return f"both sides match on {', '.join(env.compared_keys)}"
         return "; ".join(
