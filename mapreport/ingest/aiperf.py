@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import BadRecord, iter_jsonl
+from mapreport.ingest.records import accepted, iter_jsonl
 from mapreport.ingest.spec import Field, FieldError, as_float, convert_value
 from mapreport.schema import INT32_MAX
 from mapreport.shapes import SEQUENCE_EDGES, UNKNOWN, ShapeError, parse_edges, sequence_shape
@@ -105,10 +105,7 @@ class AiperfReader:
             except ShapeError as e:
                 raise InputError(path, None, "sequence_buckets", str(e)) from None
         workload = sink.hints.get("workload") or path.resolve().parent.name
-        for line, rec in iter_jsonl(path):
-            if isinstance(rec, BadRecord):
-                sink.reject(line, rec.field, rec.reason, rec.raw)
-                continue
+        for line, rec in accepted(iter_jsonl(path), sink):
             try:
                 row = self._row(rec, edges)
             except FieldError as e:

@@ -20,7 +20,7 @@ import msgspec
 from mapreport.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import BadRecord, iter_jsonl
+from mapreport.ingest.records import accepted, iter_jsonl
 from mapreport.ingest.spec import as_float
 
 if TYPE_CHECKING:
@@ -69,10 +69,7 @@ class AiperfGpuReader:
         """One gauge row per metric per sample line; one environment row per host and GPU."""
         hosts: dict[tuple[str, str], tuple[int, int]] = {}
         workload = sink.hints.get("workload", "")
-        for line, rec in iter_jsonl(path):
-            if isinstance(rec, BadRecord):
-                sink.reject(line, rec.field, rec.reason, rec.raw)
-                continue
+        for line, rec in accepted(iter_jsonl(path), sink):
             problem = _problem(rec)
             if problem is not None:
                 sink.reject(line, problem[0], problem[1], json_text(rec) or "")

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import BadRecord, csv_header, iter_csv
+from mapreport.ingest.records import accepted, csv_header, iter_csv
 from mapreport.ingest.spec import Field, FieldError, convert_value
 
 if TYPE_CHECKING:
@@ -102,10 +102,7 @@ class PerfAnalyzerReader:
         if load is None:
             raise InputError(path, 1, None, "header must start with Concurrency or Request Rate")
         named = sink.hints.get("workload") or _suffixless(path)
-        for line, record in iter_csv(path):
-            if isinstance(record, BadRecord):
-                sink.reject(line, record.field, record.reason, record.raw)
-                continue
+        for line, record in accepted(iter_csv(path), sink):
             record = {k.lstrip("\ufeff"): v for k, v in record.items()}
             try:
                 row = self._row(record, load, named, path)

@@ -10,14 +10,17 @@ from __future__ import annotations
 import csv
 import gzip
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any, Generic, Literal, NamedTuple, TypeVar, cast
+from typing import IO, TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar, cast
 
 import msgspec
 
 from mapreport.errors import InputError
 from mapreport.ingest.gunzip import Gunzip
+
+if TYPE_CHECKING:
+    from mapreport.ingest.sink import Sink
 
 Container = Literal["jsonl", "csv", "parquet"]
 
@@ -37,6 +40,7 @@ class BadRecord(NamedTuple):
 
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 
 class JsonDecoder(Generic[T]):
@@ -117,6 +121,15 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
             yield lineno, decoder.decode(raw)
         except msgspec.DecodeError as e:
             yield lineno, BadRecord(None, f"invalid JSON: {e}", raw[:2000])
+
+
+def accepted(stream: Iterable[tuple[int, R | BadRecord]], sink: Sink) -> Iterator[tuple[int, R]]:
+    """The decoded records of a stream; each BadRecord goes to `sink.reject` by its line."""
+    for line, rec in stream:
+        if isinstance(rec, BadRecord):
+            sink.reject(line, rec.field, rec.reason, rec.raw)
+        else:
+            yield line, rec
 
 
 def iter_jsonl_batches(path: Path, size: int) -> Iterator[list[tuple[int, bytes | BadRecord]]]:
