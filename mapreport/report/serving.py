@@ -35,6 +35,7 @@ class WindowLine:
     label: str
     m: MetricWindow
     reset: bool
+    """Shown muted: a restart inside it (never on the total row, which adds every interval)."""
 
 
 @dataclass(frozen=True)
