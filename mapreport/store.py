@@ -30,6 +30,8 @@ import json
 import logging
 import os
 import shutil
+import tempfile
+from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -114,12 +116,16 @@ class _Index:
     by_sha: dict[str, LogEntry]
     by_path: dict[str, list[str]] = field(default_factory=dict)
     """Live source ids per input path."""
+    sizes: Counter[int] = field(default_factory=Counter)
+    """Live entries per file size."""
+    retired_sizes: frozenset[int | None] = frozenset()
+    """Sizes of retired files (None: a record written before sizes were kept)."""
 
     @classmethod
-    def of(cls, entries: list[LogEntry]) -> _Index:
+    def of(cls, entries: list[LogEntry], retired_sizes: frozenset[int | None]) -> _Index:
         """The index of a log read from disk."""
         dead = {s for e in entries for s in e.supersedes}
-        idx = cls(entries, {}, {}, {})
+        idx = cls(entries, {}, {}, {}, retired_sizes=retired_sizes)
         for e in entries:
             if e.source_id not in dead:
                 idx.add(e)
@@ -131,6 +137,7 @@ class _Index:
         self.by_file.setdefault((e.path, e.size_bytes, e.mtime_ns), e)
         self.by_sha.setdefault(e.sha256, e)
         self.by_path.setdefault(e.path, []).append(e.source_id)
+        self.sizes[e.size_bytes] += 1
 
     def commit(self, e: LogEntry) -> None:
         """A new entry, which supersedes its path's earlier versions."""
@@ -140,6 +147,7 @@ class _Index:
             if gone is not None:
                 self.by_path[gone.path].remove(old)
                 self.by_file.pop((gone.path, gone.size_bytes, gone.mtime_ns), None)
+                self.sizes[gone.size_bytes] -= 1
                 if self.by_sha.get(gone.sha256) is gone:
                     del self.by_sha[gone.sha256]
         self.add(e)
@@ -178,7 +186,7 @@ class Dataset(HistoryFiles):
         """The log's index: the writer's own while it holds the lock, else read from disk."""
         if self._index is not None:
             return self._index
-        idx = _Index.of(self._read_logs())
+        idx = _Index.of(self._read_logs(), self._retired_sizes())
         if self._owner:
             self._index = idx
         return idx
@@ -240,15 +248,29 @@ class Dataset(HistoryFiles):
         """The live entry for a file content, if that content was already ingested."""
         return self._current().by_sha.get(sha256)
 
+    def may_hold(self, size: int) -> bool:
+        """Whether a file of `size` bytes could be one the dataset holds or retired (its hash
+        is then needed before it is read); a size no live or retired file has is new content."""
+        idx = self._current()
+        return idx.sizes[size] > 0 or size in idx.retired_sizes or None in idx.retired_sizes
+
+    def _retired_sizes(self) -> frozenset[int | None]:
+        sizes: set[int | None] = set()
+        for f in (self.root / RETIRED).glob("*.json"):
+            try:
+                size = json.loads(f.read_bytes()).get("size_bytes")
+            except (OSError, ValueError, AttributeError):
+                size = None  # unreadable: any size may be it, so every file is hashed first
+            sizes.add(size if isinstance(size, int) else None)
+        return frozenset(sizes)
+
     # -- staging and commit -------------------------------------------------------------------
 
-    def staging_dir(self, source_id: str) -> Path:
-        """A fresh private folder in which one source file's rows are written before commit."""
-        d = self.root / STAGING / f"{source_id}.{os.getpid()}"
-        if d.exists():
-            shutil.rmtree(d)
-        d.mkdir(parents=True)
-        return d
+    def staging_dir(self) -> Path:
+        """A fresh private folder in which one source file's rows are written before commit
+        (named before the file's hash is known: it is computed while the file is read)."""
+        (self.root / STAGING).mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}.", dir=self.root / STAGING))
 
     @staticmethod
     def table_path(
@@ -426,7 +448,12 @@ class Dataset(HistoryFiles):
                 e = live.get(source_id)
                 if e is not None:  # the record first: a crash after it leaves the file retired
                     (self.root / RETIRED).mkdir(exist_ok=True)
-                    record = {"path": e.path, "sha256": e.sha256, "retired_before": keep_from}
+                    record = {
+                        "path": e.path,
+                        "sha256": e.sha256,
+                        "size_bytes": e.size_bytes,
+                        "retired_before": keep_from,
+                    }
                     atomic_write(
                         self.root / RETIRED / f"{source_id}.json", json.dumps(record).encode()
                     )

@@ -381,8 +381,8 @@ def test_a_split_inside_an_event_is_dropped(tmp_path: Path, monkeypatch: Any) ->
     raw = f.read_bytes()
     inside = raw.index(b"k1500 }, { x") + len(b"k1500 }, ")
 
-    def start(cls: Any, path: Path) -> Any:
-        return cls(path, inside)
+    def start(cls: Any, path: Path, spill: Path) -> Any:
+        return cls(path, inside, spill)
 
     monkeypatch.setattr(kineto._Split, "start", classmethod(start))
     one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
@@ -432,7 +432,7 @@ def test_a_failed_helper_half_is_read_here(tmp_path: Path, monkeypatch: Any) -> 
     reads the second half itself."""
     from mapreport.ingest import kineto_events as kineto
 
-    def broken(path: Path, split: int) -> list[bytes]:
+    def broken(path: Path, split: int, spill: Path) -> list[bytes]:
         raise MemoryError("simulated")
 
     monkeypatch.setattr(kineto, "_second_half", broken)

@@ -271,10 +271,71 @@ def test_unchanged_file_is_not_hashed_again(
         raise AssertionError("an unchanged file was hashed again")
 
     monkeypatch.setattr(ingest_mod, "file_sha256", no_hash)
+    monkeypatch.setattr(ingest_mod.Digest, "start", no_hash)
     assert ingest_file(ds, src).status == "unchanged"
     monkeypatch.undo()
     os.utime(src, ns=(1, 1))  # same content, another modification time: hashed, still the same
     assert ingest_file(ds, src).status == "unchanged"
+
+
+def test_new_content_is_hashed_while_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file whose size no dataset file has cannot be one the dataset holds: it is hashed on
+    a thread while it is read (never beforehand), and its rows carry that hash's source id."""
+    import hashlib
+
+    import mapreport.ingest as ingest_mod
+
+    def not_first(path: Path) -> str:
+        raise AssertionError("hashed before it was read")
+
+    monkeypatch.setattr(ingest_mod, "file_sha256", not_first)
+    src = _one_request(tmp_path / "w.runtime.jsonl")
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, src)
+    sha = hashlib.sha256(src.read_bytes()).hexdigest()
+    assert (res.status, res.source_id) == ("ingested", sha[:20])
+    assert [e.sha256 for e in ds.log()] == [sha]
+    assert [r["source_id"] for r in rows(ds, "request")] == [sha[:20]]
+
+
+def test_a_file_of_a_known_size_is_hashed_before_it_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A copy of an ingested file under another name has that file's size: its hash comes
+    first and finds it, so it is never read; a file of another size is read."""
+    from mapreport.ingest import native
+
+    src = _one_request(tmp_path / "w.runtime.jsonl")
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, src)
+    copy = tmp_path / "copy.runtime.jsonl"
+    copy.write_bytes(src.read_bytes())
+    assert ds.may_hold(copy.stat().st_size)
+    assert not ds.may_hold(copy.stat().st_size + 1)
+
+    def never(*args: Any) -> None:
+        raise AssertionError("a known content was read again")
+
+    for reader in native.NATIVE_READERS:
+        monkeypatch.setattr(type(reader), "read", never)
+    assert ingest_file(ds, copy).status == "unchanged"
+
+
+def test_a_retired_record_without_a_size_hashes_every_file_first(tmp_path: Path) -> None:
+    """Retired files are found by their hash; a record from before sizes were kept could be
+    any size, so then every file is hashed before it is read."""
+    src = _one_request(tmp_path / "w.runtime.jsonl")
+    ds = Dataset(tmp_path / "ds", create=True)
+    size = src.stat().st_size
+    assert not ds.may_hold(size)
+    (ds.root / "retired").mkdir()
+    (ds.root / "retired" / "a.json").write_text(json.dumps({"size_bytes": size + 5}))
+    assert not Dataset(ds.root).may_hold(size)
+    assert Dataset(ds.root).may_hold(size + 5)
+    (ds.root / "retired" / "b.json").write_text(json.dumps({"path": "x", "sha256": "0" * 64}))
+    assert Dataset(ds.root).may_hold(size)
 
 
 def test_dataset_written_before_a_column_was_added(tmp_path: Path) -> None:

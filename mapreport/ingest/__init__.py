@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import gzip
-import hashlib
 import shutil
 import zlib
 from collections.abc import Iterator
@@ -20,6 +19,7 @@ from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
 from mapreport.ingest.base import Head, Reader
+from mapreport.ingest.digest import Digest, file_sha256
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.mlperf_detail import MlperfDetailReader
 from mapreport.ingest.mlperf_summary import MlperfSummaryReader
@@ -102,15 +102,6 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes, streamed."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 @dataclass(frozen=True)
 class IngestResult:
     """What ingesting one file did."""
@@ -186,17 +177,21 @@ def stage_file(
     same = dataset.same_file(str(path), st.st_size, st.st_mtime_ns)
     if same is not None:
         return Staged(IngestResult(path, same.source_id, same.format, "unchanged", same.rows, 0))
-    sha = file_sha256(path)
-    source_id = sha[:20]
-    known = dataset.find(sha)
-    if known is not None:
-        return Staged(IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0))
-    if dataset.retired(sha):  # its rows aged out (run.retain_days): not read back in
-        return Staged(IngestResult(path, sha[:20], "", "retired", {}, 0))
+    if dataset.may_hold(st.st_size):  # the hash decides whether the file is read at all
+        sha = file_sha256(path)
+        known = dataset.find(sha)
+        if known is not None:
+            result = IngestResult(path, known.source_id, known.format, "unchanged", known.rows, 0)
+            return Staged(result)
+        if dataset.retired(sha):  # its rows aged out (run.retain_days): not read back in
+            return Staged(IngestResult(path, sha[:20], "", "retired", {}, 0))
+        digest = Digest.of(sha)
+    else:  # new content: hashed while it is read
+        digest = Digest.start(path)
     reader = get_reader(fmt) if fmt else detect(path)
-    staging = dataset.staging_dir(source_id)
+    staging = dataset.staging_dir()
     chosen = policy or reader.default_policy
-    sink = Sink(staging, source_id, path, chosen, dict(hints or {}), night or UNDATED)
+    sink = Sink(staging, digest, path, chosen, dict(hints or {}), night or UNDATED)
     try:
         with gc_paused():
             try:
@@ -208,6 +203,7 @@ def stage_file(
                 ) from None
         sink.enforce_unique()
         rows = sink.close()
+        sha, source_id = digest.sha256, digest.source_id
     except BaseException:
         sink.abandon()  # writes in flight finish before their folder goes
         shutil.rmtree(staging, ignore_errors=True)

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from mapreport.errors import ErrorPolicy, InputError
 from mapreport.files import write_parquet
+from mapreport.ingest.digest import Digest
 from mapreport.ingest.spec import MAX_MAGNITUDE, out_of_range
 from mapreport.schema import DAY_PARTITIONED, PARTITIONED, TABLES
 from mapreport.store import Dataset
@@ -38,7 +39,8 @@ class Sink:
     """Collects one source file's rows, partitioned by workload, and its rejected records."""
 
     staging: Path
-    source_id: str
+    digest: Digest | str
+    """The source file's content hash, or its source id (a helper's sink, a test's)."""
     path: Path
     policy: ErrorPolicy = "abort"
     hints: dict[str, str] = field(default_factory=dict)
@@ -56,6 +58,15 @@ class Sink:
     _seq: int = 0
     _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
     _writing: deque[Future[None]] = field(default_factory=deque, repr=False)
+    _source_id: str | None = field(default=None, repr=False)
+
+    @property
+    def source_id(self) -> str:
+        """The source id every row carries; the first use waits for the hash (`digest.py`)."""
+        if self._source_id is None:
+            d = self.digest
+            self._source_id = d if isinstance(d, str) else d.source_id
+        return self._source_id
 
     def add(self, table: str, line: int | None, row: dict[str, Any]) -> None:
         """Add one canonical row; provenance columns are filled in here and columns the row
