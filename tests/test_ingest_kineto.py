@@ -6,6 +6,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -183,7 +184,7 @@ def test_streamed_runs_cut_only_between_events(tmp_path: Path) -> None:
     """Runs of a few hundred bytes: cuts land next to `}, {` inside strings and nested lists,
     the array sits between other keys, and every event still arrives once, in order."""
     from mapreport.ingest import jsonarray
-    from mapreport.ingest.kineto_events import _decode_run
+    from mapreport.ingest.kineto_columns import decode_run
 
     events = [
         {**GOOD, "name": f'k{i} }}, {{ "x": [{{}}, {{}}]', "args": {**GOOD["args"], "n": [{}, {}]}}
@@ -194,7 +195,7 @@ def test_streamed_runs_cut_only_between_events(tmp_path: Path) -> None:
     import io
 
     stream = jsonarray.ArrayStream(
-        io.BytesIO(raw), b"traceEvents", _decode_run, lambda r: len(r.events), block=512
+        io.BytesIO(raw), b"traceEvents", decode_run, lambda r: len(r.events), block=512
     )
     runs = list(stream)
     assert len(runs) > 20
@@ -412,7 +413,7 @@ def test_a_stop_before_the_array_is_never_taken() -> None:
     import io
 
     from mapreport.ingest.jsonarray import ArrayStream
-    from mapreport.ingest.kineto_events import _decode_run
+    from mapreport.ingest.kineto_columns import decode_run
 
     events = [{**GOOD, "name": f"k{i}"} for i in range(40)]
     raw = json.dumps(
@@ -421,7 +422,7 @@ def test_a_stop_before_the_array_is_never_taken() -> None:
     start = raw.index(b"[", raw.index(b'"traceEvents"')) + 1
     for stop in range(1, start + 1):
         stream = ArrayStream(
-            io.BytesIO(raw), b"traceEvents", _decode_run, lambda r: len(r.events), 256, stop
+            io.BytesIO(raw), b"traceEvents", decode_run, lambda r: len(r.events), 256, stop
         )
         names = [e.name for run in stream for e in run.events if e is not None]
         assert (stream.stopped, names) == (False, [e["name"] for e in events]), stop
@@ -572,3 +573,40 @@ def test_request_annotations_are_requests_without_an_arrival(tmp_path: Path) -> 
         ("r2", "unknown", 20.0, 21.0, 20.0, False, "ok"),
         ("r3", "unknown", 30.0, 31.0, 30.0, False, "ok"),
     ]
+
+
+@pytest.mark.parametrize("policy", ["quarantine", None])
+def test_a_gzip_trace_read_by_two_processes_as_by_one(
+    tmp_path: Path, monkeypatch: Any, policy: str | None
+) -> None:
+    """A gzip trace is decompressed into a plain spool while it is read; once the spool is
+    whole a helper reads its second half: the tables, rejections and first error are those
+    of one process reading the stream alone (small runs, so the spool is whole mid-way)."""
+    from mapreport.ingest import jsonarray
+    from mapreport.ingest import kineto_events as kineto
+
+    events: list[Any] = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
+    events[10] = {**GOOD, "dur": -1.0}
+    events[2500] = {**GOOD, "ts": "soon"}
+    if policy is None:  # abort: the first bad event is in the helper's half
+        events[10] = GOOD
+    plain = _plain_trace(tmp_path / "t.json", events)
+    f = tmp_path / "t.json.gz"
+    f.write_bytes(gzip.compress(plain.read_bytes()))
+    monkeypatch.setattr(jsonarray, "BLOCK", 4096)
+    real = kineto._Split.late.__func__  # type: ignore[attr-defined]
+
+    def late(cls: Any, fh: Any, stream: Any, spill: Path) -> Any:
+        while fh.complete() is None:  # the spool's process is quick; here it is waited for
+            time.sleep(0.001)
+        return real(cls, fh, stream, spill)
+
+    monkeypatch.setattr(kineto._Split, "late", classmethod(late))
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch, policy)
+    assert used == [True]
+    assert two == one
+    if policy is None:
+        assert one[:3] == ("error", 2501, None)
+    else:
+        assert one[1] == 2
+        assert one[0]["op_exec"] == 2998

@@ -31,17 +31,35 @@ def disable() -> None:
     _enabled = False
 
 
-def available(size: int, head: bytes) -> bool:
-    """Whether a file of `size` bytes starting with `head` is worth a helper here: large,
-    not gzipped (a gzip stream cannot be entered in the middle), two cores or more, fork
-    available, and helpers not `disable`d in this process."""
+def possible() -> bool:
+    """Whether this process may start helpers: two cores or more, fork available, and
+    helpers not `disable`d here."""
     return (
         _enabled
-        and size >= MIN_BYTES
-        and not head.startswith(b"\x1f\x8b")
         and (os.cpu_count() or 1) >= 2
         and "fork" in multiprocessing.get_all_start_methods()
     )
+
+
+def available(size: int, head: bytes) -> bool:
+    """Whether a file of `size` bytes starting with `head` is worth a helper here: large,
+    not gzipped (a gzip stream cannot be entered in the middle) and `possible`."""
+    return size >= MIN_BYTES and not head.startswith(b"\x1f\x8b") and possible()
+
+
+def large_gzip(path: Path) -> bool:
+    """Whether a gzip file likely inflates to MIN_BYTES or more (its trailer's size, which
+    is modulo 4 GiB, or its own size), so that a plain copy of it is worth a helper."""
+    try:
+        with open(path, "rb") as fh:
+            if fh.read(2) != b"\x1f\x8b":
+                return False
+            total = fh.seek(0, os.SEEK_END)
+            fh.seek(max(total - 4, 0))
+            inflated = int.from_bytes(fh.read(4), "little")
+    except OSError:
+        return False
+    return max(inflated, total) >= MIN_BYTES and possible()
 
 
 def start_window(path: Path, size: int = 1 << 20) -> tuple[int, bytes] | None:

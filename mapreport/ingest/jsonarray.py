@@ -83,9 +83,20 @@ class ArrayStream(Generic[T]):
         """The document up to the array's `[` (empty when `inside`)."""
         self.elements = 0
         self.stopped = False
+        self._read_to = 0
 
     def _read(self) -> bytes:
-        return self._fh.read(self._block)
+        more = self._fh.read(self._block)
+        self._read_to += len(more)
+        return more
+
+    def stop_at(self, offset: int) -> bool:
+        """Set the stop (see `__init__`) while the stream is read, between runs: taken when
+        none is set and the stream has not read up to `offset` yet."""
+        if self._stop is not None or offset <= self._read_to:
+            return False
+        self._stop = offset
+        return True
 
     def _start(self) -> tuple[bytes, bytes, bool]:
         """(prefix up to the array's `[`, bytes after it, eof) or NotStreamable."""

@@ -2,80 +2,55 @@
 implementation, imported when a trace is read (numpy and Arrow's compute functions with it).
 
 The trace is streamed (`jsonarray`): `traceEvents` arrives in runs of a few megabytes, each
-decoded with msgspec into typed structs (no dict per event) and turned into Arrow columns at
-once, so memory holds one run of structs and the columns, never the document. A run with a
-malformed event is decoded event by event, so the bad event is rejected by its index without
-losing the others. A kernel inherits the input shape of the operator that launched it: kernel
--> launch by `correlation`, launch -> operator by `External id` (lowercase `external id` in
-the legacy schema), resolved once every event has been read (a kernel may precede its
-operator in the file).
+turned into Arrow columns at once (`kineto_columns`), so memory holds one run of structs and
+the columns, never the document. A kernel inherits the input shape of the operator that
+launched it: kernel -> launch by `correlation`, launch -> operator by `External id`
+(lowercase `external id` in the legacy schema), resolved once every event has been read (a
+kernel may precede its operator in the file).
 
-A large plain trace is read by two processes: a forked helper decodes the events after an
-element boundary near the middle of the file while this process decodes those before it, and
-leaves its columns in an Arrow IPC file in the staging folder, which this process maps (a
-pipe moved them at ~0.4 GB/s: a quarter second of a 297 MiB trace). The boundary is a guess
-(the next `}, {` after the middle) until this process's last run, which ends there, decodes
-as whole events; otherwise, or when the helper fails, its half is dropped or read here, so
-the tables are the same either way.
-"""
+A large trace is read by two processes: a forked helper decodes the events after an element
+boundary near the middle of the file while this process decodes those before it, and leaves
+its columns in an Arrow IPC file in the staging folder, which this process maps (a pipe moved
+them at ~0.4 GB/s: a quarter second of a 297 MiB trace). A gzip trace cannot be entered in
+the middle: a process decompresses it into a plain spool as it is read (`gunzip.Spooled`),
+and the helper starts on the spool once it is whole. The boundary is a guess (the next `}, {`
+after the middle) until this process's last run, which ends there, decodes as whole events;
+otherwise, or when the helper fails, its half is dropped or read here, so the tables are the
+same either way."""
 
 from __future__ import annotations
 
-import math
 import pickle
-from dataclasses import dataclass, field
-from itertools import compress
-from operator import attrgetter
+from collections.abc import Callable
 from pathlib import Path
-from types import SimpleNamespace
 from typing import IO, Any, NamedTuple
 
 import msgspec
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from mapreport.errors import InputError
 from mapreport.ingest import helper
+from mapreport.ingest.gunzip import Spooled
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES
+from mapreport.ingest.kineto_columns import (
+    COLUMNS,
+    Reject,
+    Run,
+    RunMemo,
+    decode_each,
+    decode_run,
+    hand_over,
+    run_columns,
+)
 from mapreport.ingest.kineto_link import extra, link
 from mapreport.ingest.kineto_requests import request_columns
-from mapreport.ingest.kineto_values import ENCODE, canonical_dims, int_array, text_array
-from mapreport.ingest.records import JsonDecoder, Memo, open_bytes
+from mapreport.ingest.records import JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.schema import ENVIRONMENT_KEYS
 from mapreport.window import is_wall_clock
-
-_NONE = msgspec.Raw(b"null")
-"""Raw values (kept undecoded until needed) default to JSON null."""
-
-
-class Args(msgspec.Struct, gc=False):
-    """The `args` fields mapreport uses; every other key is ignored."""
-
-    external_id: int | str | None = msgspec.field(default=None, name="External id")
-    external_id_legacy: int | str | None = msgspec.field(default=None, name="external id")
-    correlation: int | str | None = None
-    stream: int | str | None = None
-    device: int | str | None = None
-    input_dims: msgspec.Raw = msgspec.field(default=_NONE, name="Input Dims")
-    grid: msgspec.Raw = _NONE
-    block: msgspec.Raw = _NONE
-
-
-class Event(msgspec.Struct, gc=False):
-    """One trace event."""
-
-    ph: str | None = None
-    cat: str | None = None
-    name: Any = None
-    pid: int | str | None = None
-    tid: int | str | None = None
-    ts: float | None = None
-    dur: float | None = None
-    args: Args | None = None
 
 
 class Header(msgspec.Struct, gc=False):
@@ -95,27 +70,6 @@ class Whole(Header, gc=False):
     traceEvents: list[msgspec.Raw] = msgspec.field(default_factory=list)
 
 
-CATEGORIES = {
-    "cpu_op": "cpu_op",
-    "operator": "cpu_op",
-    "kernel": "kernel",
-    "cuda_runtime": "runtime",
-    "runtime": "runtime",
-    "cuda_driver": "runtime",
-    "mtia_runtime": "runtime",
-    "gpu_memcpy": "memcpy",
-    "memcpy": "memcpy",
-    "gpu_memset": "memset",
-    "memset": "memset",
-    "user_annotation": "annotation",
-    "gpu_user_annotation": "annotation",
-    "cuda_sync": "sync",
-}
-"""Kineto category (current, legacy and vendor spellings) -> op_exec category. Other
-categories are kept under their own lowercase name."""
-SKIPPED_CATEGORIES = frozenset({"trace"})
-"""The whole-trace span is not an execution. Flow ('s', 'f'), metadata ('M') and instant ('i')
-events carry links and labels, not executions, and are not rows either."""
 ROWS_PER_FILE = 200_000
 """op_exec rows written per Parquet file."""
 EVENTS_PER_RUN = 200_000
@@ -129,243 +83,43 @@ class TooManyEvents(Exception):
     """More than MAX_EVENTS events (a decompression bomb, or a profile of too many steps)."""
 
 
-_SKIP = "\0skip"
-_EMPTY = Args()
-_UNDECODED = Event()
-_get = SimpleNamespace(
-    **{f: attrgetter(f) for f in (*Event.__struct_fields__, *Args.__struct_fields__)}
-)
-"""attrgetter per struct field: `map(_get.ts, events)` reads a field of every event in C."""
-_RUN: JsonDecoder[list[Event]] = JsonDecoder(list[Event])
-_RAWS: JsonDecoder[list[msgspec.Raw]] = JsonDecoder(list[msgspec.Raw])
 _HEADER: JsonDecoder[Header] = JsonDecoder(Header)
 _WHOLE: JsonDecoder[Whole] = JsonDecoder(Whole)
-_ONE: JsonDecoder[Event] = JsonDecoder(Event)
-_ANY: JsonDecoder[Any] = JsonDecoder()
 
 
-def _shape_of(raw: bytes) -> str | None:
-    """The canonical shape of a raw `Input Dims` text."""
-    try:
-        return canonical_dims(_ANY.decode(raw))
-    except msgspec.DecodeError:
-        return None
-
-
-def _compact(raw: bytes) -> str | None:
-    """The compact text of a raw JSON value (None for null)."""
-    value = _ANY.decode(raw)
-    return None if value is None else ENCODE(value).decode()
-
-
-@dataclass
-class _Memo:
-    """Per-read caches: traces repeat a few categories, shapes and launch geometries."""
-
-    categories: dict[str | None, str | None] = field(default_factory=dict)
-    shapes: Memo = field(default_factory=lambda: Memo(_shape_of))
-    compact: Memo = field(default_factory=lambda: Memo(_compact))
-
-    def category(self, raw: str | None) -> str | None:
-        low = (raw or "").lower()
-        if low in SKIPPED_CATEGORIES:
-            return _SKIP
-        return CATEGORIES.get(low, low or None)
-
-    def texts(self, raws: list[msgspec.Raw]) -> pa.Array:
-        """Compact JSON text of each raw value (null where absent or null)."""
-        if raws.count(_NONE) == len(raws):
-            return pa.nulls(len(raws), pa.string())
-        compact = self.compact
-        return pa.array([None if r is _NONE else compact[bytes(r)] for r in raws], pa.string())
-
-
-def _invalid(ev: Event) -> tuple[str, str] | None:
-    """Why a complete event cannot be a row, as (field, reason); None when it can."""
-    if not isinstance(ev.name, str):
-        return "name", "event has no name"
-    if ev.ts is None or ev.dur is None or not math.isfinite(ev.ts) or not math.isfinite(ev.dur):
-        return ("ts" if ev.ts is None else "dur"), "complete event without a finite ts and dur"
-    if ev.dur < 0:
-        return "dur", f"negative duration {ev.dur}"
-    return None
-
-
-@dataclass
-class _Run:
-    """One decoded run of events; an event that did not decode is None with its error."""
-
-    events: list[Event | None]
-    errors: dict[int, tuple[str, bytes]] = field(default_factory=dict)
-
-
-def _decode_run(data: bytes) -> _Run:
-    """A run typed in one call; when an event is malformed, the run event by event (a
-    DecodeError here means `data` is not a JSON array at all)."""
-    try:
-        return _Run(list(_RUN.decode(data)))
-    except msgspec.ValidationError:
-        pass
-    return _decode_each(_RAWS.decode(data))
-
-
-def _decode_each(raws: list[msgspec.Raw]) -> _Run:
-    run = _Run([])
-    for i, raw in enumerate(raws):
-        try:
-            run.events.append(_ONE.decode(raw))
-        except msgspec.DecodeError as e:
-            run.events.append(None)
-            run.errors[i] = (str(e), bytes(raw)[:2000])
-    return run
-
-
-COLUMNS = pa.schema(
-    [
-        ("line", pa.int64()),
-        ("name", pa.string()),
-        ("category", pa.string()),
-        ("shape", pa.string()),
-        ("ts_us", pa.float64()),
-        ("dur_us", pa.float64()),
-        ("device", pa.int32()),
-        ("stream", pa.string()),
-        ("correlation", pa.int64()),
-        ("external_id", pa.int64()),
-        ("pid", pa.string()),
-        ("tid", pa.string()),
-        ("grid", pa.string()),
-        ("block", pa.string()),
-    ]
-)
-"""A run's complete events as columns, before linking (pid, tid, grid, block as JSON text)."""
-
-
-class _Reject(NamedTuple):
-    """A malformed or invalid event: `event` is its index in traceEvents; `indexed` reasons
-    are prefixed with it when the rejection is made (a helper's indices are shifted first)."""
-
-    event: int
-    field: str | None
-    reason: str
-    raw: Any
-    indexed: bool
-
-
-def _reject(sink: Sink, rejects: list[_Reject], shift: int = 0) -> None:
-    """Hand rejected events to the sink in event order (the first one aborts under `abort`)."""
-    for r in sorted(rejects, key=lambda r: r.event):
-        i = r.event + shift
-        sink.reject(
-            i + 1, r.field, f"traceEvents[{i}]: {r.reason}" if r.indexed else r.reason, r.raw
-        )
-
-
-def _columns(run: _Run, first: int, rejects: list[_Reject], memo: _Memo) -> pa.Table | None:
-    """The valid complete events of a run (events `first`..) as columns; malformed and
-    invalid events are added to `rejects`. Fields are gathered with `map(attrgetter)`
-    over the typed structs: one C-level pass per column, no Python frame per event."""
-    events = [e or _UNDECODED for e in run.events]
-    complete = [e.ph == "X" for e in events]
-    xs = list(compress(range(len(events)), complete))
-    xe: list[Event] = list(compress(events, complete))
-    raw_cats = list(map(_get.cat, xe))
-    for c in set(raw_cats):
-        if c not in memo.categories:
-            memo.categories[c] = memo.category(c)
-    cats = list(map(memo.categories.__getitem__, raw_cats))
-    if _SKIP in memo.categories.values() and _SKIP in cats:
-        keep = [c != _SKIP for c in cats]
-        xs, xe, cats = (
-            list(compress(xs, keep)),
-            list(compress(xe, keep)),
-            list(compress(cats, keep)),
-        )
-    names = list(map(_get.name, xe))
-    ts = pa.array(list(map(_get.ts, xe)), pa.float64())
-    dur = pa.array(list(map(_get.dur, xe)), pa.float64())
-    tsn = ts.to_numpy(zero_copy_only=False)
-    durn = dur.to_numpy(zero_copy_only=False)
-    with np.errstate(invalid="ignore"):
-        bad = ~np.isfinite(tsn) | ~np.isfinite(durn) | (durn < 0)
-    try:
-        name_col = pa.array(names, pa.string())
-        bad |= name_col.is_null().to_numpy(zero_copy_only=False)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        bad |= np.array([not isinstance(n, str) for n in names])
-        name_col = pa.array([n if isinstance(n, str) else None for n in names], pa.string())
-    rejects.extend(_Reject(first + i, None, msg, raw, True) for i, (msg, raw) in run.errors.items())
-    for j in np.flatnonzero(bad):
-        why = _invalid(xe[j])
-        assert why is not None
-        rejects.append(_Reject(first + xs[j], why[0], why[1], repr(xe[j])[:2000], False))
-    if not xe:
-        return None
-    args = [e.args or _EMPTY for e in xe]
-    ext = int_array(list(map(_get.external_id, args)))
-    if ext.null_count:
-        ext = pc.coalesce(ext, int_array(list(map(_get.external_id_legacy, args))))
-    dims = map(_get.input_dims, args)
-    shapes = memo.shapes
-    table = pa.table(
-        [
-            pa.array(np.asarray(xs, np.int64) + (first + 1)),
-            name_col,
-            pa.array(cats, pa.string()),
-            pa.array(
-                [
-                    None if d is _NONE or c != "cpu_op" else shapes[bytes(d)]
-                    for c, d in zip(cats, dims, strict=True)
-                ],
-                pa.string(),
-            ),
-            ts,
-            dur,
-            int_array(list(map(_get.device, args)), pa.int32()),
-            text_array(list(map(_get.stream, args)), as_json=False),
-            int_array(list(map(_get.correlation, args))),
-            ext,
-            text_array(list(map(_get.pid, xe)), as_json=True),
-            text_array(list(map(_get.tid, xe)), as_json=True),
-            memo.texts(list(map(_get.grid, args))),
-            memo.texts(list(map(_get.block, args))),
-        ],
-        schema=COLUMNS,
-    )
-    if bad.any():
-        table = table.filter(pa.array(~bad))
-    return table
-
-
-def _events(fh: IO[bytes], stop: int | None = None, inside: bool = False) -> ArrayStream[_Run]:
+def _events(fh: IO[bytes], stop: int | None = None, inside: bool = False) -> ArrayStream[Run]:
     """The runs of a trace's events, decoded (see `ArrayStream` for `stop` and `inside`)."""
     return ArrayStream(
-        fh, b"traceEvents", _decode_run, lambda r: len(r.events), stop=stop, inside=inside
+        fh, b"traceEvents", decode_run, lambda r: len(r.events), stop=stop, inside=inside
     )
 
 
 def _read_runs(
-    stream: ArrayStream[_Run],
+    stream: ArrayStream[Run],
     first: int,
     sink: Sink | None,
-    memo: _Memo,
+    memo: RunMemo,
     tables: list[pa.Table],
-    rejects: list[_Reject] | None = None,
+    rejects: list[Reject] | None = None,
+    between: Callable[[], None] | None = None,
 ) -> int:
     """Every run of `stream` into `tables` (its first event is number `first`); rejected
     events go to the sink as each run is read, or to `rejects` when there is no sink (a
-    helper). Returns the number of the event after the last."""
-    found: list[_Reject] = [] if rejects is None else rejects
+    helper); `between` is called after each run. Returns the number of the event after the
+    last."""
+    found: list[Reject] = [] if rejects is None else rejects
     for run in stream:
-        table = _columns(run, first, found, memo)
+        table = run_columns(run, first, found, memo)
         if sink is not None:
-            _reject(sink, found)
+            hand_over(sink, found)
             found.clear()
         first += len(run.events)
         if first > MAX_EVENTS:
             raise TooManyEvents
         if table is not None:
             tables.append(table)
+        if between is not None:
+            between()
     return first
 
 
@@ -374,7 +128,7 @@ class _Half(NamedTuple):
     after the array."""
 
     table: pa.Table
-    rejects: list[_Reject]
+    rejects: list[Reject]
     rest: bytes
 
 
@@ -385,6 +139,7 @@ class _Split:
     fails, the helper's work is dropped and this process reads on alone."""
 
     def __init__(self, path: Path, split: int, spill: Path) -> None:
+        self.path = path
         self.split = split
         self._spill = spill
         self._helper = Helper(lambda: _second_half(path, split, spill))
@@ -399,6 +154,19 @@ class _Split:
         at, window = found
         m = CUT.search(window)
         return cls(path, at + m.end() - 1, spill) if m else None
+
+    @classmethod
+    def late(cls, fh: Spooled, stream: ArrayStream[Run], spill: Path) -> _Split | None:
+        """A helper for a gzip trace once its spool holds the whole document (`Spooled`),
+        when the split lies ahead of what this process has read; else None (ask again after
+        the next run)."""
+        if fh.complete() is None:
+            return None
+        found = helper.start_window(fh.spool)
+        m = CUT.search(found[1]) if found is not None else None
+        if found is None or m is None or not stream.stop_at(found[0] + m.end() - 1):
+            return None
+        return cls(fh.spool, found[0] + m.end() - 1, spill)
 
     def result(self) -> _Half | None:
         """The helper's half, or None when it failed."""
@@ -423,7 +191,7 @@ class _Split:
 def _second_half(path: Path, split: int, spill: Path) -> list[bytes]:
     """The helper's work: the events from `split` on; their columns into the Arrow IPC file
     `spill`, (rejections, rest) as the reply."""
-    memo, tables, rejects = _Memo(), list[pa.Table](), list[_Reject]()
+    memo, tables, rejects = RunMemo(), list[pa.Table](), list[Reject]()
     with open(path, "rb") as fh:
         fh.seek(split)
         stream = _events(fh, inside=True)
@@ -456,7 +224,7 @@ def on_wall_clock(rows: pa.Table, header: Header) -> pa.Table:
 def read(path: Path, sink: Sink) -> None:
     """Stream the events into columns, link kernels to their operators, write op_exec (and a
     request per request annotation span, `kineto_requests`) and the environment."""
-    memo = _Memo()
+    memo = RunMemo()
     tables: list[pa.Table] = []
     try:
         try:
@@ -473,7 +241,7 @@ def read(path: Path, sink: Sink) -> None:
     if sum(len(x) for x in tables) > MAX_EVENTS:  # each process's half was within it
         why = f"more than {MAX_EVENTS:,} events; profile fewer steps"
         raise InputError(path, None, "traceEvents", why)
-    rows = (pa.concat_tables(tables) if tables else COLUMNS.empty_table()).combine_chunks()
+    rows = pa.concat_tables(tables) if tables else COLUMNS.empty_table()
     del tables
     rows = on_wall_clock(rows, header)
     shapes, ops = link(rows)
@@ -510,26 +278,37 @@ def read(path: Path, sink: Sink) -> None:
     _environment(sink, header)
 
 
-def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
-    """Runs of events into columns. A large plain file is read by two processes: a forked
-    helper reads the events from an element boundary near the middle on (`_Split`)."""
-    second = _Split.start(path, sink.staging / "kineto-helper.arrow")
+def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Header:
+    """Runs of events into columns. A large file is read by two processes: a forked helper
+    reads the events from an element boundary near the middle on (`_Split`); a gzip trace is
+    decompressed into a plain spool as it is read, and the helper starts once the spool is
+    whole, if this process has not read up to the middle by then."""
+    spill = sink.staging / "kineto-helper.arrow"
+    second = _Split.start(path, spill)
+    spool = sink.staging / "kineto-trace.json" if helper.large_gzip(path) else None
     try:
-        with open_bytes(path, ahead=True) as fh:
+        with open_bytes(path, ahead=True, spool=spool) as fh:
             stream = _events(fh, stop=second.split if second else None)
-            first = _read_runs(stream, 0, sink, memo, tables)
+
+            def late() -> None:
+                nonlocal second
+                if second is None and isinstance(fh, Spooled):
+                    second = _Split.late(fh, stream, spill)
+
+            first = _read_runs(stream, 0, sink, memo, tables, between=late)
             if not stream.stopped:
                 rest = stream.rest
             else:
                 assert second is not None
                 half = second.result()
                 if half is None:  # the helper failed: its half is read here instead
-                    fh.seek(second.split)
-                    tail = _events(fh, inside=True)
-                    _read_runs(tail, first, sink, memo, tables)
+                    with open(second.path, "rb") as plain:
+                        plain.seek(second.split)
+                        tail = _events(plain, inside=True)
+                        _read_runs(tail, first, sink, memo, tables)
                     rest = stream.prefix + b"[]" + tail.rest
                 else:
-                    _reject(sink, half.rejects, first)
+                    hand_over(sink, half.rejects, first)
                     lines = pc.add(half.table["line"], first)
                     tables.append(half.table.set_column(0, "line", lines))
                     rest = stream.prefix + b"[]" + half.rest
@@ -542,7 +321,7 @@ def _stream(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Head
         raise InputError(path, None, None, f"not a Chrome trace: {e}") from None
 
 
-def _whole(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Header:
+def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Header:
     """The document decoded whole, its events one by one (layouts streaming refuses)."""
     with open_bytes(path) as fh:
         data = fh.read(MAX_DOCUMENT_BYTES + 1)
@@ -556,10 +335,10 @@ def _whole(path: Path, sink: Sink, memo: _Memo, tables: list[pa.Table]) -> Heade
     if len(doc.traceEvents) > MAX_EVENTS:
         raise TooManyEvents
     for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):
-        run = _decode_each(doc.traceEvents[start : start + EVENTS_PER_RUN])
-        rejects: list[_Reject] = []
-        table = _columns(run, start, rejects, memo)
-        _reject(sink, rejects)
+        run = decode_each(doc.traceEvents[start : start + EVENTS_PER_RUN])
+        rejects: list[Reject] = []
+        table = run_columns(run, start, rejects, memo)
+        hand_over(sink, rejects)
         if table is not None:
             tables.append(table)
     return doc

@@ -17,7 +17,7 @@ from typing import IO, TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 import msgspec
 
 from mapreport.errors import InputError
-from mapreport.ingest.gunzip import Gunzip
+from mapreport.ingest.gunzip import Gunzip, Spooled
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink
@@ -62,14 +62,17 @@ class JsonDecoder(Generic[T]):
 TRUNCATED = "truncated or corrupt gzip stream; the rest of the file is unreadable"
 
 
-def open_bytes(path: Path, ahead: bool = False) -> IO[bytes]:
+def open_bytes(path: Path, ahead: bool = False, spool: Path | None = None) -> IO[bytes]:
     """Open a file for reading, transparently decompressing gzip (detected by magic bytes);
     `ahead`: a thread decompresses ahead of the reader (`gunzip.Gunzip`: read and close only,
-    for readers that stream a large file in blocks)."""
+    for readers that stream a large file in blocks); with `spool` too, into that plain file
+    (`gunzip.Spooled`, which a second process can read)."""
     fh = open(path, "rb")  # noqa: SIM115 - returned to the caller, who closes it
     magic = fh.read(2)
     fh.seek(0)
     if magic == GZIP_MAGIC:
+        if ahead and spool is not None:
+            return cast(IO[bytes], Spooled(fh, spool))
         stream = Gunzip(fh) if ahead else gzip.GzipFile(fileobj=fh, mode="rb")
         return cast(IO[bytes], stream)
     return fh
