@@ -323,6 +323,40 @@ def test_a_file_of_a_known_size_is_hashed_before_it_is_read(
     assert ingest_file(ds, copy).status == "unchanged"
 
 
+def test_a_cancelled_hash_stops_its_thread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Digest.cancel` (a file that failed) ends the hashing thread at its next block, and
+    the hash is then an error, never a wrong value."""
+    import threading
+
+    from mapreport.ingest import digest
+
+    monkeypatch.setattr(digest, "BLOCK", 16)  # ~650,000 blocks: it cannot end on its own first
+    src = tmp_path / "big.jsonl"
+    src.write_bytes(b"x" * (10 << 20))
+    before = threading.active_count()
+    d = digest.Digest.start(src)
+    d.cancel()
+    assert threading.active_count() == before
+    with pytest.raises(OSError, match="cancelled"):
+        _ = d.sha256
+
+
+def test_a_failed_file_leaves_no_hashing_behind(tmp_path: Path) -> None:
+    """A file that fails at its first line (abort): no hashing thread is left running and
+    nothing is logged or staged."""
+    import threading
+
+    src = tmp_path / "w.runtime.jsonl"
+    src.write_bytes(b"{not json\n" + b"\n" * (8 << 20))
+    ds = Dataset(tmp_path / "ds", create=True)
+    before = threading.active_count()
+    with pytest.raises(InputError):
+        ingest_file(ds, src, fmt="native-runtime")
+    assert threading.active_count() == before
+    assert ds.log() == []
+    assert not list((ds.root / ".staging").glob("*/*"))
+
+
 def test_a_retired_record_without_a_size_hashes_every_file_first(tmp_path: Path) -> None:
     """Retired files are found by their hash; a record from before sizes were kept could be
     any size, so then every file is hashed before it is read."""

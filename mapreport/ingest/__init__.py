@@ -205,6 +205,7 @@ def stage_file(
         rows = sink.close()
         sha, source_id = digest.sha256, digest.source_id
     except BaseException:
+        digest.cancel()
         sink.abandon()  # writes in flight finish before their folder goes
         shutil.rmtree(staging, ignore_errors=True)
         raise

@@ -16,11 +16,13 @@ BLOCK = 1 << 20
 """Bytes hashed per update."""
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's bytes, streamed."""
+def file_sha256(path: Path, stop: threading.Event | None = None) -> str:
+    """The SHA-256 of a file's bytes, streamed (given up, "", once `stop` is set)."""
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for chunk in iter(lambda: fh.read(BLOCK), b""):
+            if stop is not None and stop.is_set():
+                return ""
             h.update(chunk)
     return h.hexdigest()
 
@@ -32,6 +34,7 @@ class Digest:
         self._sha = sha256
         self._error: OSError | None = None
         self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
         if sha256 is None:
             assert path is not None
             self._thread = threading.Thread(target=self._hash, args=(path,), name="sha256")
@@ -50,9 +53,17 @@ class Digest:
 
     def _hash(self, path: Path) -> None:
         try:
-            self._sha = file_sha256(path)
+            self._sha = file_sha256(path, self._stop)
         except OSError as e:  # raised where the hash is asked for
             self._error = e
+
+    def cancel(self) -> None:
+        """Stop hashing (the file failed: its hash is not needed) and wait for the thread."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._error = self._error or OSError("hashing cancelled")
 
     @property
     def sha256(self) -> str:
