@@ -35,13 +35,17 @@ def _reads(fh: object, sizes: list[int]) -> tuple[bytes, str | None]:
         return bytes(out), type(e).__name__
 
 
+STREAMS = {
+    "payload": st.binary(min_size=0, max_size=300_000),
+    "cut": st.floats(min_value=0.0, max_value=1.0),
+    "sizes": st.lists(st.integers(min_value=1, max_value=3 << 20), min_size=1, max_size=4),
+    "broken": st.booleans(),
+}
+"""A payload, where its gzip stream is cut (when `broken`), and the reader's read sizes."""
+
+
 @settings(max_examples=60, deadline=None)
-@given(
-    payload=st.binary(min_size=0, max_size=300_000),
-    cut=st.floats(min_value=0.0, max_value=1.0),
-    sizes=st.lists(st.integers(min_value=1, max_value=3 << 20), min_size=1, max_size=4),
-    broken=st.booleans(),
-)
+@given(**STREAMS)
 @example(payload=b"\x00\x00", cut=0.5, sizes=[1], broken=True)  # GzipFile(1) != GzipFile(CHUNK)
 def test_reads_as_gzipfile_does(payload: bytes, cut: float, sizes: list[int], broken: bool) -> None:
     """The bytes and error GzipFile gives in CHUNK reads, for any payload, read sizes of the
@@ -58,12 +62,7 @@ def test_reads_as_gzipfile_does(payload: bytes, cut: float, sizes: list[int], br
 
 
 @settings(max_examples=25, deadline=None)
-@given(
-    payload=st.binary(min_size=0, max_size=300_000),
-    cut=st.floats(min_value=0.0, max_value=1.0),
-    sizes=st.lists(st.integers(min_value=1, max_value=3 << 20), min_size=1, max_size=4),
-    broken=st.booleans(),
-)
+@given(**STREAMS)
 @example(payload=b"\x00\x00", cut=0.5, sizes=[1], broken=True)
 def test_a_spooled_stream_reads_as_gzipfile_does(
     tmp_path_factory: pytest.TempPathFactory,

@@ -19,7 +19,7 @@ import threading
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Self
 
 CHUNK = 1 << 20
 """Decompressed bytes handed over at a time."""
@@ -28,7 +28,25 @@ AHEAD = 8
 """Chunks decompressed ahead at most (memory: AHEAD x CHUNK)."""
 
 
-class Gunzip:
+class _Closing:
+    """`with` closes the stream (`close`)."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+class Gunzip(_Closing):
     """`read(n)` over a gzip stream that a thread decompresses ahead; `close` stops it."""
 
     def __init__(self, raw: IO[bytes]) -> None:
@@ -89,17 +107,6 @@ class Gunzip:
         self._thread.join()
         self._raw.close()
 
-    def __enter__(self) -> Gunzip:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
 
 RUN_AHEAD = 512 << 20
 """Decompressed bytes the spooling process may write beyond what its reader has read."""
@@ -131,7 +138,7 @@ def _spool(raw: IO[bytes], spool: Path, conn: Connection) -> None:
             conn.send((None, EOFError(str(error))))
 
 
-class Spooled:
+class Spooled(_Closing):
     """`read(n)` over a gzip stream that a forked process decompresses into a plain file
     (`spool`), running up to RUN_AHEAD bytes ahead of the reader, which reads the file
     behind it.
@@ -206,14 +213,3 @@ class Spooled:
         self._in.close()
         self._raw.close()
         self.spool.unlink(missing_ok=True)
-
-    def __enter__(self) -> Spooled:
-        return self
-
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
