@@ -575,16 +575,30 @@ def test_request_annotations_are_requests_without_an_arrival(tmp_path: Path) -> 
     ]
 
 
+def _spool_waited_for(monkeypatch: Any, block: int = 4096) -> None:
+    """Small runs, and the helper's start waits for the spool to be whole (its process is
+    quick, but a test must not depend on it being quicker than the reader)."""
+    from mapreport.ingest import jsonarray
+    from mapreport.ingest import kineto_events as kineto
+
+    monkeypatch.setattr(jsonarray, "BLOCK", block)
+    real = kineto._Split.late.__func__  # type: ignore[attr-defined]
+
+    def late(cls: Any, fh: Any, stream: Any, spill: Path) -> Any:
+        while fh.complete() is None:
+            time.sleep(0.001)
+        return real(cls, fh, stream, spill)
+
+    monkeypatch.setattr(kineto._Split, "late", classmethod(late))
+
+
 @pytest.mark.parametrize("policy", ["quarantine", None])
 def test_a_gzip_trace_read_by_two_processes_as_by_one(
     tmp_path: Path, monkeypatch: Any, policy: str | None
 ) -> None:
     """A gzip trace is decompressed into a plain spool while it is read; once the spool is
     whole a helper reads its second half: the tables, rejections and first error are those
-    of one process reading the stream alone (small runs, so the spool is whole mid-way)."""
-    from mapreport.ingest import jsonarray
-    from mapreport.ingest import kineto_events as kineto
-
+    of one process reading the stream alone."""
     events: list[Any] = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
     events[10] = {**GOOD, "dur": -1.0}
     events[2500] = {**GOOD, "ts": "soon"}
@@ -593,15 +607,7 @@ def test_a_gzip_trace_read_by_two_processes_as_by_one(
     plain = _plain_trace(tmp_path / "t.json", events)
     f = tmp_path / "t.json.gz"
     f.write_bytes(gzip.compress(plain.read_bytes()))
-    monkeypatch.setattr(jsonarray, "BLOCK", 4096)
-    real = kineto._Split.late.__func__  # type: ignore[attr-defined]
-
-    def late(cls: Any, fh: Any, stream: Any, spill: Path) -> Any:
-        while fh.complete() is None:  # the spool's process is quick; here it is waited for
-            time.sleep(0.001)
-        return real(cls, fh, stream, spill)
-
-    monkeypatch.setattr(kineto._Split, "late", classmethod(late))
+    _spool_waited_for(monkeypatch)
     one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch, policy)
     assert used == [True]
     assert two == one
@@ -610,3 +616,17 @@ def test_a_gzip_trace_read_by_two_processes_as_by_one(
     else:
         assert one[1] == 2
         assert one[0]["op_exec"] == 2998
+
+
+@pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(HTA)))
+def test_real_gzip_traces_read_by_two_processes_as_by_one(
+    tmp_path: Path, trace: Path, monkeypatch: Any
+) -> None:
+    """Every real gzip trace through the spool and a helper (size threshold lowered to 0):
+    every table as one process reading the stream leaves it."""
+    _spool_waited_for(monkeypatch, 1 << 18)
+    one, two, used = _one_and_two_processes(tmp_path, trace, monkeypatch)
+    assert two == one
+    assert used in ([True], [])
+    if trace.parent.name == "control":
+        assert used == [True]
