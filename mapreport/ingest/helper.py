@@ -20,7 +20,7 @@ MIN_BYTES = 64 << 20
 """A plain (not gzipped) file at least this large is read by two processes."""
 SHARE = 0.45
 """The share of a large file the helper reads: a little under half, because it does more per
-byte than the caller (it counts the lines before its start, or ships its columns back)."""
+byte than the caller (it counts the lines before its start, or writes its columns out)."""
 _enabled = True
 
 
