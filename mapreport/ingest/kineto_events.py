@@ -21,7 +21,9 @@ same either way."""
 from __future__ import annotations
 
 import pickle
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -248,17 +250,15 @@ def read(path: Path, sink: Sink) -> None:
     rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
     workload = sink.hints.get("workload") or path.name.split(".")[0]
     slice_ = sink.hints.get("slice", "")
-    for start in range(0, len(rows), ROWS_PER_FILE):
-        # `extra` per chunk: built here while the sink's thread writes the chunk before
-        part = rows.slice(start, ROWS_PER_FILE)
+    for part, extras in _with_extra(rows, ops):
         n = len(part)
         sink.add_table(
             "op_exec",
             workload,
             part["line"],
             {
-                "workload": pa.array([workload] * n, pa.string()),
-                "slice": pa.array([slice_] * n, pa.string()),
+                "workload": pa.repeat(pa.scalar(workload, pa.string()), n),
+                "slice": pa.repeat(pa.scalar(slice_, pa.string()), n),
                 "name": part["name"],
                 "category": part["category"],
                 "shape": part["shape"],
@@ -269,13 +269,31 @@ def read(path: Path, sink: Sink) -> None:
                 "stream": part["stream"],
                 "correlation": part["correlation"],
                 "plan_id": pa.nulls(n, pa.string()),
-                "extra": extra(part, ops.slice(start, n)),
+                "extra": extras,
             },
         )
     found = request_columns(rows, workload, slice_)
     if found is not None:
         sink.add_table("request", workload, *found)
     _environment(sink, header)
+
+
+def _with_extra(rows: pa.Table, ops: pa.Array) -> Iterator[tuple[pa.Table, pa.Array]]:
+    """The rows in chunks of ROWS_PER_FILE, each with its `extra` column. The next chunk's is
+    built on a thread while the caller hands this one to the sink, whose own thread writes
+    the one before: Arrow's string kernels and Parquet's encoding release the GIL, so the
+    three share both cores (one chunk ahead at most: memory holds two chunks' texts)."""
+    with ThreadPoolExecutor(1, thread_name_prefix="kineto-extra") as pool:
+        ahead: deque[tuple[pa.Table, Future[pa.Array]]] = deque()
+        for start in range(0, len(rows), ROWS_PER_FILE):
+            part = rows.slice(start, ROWS_PER_FILE)
+            ahead.append((part, pool.submit(extra, part, ops.slice(start, len(part)))))
+            if len(ahead) > 1:
+                done, built = ahead.popleft()
+                yield done, built.result()
+        while ahead:
+            done, built = ahead.popleft()
+            yield done, built.result()
 
 
 def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Header:

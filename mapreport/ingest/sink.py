@@ -92,7 +92,8 @@ class Sink:
         n = len(lines)
         if not n:
             return
-        data = {**columns, "source_id": pa.array([self.source_id] * n, pa.string()), "line": lines}
+        source = pa.repeat(pa.scalar(self.source_id, pa.string()), n)
+        data = {**columns, "source_id": source, "line": lines}
         self.rows[table] += n
         schema = TABLES[table]
         cols = {f.name: data[f.name] if f.name in data else pa.nulls(n, f.type) for f in schema}
