@@ -101,13 +101,13 @@ def _read_runs(
     first: int,
     sink: Sink | None,
     memo: RunMemo,
-    tables: list[pa.Table],
+    add: Callable[[pa.Table], None],
     rejects: list[Reject] | None = None,
     between: Callable[[], None] | None = None,
 ) -> int:
-    """Every run of `stream` into `tables` (its first event is number `first`); rejected
-    events go to the sink as each run is read, or to `rejects` when there is no sink (a
-    helper); `between` is called after each run. Returns the number of the event after the
+    """Every run of `stream` as columns to `add` (its first event is number `first`);
+    rejected events go to the sink as each run is read, or to `rejects` when there is no sink
+    (a helper); `between` is called after each run. Returns the number of the event after the
     last."""
     found: list[Reject] = [] if rejects is None else rejects
     for run in stream:
@@ -119,7 +119,7 @@ def _read_runs(
         if first > MAX_EVENTS:
             raise TooManyEvents
         if table is not None:
-            tables.append(table)
+            add(table)
         if between is not None:
             between()
     return first
@@ -193,14 +193,16 @@ class _Split:
 def _second_half(path: Path, split: int, spill: Path) -> list[bytes]:
     """The helper's work: the events from `split` on; their columns into the Arrow IPC file
     `spill`, (rejections, rest) as the reply."""
-    memo, tables, rejects = RunMemo(), list[pa.Table](), list[Reject]()
-    with open(path, "rb") as fh:
+    memo, rejects = RunMemo(), list[Reject]()
+    # each run's columns go to the file as they are made: the helper never holds its half
+    with (
+        open(path, "rb") as fh,
+        pa.OSFile(str(spill), "wb") as out,
+        pa.ipc.new_file(out, COLUMNS) as writer,
+    ):
         fh.seek(split)
         stream = _events(fh, inside=True)
-        _read_runs(stream, 0, None, memo, tables, rejects)
-    with pa.OSFile(str(spill), "wb") as out, pa.ipc.new_file(out, COLUMNS) as writer:
-        for table in tables:
-            writer.write_table(table)
+        _read_runs(stream, 0, None, memo, writer.write_table, rejects)
     return [pickle.dumps((rejects, stream.rest))]
 
 
@@ -313,7 +315,7 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
                 if second is None and isinstance(fh, Spooled):
                     second = _Split.late(fh, stream, spill)
 
-            first = _read_runs(stream, 0, sink, memo, tables, between=late)
+            first = _read_runs(stream, 0, sink, memo, tables.append, between=late)
             if not stream.stopped:
                 rest = stream.rest
             else:
@@ -323,7 +325,7 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
                     with open(second.path, "rb") as plain:
                         plain.seek(second.split)
                         tail = _events(plain, inside=True)
-                        _read_runs(tail, first, sink, memo, tables)
+                        _read_runs(tail, first, sink, memo, tables.append)
                     rest = stream.prefix + b"[]" + tail.rest
                 else:
                     hand_over(sink, half.rejects, first)
