@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, eq
+from itertools import compress
+from operator import attrgetter
 from types import SimpleNamespace
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -138,7 +138,8 @@ class RunMemo:
         """Compact JSON text of each raw value (null where absent or null)."""
         if raws.count(_NONE) == len(raws):
             return pa.nulls(len(raws), pa.string())
-        return pa.array(list(map(self.compact.__getitem__, map(bytes, raws))), pa.string())
+        compact = self.compact
+        return pa.array([None if r is _NONE else compact[bytes(r)] for r in raws], pa.string())
 
 
 def _invalid(ev: Event) -> tuple[str, str] | None:
@@ -226,9 +227,8 @@ def run_columns(run: Run, first: int, rejects: list[Reject], memo: RunMemo) -> p
     """The valid complete events of a run (events `first`..) as columns; malformed and
     invalid events are added to `rejects`. Fields are gathered with `map(attrgetter)`
     over the typed structs: one C-level pass per column, no Python frame per event."""
-    # an event is None only where it did not decode, and then `errors` names it
-    events = [e or _UNDECODED for e in run.events] if run.errors else cast(list[Event], run.events)
-    complete = list(map(eq, repeat("X"), map(_get.ph, events)))
+    events = [e or _UNDECODED for e in run.events]
+    complete = [e.ph == "X" for e in events]
     xs = list(compress(range(len(events)), complete))
     xe: list[Event] = list(compress(events, complete))
     raw_cats = list(map(_get.cat, xe))
@@ -267,20 +267,20 @@ def run_columns(run: Run, first: int, rejects: list[Reject], memo: RunMemo) -> p
     ext = int_array(list(map(_get.external_id, args)))
     if ext.null_count:
         ext = pc.coalesce(ext, int_array(list(map(_get.external_id_legacy, args))))
-    cat_col = pa.array(cats, pa.string())
-    # every event's dims through the memo (absent ones are `null`, whose shape is None), then
-    # kept for operators only: C-level passes, no Python frame per event
-    shapes = pa.array(
-        list(map(memo.shapes.__getitem__, map(bytes, map(_get.input_dims, args)))), pa.string()
-    )
-    if shapes.null_count < len(shapes):
-        shapes = pc.if_else(pc.equal(cat_col, "cpu_op"), shapes, pa.scalar(None, pa.string()))
+    dims = map(_get.input_dims, args)
+    shapes = memo.shapes
     table = pa.table(
         [
             pa.array(np.asarray(xs, np.int64) + (first + 1)),
             name_col,
-            cat_col,
-            shapes,
+            pa.array(cats, pa.string()),
+            pa.array(
+                [
+                    None if d is _NONE or c != "cpu_op" else shapes[bytes(d)]
+                    for c, d in zip(cats, dims, strict=True)
+                ],
+                pa.string(),
+            ),
             ts,
             dur,
             int_array(list(map(_get.device, args)), pa.int32()),
