@@ -16,6 +16,7 @@ import os
 import pickle
 import queue
 import threading
+from abc import ABC, abstractmethod
 from multiprocessing.connection import Connection
 from pathlib import Path
 from types import TracebackType
@@ -28,11 +29,12 @@ AHEAD = 8
 """Chunks decompressed ahead at most (memory: AHEAD x CHUNK)."""
 
 
-class _Closing:
+class _Closing(ABC):
     """`with` closes the stream (`close`)."""
 
+    @abstractmethod
     def close(self) -> None:
-        raise NotImplementedError
+        """Stop decompressing and release the files."""
 
     def __enter__(self) -> Self:
         return self
