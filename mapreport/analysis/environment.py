@@ -60,7 +60,7 @@ def _values(rows: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
 
 
 def check_environment(
-    rows: Sequence[dict[str, Any]], expected: tuple[str, ...] = ("compile", "runtime")
+    rows: Sequence[dict[str, Any]], expected: tuple[str, ...] = SIDES
 ) -> EnvironmentCheck:
     """Compare the environment records of a slice's compile-side and runtime-side files;
     `expected`: the sides the slice has data of (only those can be missing).
@@ -107,9 +107,7 @@ def sides_with_data(con: Connection, workload: str, slice_: str) -> tuple[str, .
         for side, table, where in branches
     )
     have = {str(r[0]) for r in con.execute(sql, {"w": workload, "s": slice_}).fetchall()}
-    compile_side, runtime_side = "compile" in have, "runtime" in have
-    found = tuple(s for s, has in zip(SIDES, (compile_side, runtime_side), strict=True) if has)
-    return found or SIDES
+    return tuple(s for s in SIDES if s in have) or SIDES
 
 
 def environments(con: Connection, source_ids: list[str], workload: str) -> list[dict[str, Any]]:
