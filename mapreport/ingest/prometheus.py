@@ -155,7 +155,7 @@ class PrometheusReader:
                         # a family of a million samples is parsed in parts, each under its
                         # HELP/TYPE lines, so memory stays bounded by the part
                         self._flush(sink, block, scrape)
-                        block = _Block(block.name, [x for x in block.lines if x[1][:1] == "#"])
+                        block = _Block(block.name, [x for x in block.lines if _is_comment(x[1])])
             except (EOFError, zlib.error, gzip.BadGzipFile):
                 self._flush(sink, block, scrape)  # what came before the break is kept
                 sink.reject(None, None, TRUNCATED, b"")
@@ -174,25 +174,25 @@ class PrometheusReader:
         alone once: the bad ones are rejected by their line and the rest parsed again; lines
         that parse alone but not together are each rejected with the parser's reason."""
         lines = block.lines
-        if not any(t[:1] != "#" for _, t in lines):
+        if not _has_samples(lines):
             return
         try:
             families = _parse("\n".join(t for _, t in lines) + "\n")
         except ValueError:
             good = []
             for ln, text in lines:
-                if text[:1] == "#" or _parses(text):
+                if _is_comment(text) or _parses(text):
                     good.append((ln, text))
                 else:
                     sink.reject(ln, _sample_name(text), "not a valid sample line", text)
-            if not any(t[:1] != "#" for _, t in good):
+            if not _has_samples(good):
                 return
             try:
                 families = _parse("\n".join(t for _, t in good) + "\n")
             except ValueError as e:
                 why = f"metric family {block.name or ''} does not parse: {e}"[:200]
                 for ln, text in good:
-                    if text[:1] != "#":
+                    if not _is_comment(text):
                         sink.reject(ln, _sample_name(text), why, text)
                 return
             lines = good
@@ -293,6 +293,14 @@ def _bound(text: str | None) -> float | None:
     except ValueError:
         return None
     return out if math.isfinite(out) else None
+
+
+def _is_comment(text: str) -> bool:
+    return text[:1] == "#"
+
+
+def _has_samples(lines: list[tuple[int, str]]) -> bool:
+    return any(not _is_comment(t) for _, t in lines)
 
 
 def _sample_name(text: str) -> str | None:
