@@ -133,7 +133,7 @@ class PrometheusReader:
                     text = raw.decode("utf-8", "surrogateescape").strip()
                     if not text:
                         continue
-                    if text.startswith("#"):
+                    if _is_comment(text):
                         mark = scrape_time_us(text)
                         directive = _DIRECTIVE.match(raw.strip())
                         if mark is not None:
@@ -202,7 +202,7 @@ class PrometheusReader:
     def _add(
         sink: Sink, lines: list[tuple[int, str]], families: list[Metric], scrape: _Scrape
     ) -> None:
-        numbers = [ln for ln, t in lines if not t.startswith("#")]
+        numbers = [ln for ln, t in lines if not _is_comment(t)]
         texts = dict(lines)
         samples = [(f, s) for f in families for s in f.samples]
         if len(samples) != len(numbers):  # the parser merged or split lines: no line numbers
@@ -296,10 +296,12 @@ def _bound(text: str | None) -> float | None:
 
 
 def _is_comment(text: str) -> bool:
+    """A comment line (HELP, TYPE, a scrape mark or free text), of a stripped line."""
     return text[:1] == "#"
 
 
 def _has_samples(lines: list[tuple[int, str]]) -> bool:
+    """Any of the (line number, text) lines is a sample line."""
     return any(not _is_comment(t) for _, t in lines)
 
 
