@@ -9,6 +9,7 @@ views); the figure is the time from the connection to the last result, the proce
 and imports shown beside. Medians of `--runs`, the two sides interleaved.
 
     .venv/bin/python benchmarks/analysis.py --sizes 1000000 10000000 --runs 3
+    .venv/bin/python benchmarks/analysis.py --sizes 1000000 --statements   # where it goes
 """
 
 from __future__ import annotations
@@ -68,6 +69,58 @@ print(json.dumps({"start_s": t1 - t0, "s": time.perf_counter() - t1, "rows": row
 )
 
 
+STATEMENTS = (
+    COMMON
+    + """
+import sys
+from collections import defaultdict
+spent = defaultdict(lambda: [0, 0.0])  # "module.function" that ran it -> [statements, seconds]
+
+def charge(t0):
+    caller = sys._getframe(2)
+    key = caller.f_globals["__name__"].rsplit(".", 1)[-1] + "." + caller.f_code.co_name
+    spent[key][0] += 1
+    spent[key][1] += time.perf_counter() - t0
+
+class Rows:  # a result fetched while timed, read afterwards as the caller reads it
+    def __init__(self, cur):
+        self.description, self.rows = cur.description, cur.fetchall()
+    def fetchall(self):
+        return self.rows
+    def fetchone(self):
+        return self.rows[0] if self.rows else None
+
+class Table:
+    def __init__(self, rel):
+        self.table = rel.to_arrow_table()
+    def to_arrow_table(self):
+        return self.table
+
+class Timed:  # the connection, each statement timed with its result fetched
+    def __getattr__(self, name):
+        return getattr(con, name)
+    def execute(self, query, parameters=None):
+        t0 = time.perf_counter()
+        cur = con.execute(query, parameters)
+        rows = Rows(cur) if cur.description else cur
+        charge(t0)
+        return rows
+    def sql(self, query, *, params=None):
+        t0 = time.perf_counter()
+        table = Table(con.sql(query, params=params))
+        charge(t0)
+        return table
+
+timed = Timed()
+for w, s in slices:
+    analyze_slice(timed, w, s, Thresholds())
+total = time.perf_counter() - t1
+by = sorted(spent.items(), key=lambda kv: -kv[1][1])
+print(json.dumps({"s": total, "slices": len(slices), "statements": by}))
+"""
+)
+
+
 def run(code: str, ds: Path) -> dict[str, float]:
     """One fresh process of `code` over `ds`: its figures, with wall time and peak RSS."""
     wall, rss, out = measure([PY, "-c", code, str(ds)])
@@ -82,8 +135,17 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--json", type=Path)
+    ap.add_argument(
+        "--statements",
+        action="store_true",
+        help="instead: one analysis per size, its SQL time per calling function",
+    )
     args = ap.parse_args()
     compile_package()
+    if args.statements:
+        for n in args.sizes:
+            by_statement(dataset(args.work, n), n)
+        return
     print("| requests | analysis | limit (3 scans) | ratio | limit 2x | analysis RSS | start |")
     print("|---:|---:|---:|---:|---|---:|---:|")
     figures = []
@@ -106,6 +168,24 @@ def main() -> None:
         figures.append({"requests": n, "analysis": a, "limit": lim})
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
+
+
+def by_statement(ds: Path, n: int) -> None:
+    """Print where one analysis of every slice spends its SQL time, by the function that ran
+    each statement (results fetched inside the timing)."""
+    _, _, out = measure([PY, "-c", STATEMENTS, str(ds)])
+    got = json.loads(out.strip().splitlines()[-1])
+    rows = got["statements"]
+    sql = sum(s for _, (_, s) in rows)
+    count = sum(c for _, (c, _) in rows)
+    print(
+        f"{n:,} requests, {got['slices']} slices: analysis {got['s']:.2f} s, "
+        f"SQL {sql:.2f} s in {count} statements"
+    )
+    print("| function | statements | seconds |")
+    print("|---|---:|---:|")
+    for name, (c, s) in rows:
+        print(f"| `{name}` | {c} | {s:.3f} |")
 
 
 if __name__ == "__main__":
