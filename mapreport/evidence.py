@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 import duckdb
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,14 +35,15 @@ from mapreport.analysis.adaptation import shape_gain
 from mapreport.analysis.blocking import blocked_select
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Evidence, Thresholds
-from mapreport.analysis.consistency import QueueCheck, difference
+from mapreport.analysis.consistency import difference
 from mapreport.analysis.environment import check_environment
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
     SAMPLES,
     SLICE_TABLE,
+    SqlValue,
     as_ctes,
-    literal,
+    inline,
     slice_definitions,
 )
 from mapreport.analysis.results import SliceResult
@@ -63,7 +66,6 @@ from mapreport.analysis.tail import (
 )
 from mapreport.analysis.telemetry import (
     POINT_ROWS,
-    Telemetry,
     points_of,
     series_of,
     vocabulary_named,
@@ -75,7 +77,7 @@ from mapreport.files import atomic_write
 from mapreport.kinds import Driver
 from mapreport.report.words import metric
 from mapreport.store import Dataset
-from mapreport.window import Window, WindowKind
+from mapreport.window import Window
 
 PACKS = "evidence"
 """The folder of a slice's packs (under its report folder) and of their specs in the dataset."""
@@ -130,55 +132,153 @@ class Pack:
         """The pack as JSON-ready builtins."""
         return dataclasses.asdict(self)
 
+    def typed(self) -> Any:
+        """The pack's parameters as its reduction's dataclass (`PARAMS`)."""
+        return msgspec.convert(self.params, PARAMS[self.reduction], strict=True)
+
     @staticmethod
-    def from_spec(d: dict[str, Any]) -> Pack:
-        """A pack back from its spec."""
-        d = dict(d, reduction=Reduction(d["reduction"]))
-        d["ci"] = tuple(d["ci"]) if d["ci"] is not None else None
-        return Pack(**d)
+    def from_spec(data: bytes) -> Pack:
+        """A pack back from its spec's JSON, every field and parameter checked for its type
+        (msgspec.ValidationError or DecodeError when one is missing, mistyped or unknown)."""
+        p = msgspec.json.decode(data, type=Pack, strict=True)
+        p.typed()
+        msgspec.convert(p.thresholds, Thresholds, strict=True)
+        window_of(p)
+        return p
 
 
-def _tables(r: SliceResult) -> str:
+def _tables(workload: str, slice_: str) -> str:
     return as_ctes(
         [
-            *slice_definitions(r.workload, r.slice),
-            ("TABLE", BLOCKED_TABLE, blocked_select(r.workload, r.slice)),
+            *slice_definitions(workload, slice_),
+            ("TABLE", BLOCKED_TABLE, blocked_select(workload, slice_)),
         ]
     )
 
 
-def _samples_sql(r: SliceResult, shape: str, events: bool) -> str:
+@dataclass(frozen=True)
+class TailParams:
+    """A tail share's pack: the driver, the shapes pooled, the bootstrap's seed key and the
+    memory budgets the plan states (the tail query's literals)."""
+
+    driver: Driver
+    shapes: list[str]
+    seed_key: list[str]
+    budgets: dict[str, float]
+
+
+@dataclass(frozen=True)
+class SampleParams:
+    """A compute-sample pack: whether the shape is covered (gain), its prediction (APE,
+    drift) and the drift's baseline."""
+
+    covered: bool | None = None
+    predicted_us: float | None = None
+    baseline: float | None = None
+
+
+@dataclass(frozen=True)
+class QueueParams:
+    """A queue check's pack: the server whose counters are compared, and the window."""
+
+    server: str
+    start_us: float
+    end_us: float
+
+
+@dataclass(frozen=True)
+class SourceParams:
+    """A pack of records: the files (source ids) the finding names."""
+
+    sources: list[str]
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """A pack whose query needs only its slice."""
+
+
+PARAMS: dict[Reduction, type] = {
+    Reduction.TAIL_SHARE: TailParams,
+    Reduction.NET_GAIN: SampleParams,
+    Reduction.APE: SampleParams,
+    Reduction.DRIFT: SampleParams,
+    Reduction.BLOCKED_SHARE: NoParams,
+    Reduction.ENVIRONMENT: SourceParams,
+    Reduction.QUEUE_CHECK: QueueParams,
+    Reduction.RECORDS: SourceParams,
+}
+"""The parameters each reduction's query and figure are built from (a spec's `params`)."""
+
+
+def _samples_sql(workload: str, slice_: str, shape: str, events: bool) -> str:
     """The shape's ok compute samples on its primary plan (and its adaptation events)."""
     sql = (
         f"SELECT 'sample' AS kind, shape, variant AS what, compute_us AS value, source_id, line "
-        f"FROM ({SAMPLES}) WHERE shape = {literal(shape)}"
+        f"FROM ({SAMPLES}) WHERE shape = $shape"
     )
     if events:
         sql += (
             " UNION ALL SELECT 'event', shape, event, coalesce(dur_us, 0), source_id, line "
-            f"FROM adaptation_event WHERE workload = {literal(r.workload)} "
-            f"AND slice = {literal(r.slice)} AND shape = {literal(shape)}"
+            "FROM adaptation_event WHERE workload = $w AND slice = $s AND shape = $shape"
         )
-    return f"{_tables(r)}\nSELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
+    select = f"SELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
+    return f"{_tables(workload, slice_)}\n" + inline(
+        select, {"w": workload, "s": slice_, "shape": shape}
+    )
 
 
-def _queue_check_sql(r: SliceResult, c: QueueCheck, t: Telemetry) -> str:
+def _queue_check_sql(workload: str, slice_: str, q: QueueParams) -> str:
     """The records inside the check's window and the server's counters per scrape."""
-    metrics = ", ".join(
-        literal(m) for m in sorted({m for m, _ in vocabulary_named(t.server).series()})
-    )
-    points = (
-        POINT_ROWS.replace("$w", literal(r.workload))
-        .replace("$s", literal(r.slice))
-        .replace("$metrics", f"[{metrics}]")
-    )
-    return (
-        f"{_tables(r)}\nSELECT 'record' AS kind, source_id, NULL::INTEGER AS scrape, "
+    metrics = sorted({m for m, _ in vocabulary_named(q.server).series()})
+    select = (
+        "SELECT 'record' AS kind, source_id, NULL::INTEGER AS scrape, "
         "arrival_us AS scrape_us, NULL AS metric, NULL AS sample, NULL AS type, queue_us AS value"
         f" FROM {SLICE_TABLE} WHERE status = 'ok' AND queue_us IS NOT NULL"
-        f" AND arrival_us > {c.start_us!r} AND arrival_us <= {c.end_us!r}"
+        " AND arrival_us > $start AND arrival_us <= $end"
         "\nUNION ALL\nSELECT 'scrape' AS kind, * FROM ("
-        f"{points}) ORDER BY kind, source_id, scrape, scrape_us, metric, sample, type, value"
+        f"{POINT_ROWS}) ORDER BY kind, source_id, scrape, scrape_us, metric, sample, type, value"
+    )
+    bound: dict[str, SqlValue] = {
+        "w": workload,
+        "s": slice_,
+        "metrics": metrics,
+        "start": float(q.start_us),
+        "end": float(q.end_us),
+    }
+    return f"{_tables(workload, slice_)}\n" + inline(select, bound)
+
+
+def pack_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
+    """The self-contained SQL of a pack, built by this code from the pack's parameters alone:
+    what `write_packs` writes and what `explain` runs (it never runs SQL text read from a
+    dataset). Every value enters as a literal written in one pass (`query.inline`)."""
+    if isinstance(params, TailParams):
+        pooled = shape == SLICE_WIDE
+        select = tail_sql(params.budgets, None if pooled else shape)
+        where = inline(" WHERE list_contains($shapes, shape)", {"shapes": params.shapes})
+        return f"{_tables(workload, slice_)}\nSELECT * FROM ({select}){where if pooled else ''}"
+    if reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
+        return _samples_sql(workload, slice_, shape, events=reduction == Reduction.NET_GAIN)
+    if reduction == Reduction.BLOCKED_SHARE:
+        return (
+            f"{_tables(workload, slice_)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} "
+            f"WHERE status = 'ok') AS ok FROM {BLOCKED_TABLE} b WHERE blocked_by IS NOT NULL "
+            "ORDER BY source_id, line"
+        )
+    if isinstance(params, QueueParams):
+        return _queue_check_sql(workload, slice_, params)
+    ids = {"ids": params.sources}
+    if reduction == Reduction.ENVIRONMENT:
+        return inline(
+            "SELECT * FROM environment WHERE list_contains($ids, source_id) "
+            "ORDER BY source_id, line",
+            ids,
+        )
+    return inline(
+        "SELECT source_id, path, format, rows, rejected FROM ingest_log "
+        "WHERE list_contains($ids, source_id) ORDER BY path",
+        ids,
     )
 
 
@@ -189,8 +289,7 @@ def _spec(
     shape: str,
     ev: Evidence,
     reduction: Reduction,
-    sql: str,
-    **params: Any,
+    params: Any,
 ) -> Pack:
     ci = None if ev.ci is None else (ev.ci.low, ev.ci.high)
     return Pack(
@@ -201,8 +300,8 @@ def _spec(
         shape,
         ev.metric,
         reduction,
-        sql,
-        params,
+        pack_sql(reduction, r.workload, r.slice, shape, params),
+        msgspec.to_builtins(params),
         ev.value,
         ev.n,
         ci,
@@ -216,25 +315,12 @@ def _window(w: Window) -> dict[str, Any]:
 
 
 def _tail_pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:
-    driver = ev.metric.split(".", 1)[1]
+    driver = Driver(ev.metric.split(".", 1)[1])
     pooled = shape == SLICE_WIDE
     shapes = [m.shape for m in r.shapes if m.tail is not None] if pooled else [shape]
-    select = tail_sql(r.budgets, None if pooled else shape)
-    where = f" WHERE list_contains([{', '.join(map(literal, shapes))}], shape)" if pooled else ""
-    sql = f"{_tables(r)}\nSELECT * FROM ({select}){where}"
-    seed_key = ("tail",) if pooled else (shape, "tail")
-    return _spec(
-        r,
-        pid,
-        subject,
-        shape,
-        ev,
-        Reduction.TAIL_SHARE,
-        sql,
-        driver=driver,
-        shapes=shapes,
-        seed_key=list(seed_key),
-    )
+    seed_key = ["tail"] if pooled else [shape, "tail"]
+    params = TailParams(driver, shapes, seed_key, dict(r.budgets))
+    return _spec(r, pid, subject, shape, ev, Reduction.TAIL_SHARE, params)
 
 
 def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:
@@ -243,47 +329,23 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
     if ev.metric.startswith("tail_share."):
         return _tail_pack(r, pid, subject, shape, ev)
     if ev.metric == "net_gain_p50" and m is not None:
-        sql = _samples_sql(r, shape, events=True)
-        return _spec(r, pid, subject, shape, ev, Reduction.NET_GAIN, sql, covered=m.covered)
+        params = SampleParams(covered=m.covered)
+        return _spec(r, pid, subject, shape, ev, Reduction.NET_GAIN, params)
     if ev.metric == "ape" and m is not None:
-        sql = _samples_sql(r, shape, events=False)
-        predicted = m.accuracy.predicted_us
-        return _spec(r, pid, subject, shape, ev, Reduction.APE, sql, predicted_us=predicted)
+        params = SampleParams(predicted_us=m.accuracy.predicted_us)
+        return _spec(r, pid, subject, shape, ev, Reduction.APE, params)
     if ev.metric == "signed_error_drift" and m is not None:
-        sql = _samples_sql(r, shape, events=False)
         d = next(x for x in r.drifts if x.shape == shape)
-        predicted = m.accuracy.predicted_us
-        return _spec(
-            r,
-            pid,
-            subject,
-            shape,
-            ev,
-            Reduction.DRIFT,
-            sql,
-            predicted_us=predicted,
-            baseline=d.baseline,
-        )
+        params = SampleParams(predicted_us=m.accuracy.predicted_us, baseline=d.baseline)
+        return _spec(r, pid, subject, shape, ev, Reduction.DRIFT, params)
     if ev.metric == "blocked_share":
-        sql = (
-            f"{_tables(r)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} WHERE status = 'ok') "
-            f"AS ok FROM {BLOCKED_TABLE} b WHERE blocked_by IS NOT NULL "
-            "ORDER BY source_id, line"
-        )
-        return _spec(r, pid, subject, shape, ev, Reduction.BLOCKED_SHARE, sql)
+        return _spec(r, pid, subject, shape, ev, Reduction.BLOCKED_SHARE, NoParams())
     if ev.metric == "consistency.queue_mean_us" and r.queue_check and r.telemetry:
-        sql = _queue_check_sql(r, r.queue_check, r.telemetry)
-        params = {"server": r.telemetry.server}
-        return _spec(r, pid, subject, shape, ev, Reduction.QUEUE_CHECK, sql, **params)
-    ids = ", ".join(literal(s) for s in ev.sources) or "NULL"
-    if ev.metric == "environment.mismatches":
-        sql = f"SELECT * FROM environment WHERE source_id IN ({ids}) ORDER BY source_id, line"
-        return _spec(r, pid, subject, shape, ev, Reduction.ENVIRONMENT, sql)
-    sql = (
-        "SELECT source_id, path, format, rows, rejected FROM ingest_log "
-        f"WHERE source_id IN ({ids}) ORDER BY path"
-    )
-    return _spec(r, pid, subject, shape, ev, Reduction.RECORDS, sql)
+        c = r.queue_check
+        queue = QueueParams(r.telemetry.server, c.start_us, c.end_us)
+        return _spec(r, pid, subject, shape, ev, Reduction.QUEUE_CHECK, queue)
+    kind = Reduction.ENVIRONMENT if ev.metric == "environment.mismatches" else Reduction.RECORDS
+    return _spec(r, pid, subject, shape, ev, kind, SourceParams(list(ev.sources)))
 
 
 def packs(r: SliceResult) -> list[Pack]:
@@ -319,9 +381,9 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
             # run it (and the blocking chain it joins) once, not once per pack
             if tails is None:
                 tails = con.sql(
-                    f"{_tables(r)}\nSELECT * FROM ({tail_sql(r.budgets)})"
+                    f"{_tables(r.workload, r.slice)}\nSELECT * FROM ({tail_sql(r.budgets)})"
                 ).to_arrow_table()
-            mask = pc.is_in(tails["shape"], pa.array(p.params["shapes"], pa.string()))
+            mask = pc.is_in(tails["shape"], pa.array(p.typed().shapes, pa.string()))
             rows = tails.filter(mask)
         else:
             rows = con.sql(p.sql).to_arrow_table()
@@ -360,36 +422,37 @@ def reproduced(p: Pack, x: Recomputed) -> bool:
 
 def recompute(p: Pack, rows: pa.Table) -> Recomputed:
     """The figure of a pack from its rows, by the analysis's own functions."""
-    th = Thresholds(**p.thresholds)
+    th = msgspec.convert(p.thresholds, Thresholds, strict=True)
+    params = p.typed()
     files = tuple(sorted(set(rows["source_id"].to_pylist()))) if rows.num_rows else ()
     if p.reduction == Reduction.TAIL_SHARE:
         tails = group_tails(rows)
-        parts = [attribute(tails[s][0]) for s in p.params["shapes"] if s in tails]
+        parts = [attribute(tails[s][0]) for s in params.shapes if s in tails]
         pooled = canonical_rows(np.concatenate(parts) if parts else np.zeros((0, len(DRIVERS))))
-        seed = seed_for(th.seed, p.workload, p.slice, *p.params["seed_key"])
-        driver = Driver(p.params["driver"])
+        seed = seed_for(th.seed, p.workload, p.slice, *params.seed_key)
+        driver = params.driver
         sh = shares(pooled) or {}
         ci = share_intervals(pooled, th.bootstrap_resamples, seed).get(driver) if sh else None
         interval = None if ci is None else (ci.low, ci.high)
         return Recomputed(sh.get(driver), len(pooled), interval, rows.num_rows, files)
     if p.reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
-        return _from_samples(p, rows, th, files)
+        return _from_samples(p, params, rows, th, files)
     if p.reduction == Reduction.BLOCKED_SHARE:
         ok = int(rows["ok"][0].as_py()) if rows.num_rows else 0
         blocked = rows.num_rows
         wilson = wilson_interval(blocked, ok) if ok else None
         return Recomputed(blocked / ok if ok else None, ok, wilson, blocked, files)
     if p.reduction == Reduction.QUEUE_CHECK:
-        return _queue_check(p, rows, files)
+        return _queue_check(params, rows, files)
     if p.reduction == Reduction.ENVIRONMENT:
         check = check_environment(rows.to_pylist())
         return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)
     return Recomputed(None, 0, None, rows.num_rows, files)
 
 
-def _queue_check(p: Pack, rows: pa.Table, files: tuple[str, ...]) -> Recomputed:
+def _queue_check(q: QueueParams, rows: pa.Table, files: tuple[str, ...]) -> Recomputed:
     """The records' mean against the counters' total, by the analysis's own functions."""
-    vocab = vocabulary_named(p.params["server"])
+    vocab = vocabulary_named(q.server)
     recs = [x["value"] for x in rows.to_pylist() if x["kind"] == "record"]
     cols = ("source_id", "scrape", "scrape_us", "metric", "sample", "type", "value")
     scraped = [tuple(x[c] for c in cols) for x in rows.to_pylist() if x["kind"] == "scrape"]
@@ -400,7 +463,9 @@ def _queue_check(p: Pack, rows: pa.Table, files: tuple[str, ...]) -> Recomputed:
     return Recomputed(figure, len(recs), None, rows.num_rows, files)
 
 
-def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+def _from_samples(
+    p: Pack, params: SampleParams, rows: pa.Table, th: Thresholds, files: tuple[str, ...]
+) -> Recomputed:
     samples: dict[str, list[float]] = {}
     n_events, cost = 0, 0.0
     for kind, what, value in zip(
@@ -413,7 +478,7 @@ def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...
     arrays: dict[str, Sample] = {k: SortedArray(v) for k, v in samples.items()}
     if p.reduction == Reduction.NET_GAIN:
         key = (p.workload, p.slice, p.shape)
-        g = shape_gain(key, p.params["covered"], arrays, (n_events, cost), th)
+        g = shape_gain(key, bool(params.covered), arrays, (n_events, cost), th)
         gci = g.net_gain_p50_ci
         return Recomputed(
             g.net_gain_p50,
@@ -424,36 +489,72 @@ def _from_samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...
         )
     static = arrays.get("static", SortedArray([]))
     p50 = quantile(static, 0.5) if len(static) else None
-    acc = shape_accuracy(True, p.params["predicted_us"], len(static), p50, th)
+    acc = shape_accuracy(True, params.predicted_us, len(static), p50, th)
     ci = None
     if acc.signed_error is not None and acc.predicted_us is not None:
         seed = seed_for(th.seed, p.workload, p.slice, p.shape, "error")
         ci = bootstrap_relative_error(static, acc.predicted_us, th.bootstrap_resamples, seed)
     if p.reduction == Reduction.DRIFT:
-        base = p.params["baseline"]
+        base = params.baseline or 0.0
         moved = None if acc.signed_error is None else acc.signed_error - base
         shifted = None if ci is None else (ci[0] - base, ci[1] - base)
         return Recomputed(moved, len(static), shifted, rows.num_rows, files)
     return Recomputed(acc.ape, len(static), ci, rows.num_rows, files)
 
 
+PACK_ID = re.compile(r"[0-9a-f]{12}")
+"""An evidence pack's id: the first 12 hex digits of a SHA-256 (`actions.action_id`)."""
+
+
+class SpecError(DatasetError):
+    """A pack spec in a dataset that cannot be used: unreadable, incomplete, of an unknown
+    kind, or holding SQL other than the SQL its parameters give (exit 5)."""
+
+
 def load(specs: Path, pid: str) -> Pack | None:
-    """The pack spec of `pid` in a dataset's evidence folder (None when there is none)."""
+    """The pack spec of `pid` in a dataset's evidence folder (None when there is none). The id
+    is checked for its form before any path is made of it; the spec is checked field by
+    field, and its SQL against the SQL this code builds from its parameters."""
+    if not PACK_ID.fullmatch(pid):
+        raise UsageError(
+            f"{pid!r} is not an evidence pack id (12 hexadecimal digits, as findings.json's "
+            "actions[].id and the report's evidence links give them)"
+        )
     path = specs / f"{pid}.json"
     if not path.is_file():
         return None
-    return Pack.from_spec(json.loads(path.read_text()))
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise SpecError(f"{path}: cannot read the pack spec: {e.strerror}") from None
+    try:
+        p = Pack.from_spec(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, TypeError) as e:
+        raise SpecError(f"{path}: not a usable pack spec: {str(e).splitlines()[0]}") from None
+    if p.id != pid:
+        raise SpecError(f"{path}: the spec is of pack {p.id!r}, not {pid!r}")
+    if p.reduction == Reduction.DRIFT and p.typed().baseline is None:
+        raise SpecError(f"{path}: not a usable pack spec: a drift pack needs params.baseline")
+    rebuilt = pack_sql(p.reduction, p.workload, p.slice, p.shape, p.typed())
+    if p.sql != rebuilt:
+        raise SpecError(
+            f"{path}: its SQL is not the SQL mapreport builds from the spec's parameters "
+            "(tampered with, or written by another version of mapreport: report the slice "
+            "again); nothing was run"
+        )
+    return p
 
 
 def window_of(p: Pack) -> Window:
     """The window a pack's figure was computed over."""
-    d = dict(p.window, kind=WindowKind(p.window["kind"]))
-    return Window(**d)
+    return msgspec.convert(p.window, Window, strict=True)
 
 
 def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:
-    """Rerun a pack's SQL against the dataset and its figure from the rows: the lines to print
-    and whether the report's figure, n and CI are reproduced."""
+    """Rerun a pack's query against the dataset and its figure from the rows: the lines to
+    print and whether the report's figure, n and CI are reproduced. The query run is the one
+    this code builds from the spec's parameters (`pack_sql`), never text read from the
+    dataset."""
     ds = Dataset(dataset_dir)
     p = load(ds.root / PACKS, pid)
     if p is None:
@@ -463,9 +564,10 @@ def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:
         )
     con = ds.connect(p.workload, window_of(p))
     try:
-        rows = con.sql(p.sql).to_arrow_table()
+        rows = con.sql(pack_sql(p.reduction, p.workload, p.slice, p.shape, p.typed()))
+        rows = rows.to_arrow_table()
     except duckdb.Error as e:
-        raise DatasetError(f"pack {pid}: its SQL no longer runs on {ds.root}: {e}") from None
+        raise DatasetError(f"pack {pid}: its query no longer runs on {ds.root}: {e}") from None
     x = recompute(p, rows)
     paths = dict(
         con.execute(

@@ -7,6 +7,11 @@ count, and which plan version is in force, is decided here, once, in SQL.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -82,21 +87,43 @@ class DuckDBFiles:
 def connect(
     ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
 ) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection with the dataset's views (`define_views`)."""
-    con = duckdb_connection()
-    con.execute("SET preserve_insertion_order = false")
+    """A DuckDB connection with the dataset's views (`define_views`), which can reach no file
+    outside the dataset (`duckdb_connection`)."""
+    con = duckdb_connection([ds.root])
     define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
     return con
 
 
-def duckdb_connection() -> duckdb.DuckDBPyConnection:
-    """A new in-memory DuckDB connection as mapreport uses them: without the progress bar
-    DuckDB otherwise draws on stdout (not only on a terminal) for any query over 2 s, which
-    at fleet size filled the nightly job's output."""
+def duckdb_connection(
+    folders: Sequence[Path], memory_limit: str | None = None
+) -> duckdb.DuckDBPyConnection:
+    """A new in-memory DuckDB connection as mapreport uses them, sandboxed: it reads and writes
+    files only below `folders` (and its own spill folder), installs and loads no extension,
+    and its configuration is locked, so no query, whatever text reached it, can read a file
+    elsewhere, write one, or undo these settings. Without the progress bar DuckDB otherwise
+    draws on stdout (not only on a terminal) for any query over 2 s. `memory_limit` (DuckDB's
+    form, "4GB"): beyond it DuckDB spills to its folder; default DuckDB's 80% of memory."""
     import duckdb  # here, not at the top: readers and the command line use the views' types
 
+    spill = Path(tempfile.mkdtemp(prefix="mapreport-duckdb-"))
     con = duckdb.connect()
-    con.execute("SET enable_progress_bar = false")  # a session setting, not a global one
+    # the spill folder goes with the connection (DuckDB removes only the files it wrote)
+    weakref.finalize(con, shutil.rmtree, spill, True)
+    allowed = [str(f.resolve()) + os.sep for f in (*folders, spill)]
+    if memory_limit is not None:
+        con.execute("SET memory_limit = $v", {"v": memory_limit})
+    for statement, value in (
+        ("SET enable_progress_bar = $v", False),
+        # rows come back in the order a query asks for, not in the files' order
+        ("SET preserve_insertion_order = $v", False),
+        ("SET temp_directory = $v", str(spill / "spill")),
+        ("SET allowed_directories = $v", allowed),
+        ("SET enable_external_access = $v", False),
+        ("SET autoinstall_known_extensions = $v", False),
+        ("SET autoload_known_extensions = $v", False),
+        ("SET lock_configuration = $v", True),
+    ):
+        con.execute(statement, {"v": value})
     return con
 
 

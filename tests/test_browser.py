@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from mapreport.report.charts import CHARTS
+from mapreport.report.prose import md_text
 
 playwright = pytest.importorskip("playwright.sync_api")
 
@@ -110,9 +111,9 @@ def test_actions_link_their_evidence_and_copy_as_tickets(browser: Any, demo_repo
             "document.querySelector('button.copy-ticket').textContent != 'Copy as ticket'"
         )
         ticket = page.evaluate("navigator.clipboard.readText()")
-        assert ticket.startswith(f"### {first['title']}")
-        assert first["owner"] in ticket
-        assert first["rollback_trigger"]["text"] in ticket
+        assert ticket.startswith(f"### {md_text(first['title'])}")
+        assert md_text(first["owner"]) in ticket
+        assert md_text(first["rollback_trigger"]["text"]) in ticket
         assert "| Validate on shape | Metric | Now | Pass when |" in ticket
         assert ticket.count("\n| `") == len(first["validation_matrix"])
         p95 = page.locator("#shapes table.sortable thead th").nth(5)

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from mapreport.cli import main
@@ -32,3 +35,93 @@ def test_explain_says_when_a_figure_is_not_reproduced(demo_reports: Path, tmp_pa
     res = CliRunner().invoke(main, ["explain", "0123456789ab", "--dataset", str(dataset)])
     assert res.exit_code == 2
     assert "no evidence pack '0123456789ab'" in res.output
+
+
+def _pack_copy(demo_reports: Path, tmp_path: Path) -> tuple[Path, str, Path]:
+    """A copy of the demo's dataset, an action's pack id and the path of its spec."""
+    dataset = tmp_path / "dataset"
+    shutil.copytree(demo_reports.parent / "dataset", dataset)
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    pid = doc["actions"][0]["id"]
+    return dataset, pid, dataset / "evidence" / f"{pid}.json"
+
+
+def test_explain_never_runs_sql_a_dataset_holds(demo_reports: Path, tmp_path: Path) -> None:
+    """A pack spec whose SQL was replaced (here: a query that would write a file outside the
+    dataset) is reported as tampered with, exit 5, and nothing runs; the SQL `explain` runs is
+    rebuilt from the spec's parameters."""
+    dataset, pid, spec_path = _pack_copy(demo_reports, tmp_path)
+    target = tmp_path / "pwned.csv"
+    spec = json.loads(spec_path.read_text())
+    spec["sql"] = f"COPY (SELECT 42 AS source_id) TO '{target}'; SELECT 42 AS source_id"
+    spec_path.write_text(json.dumps(spec))
+    res = CliRunner().invoke(main, ["explain", pid, "--dataset", str(dataset)])
+    assert res.exit_code == 5, res.output
+    assert "tampered" in res.output
+    assert str(spec_path) in res.output
+    assert not target.exists()
+    assert len(res.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "pid", ["../../etc/passwd", "../evidence/0123456789ab", "0123456789AB", "0123", "x" * 12, ""]
+)
+def test_an_explain_id_is_checked_before_any_file_is_opened(
+    demo_reports: Path, tmp_path: Path, pid: str
+) -> None:
+    """An id that is not 12 lowercase hex digits is a usage error naming the form (exit 2),
+    whatever file its text would reach."""
+    outside = tmp_path / "0123456789ab.json"
+    outside.write_text("{}")
+    res = CliRunner().invoke(
+        main, ["explain", pid, "--dataset", str(demo_reports.parent / "dataset")]
+    )
+    assert res.exit_code == 2, res.output
+    assert "not an evidence pack id" in res.output
+
+
+def _truncated(spec: dict[str, Any], text: str) -> str:
+    return text[: len(text) // 2]
+
+
+def _missing(spec: dict[str, Any], text: str) -> str:
+    del spec["reduction"]
+    return json.dumps(spec)
+
+
+def _unknown_kind(spec: dict[str, Any], text: str) -> str:
+    return json.dumps(dict(spec, reduction="exfiltrate"))
+
+
+def _mistyped(spec: dict[str, Any], text: str) -> str:
+    return json.dumps(dict(spec, n="many"))
+
+
+def _bad_params(spec: dict[str, Any], text: str) -> str:
+    return json.dumps(dict(spec, params={"unexpected": [1, 2]}))
+
+
+def _bad_window(spec: dict[str, Any], text: str) -> str:
+    return json.dumps(dict(spec, window=dict(spec["window"], kind="forever")))
+
+
+def _not_an_object(spec: dict[str, Any], text: str) -> str:
+    return "[1, 2, 3]"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [_truncated, _missing, _unknown_kind, _mistyped, _bad_params, _bad_window, _not_an_object],
+)
+def test_explain_on_a_corrupt_spec_names_it(
+    demo_reports: Path, tmp_path: Path, damage: Callable[[dict[str, Any], str], str]
+) -> None:
+    """A truncated spec, one with a field missing or mistyped, or of an unknown kind is exit 5
+    naming the spec and what is wrong, in one line."""
+    dataset, pid, spec_path = _pack_copy(demo_reports, tmp_path)
+    text = spec_path.read_text()
+    spec_path.write_text(damage(json.loads(text), text))
+    res = CliRunner().invoke(main, ["explain", pid, "--dataset", str(dataset)])
+    assert res.exit_code == 5, res.output
+    assert str(spec_path) in res.output
+    assert len(res.output.strip().splitlines()) == 1, res.output

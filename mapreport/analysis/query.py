@@ -9,11 +9,17 @@ order statistics, as numpy's default does.
 
 from __future__ import annotations
 
+import math
+import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeAlias
 
 from mapreport.analysis.common import Percentiles
 from mapreport.connection import Connection
+
+SqlValue: TypeAlias = "str | int | float | bool | Sequence[SqlValue] | None"
+"""A value a query binds as a parameter, or `inline` writes as a literal."""
 
 QS = "[0.5, 0.95, 0.99]"
 GRID = "[" + ", ".join(f"{i / 100:.2f}" for i in range(101)) + "]"
@@ -54,8 +60,44 @@ def records(cur: Any) -> list[dict[str, Any]]:
 
 
 def literal(text: str) -> str:
-    """A SQL string literal."""
+    """A SQL string literal (DuckDB's and Spark's standard strings: a quote is doubled, a
+    backslash is an ordinary character)."""
     return "'" + text.replace("'", "''") + "'"
+
+
+def value_literal(value: SqlValue) -> str:
+    """A SQL literal of a bound parameter's value: text, a finite number, a boolean, NULL or
+    a list of them."""
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return literal(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value!r}")
+        return repr(value)
+    return "[" + ", ".join(value_literal(v) for v in value) + "]"
+
+
+_TOKEN = re.compile(r"'(?:[^']|'')*'|\$([A-Za-z_][A-Za-z0-9_]*)")
+"""A quoted string of the template (kept as it is) or a `$name` parameter."""
+
+
+def inline(sql: str, params: Mapping[str, SqlValue]) -> str:
+    """The self-contained text of a query with `$name` parameters: each parameter of the
+    template replaced by its value's literal in one pass over the template, so a value is
+    never scanned again (a name holding `$s` stays text) and a `$` inside the template's own
+    quoted strings is left alone. What it returns runs as the bound query runs."""
+
+    def one(m: re.Match[str]) -> str:
+        name = m.group(1)
+        return m.group(0) if name is None else value_literal(params[name])
+
+    return _TOKEN.sub(one, sql)
 
 
 def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:

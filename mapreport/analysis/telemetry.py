@@ -546,5 +546,10 @@ def telemetry(con: Connection, workload: str, slice_: str) -> Telemetry | None:
 
 
 def vocabulary_named(server: str) -> Vocabulary:
-    """The vocabulary of a server by its name (an evidence pack names it)."""
-    return next(v for v in VOCABULARIES if v.server == server)
+    """The vocabulary of a server by its name (an evidence pack names it); ValueError for a
+    name no vocabulary has."""
+    for v in VOCABULARIES:
+        if v.server == server:
+            return v
+    known = ", ".join(v.server for v in VOCABULARIES)
+    raise ValueError(f"unknown server {server!r} (known: {known})")

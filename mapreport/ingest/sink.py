@@ -248,7 +248,7 @@ class Sink:
                 return
         from mapreport.views import duckdb_connection  # DuckDB: only above Arrow's key count
 
-        con = duckdb_connection()
+        con = duckdb_connection([self.staging])
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
         # the common case first: one hash aggregate (DuckDB spills it), no window over the rows
         distinct, total = con.execute(

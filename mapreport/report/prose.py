@@ -3,6 +3,8 @@ its rollback trigger, a ticket, the executive summary), built from the words of 
 
 from __future__ import annotations
 
+import re
+
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
 from mapreport.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
@@ -276,29 +278,51 @@ def tail_sentence(r: SliceResult) -> str:
     return f" Its tail: {what} drives {pct(c.evidence.value, 0)} of the excess above p95."
 
 
-def _cell(text: str) -> str:
-    """Text safe in a Markdown table cell."""
-    return text.replace("|", "\\|").replace("\n", " ")
+_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#|~])")
+"""ASCII punctuation Markdown (CommonMark, GFM) gives a meaning: a backslash before each makes
+it a plain character."""
+
+
+def md_text(text: str) -> str:
+    """Any text as plain Markdown text: HTML's specials as entities (a name holding a tag
+    prints as the tag's text, never as HTML), Markdown's punctuation backslash-escaped (no
+    emphasis, link, table cell or heading), on one line."""
+    text = " ".join(text.split("\n"))
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_PUNCTUATION.sub(r"\\\1", text)
+
+
+def md_code(text: str) -> str:
+    """Any text as a Markdown code span: fenced by more backticks than it holds in a row (a
+    backtick in a name cannot close it early), on one line, and with `|` escaped so a table
+    cell holding it does not split (GFM reads `\\|` inside a code span as `|`)."""
+    text = " ".join(text.split("\n")).replace("|", "\\|")
+    fence = "`" * (max((len(r) for r in re.findall("`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     """One action as Markdown for an issue tracker: title, owner, evidence, rollback trigger
-    and validation matrix."""
+    and validation matrix. Every value is escaped (`md_text`, `md_code`): a name is text in
+    the tracker, never markup."""
     files = {s.source_id: s.path for s in r.sources}
+    owner = md_text(a.owner or "unassigned")
     lines = [
-        f"### {title}",
+        f"### {md_text(title)}",
         "",
-        f"- Slice: `{r.name}`; shape: `{shape_name(a.shape)}`; action `{a.id}` ({label(a.kind)})",
-        f"- Owner: {a.owner or 'unassigned'} ({label(a.owner_role)})",
-        f"- Evidence: {evidence(a.evidence)}",
-        *(f"  - file `{files.get(sid, sid)}`" for sid in a.evidence.sources),
-        f"- Rollback trigger: {rollback}",
+        f"- Slice: {md_code(r.name)}; shape: {md_code(shape_name(a.shape))}; action "
+        f"{md_code(a.id)} ({md_text(label(a.kind))})",
+        f"- Owner: {owner} ({md_text(label(a.owner_role))})",
+        f"- Evidence: {md_text(evidence(a.evidence))}",
+        *(f"  - file {md_code(files.get(sid, sid))}" for sid in a.evidence.sources),
+        f"- Rollback trigger: {md_text(rollback)}",
         "",
         "| Validate on shape | Metric | Now | Pass when |",
         "|---|---|---|---|",
         *(
-            f"| `{_cell(shape_name(x.shape))}` | {_cell(metric(x.metric))} | "
-            f"{metric_value(x.baseline, x.metric)} | {_cell(criterion(x))} |"
+            f"| {md_code(shape_name(x.shape))} | {md_text(metric(x.metric))} | "
+            f"{md_text(metric_value(x.baseline, x.metric))} | {md_text(criterion(x))} |"
             for x in a.validation_matrix
         ),
     ]

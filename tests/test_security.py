@@ -1,0 +1,221 @@
+"""A dataset is data, never code (docs/reliability.md, "What a dataset may contain"): names
+become literals, never SQL; `explain` runs only the SQL mapreport builds; every DuckDB
+connection is confined to its folders; links in a dataset are not followed for writing."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
+
+from mapreport.analysis.actions import SLICE_WIDE
+from mapreport.analysis.query import inline, literal
+from mapreport.cli import main
+from mapreport.evidence import (
+    PARAMS,
+    NoParams,
+    QueueParams,
+    Reduction,
+    SampleParams,
+    SourceParams,
+    TailParams,
+    explain,
+    pack_sql,
+)
+from mapreport.kinds import Driver
+from mapreport.store import Dataset
+from mapreport.views import duckdb_connection
+
+FRAGMENTS = [
+    "'",
+    "''",
+    '"',
+    "$w",
+    "$s",
+    "$shape",
+    "$metrics",
+    "$ids",
+    "$1",
+    "?",
+    ";",
+    "--",
+    "/*",
+    "*/",
+    "\\",
+    "'); COPY (SELECT 42) TO '/tmp/mapreport-pwned.csv'; --",
+    "' || (SELECT content FROM read_text('/etc/hostname')) || '",
+    "SELECT",
+    "DROP TABLE request",
+    "{w}",
+    "%s",
+    "é",
+    "名",
+    " ",
+]
+"""What a hostile name is made of: quotes, dollar signs, our own placeholders, SQL keywords and
+statements, comment openers and other engines' parameter marks."""
+
+names = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=3), min_size=1, max_size=6).map(
+    "".join
+)
+
+
+@given(a=names, b=names)
+@example(a="a$s", b="') UNION SELECT content FROM read_text('/etc/passwd') --")
+def test_inline_writes_each_value_once_as_a_literal(a: str, b: str) -> None:
+    """`inline` writes every parameter as one literal in one pass: the values come back as they
+    went in, and the text is one statement."""
+    sql = inline("SELECT $a AS a, $b AS b, '$a' AS kept", {"a": a, "b": b})
+    assert len(duckdb.extract_statements(sql)) == 1
+    assert duckdb.sql(sql).fetchall() == [(a, b, "$a")]
+    assert duckdb.sql(f"SELECT {literal(a)}").fetchall() == [(a,)]
+
+
+def _params(reduction: Reduction, shape: str) -> object:
+    kind = PARAMS[reduction]
+    if kind is TailParams:
+        return TailParams(Driver.QUEUEING, [shape, "x"], ["tail"], {shape: 1.5e6})
+    if kind is SampleParams:
+        return SampleParams(covered=True, predicted_us=10.0, baseline=0.1)
+    if kind is QueueParams:
+        return QueueParams("Triton", 0.0, 1e15)
+    if kind is SourceParams:
+        return SourceParams([shape, "0123"])
+    return NoParams()
+
+
+@pytest.fixture(scope="module")
+def empty_dataset(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyConnection:
+    """The views of an empty dataset: every canonical table, typed, without rows."""
+    return Dataset(tmp_path_factory.mktemp("empty"), create=True).connect()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(workload=names, slice_=names, shape=names)
+@example(workload="a$s", slice_="') TO '/tmp/x' --", shape="$metrics")
+def test_every_pack_query_is_one_select_whatever_the_names(
+    empty_dataset: duckdb.DuckDBPyConnection, workload: str, slice_: str, shape: str
+) -> None:
+    """Every kind of evidence pack, for any workload, slice and shape names, is one SELECT
+    statement that runs on a dataset (the names stay inside their literals)."""
+    for reduction in Reduction:
+        for where in (shape, SLICE_WIDE):
+            sql = pack_sql(reduction, workload, slice_, where, _params(reduction, where))
+            statements = duckdb.extract_statements(sql)
+            assert len(statements) == 1, (reduction, sql)
+            assert statements[0].type == duckdb.StatementType.SELECT
+            empty_dataset.sql(sql).fetchall()
+
+
+def test_an_analysis_connection_reaches_no_file_outside_its_dataset(tmp_path: Path) -> None:
+    """A dataset's connection reads its own files, but neither reads nor writes a file outside
+    the dataset, nor changes its own settings, nor loads an extension."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret")
+    con = ds.connect()
+    con.execute("SELECT count(*) FROM request").fetchall()
+    refused = [
+        f"SELECT content FROM read_text('{secret}')",
+        "SELECT content FROM read_text('/etc/passwd')",
+        f"COPY (SELECT 1) TO '{tmp_path / 'out.csv'}'",
+        f"SELECT * FROM read_parquet('{ds.root}/../secret.txt')",
+        f"ATTACH '{tmp_path / 'other.db'}'",
+        "SET enable_external_access = true",
+        "SET allowed_directories = ['/']",
+        "LOAD httpfs",
+        "INSTALL httpfs",
+    ]
+    for statement in refused:
+        with pytest.raises(duckdb.Error):
+            con.execute(statement)
+    assert not (tmp_path / "out.csv").exists()
+    assert not (tmp_path / "other.db").exists()
+
+
+def test_a_sandboxed_connection_still_spills_to_disk(tmp_path: Path) -> None:
+    """The sandbox leaves DuckDB its own spill folder: a sort larger than the memory limit still
+    completes."""
+    con = duckdb_connection([tmp_path], memory_limit="40MB")
+    with pytest.raises(duckdb.Error):  # the configuration is locked
+        con.execute("SET memory_limit = '4GB'")
+    spill = Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
+    rows = con.execute(
+        "SELECT max(rn) FROM (SELECT row_number() OVER (ORDER BY m) AS rn "
+        "FROM (SELECT md5(range::VARCHAR) AS m FROM range(2000000)))"
+    ).fetchall()
+    assert rows == [(2000000,)]
+    assert spill.is_dir()  # it did spill, into its own folder
+
+
+HOSTILE_WORKLOAD = "bert'$s$w\"; DROP TABLE request; -- <img src=x onerror=alert(1)> `x` |"
+HOSTILE_SLICE = "') UNION SELECT content FROM read_text('/etc/passwd') -- $shape $metrics"
+
+
+def _hostile_inputs(sample_dir: Path, folder: Path) -> Path:
+    """The demo's bert-base plan and part of its first night, renamed to hostile workload and
+    slice names (escaped as JSON, as any producing tool would write them)."""
+    import gzip
+
+    folder.mkdir()
+    name = json.dumps(HOSTILE_WORKLOAD)
+    slice_ = json.dumps(HOSTILE_SLICE)
+    plan = (sample_dir / "bert-base.compile.jsonl").read_text().splitlines()
+    night = sorted(sample_dir.glob("bert-base*.runtime.*"))[0]
+    opener = gzip.open if night.suffix == ".gz" else open
+    with opener(night, "rt") as fh:
+        runtime = [line for _, line in zip(range(1500), fh, strict=False)]
+    for path, lines in (("plan.compile.jsonl", plan), ("night.runtime.jsonl", runtime)):
+        renamed = [
+            line.strip().replace('"workload":"bert-base"', f'"workload":{name},"slice":{slice_}')
+            for line in lines
+        ]
+        (folder / path).write_text("\n".join(renamed) + "\n")
+    return folder
+
+
+@pytest.mark.slow
+def test_hostile_names_stay_data_through_report_and_explain(
+    sample_dir: Path, tmp_path: Path
+) -> None:
+    """Workload and slice names made of quotes, placeholders and SQL go through ingest, the
+    analysis, every evidence pack and `explain` as names: every pack reproduces, its SQL is
+    one SELECT, nothing is written outside the output folders, and the ticket escapes them."""
+    inputs = _hostile_inputs(sample_dir, tmp_path / "in")
+    dataset, out = tmp_path / "ds", tmp_path / "out"
+    runner = CliRunner()
+    res = runner.invoke(main, ["ingest", "--dataset", str(dataset), "-q", str(inputs)])
+    assert res.exit_code == 0, res.output
+    res = runner.invoke(main, ["report", "--dataset", str(dataset), "--out", str(out), "--no-pdf"])
+    assert res.exit_code == 0, res.output
+    (doc_path,) = out.rglob("findings.json")
+    doc = json.loads(doc_path.read_text())
+    assert (doc["workload"], doc["slice"]) == (HOSTILE_WORKLOAD, HOSTILE_SLICE)
+    packs = sorted((doc_path.parent / "evidence").glob("*.json"))
+    assert packs
+    for spec in packs:
+        sql = (spec.parent / f"{spec.stem}.sql").read_text()
+        assert len(duckdb.extract_statements(sql)) == 1
+        lines, ok = explain(dataset, spec.stem)
+        assert ok, lines
+    html = (doc_path.parent / "report.html").read_text()
+    assert "<img src=x" not in html
+    tickets = re.findall(r'<div class="ticket.*?<pre>(.*?)</pre>', html, re.S)
+    assert len(tickets) == len(doc["actions"]) > 0
+    for text in map(unescape, tickets):
+        rendered = MarkdownIt("commonmark").enable("table").render(text)
+        assert "<img" not in rendered
+        assert "<code>" in rendered
+        assert HOSTILE_WORKLOAD in unescape(rendered)  # as text, whole
+    assert not Path("/tmp/mapreport-pwned.csv").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "in", "out"]
