@@ -3,15 +3,16 @@ engine's workers (Spark's executors), committed here one at a time in the files'
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from mapreport.engine import DUCKDB, Engine
 from mapreport.errors import ErrorPolicy, InputError, MapreportError
 from mapreport.ingest import IngestResult, Reading, Staged, commit_staged, helper
+from mapreport.processes import spawn_context
 from mapreport.store import Dataset, iter_files
 
 if TYPE_CHECKING:
@@ -72,41 +73,98 @@ def _ingest(
             raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
     # on Spark every file is read by an executor first; else by `jobs` processes as they go
     spread = engine.stage_files(ds, files, how) if len(files) > 1 else None
-    pool = (
-        ProcessPoolExecutor(
-            max_workers=jobs,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_reader_process,
-            initargs=(ds,),  # the dataset and its log go to each process once, not per file
-        )
-        if spread is None and jobs > 1 and len(files) > 1
-        else None
-    )
+    pool = _Readers(ds, how, jobs) if spread is None and jobs > 1 and len(files) > 1 else None
     try:
         pending: Sequence[Staged | MapreportError | Future[Staged] | None] = (
-            spread
-            if spread is not None
-            else [pool.submit(_stage, f, how) if pool else None for f in files]
+            spread if spread is not None else pool.submit(files) if pool else [None] * len(files)
         )
         for i, (f, job) in enumerate(zip(files, pending, strict=True), 1):
             progress(f"ingest {i}/{len(files)} {f}")
             try:
                 if job is None:
                     results.append(commit_staged(ds, how.stage(ds, f)))
+                elif pool is not None and isinstance(job, Future):
+                    results.append(commit_staged(ds, pool.result(i - 1)))
                 else:
                     results.append(commit_staged(ds, _staged(job)))
+            except ReaderKilled as e:
+                failures.append(e)  # never the policy's: the file may be fine, the machine not
             except InputError as e:
                 if how.policy != "quarantine":
                     raise
                 failures.append(e)
     finally:
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown()
         if pool is not None or spread is not None:
             ds.recover()  # files staged after a fatal error are not committed
     if failures:
         raise IngestFailures(results, failures)
     return results
+
+
+class ReaderKilled(InputError):
+    """A file whose reader process was killed (by the out-of-memory killer, say) on its try
+    in the shared pool and again when read alone in a fresh process: not ingested."""
+
+
+class _Readers:
+    """`--jobs` reader processes. When one is killed, every file not yet read is handed to a
+    fresh pool of one process (the dead pool's futures all fail, whichever file killed it),
+    where a file that kills its reader again is the one that did: it is reported by name,
+    and the files after it go on in another fresh process. Files read before stay read."""
+
+    def __init__(self, ds: Dataset, how: Reading, jobs: int) -> None:
+        self.ds, self.how, self.jobs = ds, how, jobs
+        self.files: list[Path] = []
+        self.futures: list[Future[Staged]] = []
+        self.pool = self._pool(jobs)
+        self.careful = False
+        """True once a reader was killed: one process at a time from then on."""
+
+    def _pool(self, workers: int) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=spawn_context(),
+            initializer=_reader_process,
+            initargs=(self.ds,),  # the dataset and its log go to each process once
+        )
+
+    def submit(self, files: list[Path]) -> list[Future[Staged]]:
+        """Every file handed to the pool, in order."""
+        self.files = list(files)
+        self.futures = [self.pool.submit(_stage, f, self.how) for f in self.files]
+        return list(self.futures)
+
+    def result(self, i: int) -> Staged:
+        """File i staged, its reader's error raised here, or ReaderKilled."""
+        while True:
+            try:
+                return self.futures[i].result()
+            except BrokenProcessPool:
+                if self.careful:  # one process, file i the one it was reading
+                    self._restart(i + 1)
+                    raise ReaderKilled(
+                        self.files[i],
+                        None,
+                        None,
+                        "its reader process was killed while reading it, once among "
+                        f"{self.jobs} readers and again alone (out of memory? see the system "
+                        "log): not ingested; the other files were",
+                    ) from None
+                self.careful = True
+                self._restart(i)
+
+    def _restart(self, first: int) -> None:
+        """A fresh one-process pool for files `first` onwards."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        self.pool = self._pool(1)
+        for j in range(first, len(self.files)):
+            self.futures[j] = self.pool.submit(_stage, self.files[j], self.how)
+
+    def shutdown(self) -> None:
+        """Stop the readers (files not yet read are not read)."""
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _staged(job: Staged | MapreportError | Future[Staged]) -> Staged:

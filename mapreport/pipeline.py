@@ -135,6 +135,7 @@ def report(
     config.engine names, opened and closed here); on DuckDB, `jobs` worker processes report
     slices at once (`workers.py`), each with its own connection and warm Chromium."""
     ds = Dataset(dataset_dir)
+    ds.check_links()  # before any pack spec or history file is written into it
     now = datetime.now(UTC)
     on = engine or open_engine(config.engine)
     try:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import errno
 import fcntl
 import glob
 import itertools
@@ -162,6 +163,7 @@ class Dataset(HistoryFiles):
         self._index: _Index | None = None
         """Set while this instance holds the writer lock (no one else changes the log)."""
         self._owner = False
+        self._links_checked = False
         if create:
             try:
                 (root / LOG).mkdir(parents=True, exist_ok=True)
@@ -174,7 +176,13 @@ class Dataset(HistoryFiles):
         """What a reader process (`ingest --jobs`) gets: the folder and the log as it was when
         its work was handed out (the committing process checks again before each commit),
         not this process's claim on the lock."""
-        return {"root": self.root, "_log_cache": {}, "_index": self._index, "_owner": False}
+        return {
+            "root": self.root,
+            "_log_cache": {},
+            "_index": self._index,
+            "_owner": False,
+            "_links_checked": self._links_checked,
+        }
 
     # -- commit log ---------------------------------------------------------------------------
 
@@ -335,11 +343,16 @@ class Dataset(HistoryFiles):
             finally:
                 _HELD[root] -= 1
             return
+        self.check_links()
         path = self.root / LOCK
         try:
-            fh = open(path, "a+")  # noqa: SIM115 - held until the block ends
+            # never through a link: a `.lock` pointing elsewhere would have every writer
+            # truncate and overwrite what it points to
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fh = os.fdopen(fd, "r+")
         except OSError as e:
-            raise DatasetError(f"cannot lock {self.root} for writing: {e.strerror}") from None
+            why = "it is a link" if e.errno == errno.ELOOP else e.strerror
+            raise DatasetError(f"cannot lock {self.root} for writing: {path}: {why}") from None
         try:
             try:
                 fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -364,6 +377,31 @@ class Dataset(HistoryFiles):
             self._owner, self._index = False, None
             _HELD.pop(root, None)
             fh.close()  # releases the lock
+
+    def check_links(self) -> None:
+        """Refuse (DatasetError, exit 5) a dataset any of whose folders or files is a link
+        pointing outside it, before anything is written: a writer would follow a folder link
+        (history/, a table, a partition) and write outside the dataset. Links that stay
+        inside are left alone."""
+        root = self.root.resolve()
+        stack = [self.root]
+        while stack:
+            try:
+                entries = list(os.scandir(stack.pop()))
+            except OSError as e:
+                raise DatasetError(f"cannot read {e.filename}: {e.strerror}") from None
+            for entry in entries:
+                if entry.is_symlink():
+                    target = Path(entry.path).resolve()
+                    if not target.is_relative_to(root):
+                        raise DatasetError(
+                            f"{entry.path} is a link to {target}, outside the dataset "
+                            f"{self.root}: mapreport writes only inside a dataset (replace the "
+                            "link with the folder or file itself)"
+                        )
+                elif entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+        self._links_checked = True
 
     def recover(self) -> int:
         """Delete staging folders and data files of uncommitted or superseded sources (under

@@ -11,13 +11,13 @@ so the result is the same as reporting them one after the other.
 
 from __future__ import annotations
 
-import multiprocessing
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 
 from mapreport.engine import DUCKDB
 from mapreport.pipeline import Due, ReportRun, SliceOutcome, SliceReporter, Ticker, slice_dir
+from mapreport.processes import spawn_context
 
 _REPORTER: SliceReporter | None = None
 """The worker's reporter: its connection and warm Chromium, kept across its slices."""
@@ -30,7 +30,7 @@ def report_in_workers(
 ) -> dict[tuple[str, str], SliceOutcome]:
     """The outcome of each report `due` (planned by the parent: the workers do not plan it
     again), by (workload, slice), from `jobs` worker processes."""
-    spawn = multiprocessing.get_context("spawn")
+    spawn = spawn_context()
     outcomes: dict[tuple[str, str], SliceOutcome] = {}
     with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run,)) as pool:
         pending: dict[Future[SliceOutcome], tuple[str, str]] = {

@@ -5,7 +5,9 @@ connection is confined to its folders; links in a dataset are not followed for w
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 from html import unescape
 from pathlib import Path
 
@@ -219,3 +221,168 @@ def test_hostile_names_stay_data_through_report_and_explain(
         assert HOSTILE_WORKLOAD in unescape(rendered)  # as text, whole
     assert not Path("/tmp/mapreport-pwned.csv").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds", "in", "out"]
+
+
+def _small_dataset(tmp_path: Path, sample_dir: Path) -> Path:
+    dataset = tmp_path / "ds"
+    plan = sample_dir / "bert-base.compile.jsonl"
+    res = CliRunner().invoke(main, ["ingest", "--dataset", str(dataset), "-q", str(plan)])
+    assert res.exit_code == 0, res.output
+    return dataset
+
+
+def test_a_lock_that_is_a_link_is_never_written_through(tmp_path: Path, sample_dir: Path) -> None:
+    """`<dataset>/.lock` as a link to another file: every writer refuses (exit 5) and the file
+    it points to keeps its content."""
+    dataset = _small_dataset(tmp_path, sample_dir)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    (dataset / ".lock").unlink(missing_ok=True)
+    (dataset / ".lock").symlink_to(victim)
+    plan = sample_dir / "llama-decode.compile.jsonl"
+    res = CliRunner().invoke(main, ["ingest", "--dataset", str(dataset), str(plan)])
+    assert res.exit_code == 5, res.output
+    assert victim.read_text() == "precious"
+
+
+@pytest.mark.parametrize("link", ["history", "compile_plan", "evidence", "ingest_log"])
+def test_a_dataset_with_a_folder_linked_outside_is_refused_before_any_write(
+    tmp_path: Path, sample_dir: Path, link: str
+) -> None:
+    """A dataset folder that is a link to a folder outside the dataset: ingest and report
+    refuse the dataset (exit 5, naming the link) and nothing is written where it points."""
+    dataset = _small_dataset(tmp_path, sample_dir)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    if (dataset / link).exists():
+        shutil.rmtree(dataset / link)
+    (dataset / link).symlink_to(elsewhere, target_is_directory=True)
+    runner = CliRunner()
+    plan = sample_dir / "llama-decode.compile.jsonl"
+    for args in (
+        ["ingest", "--dataset", str(dataset), str(plan)],
+        ["report", "--dataset", str(dataset), "--out", str(tmp_path / "out"), "--no-pdf"],
+    ):
+        res = runner.invoke(main, args)
+        assert res.exit_code == 5, (args, res.output)
+        assert f"{dataset / link} is a link" in res.output
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_links_inside_the_dataset_are_allowed(tmp_path: Path, sample_dir: Path) -> None:
+    """A link that stays inside the dataset is no escape: the dataset is used as it is."""
+    dataset = _small_dataset(tmp_path, sample_dir)
+    (dataset / "notes").symlink_to(dataset / "ingest_log", target_is_directory=True)
+    plan = sample_dir / "llama-decode.compile.jsonl"
+    res = CliRunner().invoke(main, ["ingest", "--dataset", str(dataset), "-q", str(plan)])
+    assert res.exit_code == 0, res.output
+
+
+KILLER = """
+import os, signal, sys
+from pathlib import Path
+
+if "--multiprocessing-fork" in sys.argv:  # a reader process, not the command
+    import mapreport.ingest as ingest
+
+    staged = ingest.Reading.stage
+
+    def stage(self, dataset, path):
+        marker = Path(os.environ["KILL_MARKER"])
+        if Path(path).name == os.environ["KILL_FILE"] and (
+            os.environ["KILL_ALWAYS"] == "1" or not marker.exists()
+        ):
+            marker.touch()
+            os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer does
+        return staged(self, dataset, path)
+
+    ingest.Reading.stage = stage
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("always", [False, True])
+def test_a_killed_reader_loses_no_finished_work(
+    tmp_path: Path, sample_dir: Path, always: bool
+) -> None:
+    """`ingest --jobs 2` where the process reading one file is killed (SIGKILL, as by the
+    out-of-memory killer): the other files are committed; the killed file is retried once in a
+    fresh process and goes in when it reads there, else it is named in one line, exit 3."""
+    import subprocess
+    import sys
+
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(KILLER)
+    inputs = sorted(sample_dir.glob("*.compile.jsonl"))
+    assert len(inputs) >= 3
+    victim = inputs[1]
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(hooks),
+        KILL_FILE=victim.name,
+        KILL_MARKER=str(tmp_path / "killed"),
+        KILL_ALWAYS="1" if always else "0",
+    )
+    dataset = tmp_path / "ds"
+    args = ["ingest", "--dataset", str(dataset), "--jobs", "2", *map(str, inputs)]
+    cmd = [sys.executable, "-m", "mapreport", *args]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert (tmp_path / "killed").exists()  # the hook ran
+    assert "Traceback" not in done.stderr + done.stdout
+    committed = {e.path for e in Dataset(dataset).log()}
+    others = {str(p) for p in inputs if p != victim}
+    assert others <= committed
+    if always:
+        assert done.returncode == 3, done.stderr
+        assert str(victim) not in committed
+        (line,) = [x for x in done.stderr.splitlines() if str(victim) in x]
+        assert "killed" in line
+    else:
+        assert done.returncode == 0, done.stderr
+        assert str(victim) in committed
+
+
+def _children(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of the direct children of `pid` (this test's own processes)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found.append((int(entry), cmd))
+    return found
+
+
+@pytest.mark.slow
+def test_a_killed_resource_tracker_prints_no_traceback(tmp_path: Path, sample_dir: Path) -> None:
+    """`ingest --jobs 2` whose multiprocessing resource tracker is killed mid-run: the files go
+    in, exit 0, and stderr says so in one warning line instead of Python tracebacks."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    files = sorted(str(p) for p in sample_dir.rglob("*") if p.is_file())
+    cmd = [sys.executable, "-m", "mapreport", "ingest", "--dataset", str(tmp_path / "ds")]
+    proc = subprocess.Popen(
+        [*cmd, "--jobs", "2", *files], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    killed = False
+    while not killed and proc.poll() is None:
+        for pid, line in _children(proc.pid):
+            if "resource_tracker" in line:
+                os.kill(pid, signal.SIGKILL)
+                killed = True
+        time.sleep(0.01)  # a polling interval, not a wait for an event
+    _out, err = proc.communicate(timeout=600)
+    assert killed
+    assert proc.returncode == 0, err
+    assert "Traceback" not in err
+    assert "resource tracker" in err
+    assert len(Dataset(tmp_path / "ds").live()) == len(files)
