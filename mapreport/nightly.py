@@ -113,7 +113,10 @@ def _run(
 
 
 def keep_from(night: date, retain_days: int) -> str:
-    """The first night kept when `retain_days` nights are kept, `night` the last of them."""
+    """The first night kept when `retain_days` nights are kept, `night` the last of them
+    (more nights than the calendar has before `night`: every night is kept)."""
+    if retain_days - 1 >= (night - date.min).days:
+        return date.min.isoformat()
     return (night - timedelta(days=retain_days - 1)).isoformat()
 
 

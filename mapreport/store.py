@@ -556,12 +556,12 @@ class Dataset(HistoryFiles):
             return [Scan(every, Rows.ALL)]
         if table not in DAY_PARTITIONED:  # compile events: a few rows per night, not split
             return [Scan(every, Rows.EITHER)]
-        days = window.utc_days()
-        on_clock = every if days is None else self.files(table, workload, live, days)
-        asked = window.nights()
-        nights = (
-            asked if asked is not None else [d for d in self.days(table, workload) if d != UNDATED]
-        )
+        # the days the dataset holds, each asked whether the window holds it: a window costs
+        # the days with data, however many days it names
+        held = self.days(table, workload)
+        days = [d for d in held if window.holds_utc_day(d)]
+        on_clock = self.files(table, workload, live, days) if window.bounded() else every
+        nights = [d for d in held if d != UNDATED and window.contains_night(d)]
         named = [f for f in self.files(table, workload, live, nights) if f.parent.name[:4] == DAY]
         if named == on_clock:
             return [Scan(on_clock, Rows.EITHER)]

@@ -10,6 +10,7 @@ ingested for, and a window selects it by that night.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -26,6 +27,8 @@ WALL_CLOCK_UNTIL_US = 4_102_444_800_000_000.0
 UNDATED = "undated"
 """The day partition of records without a wall-clock time whose file names no night."""
 _DURATION = re.compile(r"(\d+)\s*([mhd])")
+_CALENDAR_US = (date.max - date.min).days * US_PER_DAY
+"""The longest duration a window can be: 0001-01-01 to 9999-12-31."""
 _UNIT_US = {"m": 60_000_000, "h": 3_600_000_000, "d": US_PER_DAY}
 
 
@@ -59,19 +62,22 @@ class Window:
         """True when the window selects every record of the dataset."""
         return self.kind is WindowKind.ALL
 
-    def utc_days(self) -> tuple[str, ...] | None:
-        """The UTC days whose partitions may hold wall-clock records of the window (None: all)."""
-        if self.start_us is None or self.end_us is None:
-            return None
-        first = day_of(max(self.start_us, WALL_CLOCK_FROM_US))
-        last = day_of(min(self.end_us, WALL_CLOCK_UNTIL_US) - 1)
-        return _days(first, last)
+    def bounded(self) -> bool:
+        """True when both ends of the window are set (a window open at either end reads every
+        wall-clock partition)."""
+        return self.start_us is not None and self.end_us is not None
 
-    def nights(self) -> tuple[str, ...] | None:
-        """The nights whose records without wall-clock time the window holds (None: all)."""
-        if self.first_night is None or self.last_night is None:
-            return None
-        return _days(self.first_night, self.last_night)
+    def holds_utc_day(self, day: str) -> bool:
+        """True when the UTC day `day` (a partition's name) may hold wall-clock records of the
+        window. Asked of the days a dataset holds, so a window costs the days with data, not
+        the days it names (0001-01-01 to 9999-12-31 is 3.6 million)."""
+        try:
+            start = (date.fromisoformat(day) - date(1970, 1, 1)).days * US_PER_DAY
+        except ValueError:
+            return False  # not a date: no wall-clock day
+        lo = max(self.start_us if self.start_us is not None else -math.inf, WALL_CLOCK_FROM_US)
+        hi = min(self.end_us if self.end_us is not None else math.inf, WALL_CLOCK_UNTIL_US)
+        return start < hi and start + US_PER_DAY > lo
 
     def contains_night(self, night: str) -> bool:
         """True when records without wall-clock time ingested for `night` are in the window."""
@@ -90,11 +96,6 @@ def day_of(t_us: float) -> str:
 def is_wall_clock(t_us: float | None) -> bool:
     """True for a time between 2000 and 2100 in microseconds since the Unix epoch."""
     return t_us is not None and WALL_CLOCK_FROM_US <= t_us < WALL_CLOCK_UNTIL_US
-
-
-def _days(first: str, last: str) -> tuple[str, ...]:
-    a, b = date.fromisoformat(first), date.fromisoformat(last)
-    return tuple((a + timedelta(days=i)).isoformat() for i in range((b - a).days + 1))
 
 
 def zone(name: str) -> ZoneInfo:
@@ -126,6 +127,11 @@ def parse_duration_us(text: str) -> int:
     total = sum(int(n) * _UNIT_US[u] for n, u in parts)
     if total <= 0:
         raise UsageError(f"window {text!r}: a duration must be longer than zero")
+    if total > _CALENDAR_US:
+        raise UsageError(
+            f"window {text!r}: longer than the calendar ({_CALENDAR_US // US_PER_DAY} days); "
+            "'all' reads everything"
+        )
     return total
 
 
@@ -136,10 +142,16 @@ def last_complete_day(tz: str, now: datetime | None = None) -> date:
 
 
 def night_window(night: date, spec: str = "day", tz: str = "UTC") -> Window:
-    """The window `spec` (`day`, a duration, or `all`) of a night in time zone `tz`."""
+    """The window `spec` (`day`, a duration, or `all`) of a night in time zone `tz`. A night
+    or a duration beyond the calendar (after 9999-12-30, before 0001-01-01) is a UsageError."""
     if spec == "all":
         return Window(WindowKind.ALL, None, None, None, None, tz, night.isoformat(), "all")
     z = zone(tz)
+    if night >= date.max - timedelta(days=1):
+        last = (date.max - timedelta(days=2)).isoformat()
+        raise UsageError(
+            f"--date {night.isoformat()}: the last night that can be reported is {last}"
+        )
     end = _us(datetime.combine(night + timedelta(days=1), time(), z))
     if spec == "day":
         start = _us(datetime.combine(night, time(), z))
@@ -147,20 +159,41 @@ def night_window(night: date, spec: str = "day", tz: str = "UTC") -> Window:
     else:
         start = end - parse_duration_us(spec)
         kind = WindowKind.DURATION
+    earliest = _us(datetime.combine(date.min, time(), z))
+    if start < earliest:
+        raise UsageError(
+            f"window {spec!r} of {night.isoformat()}: starts before the year 1 (a window may "
+            f"reach back {(end - earliest) // US_PER_DAY:.0f} days from this night; 'all' "
+            "reads everything)"
+        )
     first = datetime.fromtimestamp(start / 1e6, z).date()
     iso = night.isoformat()
     return Window(kind, start, end, first.isoformat(), iso, tz, iso, spec)
 
 
+_RANGE_FROM = datetime(1, 1, 2, tzinfo=UTC)
+_RANGE_UNTIL = datetime(9999, 12, 30, tzinfo=UTC)
+"""An explicit range is clamped to these: a day inside the calendar's ends, so that any time
+zone can still name the dates of its bounds (no record lies near them)."""
+
+
 def range_window(since: datetime | None, until: datetime | None, tz: str = "UTC") -> Window:
-    """An explicit [since, until) range; a time without a zone is read in `tz`."""
+    """An explicit [since, until) range; a time without a zone is read in `tz`. A bound
+    beyond the calendar's ends (0001-01-01 as "from the start", say) is clamped to them."""
     z = zone(tz)
 
     def aware(t: datetime) -> datetime:
-        return t if t.tzinfo is not None else t.replace(tzinfo=z)
+        t = t if t.tzinfo is not None else t.replace(tzinfo=z)
+        us = min(max(_us(t), _us(_RANGE_FROM)), _us(_RANGE_UNTIL))  # no overflow: floats
+        return datetime.fromtimestamp(us / 1e6, UTC)
 
     lo = aware(since) if since else None
     hi = aware(until) if until else None
+    if lo and hi and hi <= lo and since and until and _us(until) > _us(since):
+        raise UsageError(
+            f"--since/--until: the range lies outside {_RANGE_FROM.date()}..{_RANGE_UNTIL.date()}"
+            ", where no record can be"
+        )
     if lo and hi and hi <= lo:
         raise UsageError(f"--until ({hi.isoformat()}) must be after --since ({lo.isoformat()})")
     first = lo.astimezone(z).date().isoformat() if lo else None
