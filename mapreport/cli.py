@@ -540,6 +540,41 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
         sys.exit(DatasetError.exit_code)
 
 
+@main.command("check")
+@dataset_opt
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Move each damaged file, with its source's commit record and data files, to "
+    "DATASET/damaged/<time>/ and say what to ingest again.",
+)
+@verbose_opt
+@domain_errors
+def check_cmd(dataset: Path, repair: bool, verbose: bool) -> None:
+    """Verify every file the dataset holds: commit records, Parquet footers and column types,
+    the log against the data files, history, evidence specs. Exit 5 when one is damaged
+    (without --repair)."""
+    from mapreport.check import check
+    from mapreport.check import repair as set_aside
+    from mapreport.store import Dataset
+
+    setup_logging(verbose)
+    ds = Dataset(dataset)
+    found = check(ds)
+    for d in found.damage:
+        echo(f"damaged   {d.path}: {d.why}" + (f"; {d.remedy}" if d.remedy else ""))
+    if not found.damage:
+        echo(f"ok        {found.files} file(s) checked in {dataset}")
+        return
+    if not repair:
+        raise DatasetError(
+            f"{len(found.damage)} damaged file(s) in {dataset}; `mapreport check --dataset "
+            f"{dataset} --repair` sets them aside"
+        )
+    aside = set_aside(ds, found)
+    echo(f"set aside {len(found.damage)} damaged file(s) (and their sources' files) in {aside}")
+
+
 @main.command("formats")
 def formats_cmd() -> None:
     """List the input formats mapreport reads and the tables each writes."""

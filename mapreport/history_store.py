@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mapreport.errors import DatasetError
 from mapreport.files import write_parquet
 from mapreport.schema import HISTORY_TABLES
 
@@ -62,9 +63,16 @@ class HistoryFiles:
         files = [f for f in (base / table).glob(f"*/{name}") if f.parent.name in complete]
         if not files:
             return []
-        rows = pa.concat_tables(
-            [pq.read_table(f, schema=HISTORY_TABLES[table]) for f in files]
-        ).to_pylist()
+        parts = []
+        for f in files:
+            try:
+                parts.append(pq.read_table(f, schema=HISTORY_TABLES[table]))
+            except (OSError, pa.ArrowException) as e:
+                raise DatasetError(
+                    f"{f}: damaged history file ({str(e).splitlines()[0]}); run `mapreport "
+                    f"check --dataset {self.root} --repair` to set it aside"
+                ) from None
+        rows = pa.concat_tables(parts).to_pylist()
         return sorted(rows, key=lambda r: (r["run_date"], r["run_id"]))
 
     def recorded_nights(self) -> set[str]:

@@ -154,6 +154,20 @@ class _Index:
         self.add(e)
 
 
+def check_schema_version(version: object, where: Path) -> None:
+    """Refuse (DatasetError) what a newer mapreport wrote: a schema version above this one's
+    (its columns may be retyped or mean something else), or none that can be read."""
+    try:
+        newer = int(str(version)) > int(SCHEMA_VERSION)
+    except ValueError:
+        raise DatasetError(f"{where}: unknown dataset schema version {version!r}") from None
+    if newer:
+        raise DatasetError(
+            f"{where}: written by a newer mapreport (dataset schema {version}; this mapreport "
+            f"reads schema {SCHEMA_VERSION} and older): upgrade mapreport to read this dataset"
+        )
+
+
 class Dataset(HistoryFiles):
     """A canonical dataset folder."""
 
@@ -215,10 +229,20 @@ class Dataset(HistoryFiles):
             del self._log_cache[stale]
         return sorted(entries, key=lambda e: (e.ingested_at, e.source_id))
 
-    @staticmethod
-    def _read_log(f: Path) -> list[LogEntry]:
+    def _read_log(self, f: Path) -> list[LogEntry]:
+        """The records of one log file; a damaged one, or one a newer mapreport wrote, is a
+        DatasetError naming it (exit 5), before any of its rows is used."""
+        try:
+            rows = pq.read_table(f).to_pylist()
+        except (OSError, pa.ArrowException) as e:
+            raise DatasetError(
+                f"{f}: damaged commit record ({str(e).splitlines()[0]}); run `mapreport check "
+                f"--dataset {self.root} --repair` to set it aside and see what to ingest again"
+            ) from None
+        for r in rows:
+            check_schema_version(r.get("schema_version"), f)
         entries = []
-        for r in pq.read_table(f).to_pylist():
+        for r in rows:
             entries.append(
                 LogEntry(
                     source_id=r["source_id"],
@@ -396,8 +420,8 @@ class Dataset(HistoryFiles):
                     if not target.is_relative_to(root):
                         raise DatasetError(
                             f"{entry.path} is a link to {target}, outside the dataset "
-                            f"{self.root}: mapreport writes only inside a dataset (replace the "
-                            "link with the folder or file itself)"
+                            f"{self.root}: mapreport reads and writes only inside a dataset "
+                            "(replace the link with the folder or file itself)"
                         )
                 elif entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
@@ -463,6 +487,7 @@ class Dataset(HistoryFiles):
         retired: its log record goes, and a small record of its content stays, so the same
         file found again is not read back in."""
         with self.writing():
+            self._current()  # the commit log read first: a damaged or newer one is refused
             gone = self.expired(keep_from)
             files = [f for d in gone for f in d.glob("*.parquet")]
             size = sum(f.stat().st_size for f in files)

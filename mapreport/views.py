@@ -79,7 +79,8 @@ class DuckDBFiles:
             }
         except duckdb.Error as e:
             raise DatasetError(
-                f"{self.root}: cannot read table {table}: {str(e).splitlines()[0]}"
+                f"{self.root}: cannot read table {table}: {str(e).splitlines()[0]}; `mapreport "
+                f"check --dataset {self.root}` names the damaged file"
             ) from None
         return source, present
 
@@ -89,6 +90,7 @@ def connect(
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the dataset's views (`define_views`), which can reach no file
     outside the dataset (`duckdb_connection`)."""
+    ds.check_links()  # the sandbox refuses reads through them; say which link, once
     con = duckdb_connection([ds.root])
     define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
     return con

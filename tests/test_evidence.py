@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from mapreport.cli import main
 from mapreport.evidence import explain
@@ -125,3 +127,47 @@ def test_explain_on_a_corrupt_spec_names_it(
     assert res.exit_code == 5, res.output
     assert str(spec_path) in res.output
     assert len(res.output.strip().splitlines()) == 1, res.output
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(data=st.data())
+def test_fuzzed_specs_end_in_a_clear_line(demo_reports: Path, tmp_path: Path, data: Any) -> None:
+    """A spec whose bytes are cut or flipped, or one of whose fields is replaced by any JSON
+    value: `explain` reproduces, refuses (exit 5) or says it is not reproduced, each in its own
+    words, never an internal error (exit 1)."""
+    dataset = demo_reports.parent / "dataset"
+    pid = sorted(p.stem for p in (dataset / "evidence").glob("*.json"))[0]
+    original = (dataset / "evidence" / f"{pid}.json").read_bytes()
+    spec = json.loads(original)
+    if data.draw(st.booleans(), label="bytes"):
+        cut = data.draw(st.integers(0, len(original)), label="cut")
+        flip = data.draw(st.integers(0, max(0, cut - 1)), label="flip")
+        damaged = bytearray(original[:cut])
+        if damaged:
+            damaged[flip] = data.draw(st.integers(0, 255), label="byte")
+        text = bytes(damaged)
+    else:
+        key = data.draw(st.sampled_from(sorted(spec)), label="key")
+        text = json.dumps({**spec, key: data.draw(json_values, label="value")}).encode()
+    if data.draw(st.booleans(), label="unharmed"):
+        text = original  # the copy still reproduces: the refusals above are the damage's
+    copy = tmp_path / "ds"  # one copy for every example (tmp_path is the test's)
+    if not copy.exists():
+        shutil.copytree(dataset, copy)
+    (copy / "evidence" / f"{pid}.json").write_bytes(text)
+    res = CliRunner().invoke(main, ["explain", pid, "--dataset", str(copy)])
+    assert res.exit_code in (0, 5), res.output
+    assert "internal error" not in res.output
+    if text == original:
+        assert res.exit_code == 0, res.output

@@ -302,6 +302,17 @@ def test_report_never_contradicts_its_findings(case: Case) -> None:
         assert exact or "drives 100%" not in text, where
 
 
+def test_every_golden_dataset_checks_clean(case: Case) -> None:
+    """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
+    records, data and history files, evidence specs)."""
+    from mapreport.check import check
+    from mapreport.store import Dataset
+
+    found = check(Dataset(case.out.parent / "dataset"))
+    assert found.damage == (), found.damage
+    assert found.files > 0
+
+
 def test_every_evidence_pack_reproduces(case: Case) -> None:
     """`mapreport explain` on every action and every class with evidence of every golden case
     (the demo's third night among them) reruns the pack's SQL on the dataset and gets the

@@ -231,13 +231,13 @@ class PrometheusReader:
             if (le is not None and bound is None and le != "+Inf") or (
                 quantile is not None and (q is None or not 0 <= q <= 1)
             ):
-                what, value = ("le", le) if le is not None and bound is None else ("quantile", q)
-                sink.reject(
-                    line,
-                    what,
-                    f"not a number: {value!r}",
-                    texts.get(line, ""),
-                )
+                if le is not None and bound is None:
+                    what, why = "le", f"not a number: {le!r}"
+                elif q is None:
+                    what, why = "quantile", f"not a finite number: {quantile!r}"
+                else:
+                    what, why = "quantile", f"{quantile!r} is not between 0 and 1"
+                sink.reject(line, what, why, texts.get(line, ""))
                 continue
             workload = sink.hints.get("workload") or next(
                 (labels[k] for k in WORKLOAD_LABELS if labels.get(k)), ""
