@@ -27,8 +27,8 @@ import pyarrow.parquet as pq
 
 from mapreport.errors import DatasetError
 from mapreport.evidence import PACKS, SpecError, load
-from mapreport.schema import HISTORY_TABLES, TABLES
-from mapreport.store import LOG, RETIRED, Dataset, check_schema_version
+from mapreport.schema import HISTORY_TABLES, TABLES, check_schema_version
+from mapreport.store import LOG, RETIRED, Dataset
 
 DAMAGED = "damaged"
 """Where `--repair` sets damaged files aside, one folder per repair."""

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from mapreport.errors import DatasetError
 from mapreport.schema import SCHEMA_VERSION
 
 
@@ -55,3 +56,27 @@ def write_parquet(table: pa.Table, path: Path) -> None:
         pq.write_table(
             table.replace_schema_metadata(meta), tmp, compression="zstd", use_dictionary=dictionary
         )
+
+
+def refuse_outside_links(root: Path, what: str) -> None:
+    """Raise DatasetError naming the first link below `root` that points outside it: a writer
+    would follow a folder link and write outside the folder, and a reader would read what it
+    points to. Links that stay inside are left alone."""
+    inside = root.resolve()
+    stack = [root]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError as e:
+            raise DatasetError(f"cannot read {e.filename}: {e.strerror}") from None
+        for entry in entries:
+            if entry.is_symlink():
+                target = Path(entry.path).resolve()
+                if not target.is_relative_to(inside):
+                    raise DatasetError(
+                        f"{entry.path} is a link to {target}, outside the {what} {root}: "
+                        f"mapreport reads and writes only inside a {what} (replace the link "
+                        "with the folder or file itself)"
+                    )
+            elif entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))

@@ -9,9 +9,12 @@ dropped). Every data row carries `source_id`, the ingest_log key of the file it 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
+
+from mapreport.errors import DatasetError
 
 SCHEMA_VERSION: Final = "1"
 """Written into every Parquet file's metadata (key `mapreport.schema_version`)."""
@@ -424,3 +427,17 @@ ENVIRONMENT_KEYS: Final[tuple[str, ...]] = tuple(
 def empty_table(name: str) -> pa.Table:
     """An empty table with the canonical schema of `name`."""
     return TABLES[name].empty_table()
+
+
+def check_schema_version(version: object, where: Path) -> None:
+    """Refuse (DatasetError) what a newer mapreport wrote: a schema version above this one's
+    (its columns may be retyped or mean something else), or none that can be read."""
+    try:
+        newer = int(str(version)) > int(SCHEMA_VERSION)
+    except ValueError:
+        raise DatasetError(f"{where}: unknown dataset schema version {version!r}") from None
+    if newer:
+        raise DatasetError(
+            f"{where}: written by a newer mapreport (dataset schema {version}; this mapreport "
+            f"reads schema {SCHEMA_VERSION} and older): upgrade mapreport to read this dataset"
+        )

@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 
 from mapreport import views
 from mapreport.errors import DatasetError
-from mapreport.files import atomic_write, write_parquet
+from mapreport.files import atomic_write, refuse_outside_links, write_parquet
 from mapreport.history_store import HistoryFiles
 from mapreport.names import partition_name
 from mapreport.schema import (
@@ -51,6 +51,7 @@ from mapreport.schema import (
     PARTITIONED,
     SCHEMA_VERSION,
     TABLES,
+    check_schema_version,
 )
 from mapreport.views import Rows, Scan
 from mapreport.window import EVERYTHING, UNDATED, Window
@@ -152,20 +153,6 @@ class _Index:
                 if self.by_sha.get(gone.sha256) is gone:
                     del self.by_sha[gone.sha256]
         self.add(e)
-
-
-def check_schema_version(version: object, where: Path) -> None:
-    """Refuse (DatasetError) what a newer mapreport wrote: a schema version above this one's
-    (its columns may be retyped or mean something else), or none that can be read."""
-    try:
-        newer = int(str(version)) > int(SCHEMA_VERSION)
-    except ValueError:
-        raise DatasetError(f"{where}: unknown dataset schema version {version!r}") from None
-    if newer:
-        raise DatasetError(
-            f"{where}: written by a newer mapreport (dataset schema {version}; this mapreport "
-            f"reads schema {SCHEMA_VERSION} and older): upgrade mapreport to read this dataset"
-        )
 
 
 class Dataset(HistoryFiles):
@@ -404,28 +391,11 @@ class Dataset(HistoryFiles):
 
     def check_links(self) -> None:
         """Refuse (DatasetError, exit 5) a dataset any of whose folders or files is a link
-        pointing outside it, before anything is written: a writer would follow a folder link
-        (history/, a table, a partition) and write outside the dataset. Links that stay
-        inside are left alone."""
-        root = self.root.resolve()
-        stack = [self.root]
-        while stack:
-            try:
-                entries = list(os.scandir(stack.pop()))
-            except OSError as e:
-                raise DatasetError(f"cannot read {e.filename}: {e.strerror}") from None
-            for entry in entries:
-                if entry.is_symlink():
-                    target = Path(entry.path).resolve()
-                    if not target.is_relative_to(root):
-                        raise DatasetError(
-                            f"{entry.path} is a link to {target}, outside the dataset "
-                            f"{self.root}: mapreport reads and writes only inside a dataset "
-                            "(replace the link with the folder or file itself)"
-                        )
-                elif entry.is_dir(follow_symlinks=False):
-                    stack.append(Path(entry.path))
-        self._links_checked = True
+        pointing outside it (`files.refuse_outside_links`), once per instance: such links come
+        with a dataset copied from elsewhere, not from mapreport's own writes."""
+        if not self._links_checked:
+            refuse_outside_links(self.root, "dataset")
+            self._links_checked = True
 
     def recover(self) -> int:
         """Delete staging folders and data files of uncommitted or superseded sources (under

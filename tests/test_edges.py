@@ -96,9 +96,7 @@ def test_huge_retention_keeps_everything(
     config = tmp_path / "mapreport.toml"
     sample = sample_dir / "bert-base.compile.jsonl"
     copy = _copy(night_dataset, tmp_path)
-    base = (
-        f'[run]\ndataset = "{copy}"\nout = "{tmp_path / "out"}"\nsources = ["{sample}"]\n'
-    )
+    base = f'[run]\ndataset = "{copy}"\nout = "{tmp_path / "out"}"\nsources = ["{sample}"]\n'
     config.write_text(base + f"retain_days = {2**63 - 1}\n")
     res = CliRunner().invoke(main, ["run", str(config), "--date", "2026-11-28", "-q"])
     assert res.exit_code == 0, res.output

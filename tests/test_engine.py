@@ -97,4 +97,4 @@ def test_a_long_query_draws_no_progress_bar_on_stdout(demo_dataset: Path) -> Non
     from mapreport.views import duckdb_connection  # the one the ingest's check uses
 
     setting = "SELECT current_setting('enable_progress_bar')"
-    assert duckdb_connection().execute(setting).fetchone() == (False,)
+    assert duckdb_connection([demo_dataset]).execute(setting).fetchone() == (False,)

@@ -742,14 +742,16 @@ def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys, time; from pathlib import Path; from mapreport.store import Dataset\n"
+            "import sys; from pathlib import Path; from mapreport.store import Dataset\n"
             "with Dataset(Path(sys.argv[1])).writing():\n"
-            "    print('held', flush=True); time.sleep(3)",
+            "    print('held', flush=True); sys.stdin.readline()",
             str(ds),
         ],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
     )
+    assert holder.stdin is not None
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "held"
     f = _runtime_file(tmp_path / "r.jsonl", "r", 10)
@@ -758,12 +760,15 @@ def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
     assert refused.returncode == 5
     assert f"being written by another mapreport (pid {holder.pid})" in refused.stderr
     assert Dataset(ds).live() == {}
-    t0 = time.monotonic()
-    waited = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-    assert waited.returncode == 0, waited.stderr
-    assert "waiting for the other writer" in waited.stderr
-    assert time.monotonic() - t0 > 1  # it waited for the holder to let go
-    assert holder.wait(timeout=30) == 0
+    waiting = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    assert waiting.stderr is not None
+    assert "waiting for the other writer" in waiting.stderr.readline()  # it waits...
+    assert waiting.poll() is None
+    assert Dataset(ds).live() == {}
+    holder.stdin.write("release\n")  # ...until the holder lets go, however long that takes
+    holder.stdin.close()
+    assert holder.wait(timeout=60) == 0
+    assert waiting.wait(timeout=120) == 0, waiting.stderr.read()
     assert len(Dataset(ds).live()) == 1
 
 
