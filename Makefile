@@ -12,11 +12,12 @@ DEMO_NIGHTS := 2026-11-28 2026-11-29 2026-11-30
 SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils \
   fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji openjdk-17-jre-headless
 
-.PHONY: help setup system venv demo test lint typecheck unit sample bench clean
+.PHONY: help setup system venv demo test test-fast lint typecheck unit sample bench clean
 
 help:
 	@echo "make demo    set up, run the nightly job on sample_data/'s three nights, write demo/reports/"
 	@echo "make test    set up, then ruff, mypy and the whole pytest suite"
+	@echo "make test-fast  ruff and the tests not marked slow or spark (under two minutes)"
 	@echo "make sample  regenerate sample_data/ from the seeded generator"
 	@echo "make bench   run benchmarks/ (installs the peers they compare against)"
 
@@ -65,6 +66,12 @@ unit: setup
 	$(BIN)/pytest -q
 
 test: setup lint typecheck unit
+
+# the loop while editing: every test but those marked slow (PDFs, Chromium, many nights or
+# files, fuzzing, processes) or spark; `make test` and CI still run them all
+test-fast: venv
+	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
+	$(BIN)/pytest -q -m "not slow and not spark"
 
 # benchmarks/: figures against named peers, run on demand (not part of `make test`)
 BENCH_SIZES ?= 100000 1000000 10000000

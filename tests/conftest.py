@@ -83,6 +83,17 @@ def demo_reports(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> 
     return config.out
 
 
+@pytest.fixture(scope="session")
+def demo_html(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
+    """The nightly job run on the demo inputs without PDFs (HTML, findings.json, evidence
+    packs; the dataset beside it); returns OUT. For tests that read no PDF."""
+    folder = tmp_path_factory.mktemp("run-html")
+    config = load_config(write_config(folder, sample_dir))
+    outcomes = run(config, night=DEMO_NIGHT, pdf=False).outcomes
+    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+    return config.out
+
+
 def copy_sample(sample_dir: Path, target: Path) -> Path:
     """A private copy of the demo inputs a test may modify."""
     shutil.copytree(sample_dir, target)

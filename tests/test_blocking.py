@@ -112,6 +112,7 @@ def test_the_remedy_follows_what_the_adapting_requests_were() -> None:
     assert Blocking((event("a"), event("b", "fallback"))).remedy() == few.remedy()
 
 
+@pytest.mark.slow
 def test_the_demo_blocks_only_where_it_is_planted(demo_dataset: Path) -> None:
     """The demo's arrivals are sparse against its compute: outside the planted blocking
     (synth_blocking: bert-base's batch=1,seq=1024 recompiles on three workers, batch=2,seq=64
@@ -136,6 +137,7 @@ def test_the_demo_blocks_only_where_it_is_planted(demo_dataset: Path) -> None:
             assert victims["batch=2,seq=64"] == sum(e.blocked for e in planted) >= 15
 
 
+@pytest.mark.slow
 def test_the_blocking_table_stays_bounded_at_fleet_size(
     demo_results: dict[str, SliceResult], tmp_path: Path
 ) -> None:

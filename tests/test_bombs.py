@@ -98,6 +98,7 @@ def _cap() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (CAP, CAP))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(BOMBS))
 def test_a_decompression_bomb_is_a_clean_error_under_a_memory_cap(
     tmp_path: Path, name: str

@@ -57,6 +57,7 @@ def test_formats_lists_readers() -> None:
     assert sum("DEPRECATED" in line for line in lines) == 1
 
 
+@pytest.mark.slow
 def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None:
     ds, out = tmp_path / "ds", tmp_path / "out"
     first = cli("ingest", "--dataset", ds, sample_dir)
@@ -89,6 +90,7 @@ def test_ingest_then_report_then_slice(tmp_path: Path, sample_dir: Path) -> None
     assert (out / "resnet50-int8" / "prod" / "findings.json").stat().st_mtime_ns > before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "code", "message"),
     [
@@ -108,6 +110,7 @@ def test_errors_are_one_line_with_exit_code(args: list[str], code: int, message:
     assert "Traceback" not in res.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_names_file_line_and_field(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(
@@ -152,6 +155,7 @@ def test_unknown_slice_lists_known_ones(demo_dataset: Path, tmp_path: Path) -> N
     assert "bert-base" in res.output
 
 
+@pytest.mark.slow
 def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
     cfg = write_config(tmp_path, sample_dir, "\n[extra_section]\nx = 1\n")
     res = cli("run", cfg)
@@ -172,6 +176,7 @@ def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
     assert "--jobs" in res.stderr
 
 
+@pytest.mark.slow
 def test_run_continues_past_a_failing_slice(
     tmp_path: Path, sample_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -211,6 +216,7 @@ def test_run_continues_past_a_failing_slice(
     assert "simulated analysis failure" in index
 
 
+@pytest.mark.slow
 def test_hostile_workload_names_stay_inside_out(tmp_path: Path) -> None:
     rec = {
         "request_id": "r",
@@ -268,6 +274,7 @@ def test_a_full_disk_is_a_system_error_not_a_bug(
     )
 
 
+@pytest.mark.slow
 def test_no_pdf_report_names_only_what_it_wrote(demo_dataset: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     args = ["report", "--dataset", str(demo_dataset), "--out", str(out), "--no-pdf"]
@@ -292,6 +299,7 @@ def test_python_dash_m_runs_the_cli_and_names_every_exit_code() -> None:
     assert "7 system error" in text
 
 
+@pytest.mark.slow
 def test_config_without_sources_is_a_config_error(tmp_path: Path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[run]\nsources = []\n")
@@ -302,6 +310,7 @@ def test_config_without_sources_is_a_config_error(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.slow
 def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir: Path) -> None:
     ds = tmp_path / "ds"
     assert cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl").returncode == 0
@@ -313,6 +322,7 @@ def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir
     assert again.returncode == 0  # nothing was added: the same file is unchanged
 
 
+@pytest.mark.slow
 def test_a_failed_slice_is_one_line_without_a_traceback(tmp_path: Path, sample_dir: Path) -> None:
     ds, out = tmp_path / "ds", tmp_path / "out"
     runtime = sample_dir / "bert-base.runtime.jsonl.gz"
@@ -327,6 +337,7 @@ def test_a_failed_slice_is_one_line_without_a_traceback(tmp_path: Path, sample_d
     assert "Traceback" in verbose.stderr  # -v keeps it
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["symlink_out", "symlink_in", "file"])
 def test_a_refused_slice_folder_fails_that_slice_only(
     tmp_path: Path, sample_dir: Path, kind: str
@@ -356,6 +367,7 @@ def test_a_refused_slice_folder_fails_that_slice_only(
     assert not (out / "resnet50-int8" / "findings.json").exists()
 
 
+@pytest.mark.slow
 def test_names_from_files_cannot_drive_the_terminal(tmp_path: Path) -> None:
     """ESC sequences in a workload name and a newline in a file name reach stdout escaped:
     no title change, no forged `mapreport:` line."""

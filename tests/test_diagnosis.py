@@ -72,8 +72,8 @@ def test_no_action_rests_on_insufficient_evidence(demo_results: dict[str, SliceR
             assert a.evidence.ci.excludes_zero()
 
 
-def test_queueing_action_names_owner_from_config(demo_reports: Path) -> None:
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+def test_queueing_action_names_owner_from_config(demo_html: Path) -> None:
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     queueing = [a for a in doc["actions"] if a["class"] == "queueing"]
     assert len(queueing) == 1
     a = queueing[0]
@@ -87,9 +87,9 @@ def test_queueing_action_names_owner_from_config(demo_reports: Path) -> None:
     assert abs(sum(shape["tail_drivers"].values()) - 1) < 1e-9
 
 
-def test_checklist_and_pitfalls(demo_reports: Path) -> None:
+def test_checklist_and_pitfalls(demo_html: Path) -> None:
     def doc(name: str) -> dict:  # type: ignore[type-arg]
-        return json.loads((demo_reports / name / "findings.json").read_text())
+        return json.loads((demo_html / name / "findings.json").read_text())
 
     bert, rn, llama = doc("bert-base"), doc("resnet50-int8/prod"), doc("llama-decode/chat")
     items = {c["item"]: c for c in rn["checklist"]}
@@ -214,6 +214,7 @@ def test_jain_index_range(loads: list[float]) -> None:
         assert 1 / len(loads) - 1e-9 <= j <= 1 + 1e-9
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [3, 7])
 def test_planted_effects_do_not_depend_on_the_seed(tmp_path: Path, seed: int) -> None:
     files = synth.generate(tmp_path / "in", seed=seed)
@@ -231,11 +232,11 @@ def test_planted_effects_do_not_depend_on_the_seed(tmp_path: Path, seed: int) ->
             assert got == (t.expect, t.expect_class, sorted(t.actions)), (name, m.shape)
 
 
-def test_every_action_names_the_configured_owner_of_its_role(demo_reports: Path) -> None:
+def test_every_action_names_the_configured_owner_of_its_role(demo_html: Path) -> None:
     owners = load_config(SAMPLE_DATA / "mapreport.toml").owners
     seen = set()
     for name in TRUTH:
-        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        doc = json.loads((demo_html / name / "findings.json").read_text())
         for a in doc["actions"]:
             kind = ActionKind(a["class"])
             if kind == ActionKind.ADAPTATION_BLOCKING:  # owned by whoever owns its remedy
@@ -250,14 +251,14 @@ def test_every_action_names_the_configured_owner_of_its_role(demo_reports: Path)
     assert seen == set(ActionKind) - {ActionKind.COST_MODEL_DRIFT}
 
 
-def test_blockers_rank_above_tuning_whatever_their_traffic(demo_reports: Path) -> None:
+def test_blockers_rank_above_tuning_whatever_their_traffic(demo_html: Path) -> None:
     """A precision change without quality evidence, an unlocked environment and missing
     telemetry come first (before: llama's int8-without-quality action was #8 of 8)."""
     from mapreport.kinds import BLOCKERS
 
     seen = 0
     for name in TRUTH:
-        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        doc = json.loads((demo_html / name / "findings.json").read_text())
         kinds = [ActionKind(a["class"]) for a in doc["actions"]]
         rank = [BLOCKERS.index(k) if k in BLOCKERS else len(BLOCKERS) for k in kinds]
         assert rank == sorted(rank), (name, kinds)

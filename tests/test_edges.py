@@ -33,6 +33,7 @@ def night_dataset(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) ->
     return dataset
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "code", "says"),
     [
@@ -81,6 +82,7 @@ def test_a_window_costs_the_days_with_data_not_the_days_it_names(night_dataset: 
         assert wide_files == all_files, table
 
 
+@pytest.mark.slow
 def test_huge_retention_keeps_everything(
     night_dataset: Path, sample_dir: Path, tmp_path: Path
 ) -> None:
@@ -120,6 +122,7 @@ def _truncate(f: Path) -> None:
     f.write_bytes(f.read_bytes()[: max(8, f.stat().st_size // 3)])
 
 
+@pytest.mark.slow
 def test_a_damaged_commit_record_is_named_and_repaired(
     night_dataset: Path, sample_dir: Path, tmp_path: Path
 ) -> None:
@@ -151,6 +154,7 @@ def test_a_damaged_commit_record_is_named_and_repaired(
     assert _run("report", "--dataset", str(ds), "--out", out, "--no-pdf").exit_code == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["truncated", "missing", "retyped", "newer"])
 def test_a_damaged_data_file_is_named_with_what_to_ingest_again(
     night_dataset: Path, sample_dir: Path, tmp_path: Path, damage: str
@@ -210,6 +214,7 @@ def test_a_dataset_from_a_newer_mapreport_is_refused_up_front(
         assert "newer mapreport (dataset schema 2" in res.output
 
 
+@pytest.mark.slow
 def test_damaged_history_and_specs_are_named(night_dataset: Path, tmp_path: Path) -> None:
     """A truncated history file makes the report exit 5 naming it; `check` names it with the
     night to run again, and a corrupt evidence spec with the slice to report again."""

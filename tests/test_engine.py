@@ -80,6 +80,7 @@ def test_spark_without_java_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
         spark.start_session(EngineSettings(EngineName.SPARK))
 
 
+@pytest.mark.slow
 def test_a_long_query_draws_no_progress_bar_on_stdout(demo_dataset: Path) -> None:
     """DuckDB draws a progress bar on stdout for a query over 2 s, terminal or not (at 10M
     requests the analysis printed '99%' bars into the nightly job's output): mapreport's

@@ -18,12 +18,12 @@ from mapreport.cli import main
 from mapreport.evidence import explain
 
 
-def test_explain_says_when_a_figure_is_not_reproduced(demo_reports: Path, tmp_path: Path) -> None:
+def test_explain_says_when_a_figure_is_not_reproduced(demo_html: Path, tmp_path: Path) -> None:
     """A pack whose stated figure the dataset no longer gives is reported as not reproduced
     (the CLI exits 5); an unknown id is a usage error naming where packs are."""
     dataset = tmp_path / "dataset"
-    shutil.copytree(demo_reports.parent / "dataset", dataset)
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    shutil.copytree(demo_html.parent / "dataset", dataset)
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     pid = doc["actions"][0]["id"]
     spec_path = dataset / "evidence" / f"{pid}.json"
     spec = json.loads(spec_path.read_text())
@@ -39,20 +39,20 @@ def test_explain_says_when_a_figure_is_not_reproduced(demo_reports: Path, tmp_pa
     assert "no evidence pack '0123456789ab'" in res.output
 
 
-def _pack_copy(demo_reports: Path, tmp_path: Path) -> tuple[Path, str, Path]:
+def _pack_copy(demo_html: Path, tmp_path: Path) -> tuple[Path, str, Path]:
     """A copy of the demo's dataset, an action's pack id and the path of its spec."""
     dataset = tmp_path / "dataset"
-    shutil.copytree(demo_reports.parent / "dataset", dataset)
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    shutil.copytree(demo_html.parent / "dataset", dataset)
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     pid = doc["actions"][0]["id"]
     return dataset, pid, dataset / "evidence" / f"{pid}.json"
 
 
-def test_explain_never_runs_sql_a_dataset_holds(demo_reports: Path, tmp_path: Path) -> None:
+def test_explain_never_runs_sql_a_dataset_holds(demo_html: Path, tmp_path: Path) -> None:
     """A pack spec whose SQL was replaced (here: a query that would write a file outside the
     dataset) is reported as tampered with, exit 5, and nothing runs; the SQL `explain` runs is
     rebuilt from the spec's parameters."""
-    dataset, pid, spec_path = _pack_copy(demo_reports, tmp_path)
+    dataset, pid, spec_path = _pack_copy(demo_html, tmp_path)
     target = tmp_path / "pwned.csv"
     spec = json.loads(spec_path.read_text())
     spec["sql"] = f"COPY (SELECT 42 AS source_id) TO '{target}'; SELECT 42 AS source_id"
@@ -69,15 +69,13 @@ def test_explain_never_runs_sql_a_dataset_holds(demo_reports: Path, tmp_path: Pa
     "pid", ["../../etc/passwd", "../evidence/0123456789ab", "0123456789AB", "0123", "x" * 12, ""]
 )
 def test_an_explain_id_is_checked_before_any_file_is_opened(
-    demo_reports: Path, tmp_path: Path, pid: str
+    demo_html: Path, tmp_path: Path, pid: str
 ) -> None:
     """An id that is not 12 lowercase hex digits is a usage error naming the form (exit 2),
     whatever file its text would reach."""
     outside = tmp_path / "0123456789ab.json"
     outside.write_text("{}")
-    res = CliRunner().invoke(
-        main, ["explain", pid, "--dataset", str(demo_reports.parent / "dataset")]
-    )
+    res = CliRunner().invoke(main, ["explain", pid, "--dataset", str(demo_html.parent / "dataset")])
     assert res.exit_code == 2, res.output
     assert "not an evidence pack id" in res.output
 
@@ -116,11 +114,11 @@ def _not_an_object(spec: dict[str, Any], text: str) -> str:
     [_truncated, _missing, _unknown_kind, _mistyped, _bad_params, _bad_window, _not_an_object],
 )
 def test_explain_on_a_corrupt_spec_names_it(
-    demo_reports: Path, tmp_path: Path, damage: Callable[[dict[str, Any], str], str]
+    demo_html: Path, tmp_path: Path, damage: Callable[[dict[str, Any], str], str]
 ) -> None:
     """A truncated spec, one with a field missing or mistyped, or of an unknown kind is exit 5
     naming the spec and what is wrong, in one line."""
-    dataset, pid, spec_path = _pack_copy(demo_reports, tmp_path)
+    dataset, pid, spec_path = _pack_copy(demo_html, tmp_path)
     text = spec_path.read_text()
     spec_path.write_text(damage(json.loads(text), text))
     res = CliRunner().invoke(main, ["explain", pid, "--dataset", str(dataset)])
@@ -138,15 +136,16 @@ json_values = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(data=st.data())
-def test_fuzzed_specs_end_in_a_clear_line(demo_reports: Path, tmp_path: Path, data: Any) -> None:
+def test_fuzzed_specs_end_in_a_clear_line(demo_html: Path, tmp_path: Path, data: Any) -> None:
     """A spec whose bytes are cut or flipped, or one of whose fields is replaced by any JSON
     value: `explain` reproduces, refuses (exit 5) or says it is not reproduced, each in its own
     words, never an internal error (exit 1)."""
-    dataset = demo_reports.parent / "dataset"
+    dataset = demo_html.parent / "dataset"
     pid = sorted(p.stem for p in (dataset / "evidence").glob("*.json"))[0]
     original = (dataset / "evidence" / f"{pid}.json").read_bytes()
     spec = json.loads(original)

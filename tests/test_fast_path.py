@@ -143,6 +143,7 @@ def _staged(
     return out
 
 
+@pytest.mark.slow
 @settings(
     max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -185,6 +186,7 @@ def test_lines_that_merge_when_joined_are_not_taken_as_requests(tmp_path: Path) 
     assert [q["line"] for q in fast["quarantine"]] == [2, 3, 4]
 
 
+@pytest.mark.slow
 def test_jsonl_across_chunks(tmp_path: Path) -> None:
     """Lines that cross the 1 MiB read chunks, a bad line in the middle and no final newline."""
     rows = [

@@ -87,6 +87,7 @@ def test_a_spooled_stream_reads_as_gzipfile_does(
     assert not spool.exists()
 
 
+@pytest.mark.slow
 def test_the_spool_runs_ahead_of_its_reader_within_a_bound(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -9,6 +9,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mapreport import synth
 from mapreport.config import default_config, load_config
 from mapreport.ingesting import ingest
@@ -44,6 +46,7 @@ def states(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
     return {(a["shape"], a["cls"]): a["state"] for a in doc["history"]["actions"]}
 
 
+@pytest.mark.slow
 def test_actions_move_across_nights(tmp_path: Path) -> None:
     one = run_night(tmp_path, "2026-11-27")
     assert one["history"]["note"].startswith("first recorded run")
@@ -77,12 +80,14 @@ def test_actions_move_across_nights(tmp_path: Path) -> None:
     assert len(Dataset(tmp_path / "ds").history("history_run", "bert-base", "")) == 3
 
 
+@pytest.mark.slow
 def test_report_without_recording_leaves_history_alone(tmp_path: Path) -> None:
     run_night(tmp_path, "2026-11-27")
     report(tmp_path / "ds", tmp_path / "out", default_config(), pdf=False, run_date="2026-11-28")
     assert len(Dataset(tmp_path / "ds").history("history_run", "bert-base", "")) == 1
 
 
+@pytest.mark.slow
 def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> None:
     """The nightly job run again after one source file changed: only that file is ingested
     again and only its workload's slice is analysed and rendered again. The second run reads
@@ -109,6 +114,7 @@ def test_rerun_redoes_only_what_changed(tmp_path: Path, sample_dir: Path) -> Non
     assert not any(o.unchanged for o in night)
 
 
+@pytest.mark.slow
 def test_redrawn_p95_has_the_distribution_of_a_full_resample() -> None:
     """The order-statistic draw of a resample's p95 against drawing all n values and taking
     numpy's p95: the same distribution (mean, spread and tails within Monte Carlo error)."""

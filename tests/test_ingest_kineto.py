@@ -39,6 +39,7 @@ def op_rows(ds: Dataset) -> list[dict[str, Any]]:
     return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(HTA)))
 def test_every_real_trace_is_read_completely(tmp_path: Path, trace: Path) -> None:
     assert detect(trace).name == "kineto"
@@ -51,6 +52,7 @@ def test_every_real_trace_is_read_completely(tmp_path: Path, trace: Path) -> Non
     assert res.rows["environment"] == 1
 
 
+@pytest.mark.slow
 def test_control_trace_counts_and_links(tmp_path: Path) -> None:
     trace = HTA / "trace_diff" / "control" / "control.json.gz"
     ds = Dataset(tmp_path / "ds", create=True)
@@ -323,6 +325,7 @@ def _one_and_two_processes(
     return one, two, used
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(HTA)))
 def test_two_processes_read_a_trace_as_one_does(
     tmp_path: Path, trace: Path, monkeypatch: Any
@@ -618,6 +621,7 @@ def test_a_gzip_trace_read_by_two_processes_as_by_one(
         assert one[0]["op_exec"] == 2998
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trace", TRACES, ids=lambda p: str(p.relative_to(HTA)))
 def test_real_gzip_traces_read_by_two_processes_as_by_one(
     tmp_path: Path, trace: Path, monkeypatch: Any

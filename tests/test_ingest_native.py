@@ -398,6 +398,7 @@ def _one_request(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_parallel_ingest_ends_as_serial(tmp_path: Path, sample_dir: Path) -> None:
     """--jobs 2 reads files in two processes; the dataset ends as a serial ingest leaves it,
     and under abort the files after a bad one are not committed."""

@@ -26,6 +26,7 @@ def _engines() -> list[Path]:
     return sorted({p.parent / engine_name(p) for p in TRT.rglob("*.json")})
 
 
+@pytest.mark.slow
 def test_every_export_is_detected_and_read(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     for path in sorted(TRT.rglob("*.json")):

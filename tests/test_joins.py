@@ -162,6 +162,7 @@ def test_report_shows_both_joins(joined: Dataset, tmp_path: Path) -> None:
     assert doc["compiles"]["compiles"] == 15
 
 
+@pytest.mark.slow
 def test_per_op_errors_are_recorded_and_compared_across_nights(
     joined: Dataset, tmp_path: Path
 ) -> None:

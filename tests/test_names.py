@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from urllib.parse import unquote
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -55,6 +56,7 @@ def test_forged_sanitised_form_gets_its_own_folder() -> None:
     assert folder_name("A" * 300) != folder_name("A" * 301)
 
 
+@pytest.mark.slow
 def test_names_from_anywhere_report_each_in_its_own_folder(tmp_path: Path) -> None:
     """CJK, Cyrillic, emoji, RTL, 1,000 characters, a forged sanitised form, names of files
     mapreport writes: every slice is reported, in its own folder, under its real name, and
@@ -100,6 +102,7 @@ def test_names_from_anywhere_report_each_in_its_own_folder(tmp_path: Path) -> No
     assert Dataset(tmp_path / "ds").live()
 
 
+@pytest.mark.slow
 def test_cjk_and_emoji_names_print_with_real_glyphs(tmp_path: Path) -> None:
     """A workload named in Chinese with an emoji prints in the PDF with fonts that have those
     glyphs (`make` installs fonts-wqy-zenhei and fonts-noto-color-emoji), not as boxes."""

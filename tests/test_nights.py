@@ -139,6 +139,7 @@ def test_rows_without_a_wall_clock_time_belong_to_their_files_night(tmp_path: Pa
     assert Dataset(tmp_path / "ds").days("request") == ["2026-11-29", "undated"]
 
 
+@pytest.mark.slow
 def test_the_plan_in_force_is_the_latest_captured_before_the_night_ends(tmp_path: Path) -> None:
     """A plan rebuilt mid-week changes predictions from its night on; earlier nights (a
     backfill) keep the version they ran with, and the report names both."""
@@ -217,6 +218,7 @@ def backfill(tmp_path: Path) -> tuple[Config, dict[str, str], NightRun]:
     return config, before, run(config, night=date(2026, 11, 29), pdf=False)
 
 
+@pytest.mark.slow
 def test_backfill_of_a_middle_night_recomputes_the_later_nights(tmp_path: Path) -> None:
     """Three nights; the queueing fix lands on the second. Recorded with the second night's
     telemetry missing, the third night calls the queueing action open; once the second night
@@ -238,6 +240,7 @@ def test_backfill_of_a_middle_night_recomputes_the_later_nights(tmp_path: Path) 
     assert [r["requests"] for r in doc["history"]["runs"]] == [4224, 4224]  # none after it
 
 
+@pytest.mark.slow
 def test_a_late_file_changes_its_night_only_when_that_night_is_run_again(tmp_path: Path) -> None:
     late_day, today = "2026-11-28", "2026-11-29"
     tel = tmp_path / "tel"
@@ -263,6 +266,7 @@ def test_a_late_file_changes_its_night_only_when_that_night_is_run_again(tmp_pat
     assert "revised" in index
 
 
+@pytest.mark.slow
 def test_retention_removes_old_partitions_and_retires_their_files(tmp_path: Path) -> None:
     tel = tmp_path / "tel"
     days = ("2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29")
@@ -288,6 +292,7 @@ def test_retention_removes_old_partitions_and_retires_their_files(tmp_path: Path
     assert count(config.dataset, night_window(date(2026, 11, 29), "all")) == 50
 
 
+@pytest.mark.slow
 def test_the_cli_states_the_night_backfill_and_retention(tmp_path: Path) -> None:
     tel = tmp_path / "tel"
     for day in ("2026-11-28", "2026-11-29"):
@@ -315,6 +320,7 @@ def test_the_cli_states_the_night_backfill_and_retention(tmp_path: Path) -> None
     assert "window '5x': not day, all or a duration such as 6h, 7d or 90m" in r.output
 
 
+@pytest.mark.slow
 def test_report_windows_from_the_command_line(tmp_path: Path) -> None:
     for day in ("2026-11-28", "2026-11-29"):
         ingest(tmp_path / "ds", [requests(tmp_path / f"{day}.jsonl", hours(day, 25), prefix=day)])
@@ -352,6 +358,7 @@ def test_an_empty_night_is_a_dataset_error_naming_the_night(tmp_path: Path) -> N
         )
 
 
+@pytest.mark.slow
 def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatch: Any) -> None:
     """Run ids made in the same second by one process: the history keys each night by its
     date, so a backfilled night never reads a later night's actions as its own past."""
@@ -442,6 +449,7 @@ def test_the_history_table_lists_the_latest_nights_only(tmp_path: Path) -> None:
     assert v.older_runs == 31 - HISTORY_ROWS
 
 
+@pytest.mark.slow
 def test_report_with_record_history_backfills_and_says_so(tmp_path: Path) -> None:
     for day in ("2026-11-28", "2026-11-29"):
         ingest(tmp_path / "ds", [requests(tmp_path / f"{day}.jsonl", hours(day, 25), prefix=day)])

@@ -187,6 +187,7 @@ request = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,
@@ -239,6 +240,7 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 FUZZ_SECONDS = float(os.environ.get("MAPREPORT_FUZZ_SECONDS", "6"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("source", "fmt"),
     [
@@ -296,6 +298,7 @@ def test_fuzz_readers_raise_only_input_errors(tmp_path: Path, source: str, fmt: 
 # -- faults --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_kill_9_mid_ingest_leaves_a_readable_dataset(tmp_path: Path) -> None:
     from mapreport import synth
 
@@ -341,6 +344,7 @@ def test_kill_9_mid_ingest_leaves_a_readable_dataset(tmp_path: Path) -> None:
     print("kill -9 trials:", outcomes)
 
 
+@pytest.mark.slow
 def test_chart_export_failure_keeps_html_and_findings(
     tmp_path: Path, demo_dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -412,6 +416,7 @@ def hostile_dataset(tmp_path: Path) -> Path:
     return tmp_path / "ds"
 
 
+@pytest.mark.slow
 def test_hostile_names_render_as_text(tmp_path: Path) -> None:
     ds = hostile_dataset(tmp_path)
     out = tmp_path / "out"
@@ -535,6 +540,7 @@ BROKEN_ON_PURPOSE = {
 (tlparse), malformed in the documentation (Triton's first-response histogram example)."""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not beside the repo")
 def test_every_real_file_reads_under_abort(tmp_path: Path) -> None:
     """What the producing tool writes is valid input: every real file a reader recognises is
@@ -717,6 +723,7 @@ def _runtime_file(path: Path, prefix: str, n: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_two_writers_on_one_dataset_lose_no_row(tmp_path: Path) -> None:
     """Two `ingest` processes at once on one dataset (a nightly run and an ad-hoc ingest):
     the second waits for the first's lock, and every logged row is on disk (before: the
@@ -735,6 +742,7 @@ def test_two_writers_on_one_dataset_lose_no_row(tmp_path: Path) -> None:
     assert logged == 180_000
 
 
+@pytest.mark.slow
 def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
     ds = tmp_path / "ds"
     Dataset(ds, create=True)

@@ -30,6 +30,7 @@ def pdftotext(pdf: Path, page: int | None = None) -> str:
     ).stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SLICES)
 def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, name: str) -> None:
     pdf = demo_reports / name / "report.pdf"
@@ -81,6 +82,7 @@ def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, nam
     assert "missing from this PDF" not in text
 
 
+@pytest.mark.slow
 def test_pdf_pages_rasterise(demo_reports: Path, tmp_path: Path) -> None:
     subprocess.run(
         [
@@ -99,17 +101,17 @@ def test_pdf_pages_rasterise(demo_reports: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", SLICES)
-def test_html_is_self_contained(demo_reports: Path, name: str) -> None:
+def test_html_is_self_contained(demo_html: Path, name: str) -> None:
     """Nothing in the page loads from the network (plotly.js is inlined once)."""
-    source = (demo_reports / name / "report.html").read_text()
+    source = (demo_html / name / "report.html").read_text()
     assert re.search(r"<(script|link|img|iframe)[^>]+(src|href)=[\"']?(https?:)?//", source) is None
     drawn = [c for c in CHARTS if f'id="chart-{c}"' in source]
     assert source.count("Plotly.newPlot") == len(drawn) >= 5
 
 
 @pytest.mark.parametrize("name", SLICES)
-def test_findings_match_schema(demo_reports: Path, name: str) -> None:
-    doc = json.loads((demo_reports / name / "findings.json").read_text())
+def test_findings_match_schema(demo_html: Path, name: str) -> None:
+    doc = json.loads((demo_html / name / "findings.json").read_text())
     jsonschema.validate(doc, SCHEMA)
     assert doc["workload"] == name.split("/")[0]
     required = {
@@ -136,6 +138,7 @@ def test_findings_match_schema(demo_reports: Path, name: str) -> None:
     assert all(required <= set(s) for s in doc["shapes"])
 
 
+@pytest.mark.slow
 def test_index_links_every_report(demo_reports: Path) -> None:
     index = (demo_reports / "index.html").read_text()
     for name in SLICES:
@@ -146,6 +149,7 @@ def test_index_links_every_report(demo_reports: Path) -> None:
 
 
 @pytest.mark.parametrize("name", SLICES)
+@pytest.mark.slow
 def test_page_one_is_the_verdict(demo_reports: Path, name: str) -> None:
     """Page 1 states each SLA target met or missed, the shape driving a miss, the first
     actions with their owners and what fails, all as findings.json has them; the contents
@@ -179,11 +183,11 @@ def test_page_one_is_the_verdict(demo_reports: Path, name: str) -> None:
             assert c["item"] in first
 
 
-def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_reports: Path) -> None:
+def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_html: Path) -> None:
     """over_sla counted again from the canonical Parquet with pandas."""
     import pandas as pd
 
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     over = doc["over_sla"]
     df = pd.concat(pd.read_parquet(f) for f in (demo_dataset / "request").rglob("*.parquet"))
     df = df[(df.workload == "bert-base") & (df.status == "ok")]
@@ -193,15 +197,15 @@ def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_reports: Path)
     assert {s["shape"]: s["n_over"] for s in over["shapes"]} == counts.to_dict()
 
 
-def test_index_is_a_health_board(demo_reports: Path) -> None:
+def test_index_is_a_health_board(demo_html: Path) -> None:
     """Each slice's state is the first of SLA missed, environment unlocked, checklist failing,
     healthy, as findings.json has the facts (before: a green "ok" for every generated report,
     two of which missed their SLA); names link to the reports; the table sorts."""
-    index = (demo_reports / "index.html").read_text()
+    index = (demo_html / "index.html").read_text()
     rows = re.findall(r"<tr>(.*?)</tr>", index.split("<tbody>")[1], re.S)
     assert len(rows) == len(SLICES)
     for name in SLICES:
-        doc = json.loads((demo_reports / name / "findings.json").read_text())
+        doc = json.loads((demo_html / name / "findings.json").read_text())
         scope = doc["scope"]
         missed = any(
             scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
@@ -221,11 +225,11 @@ def test_index_is_a_health_board(demo_reports: Path) -> None:
     assert "table.sortable" in index  # the inline sort script, no CDN
 
 
-def test_data_sources_name_files_below_one_folder(demo_reports: Path) -> None:
+def test_data_sources_name_files_below_one_folder(demo_html: Path) -> None:
     """Data sources says the folder once and each file below it (before: every absolute
     build path in full); findings.json keeps the full paths."""
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
-    html = (demo_reports / "bert-base" / "report.html").read_text()
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
+    html = (demo_html / "bert-base" / "report.html").read_text()
     shown = re.findall(r'<td class="path">([^<]*)</td>', html)
     full = [s["path"] for s in doc["sources"]]
     root = str(Path(full[0]).parent)
@@ -234,15 +238,16 @@ def test_data_sources_name_files_below_one_folder(demo_reports: Path) -> None:
 
 
 @pytest.mark.parametrize("name", SLICES)
-def test_validation_matrices_name_metrics_in_words(demo_reports: Path, name: str) -> None:
+def test_validation_matrices_name_metrics_in_words(demo_html: Path, name: str) -> None:
     """`queue_p95_us` reads "p95 queue wait" in the matrices (findings.json keeps the key)."""
-    html = (demo_reports / name / "report.html").read_text()
+    html = (demo_html / name / "report.html").read_text()
     actions = html[html.index('<section id="actions"') : html.index('<section id="history"')]
     cells = re.findall(r"<td>([^<]*)</td>", actions)
     assert not [c for c in cells if re.fullmatch(r"(latency|queue|compute)_p\d+_us|error_rate", c)]
     assert "p95 queue wait" in actions or "p95 latency" in actions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SLICES)
 def test_running_headers_name_the_section_a_page_is_in(demo_reports: Path, name: str) -> None:
     """Each page's running header names the section its first line belongs to: the section
@@ -263,12 +268,12 @@ def test_running_headers_name_the_section_a_page_is_in(demo_reports: Path, name:
                 current = line
 
 
-def test_the_blocking_section_states_the_verdicts_counts(demo_reports: Path) -> None:
+def test_the_blocking_section_states_the_verdicts_counts(demo_html: Path) -> None:
     """The section lists every adapting request, and says which the finding names: the
     count behind them is the verdict's (page 1 and page 11 said 20 behind 3 and 21 behind 4)."""
-    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     b = doc["blocking"]
-    html = re.sub(r"\s+", " ", (demo_reports / "bert-base" / "report.html").read_text())
+    html = re.sub(r"\s+", " ", (demo_html / "bert-base" / "report.html").read_text())
     text = re.sub(r"<[^>]+>", "", html)
     named = [e for e in b["events"] if e["source"] in set(b["material"])]
     behind = sum(e["blocked"] for e in named)

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -42,6 +43,7 @@ class Limited:
         return self.con.sql(query, params=params)
 
 
+@pytest.mark.slow
 def test_groups_read_by_rank_give_the_whole_groups_intervals(demo_dataset: Path) -> None:
     con = Dataset(demo_dataset).connect()
     for w, s in list_slices(con):

@@ -100,6 +100,7 @@ def empty_dataset(tmp_path_factory: pytest.TempPathFactory) -> duckdb.DuckDBPyCo
     return Dataset(tmp_path_factory.mktemp("empty"), create=True).connect()
 
 
+@pytest.mark.slow
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -145,6 +146,7 @@ def test_an_analysis_connection_reaches_no_file_outside_its_dataset(tmp_path: Pa
     assert not (tmp_path / "other.db").exists()
 
 
+@pytest.mark.slow
 def test_a_sandboxed_connection_still_spills_to_disk(tmp_path: Path) -> None:
     """The sandbox leaves DuckDB its own spill folder: a sort larger than the memory limit still
     completes."""

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mapreport.analysis import Review, Thresholds, analyze_slice
 from mapreport.ingest import ingest_file
 from mapreport.kinds import ActionKind
@@ -176,6 +178,7 @@ def _native_requests(path: Path, n: int, queue_us: float, t0_s: int = 1_764_468_
     return path
 
 
+@pytest.mark.slow
 def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     scrapes = [_counters(0, 0, 0, 1, 0.5), _counters(200, 4_000, 20_000, 1, 0.5)]
     scrapes.append(_counters(400, 8_000, 40_000, 1, 0.5))  # 20 us of queue per request

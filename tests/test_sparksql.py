@@ -84,6 +84,7 @@ def _analysis_queries(ds: Path) -> list[str]:
     return list(dict.fromkeys(rec.queries))
 
 
+@pytest.mark.slow
 def test_every_analysis_query_transpiles(demo_dataset: Path, tmp_path: Path) -> None:
     """Every distinct query the analysis runs on the demo and on the real torch.compile case
     (its blocking SQL reads compile events too) becomes one Spark statement, with no

@@ -92,6 +92,7 @@ def _report(config_path: Path, tmp_path: Path) -> dict[str, Any]:
     return doc
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "case", ["torch-serving", "torch-serving-traces"], ids=["native log", "profiler + TORCH_TRACE"]
 )

@@ -51,6 +51,7 @@ def _chromium_below(root: int) -> set[int]:
     return {p for p in below if "chrom" in command.get(p, "")}
 
 
+@pytest.mark.slow
 def test_workers_report_what_one_process_reports(
     demo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
