@@ -85,7 +85,7 @@ bench: setup
 	$(BIN)/python benchmarks/render.py --runs 3 --many 50 --slices 40 --per-slice 50000
 
 sample: venv
-	$(BIN)/python -c "from pathlib import Path; from mapreport.synth_nights import generate_nights; generate_nights(Path('sample_data'))"
+	$(BIN)/python -c "from pathlib import Path; from mapreport.demo.nights import generate_nights; generate_nights(Path('sample_data'))"
 
 clean:
 	rm -rf demo out .pytest_cache .mypy_cache .ruff_cache

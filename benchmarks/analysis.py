@@ -29,8 +29,8 @@ import json, sys, time
 t0 = time.perf_counter()
 from pathlib import Path
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.engine import DUCKDB
-from mapreport.store import Dataset
+from mapreport.engine.engines import DUCKDB
+from mapreport.dataset.store import Dataset
 con = DUCKDB.connect(Dataset(Path(sys.argv[1])), None)
 slices = list_slices(con)
 t1 = time.perf_counter()

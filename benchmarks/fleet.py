@@ -123,7 +123,7 @@ def generate(folder: Path, requests: int) -> list[Path]:
     code = f"""
 import dataclasses, json, sys
 from pathlib import Path
-from mapreport import synth
+from mapreport.demo import synth
 ws = []
 for w in synth.WORKLOADS:
     for suffix in ("", "-b"):
@@ -146,7 +146,7 @@ def to_parquet(files: list[Path], folder: Path) -> list[Path]:
 import sys
 from pathlib import Path
 import msgspec, pyarrow as pa, pyarrow.parquet as pq
-from mapreport.shapes import canonical_shape
+from mapreport.core.shapes import canonical_shape
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 rows, writer, shapes = [], None, {}
 decode = msgspec.json.decode
@@ -222,7 +222,7 @@ ANALYSIS = """
 import sys, time
 from pathlib import Path
 from mapreport.analysis import Review, Thresholds, analyze_slice, list_slices
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
 t0 = time.perf_counter()
 con = Dataset(Path(sys.argv[1])).connect()
 slices = list_slices(con)
@@ -237,7 +237,7 @@ from pathlib import Path
 from mapreport.analysis import Review, Thresholds, analyze_slice
 from mapreport.report import write_slice_report
 from mapreport.report.export import SvgExporter
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
 con = Dataset(Path(sys.argv[1])).connect()
 r = analyze_slice(con, sys.argv[2], "", Thresholds(), Review())
 exporter = SvgExporter()
@@ -301,7 +301,16 @@ def bench_size(work: Path, requests: int, runs: int, full: bool) -> Size:
     def ingest(inputs: list[Path], target: Path) -> tuple[float, int]:
         shutil.rmtree(target, ignore_errors=True)
         wall, rss, _ = measure(
-            [PY, "-m", "mapreport.cli", "ingest", "-q", "--dataset", str(target), *map(str, inputs)]
+            [
+                PY,
+                "-m",
+                "mapreport.app.cli",
+                "ingest",
+                "-q",
+                "--dataset",
+                str(target),
+                *map(str, inputs),
+            ]
         )
         return wall, rss
 
@@ -344,7 +353,7 @@ def bench_ingest(work: Path, requests: int, runs: int) -> None:
     for i in range(runs):
         bare.append(float(measure([PY, "-c", BARE, *map(str, jsonl)])[2].split()[0]))
         shutil.rmtree(ds, ignore_errors=True)
-        cli = [PY, "-m", "mapreport.cli", "ingest", "-q", "--dataset", str(ds)]
+        cli = [PY, "-m", "mapreport.app.cli", "ingest", "-q", "--dataset", str(ds)]
         wall, rss, _ = measure([*cli, *map(str, jsonl)])
         ours.append(wall)
         print(f"run {i + 1}: bare decode {bare[-1]:.2f} s | ingest {wall:.2f} s, {rss >> 20} MiB")
@@ -360,7 +369,7 @@ def run_and_rerun(folder: Path, files: list[Path], changed: Path) -> tuple[float
     shutil.rmtree(run_ds, ignore_errors=True)
     shutil.rmtree(out, ignore_errors=True)
     cfg = config(folder, files, run_ds, out)
-    run_s, run_rss, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
+    run_s, run_rss, _ = measure([PY, "-m", "mapreport.app.cli", "run", "-q", str(cfg)])
     size = changed.stat().st_size
     with open(changed, "rb") as fh:
         fh.seek(max(0, size - 65536))
@@ -369,7 +378,7 @@ def run_and_rerun(folder: Path, files: list[Path], changed: Path) -> tuple[float
         with open(changed, "ab") as late:  # one more request: the file's content changed
             last["request_id"] = str(last.get("request_id", "x")) + "-late"
             late.write(json.dumps(last).encode() + b"\n")
-        rerun_s, _, _ = measure([PY, "-m", "mapreport.cli", "run", "-q", str(cfg)])
+        rerun_s, _, _ = measure([PY, "-m", "mapreport.app.cli", "run", "-q", str(cfg)])
     finally:
         os.truncate(changed, size)  # the original file again
     shutil.rmtree(run_ds, ignore_errors=True)
@@ -432,7 +441,7 @@ def bench_files(work: Path, per_file: int) -> tuple[int, int]:
         copies.append(target)
     shutil.rmtree(folder / "ds1", ignore_errors=True)
     shutil.rmtree(folder / "ds20", ignore_errors=True)
-    cli = [PY, "-m", "mapreport.cli", "ingest", "-q", "--dataset"]
+    cli = [PY, "-m", "mapreport.app.cli", "ingest", "-q", "--dataset"]
     _, rss1, _ = measure([*cli, str(folder / "ds1"), str(copies[0])])
     _, rss20, _ = measure([*cli, str(folder / "ds20"), *map(str, copies)])
     return rss1, rss20

@@ -32,7 +32,7 @@ SOURCE = REPO.parent / "shared" / "realdata" / "hta" / "trace_diff" / "control" 
 MAPREPORT = """
 import sys
 from pathlib import Path
-from mapreport.ingesting import ingest
+from mapreport.run.ingesting import ingest
 ingest(Path(sys.argv[2]), [Path(sys.argv[1])])
 """
 HTA = """

@@ -53,7 +53,7 @@ def main() -> None:
     ap.add_argument("--lines", type=int, default=20)
     ap.add_argument("--runs", type=int, default=3)
     opts = ap.parse_args()
-    cmd = [sys.executable, "-m", "mapreport.cli", "ingest", "-q", "--dataset"]
+    cmd = [sys.executable, "-m", "mapreport.app.cli", "ingest", "-q", "--dataset"]
     work = Path(tempfile.mkdtemp(prefix="many-files-"))
     try:
         rows = []

@@ -39,7 +39,7 @@ BASE_REQUESTS = 10_368
 GENERATE = """
 import json, sys
 from pathlib import Path
-from mapreport import synth
+from mapreport.demo import synth
 paths = synth.generate(Path(sys.argv[1]), scale=float(sys.argv[2]), seed=7)
 print(json.dumps([p.name for p in paths]))
 """
@@ -48,7 +48,7 @@ TO_PARQUET = """
 import gzip, sys
 from pathlib import Path
 import msgspec, pyarrow as pa, pyarrow.parquet as pq
-from mapreport.shapes import canonical_shape
+from mapreport.core.shapes import canonical_shape
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
 opener = gzip.open if src.suffix == ".gz" else open
 rows, shapes = [], {}

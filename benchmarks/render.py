@@ -35,7 +35,7 @@ DEMO_SIZE = 3_456
 GENERATE = """
 import dataclasses, json, sys
 from pathlib import Path
-from mapreport import synth
+from mapreport.demo import synth
 copies, per_slice = int(sys.argv[2]), int(sys.argv[3])
 ws = []
 for i in range(copies):
@@ -50,7 +50,7 @@ print(json.dumps([str(p) for p in paths]))
 
 def mapreport(*args: str) -> list[str]:
     """The command line of `mapreport ARGS` in this interpreter."""
-    return [PY, "-m", "mapreport.cli", *args]
+    return [PY, "-m", "mapreport.app.cli", *args]
 
 
 def dataset_of(work: Path, copies: int, per_slice: int) -> tuple[Path, list[Path]]:

@@ -31,7 +31,7 @@ import json, sys, time
 from pathlib import Path
 t0 = time.perf_counter()
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
 con = Dataset(Path(sys.argv[1])).connect()
 slices = list_slices(con)
 for w, s in slices:
@@ -45,8 +45,9 @@ from datetime import datetime
 from pathlib import Path
 t0 = time.perf_counter()
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.engine import EngineName, EngineSettings, open_engine
-from mapreport.store import Dataset
+from mapreport.engine.engines import open_engine
+from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.dataset.store import Dataset
 conf = {"spark.ui.enabled": "true", "spark.ui.port": "0", "spark.driver.memory": "4g",
         "spark.ui.retainedJobs": "100000", "spark.ui.retainedStages": "100000",
         "spark.sql.ui.retainedExecutions": "100000"}

@@ -1,5 +1,5 @@
 """`python -m mapreport`: the same command line as `mapreport`."""
 
-from mapreport.cli import main
+from mapreport.app.cli import main
 
 main()

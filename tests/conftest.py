@@ -12,11 +12,11 @@ import pytest
 from hypothesis import settings
 
 from mapreport.analysis import SliceResult, Thresholds, analyze_slice, list_slices
-from mapreport.config import load_config
-from mapreport.ingesting import ingest
-from mapreport.nightly import run
-from mapreport.store import Dataset
-from mapreport.synth import generate
+from mapreport.dataset.store import Dataset
+from mapreport.demo.synth import generate
+from mapreport.run.config import load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.nightly import run
 
 # CI replays the same examples on every run (a red CI must be reproducible); local runs explore
 settings.register_profile("ci", derandomize=True, print_blob=True)

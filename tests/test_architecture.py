@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from mapreport import kinds
-from mapreport.errors import InputError
+from mapreport.core import kinds
+from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import causes, prose, words
 from mapreport.report.html import TEMPLATES_DIR
@@ -26,9 +26,9 @@ MAX_MODULE_LINES = 600
 MAX_FUNCTION_LINES = 100
 
 FORBIDDEN = {
-    "analysis": ("mapreport.report", "mapreport.config", "mapreport.units", "mapreport.ingest"),
-    "report": ("mapreport.config", "mapreport.ingest"),
-    "ingest": ("mapreport.analysis", "mapreport.report", "mapreport.config"),
+    "analysis": ("mapreport.report", "mapreport.run.config", "mapreport.units", "mapreport.ingest"),
+    "report": ("mapreport.run.config", "mapreport.ingest"),
+    "ingest": ("mapreport.analysis", "mapreport.report", "mapreport.run.config"),
 }
 """Per stage, the modules it must not import (the arrows point one way)."""
 
@@ -60,7 +60,9 @@ HEAVY = ("duckdb", "plotly", "weasyprint", "kaleido", "jinja2", "scipy", "pyarro
 than the rest of the command line's start (benchmarks/README.md, `startup.py`)."""
 
 
-@pytest.mark.parametrize("module", ["mapreport.cli", "mapreport.ingest", "mapreport.config"])
+@pytest.mark.parametrize(
+    "module", ["mapreport.app.cli", "mapreport.ingest", "mapreport.run.config"]
+)
 def test_light_entry_points_load_no_heavy_library(module: str) -> None:
     """`mapreport --help`, `formats` and format detection import the readers' declarations,
     not the readers' columns code, the analysis, the report or an engine (counted, not

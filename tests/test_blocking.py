@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from mapreport import synth_blocking
 from mapreport.analysis import SliceResult, list_slices, query
 from mapreport.analysis.blocking import (
     PRECOMPILE_MAX,
@@ -18,9 +17,10 @@ from mapreport.analysis.blocking import (
     blocking,
     load_blocking,
 )
-from mapreport.ingesting import ingest
-from mapreport.kinds import BlockingRemedy
-from mapreport.store import Dataset
+from mapreport.core.kinds import BlockingRemedy
+from mapreport.dataset.store import Dataset
+from mapreport.demo import blocking as synth_blocking
+from mapreport.run.ingesting import ingest
 from tests.test_torch_serving import CASE
 
 

@@ -106,7 +106,7 @@ def test_a_decompression_bomb_is_a_clean_error_under_a_memory_cap(
     head, block, mib, tail, fmt, words = BOMBS[name]
     f = bomb(tmp_path / name, head, block, mib, tail)
     assert f.stat().st_size < 30 * MIB
-    cmd = [sys.executable, "-m", "mapreport.cli", "ingest", "-q", "--on-error", "abort"]
+    cmd = [sys.executable, "-m", "mapreport.app.cli", "ingest", "-q", "--on-error", "abort"]
     res = subprocess.run(
         [*cmd, "--dataset", str(tmp_path / "ds"), "--format", fmt, str(f)],
         capture_output=True,

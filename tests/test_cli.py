@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mapreport import ingesting, pipeline
-from mapreport.cli import main
+from mapreport.app.cli import main
+from mapreport.run import ingesting, pipeline
 from tests.conftest import REPO, write_config
 
-MAPREPORT = [sys.executable, "-m", "mapreport.cli"]
+MAPREPORT = [sys.executable, "-m", "mapreport.app.cli"]
 
 
 def cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -250,7 +250,7 @@ def test_a_bug_ends_in_one_line_not_a_traceback(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("something unforeseen\nsecond line")
 
-    monkeypatch.setattr("mapreport.pipeline.report", broken)
+    monkeypatch.setattr("mapreport.run.reporting.report", broken)
     res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
     assert res.exit_code == 1
     assert res.output.strip() == (
@@ -266,7 +266,7 @@ def test_a_full_disk_is_a_system_error_not_a_bug(
     def full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device", str(tmp_path / "ds"))
 
-    monkeypatch.setattr("mapreport.pipeline.report", full)
+    monkeypatch.setattr("mapreport.run.reporting.report", full)
     res = CliRunner().invoke(main, ["report", "--dataset", str(tmp_path), "--out", str(tmp_path)])
     assert res.exit_code == 7
     assert res.output.strip() == (

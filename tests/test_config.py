@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from mapreport.config import default_config, load_config
-from mapreport.errors import ConfigError
+from mapreport.core.errors import ConfigError
+from mapreport.run.config import default_config, load_config
 from tests.conftest import SAMPLE_DATA
 
 

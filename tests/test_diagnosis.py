@@ -13,17 +13,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mapreport import synth
 from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
 from mapreport.analysis.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
 from mapreport.analysis.stats import jain_index
 from mapreport.analysis.tail import DRIVERS, attribute, shares
-from mapreport.config import load_config
-from mapreport.ingesting import ingest
-from mapreport.kinds import ActionKind, BlockingRemedy
+from mapreport.core.kinds import ActionKind, BlockingRemedy
+from mapreport.dataset.store import Dataset
+from mapreport.demo import synth
 from mapreport.report.prose import rollback_text
 from mapreport.report.words import fusion_note
-from mapreport.store import Dataset
+from mapreport.run.config import load_config
+from mapreport.run.ingesting import ingest
 from tests.conftest import SAMPLE_DATA
 
 TRUTH = {(f"{w.workload}/{w.slice}" if w.slice else w.workload): w for w in synth.WORKLOADS}
@@ -254,7 +254,7 @@ def test_every_action_names_the_configured_owner_of_its_role(demo_html: Path) ->
 def test_blockers_rank_above_tuning_whatever_their_traffic(demo_html: Path) -> None:
     """A precision change without quality evidence, an unlocked environment and missing
     telemetry come first (before: llama's int8-without-quality action was #8 of 8)."""
-    from mapreport.kinds import BLOCKERS
+    from mapreport.core.kinds import BLOCKERS
 
     seen = 0
     for name in TRUTH:
@@ -300,7 +300,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
 
     from mapreport.analysis.classify import classify
     from mapreport.analysis.common import Interval
-    from mapreport.kinds import BottleneckClass, ClassBasis, Driver
+    from mapreport.core.kinds import BottleneckClass, ClassBasis, Driver
     from mapreport.report.words import class_reason
 
     m = next(s for s in demo_results["bert-base"].shapes if s.tail is not None and s.tail.material)

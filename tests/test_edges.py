@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner, Result
 
-from mapreport.cli import main
-from mapreport.store import Dataset
-from mapreport.window import EVERYTHING, range_window
+from mapreport.app.cli import main
+from mapreport.core.window import EVERYTHING, range_window
+from mapreport.dataset.store import Dataset
 
 
 @pytest.fixture(scope="module")

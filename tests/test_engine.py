@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from mapreport import engine as engine_module
-from mapreport.cli import main
-from mapreport.config import load_config
-from mapreport.engine import DUCKDB, EngineName, EngineSettings, open_engine
-from mapreport.errors import ConfigError
+from mapreport.app.cli import main
+from mapreport.core.errors import ConfigError
+from mapreport.engine import engines as engine_module
+from mapreport.engine.engines import DUCKDB, open_engine
+from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.run.config import load_config
 
 
 def _config(tmp_path: Path, engine: str) -> Path:
@@ -72,7 +73,7 @@ def test_spark_without_its_extra_names_the_extra(
 
 def test_spark_without_java_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("pyspark")
-    from mapreport import spark
+    from mapreport.engine import spark
 
     monkeypatch.setattr(spark.shutil, "which", lambda _name: None)
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -87,15 +88,15 @@ def test_a_long_query_draws_no_progress_bar_on_stdout(demo_dataset: Path) -> Non
     connections, the views' and the ingest's, have it off."""
     slow = "SELECT sum(a.range * b.range) FROM range(60000) a, range(30000) b"
     probe = (
-        "import sys; from pathlib import Path; from mapreport.store import Dataset; "
-        "from mapreport.views import connect; "
+        "import sys; from pathlib import Path; from mapreport.dataset.store import Dataset; "
+        "from mapreport.dataset.views import connect; "
         f"connect(Dataset(Path(sys.argv[1]))).execute({slow!r}).fetchall()"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe, str(demo_dataset)], capture_output=True, check=True
     ).stdout
     assert out == b""
-    from mapreport.views import duckdb_connection  # the one the ingest's check uses
+    from mapreport.dataset.views import duckdb_connection  # the one the ingest's check uses
 
     setting = "SELECT current_setting('enable_progress_bar')"
     assert duckdb_connection([demo_dataset]).execute(setting).fetchone() == (False,)

@@ -14,8 +14,8 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapreport.cli import main
-from mapreport.evidence import explain
+from mapreport.app.cli import main
+from mapreport.run.evidence import explain
 
 
 def test_explain_says_when_a_figure_is_not_reproduced(demo_html: Path, tmp_path: Path) -> None:

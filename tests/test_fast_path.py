@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, fast, helper
 from mapreport.ingest.native import NativeReader
 from mapreport.ingest.records import Memo, container_of, head_bytes, iter_records

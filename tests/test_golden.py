@@ -24,15 +24,15 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from mapreport import synth
-from mapreport.config import load_config
-from mapreport.engine import EngineSettings
-from mapreport.evidence import explain
-from mapreport.ingesting import ingest
-from mapreport.nightly import run
-from mapreport.pipeline import report
+from mapreport.demo import synth
+from mapreport.demo.nights import NIGHTS, generate_nights, runtime_name
+from mapreport.engine.settings import EngineSettings
 from mapreport.report.sections import SECTIONS
-from mapreport.synth_nights import NIGHTS, generate_nights, runtime_name
+from mapreport.run.config import load_config
+from mapreport.run.evidence import explain
+from mapreport.run.ingesting import ingest
+from mapreport.run.nightly import run
+from mapreport.run.reporting import report
 from tests.conftest import REALDATA, SAMPLE_DATA
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -305,8 +305,8 @@ def test_report_never_contradicts_its_findings(case: Case) -> None:
 def test_every_golden_dataset_checks_clean(case: Case) -> None:
     """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
     records, data and history files, evidence specs)."""
-    from mapreport.check import check
-    from mapreport.store import Dataset
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.check import check
 
     found = check(Dataset(case.out.parent / "dataset"))
     assert found.damage == (), found.damage

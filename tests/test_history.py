@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from mapreport import synth
-from mapreport.config import default_config, load_config
-from mapreport.ingesting import ingest
-from mapreport.nightly import run
-from mapreport.pipeline import report
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
+from mapreport.demo import synth
+from mapreport.run.config import default_config, load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.nightly import run
+from mapreport.run.reporting import report
 from tests.conftest import DEMO_NIGHT, copy_sample, write_config
 
 BERT = next(w for w in synth.WORKLOADS if w.workload == "bert-base")

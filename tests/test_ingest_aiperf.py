@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.core.kinds import Driver
+from mapreport.core.shapes import sequence_bucket
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.kinds import Driver
-from mapreport.shapes import sequence_bucket
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 AIPERF = REALDATA / "serving" / "aiperf"

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 HTA = REALDATA / "hta"

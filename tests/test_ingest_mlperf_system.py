@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 MLPERF = REALDATA / "serving" / "mlperf"

@@ -12,9 +12,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.store import Dataset
 
 REQ = {
     "workload": "w",
@@ -402,7 +402,7 @@ def _one_request(path: Path) -> Path:
 def test_parallel_ingest_ends_as_serial(tmp_path: Path, sample_dir: Path) -> None:
     """--jobs 2 reads files in two processes; the dataset ends as a serial ingest leaves it,
     and under abort the files after a bad one are not committed."""
-    from mapreport.ingesting import ingest
+    from mapreport.run.ingesting import ingest
 
     files = sorted(sample_dir.glob("*.jsonl*")) + sorted(sample_dir.glob("*.csv"))
     serial = ingest(tmp_path / "s", files)

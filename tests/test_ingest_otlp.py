@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 OTLP = REALDATA / "serving" / "otlp"

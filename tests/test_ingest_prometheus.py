@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
 from mapreport.ingest.base import Head
 from mapreport.ingest.prometheus import PrometheusReader, scrape_time_us
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 PROM = REALDATA / "serving" / "prometheus"

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 DOCS_EXAMPLE = REALDATA / "serving" / "triton_trace" / "docs_trace_timestamps_example.json"

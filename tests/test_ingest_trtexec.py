@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
 from mapreport.ingest.trtexec import engine_name, precision_of
-from mapreport.store import Dataset
 from tests.conftest import REALDATA
 
 TRT = REALDATA / "tensorrt" / "trex"

@@ -16,11 +16,11 @@ from mapreport.analysis import Review, Thresholds, analyze_slice
 from mapreport.analysis.coverage import PlanVersion
 from mapreport.analysis.drift import op_drifts
 from mapreport.analysis.operators import OpRow
-from mapreport.cli import main
-from mapreport.config import default_config
+from mapreport.app.cli import main
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
-from mapreport.pipeline import report
-from mapreport.store import Dataset
+from mapreport.run.config import default_config
+from mapreport.run.reporting import report
 from tests.conftest import REALDATA
 
 RANK1 = REALDATA / "tlparse" / "inputs" / "multi_rank_logs" / "dedicated_log_torch_trace_rank_1.log"

@@ -13,12 +13,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mapreport import synth
 from mapreport.analysis import SliceResult
 from mapreport.analysis.stats import bootstrap_ratio_gain, kendall_tau_b
+from mapreport.demo import synth, truth
 
 
-def raw_requests(sample_dir: Path, w: synth.WorkloadTruth) -> pd.DataFrame:
+def raw_requests(sample_dir: Path, w: truth.WorkloadTruth) -> pd.DataFrame:
     """The workload's request records read straight from its file, without mapreport's readers."""
     path = sample_dir / w.runtime_file
     if path.suffix == ".csv":
@@ -36,7 +36,7 @@ def raw_requests(sample_dir: Path, w: synth.WorkloadTruth) -> pd.DataFrame:
     return df
 
 
-def truth_by_name() -> dict[str, synth.WorkloadTruth]:
+def truth_by_name() -> dict[str, truth.WorkloadTruth]:
     return {(f"{w.workload}/{w.slice}" if w.slice else w.workload): w for w in synth.WORKLOADS}
 
 
@@ -154,7 +154,7 @@ def test_coverage_and_synthetic_buckets(demo_results: dict[str, SliceResult]) ->
         assert {u.shape for u in r.coverage.uncovered_shapes} == uncovered
         share = sum(m.traffic_share for m in r.shapes if m.shape not in uncovered)
         assert r.coverage.covered_traffic_share == pytest.approx(share)
-        from mapreport.shapes import canonical_bucket
+        from mapreport.core.shapes import canonical_bucket
 
         assert {b.bucket for b in r.coverage.synthetic_only_buckets} == {
             canonical_bucket(b) for b in w.synthetic_only
@@ -229,8 +229,8 @@ def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
     import dataclasses
 
     from mapreport.analysis import Review, Thresholds, analyze_slice, list_slices
-    from mapreport.ingesting import ingest
-    from mapreport.store import Dataset
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.ingesting import ingest
 
     w = next(x for x in synth.WORKLOADS if x.slice)
     results = []

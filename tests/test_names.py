@@ -11,11 +11,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mapreport.config import default_config
-from mapreport.ingesting import ingest
-from mapreport.names import RESERVED, folder_name, partition_name
-from mapreport.pipeline import report, slice_dir
-from mapreport.store import Dataset
+from mapreport.core.names import RESERVED, folder_name, partition_name
+from mapreport.dataset.store import Dataset
+from mapreport.run.config import default_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.pipeline import slice_dir
+from mapreport.run.reporting import report
 
 NAMES = st.text(min_size=1, max_size=1000) | st.sampled_from(
     ["a b", "a_b", ".", "..", "index.html", "INDEX.HTML", "report.html", "~", "a~b", "🚀" * 40]

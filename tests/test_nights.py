@@ -12,16 +12,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from mapreport import synth
 from mapreport.analysis import Thresholds, analyze_slice
-from mapreport.cli import main
-from mapreport.config import Config, load_config
-from mapreport.errors import DatasetError
-from mapreport.ingesting import ingest
-from mapreport.nightly import NightRun, run
-from mapreport.pipeline import report
-from mapreport.store import Dataset
-from mapreport.window import night_window, range_window
+from mapreport.app.cli import main
+from mapreport.core.errors import DatasetError
+from mapreport.core.window import night_window, range_window
+from mapreport.dataset.store import Dataset
+from mapreport.demo import synth
+from mapreport.run.config import Config, load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.nightly import NightRun, run
+from mapreport.run.reporting import report
 
 DAY_US = 86_400_000_000
 BERT = next(w for w in synth.WORKLOADS if w.workload == "bert-base")
@@ -364,7 +364,7 @@ def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatc
     date, so a backfilled night never reads a later night's actions as its own past."""
     import itertools
 
-    from mapreport import pipeline
+    from mapreport.run import pipeline
 
     monkeypatch.setattr(pipeline, "_RUNS", itertools.repeat(1))
 
@@ -391,7 +391,7 @@ def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatc
 )
 def test_a_recorded_night_recomputes_over_the_window_it_covered(window: Any) -> None:
     """A backfill recomputes a later night over its own recorded window, bounds and nights."""
-    from mapreport.recording import stored_window
+    from mapreport.run.recording import stored_window
 
     row = {
         "run_date": window.night,
@@ -405,7 +405,7 @@ def test_a_recorded_night_recomputes_over_the_window_it_covered(window: Any) -> 
 
 
 def test_without_a_date_the_night_is_the_last_complete_day_of_its_time_zone() -> None:
-    from mapreport.window import last_complete_day
+    from mapreport.core.window import last_complete_day
 
     now = datetime(2026, 12, 1, 0, 30, tzinfo=UTC)
     assert last_complete_day("UTC", now) == date(2026, 11, 30)

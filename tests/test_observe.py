@@ -9,7 +9,7 @@ from typing import Any
 
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.observe import MOST, profile_next
-from mapreport.kinds import ClassBasis, Collect
+from mapreport.core.kinds import ClassBasis, Collect
 
 GOLDEN = Path(__file__).parent / "golden"
 

@@ -19,14 +19,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mapreport.config import default_config
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file
-from mapreport.ingesting import ingest
-from mapreport.pipeline import report
 from mapreport.report import export
 from mapreport.report.pdf import write_pdf
-from mapreport.store import Dataset
+from mapreport.run.config import default_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.reporting import report
 from tests.conftest import REALDATA, REPO
 
 CORPUS = Path(__file__).parent / "corpus" / "native"
@@ -300,7 +300,7 @@ def test_fuzz_readers_raise_only_input_errors(tmp_path: Path, source: str, fmt: 
 
 @pytest.mark.slow
 def test_kill_9_mid_ingest_leaves_a_readable_dataset(tmp_path: Path) -> None:
-    from mapreport import synth
+    from mapreport.demo import synth
 
     inputs = synth.generate(tmp_path / "in", scale=8)
     big = max(inputs, key=lambda p: p.stat().st_size)
@@ -314,7 +314,7 @@ def test_kill_9_mid_ingest_leaves_a_readable_dataset(tmp_path: Path) -> None:
             [
                 sys.executable,
                 "-m",
-                "mapreport.cli",
+                "mapreport.app.cli",
                 "ingest",
                 "--dataset",
                 str(ds_dir),
@@ -480,9 +480,9 @@ def test_a_failed_background_write_fails_the_file(tmp_path: Path, monkeypatch: A
     """Staged Parquet files are written by a background thread: a write that fails (a full
     disk) fails the file with that error, nothing of it stays staged or committed, and the
     next file ingests normally."""
-    from mapreport import synth
+    from mapreport.dataset.store import STAGING, Dataset
+    from mapreport.demo import synth
     from mapreport.ingest import sink as sink_module
-    from mapreport.store import STAGING, Dataset
 
     files = synth.generate(tmp_path / "in", scale=0.05, seed=5)
     runtime = next(f for f in files if ".runtime." in f.name)
@@ -730,7 +730,7 @@ def test_two_writers_on_one_dataset_lose_no_row(tmp_path: Path) -> None:
     second removed the first's staged files; 300,000 rows logged, 200,000 on disk)."""
     ds = tmp_path / "ds"
     files = [_runtime_file(tmp_path / f"{p}.jsonl", p, 60_000) for p in ("a", "b", "c")]
-    cmd = [sys.executable, "-m", "mapreport.cli", "ingest", "-q", "--dataset", str(ds)]
+    cmd = [sys.executable, "-m", "mapreport.app.cli", "ingest", "-q", "--dataset", str(ds)]
     first = subprocess.Popen([*cmd, str(files[0]), str(files[1])], stderr=subprocess.PIPE)
     time.sleep(0.3)
     second = subprocess.run([*cmd, str(files[2])], capture_output=True, text=True, timeout=300)
@@ -750,7 +750,7 @@ def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
         [
             sys.executable,
             "-c",
-            "import sys; from pathlib import Path; from mapreport.store import Dataset\n"
+            "import sys; from pathlib import Path; from mapreport.dataset.store import Dataset\n"
             "with Dataset(Path(sys.argv[1])).writing():\n"
             "    print('held', flush=True); sys.stdin.readline()",
             str(ds),
@@ -763,7 +763,7 @@ def test_a_second_writer_waits_or_fails_at_once(tmp_path: Path) -> None:
     assert holder.stdout is not None
     assert holder.stdout.readline().strip() == "held"
     f = _runtime_file(tmp_path / "r.jsonl", "r", 10)
-    cmd = [sys.executable, "-m", "mapreport.cli", "ingest", "-q", "--dataset", str(ds), str(f)]
+    cmd = [sys.executable, "-m", "mapreport.app.cli", "ingest", "-q", "--dataset", str(ds), str(f)]
     refused = subprocess.run([*cmd, "--no-wait"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 5
     assert f"being written by another mapreport (pid {holder.pid})" in refused.stderr
@@ -788,7 +788,7 @@ def test_an_integer_beyond_its_int32_column_is_named_not_an_internal_error(
     the columnar and the per-record path; it is the record's line and field."""
     from click.testing import CliRunner
 
-    from mapreport.cli import main
+    from mapreport.app.cli import main
 
     f = tmp_path / "w.runtime.jsonl"
     f.write_text(

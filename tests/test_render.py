@@ -18,7 +18,9 @@ from mapreport.report.sections import SECTIONS
 
 SLICES = ["bert-base", "resnet50-int8/prod", "llama-decode/chat"]
 SCHEMA = json.loads(
-    (Path(__file__).resolve().parents[1] / "mapreport" / "findings.schema.json").read_text()
+    (
+        Path(__file__).resolve().parents[1] / "mapreport" / "report" / "findings.schema.json"
+    ).read_text()
 )
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.adaptation import RANKS_SQL
 from mapreport.analysis.stats import SortedArray, quantile
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
 
 
 @given(

@@ -20,8 +20,11 @@ from markdown_it import MarkdownIt
 
 from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.query import inline, literal
-from mapreport.cli import main
-from mapreport.evidence import (
+from mapreport.app.cli import main
+from mapreport.core.kinds import Driver
+from mapreport.dataset.store import Dataset
+from mapreport.dataset.views import duckdb_connection
+from mapreport.run.evidence import (
     PARAMS,
     NoParams,
     QueueParams,
@@ -32,9 +35,6 @@ from mapreport.evidence import (
     explain,
     pack_sql,
 )
-from mapreport.kinds import Driver
-from mapreport.store import Dataset
-from mapreport.views import duckdb_connection
 
 FRAGMENTS = [
     "'",

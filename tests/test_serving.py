@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
+from mapreport.core.kinds import ActionKind
+from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
-from mapreport.kinds import ActionKind
-from mapreport.store import Dataset
 
 T0 = 1_764_468_000_000_000_000  # 2026-11-30 02:00 UTC, ns
 
@@ -201,7 +201,7 @@ def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     assert action.kind == ActionKind.OBSERVABILITY
     assert action.params["difference"] == 0.5
     # its evidence pack reruns: the records and the counters give the same disagreement
-    from mapreport.evidence import PACKS, explain, write_packs
+    from mapreport.run.evidence import PACKS, explain, write_packs
 
     write_packs(ds2.connect("resnet"), r, tmp_path / "packs", ds2.root / PACKS)
     lines, ok = explain(ds2.root, action.id)

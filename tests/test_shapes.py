@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mapreport.shapes import (
+from mapreport.core.shapes import (
     MAX_DIMS,
     Bucket,
     ShapeError,

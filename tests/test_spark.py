@@ -20,21 +20,22 @@ from click.testing import CliRunner
 from mapreport.analysis import Thresholds, analyze_slice, list_slices, query
 from mapreport.analysis.blocking import EVENTS_SQL, VICTIMS_SQL, blocked_select
 from mapreport.analysis.query import BLOCKED_TABLE, GRID, SAMPLES, SLICE_TABLE
-from mapreport.cli import main
-from mapreport.config import load_config
-from mapreport.engine import EngineName, EngineSettings, open_engine
-from mapreport.errors import InputError
-from mapreport.ingesting import ingest
-from mapreport.nightly import run
+from mapreport.app.cli import main
+from mapreport.core.errors import InputError
+from mapreport.dataset.store import Dataset
+from mapreport.demo.nights import NIGHTS
+from mapreport.engine.engines import open_engine
+from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.engine.sparksql import to_spark
 from mapreport.report.findings import plain
-from mapreport.sparksql import to_spark
-from mapreport.store import Dataset
-from mapreport.synth_nights import NIGHTS
+from mapreport.run.config import load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.nightly import run
 from tests.conftest import SAMPLE_DATA
 from tests.test_golden import CASES, Case, compare, needs, run_case
 
 pyspark = pytest.importorskip("pyspark", reason="pip install -e '.[spark]' (make does)")
-from mapreport.spark import start_session  # noqa: E402  (needs pyspark)
+from mapreport.engine.spark import start_session  # noqa: E402  (needs pyspark)
 
 pytestmark = pytest.mark.spark
 
@@ -213,7 +214,7 @@ def test_groups_read_by_rank_on_spark_give_duckdbs_intervals(
     spark: Any, demo_dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The driver takes a group above `sample_limit` by rank: the same figures and CIs."""
-    from mapreport.spark import SparkConnection
+    from mapreport.engine.spark import SparkConnection
 
     monkeypatch.setattr(SparkConnection, "sample_limit", 600)
     ds = Dataset(demo_dataset)

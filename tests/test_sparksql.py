@@ -13,9 +13,9 @@ import pytest
 import sqlglot
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.ingesting import ingest
-from mapreport.sparksql import APPROXIMATE, TranspileError, to_spark
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
+from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
+from mapreport.run.ingesting import ingest
 from tests.test_torch_serving import CASE
 
 

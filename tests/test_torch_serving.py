@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from mapreport.config import load_config
-from mapreport.ingesting import ingest
-from mapreport.pipeline import report
-from mapreport.store import Dataset
+from mapreport.dataset.store import Dataset
+from mapreport.run.config import load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.reporting import report
 
 GOLDEN = Path(__file__).parent / "golden"
 CASE = GOLDEN / "torch-serving" / "input"

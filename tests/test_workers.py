@@ -16,9 +16,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from mapreport.analysis import Stored
-from mapreport.config import default_config
-from mapreport.pipeline import Due, ReportRun, SliceOutcome, Ticker, report
-from mapreport.window import EVERYTHING
+from mapreport.core.window import EVERYTHING
+from mapreport.run.config import default_config
+from mapreport.run.outcome import SliceOutcome
+from mapreport.run.pipeline import Due, ReportRun, Ticker
+from mapreport.run.reporting import report
 from tests.test_golden import compare
 
 
@@ -89,19 +91,19 @@ def test_workers_report_what_one_process_reports(
     # Chromium the run started (other processes on the machine are none of this test's business)
     assert _chromium_below(os.getpid()) - before == set()
 
-    from mapreport import workers
+    from mapreport.run import reporting
 
     def no_workers(*args: object) -> None:
         raise AssertionError("a worker started for unchanged slices")
 
-    monkeypatch.setattr(workers, "report_in_workers", no_workers)
+    monkeypatch.setattr(reporting, "report_in_workers", no_workers)
     again = report(two / "ds", two / "out", config, pdf=True, record=True, run_date=night, jobs=2)
     assert all(o.unchanged for o in again), [(o.name, o.error) for o in again]
 
 
 def test_a_dead_worker_fails_its_slice_with_a_line(tmp_path: Path) -> None:
     """A worker killed (out of memory) fails its slice with why, in one line."""
-    from mapreport.workers import _outcome
+    from mapreport.run.workers import _outcome
 
     run = ReportRun(
         tmp_path, tmp_path / "out", default_config(), False, False, "2026-11-29", False,
@@ -135,7 +137,7 @@ def test_a_worker_that_cannot_start_fails_each_slice_with_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A worker whose dataset cannot be opened fails its slices with the reason, one line."""
-    from mapreport import workers
+    from mapreport.run import workers
 
     monkeypatch.setattr(workers, "_REPORTER", None)
     run = ReportRun(

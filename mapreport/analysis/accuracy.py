@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import kendall_tau_b, weighted_mean
-from mapreport.kinds import AccuracyState
+from mapreport.core.kinds import AccuracyState
 
 
 @dataclass(frozen=True)

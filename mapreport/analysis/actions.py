@@ -23,7 +23,7 @@ from mapreport.analysis.common import (
 )
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
-from mapreport.kinds import (
+from mapreport.core.kinds import (
     BLOCKERS,
     ActionKind,
     BlockingRemedy,

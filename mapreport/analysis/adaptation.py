@@ -18,8 +18,8 @@ from mapreport.analysis.stats import (
     quantile,
     seed_for,
 )
-from mapreport.connection import Connection, sample_limit
-from mapreport.kinds import GainGap, GainState
+from mapreport.core.connection import Connection, sample_limit
+from mapreport.core.kinds import GainGap, GainState
 
 
 @dataclass(frozen=True)

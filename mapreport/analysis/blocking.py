@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE, literal
-from mapreport.connection import Connection
-from mapreport.kinds import BlockingRemedy
+from mapreport.core.connection import Connection
+from mapreport.core.kinds import BlockingRemedy
 
 ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
 """Adaptation events that occupy the worker while they run."""

@@ -12,8 +12,8 @@ from mapreport.analysis.common import QualityGuard, Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.query import records
-from mapreport.connection import Connection
-from mapreport.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
+from mapreport.core.connection import Connection
+from mapreport.core.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
 
 if TYPE_CHECKING:
     from mapreport.analysis.results import ShapeMetrics

@@ -10,7 +10,7 @@ from mapreport.analysis.adaptation import ShapeGain
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.stats import wilson_interval
 from mapreport.analysis.tail import DRIVERS, TailDrivers
-from mapreport.kinds import AccuracyState, BottleneckClass, ClassBasis, Driver, GainState
+from mapreport.core.kinds import AccuracyState, BottleneckClass, ClassBasis, Driver, GainState
 
 DECIDING_SHARE = 0.4
 """The largest tail driver decides the class only from this share of the excess up."""

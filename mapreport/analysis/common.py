@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from mapreport.kinds import OwnerRole
+from mapreport.core.kinds import OwnerRole
 
 TailQuantile = Literal["p95", "p99"]
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mapreport.connection import Connection
-from mapreport.shapes import sort_key
+from mapreport.core.connection import Connection
+from mapreport.core.shapes import sort_key
 
 
 @dataclass(frozen=True)

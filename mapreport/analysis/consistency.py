@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.telemetry import Telemetry
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mapreport.analysis.query import ShapeRow
-from mapreport.connection import Connection
-from mapreport.shapes import Bucket, ShapeError, parse_bucket, tightest
+from mapreport.core.connection import Connection
+from mapreport.core.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
 @dataclass(frozen=True)

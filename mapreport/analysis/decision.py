@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mapreport.kinds import AccuracyState, Decision, GainState
+from mapreport.core.kinds import AccuracyState, Decision, GainState
 
 
 def decide(accuracy: AccuracyState, gain: GainState) -> Decision:

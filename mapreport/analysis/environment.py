@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapreport.analysis.query import records
-from mapreport.connection import Connection
-from mapreport.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
+from mapreport.core.connection import Connection
+from mapreport.core.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
 SIDES = ("compile", "runtime")
 RUNTIME_TABLES = (

@@ -13,9 +13,9 @@ from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.drift import in_force
 from mapreport.analysis.stats import CI_LEVEL, seed_for
-from mapreport.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
-from mapreport.kinds import ActionState as State
-from mapreport.window import EVERYTHING, Window
+from mapreport.core.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
+from mapreport.core.kinds import ActionState as State
+from mapreport.core.window import EVERYTHING, Window
 
 if TYPE_CHECKING:
     from mapreport.analysis.results import ShapeMetrics, SliceResult

@@ -10,7 +10,7 @@ from typing import Any
 
 from mapreport.analysis.common import Review
 from mapreport.analysis.query import records
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 RESULTS = (
     "latency_p50_us",

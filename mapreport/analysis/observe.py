@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.results import ShapeMetrics
-from mapreport.kinds import AccuracyState, ClassBasis, Collect, Driver
+from mapreport.core.kinds import AccuracyState, ClassBasis, Collect, Driver
 
 MATERIAL_TRAFFIC = 0.005
 """A shape below this share of the slice's requests is not worth a collection of its own."""

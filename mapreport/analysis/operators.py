@@ -16,7 +16,7 @@ from typing import Any
 
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.query import REQUESTS
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from mapreport.analysis.common import Percentiles
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 SqlValue: TypeAlias = "str | int | float | bool | Sequence[SqlValue] | None"
 """A value a query binds as a parameter, or `inline` writes as a literal."""

@@ -32,8 +32,8 @@ from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import Telemetry
 from mapreport.analysis.tokens import TokenTiming
-from mapreport.kinds import BottleneckClass, Decision
-from mapreport.window import Window
+from mapreport.core.kinds import BottleneckClass, Decision
+from mapreport.core.window import Window
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ import numpy as np
 from mapreport.analysis.coverage import BucketRow
 from mapreport.analysis.query import CDF_POINTS, REQUESTS
 from mapreport.analysis.stats import jain_index
-from mapreport.connection import Connection
-from mapreport.kinds import FusionGap
+from mapreport.core.connection import Connection
+from mapreport.core.kinds import FusionGap
 
 
 @dataclass(frozen=True)

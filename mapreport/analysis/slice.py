@@ -66,9 +66,9 @@ from mapreport.analysis.tail import (
 )
 from mapreport.analysis.telemetry import Telemetry, telemetry
 from mapreport.analysis.tokens import TokenTiming, token_timing
-from mapreport.connection import Connection
-from mapreport.kinds import BottleneckClass, ClassBasis
-from mapreport.shapes import sort_key
+from mapreport.core.connection import Connection
+from mapreport.core.kinds import BottleneckClass, ClassBasis
+from mapreport.core.shapes import sort_key
 
 
 @dataclass(frozen=True)

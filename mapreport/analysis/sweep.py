@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.common import Review
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 
 @dataclass(frozen=True)

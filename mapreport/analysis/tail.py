@@ -12,8 +12,8 @@ import pyarrow as pa
 from mapreport.analysis.common import Interval, Review, Thresholds
 from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, SLICE_TABLE, ShapeRow, literal
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
-from mapreport.connection import Connection
-from mapreport.kinds import Driver
+from mapreport.core.connection import Connection
+from mapreport.core.kinds import Driver
 
 DRIVERS: tuple[Driver, ...] = tuple(Driver)
 """Tail drivers in attribution order (see `Driver`)."""

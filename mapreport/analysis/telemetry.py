@@ -20,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mapreport.connection import Connection
+from mapreport.core.connection import Connection
 
 Series = tuple[str, str]
 """(metric family, sample suffix): "" is a counter itself, "_sum" / "_count" a histogram's."""

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from mapreport.analysis.common import Percentiles
 from mapreport.analysis.query import QS, REQUESTS, pct_of
-from mapreport.connection import Connection
-from mapreport.shapes import sort_key
+from mapreport.core.connection import Connection
+from mapreport.core.shapes import sort_key
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mapreport.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.core.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.core.window import UNDATED
 from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
@@ -34,10 +35,9 @@ from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
-from mapreport.window import UNDATED
 
 if TYPE_CHECKING:
-    from mapreport.store import Dataset, LogEntry
+    from mapreport.dataset.store import Dataset, LogEntry
 
 _ALL: tuple[Reader, ...] = (
     KinetoReader(),
@@ -167,8 +167,8 @@ def stage_file(
     without a wall-clock time go to the day partition of `night` (else `undated`)."""
     # the sink and the store (Arrow's compute, Parquet) load only when a file is read, so
     # listing and detecting formats stays light
+    from mapreport.dataset.store import Dataset, LogEntry
     from mapreport.ingest.sink import Sink
-    from mapreport.store import Dataset, LogEntry
 
     path = path.resolve()
     if not path.is_file():

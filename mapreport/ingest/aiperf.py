@@ -25,13 +25,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.schema import INT32_MAX
+from mapreport.core.shapes import SEQUENCE_EDGES, UNKNOWN, ShapeError, parse_edges, sequence_shape
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import accepted, iter_jsonl
 from mapreport.ingest.spec import Field, FieldError, as_float, convert_value
-from mapreport.schema import INT32_MAX
-from mapreport.shapes import SEQUENCE_EDGES, UNKNOWN, ShapeError, parse_edges, sequence_shape
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mapreport.errors import ErrorPolicy
+from mapreport.core.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import accepted, iter_jsonl

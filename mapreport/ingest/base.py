@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from mapreport.errors import ErrorPolicy
+from mapreport.core.errors import ErrorPolicy
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

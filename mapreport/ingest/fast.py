@@ -24,15 +24,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.core.schema import TABLES
+from mapreport.core.shapes import ShapeError, canonical_shape
 from mapreport.ingest import helper
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.native_spec import REQUEST
 from mapreport.ingest.records import BadRecord, JsonDecoder, Memo, iter_jsonl_batches, open_bytes
 from mapreport.ingest.sink import Sink
 from mapreport.ingest.spec import INT_LIMIT, MAX_MAGNITUDE, struct_of
-from mapreport.schema import TABLES
-from mapreport.shapes import ShapeError, canonical_shape
 
 BATCH = 65_536
 """Lines decoded and checked at a time: bounds memory whatever the file size."""

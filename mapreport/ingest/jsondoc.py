@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
 from mapreport.ingest.records import JsonDecoder, open_bytes
 
 MAX_DOCUMENT_BYTES = 128 << 20

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from mapreport.errors import ErrorPolicy
+from mapreport.core.errors import ErrorPolicy
 from mapreport.ingest.base import Head
 
 if TYPE_CHECKING:

@@ -31,7 +31,9 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
+from mapreport.core.schema import ENVIRONMENT_KEYS
+from mapreport.core.window import is_wall_clock
 from mapreport.ingest import helper
 from mapreport.ingest.gunzip import Spooled
 from mapreport.ingest.helper import Helper
@@ -51,8 +53,6 @@ from mapreport.ingest.kineto_link import extra, link
 from mapreport.ingest.kineto_requests import request_columns
 from mapreport.ingest.records import JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
-from mapreport.schema import ENVIRONMENT_KEYS
-from mapreport.window import is_wall_clock
 
 
 class Header(msgspec.Struct, gc=False):

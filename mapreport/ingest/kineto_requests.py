@@ -15,7 +15,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from mapreport.shapes import UNKNOWN, ShapeError, canonical_shape
+from mapreport.core.shapes import UNKNOWN, ShapeError, canonical_shape
 
 REQUEST_SPAN = re.compile(r"^request[ #:]+(?P<id>[^ ]+)(?: +(?P<shape>[^ ]+))? *$")
 """The name of a request's annotation span: `request <id>`, optionally followed by its shape."""

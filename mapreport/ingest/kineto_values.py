@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import pyarrow as pa
 
-from mapreport.shapes import ShapeError, canonical_shape
+from mapreport.core.shapes import ShapeError, canonical_shape
 
 ENCODE = msgspec.json.Encoder().encode
 """Compact JSON text of a decoded value (the `extra` column and JSON-valued args)."""

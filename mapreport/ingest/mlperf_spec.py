@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
 
 NS_TO_US = 1e-3
 LOG_NAMES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.mlperf_spec import run_fields, workload_of

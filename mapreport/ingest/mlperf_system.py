@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text, read_document
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.schema import ENVIRONMENT_KEYS
 from mapreport.ingest.base import Head
 from mapreport.ingest.native_spec import COMPILE, EVENT, QUALITY, REQUEST
 from mapreport.ingest.records import (
@@ -28,7 +29,6 @@ from mapreport.ingest.records import (
     parquet_columns,
 )
 from mapreport.ingest.spec import FieldError, convert_record
-from mapreport.schema import ENVIRONMENT_KEYS
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

@@ -7,8 +7,8 @@ bare-decode peer uses the same declaration.
 
 from __future__ import annotations
 
+from mapreport.core.schema import ADAPTATION_KINDS, INT32_MAX, PLAN_VARIANTS
 from mapreport.ingest.spec import Field, RecordSpec
-from mapreport.schema import ADAPTATION_KINDS, INT32_MAX, PLAN_VARIANTS
 
 COMPILE = RecordSpec(
     "compile profile",

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text, read_document
 from mapreport.ingest.records import TRUNCATED, JsonDecoder, open_bytes

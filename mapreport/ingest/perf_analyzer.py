@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import accepted, csv_header, iter_csv

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import LONG_LINE, TRUNCATED, bounded_lines, open_bytes
 

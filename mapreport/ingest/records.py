@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any, Generic, Literal, NamedTuple, TypeVar
 
 import msgspec
 
-from mapreport.errors import InputError
+from mapreport.core.errors import InputError
 from mapreport.ingest.gunzip import Gunzip, Spooled
 
 if TYPE_CHECKING:

@@ -14,13 +14,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mapreport.errors import ErrorPolicy, InputError
-from mapreport.files import write_parquet
+from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.files import write_parquet
+from mapreport.core.schema import DAY_PARTITIONED, PARTITIONED, TABLES
+from mapreport.core.window import (
+    UNDATED,
+    US_PER_DAY,
+    WALL_CLOCK_FROM_US,
+    WALL_CLOCK_UNTIL_US,
+    day_of,
+)
+from mapreport.dataset.store import Dataset
 from mapreport.ingest.digest import Digest
 from mapreport.ingest.spec import MAX_MAGNITUDE, out_of_range
-from mapreport.schema import DAY_PARTITIONED, PARTITIONED, TABLES
-from mapreport.store import Dataset
-from mapreport.window import UNDATED, US_PER_DAY, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, day_of
 
 FLUSH_ROWS = 100_000
 WRITES_IN_FLIGHT = 2
@@ -246,7 +252,9 @@ class Sink:
             )
             if pc.count_distinct(keys).as_py() == len(keys):
                 return
-        from mapreport.views import duckdb_connection  # DuckDB: only above Arrow's key count
+        from mapreport.dataset.views import (
+            duckdb_connection,  # DuckDB: only above Arrow's key count
+        )
 
         con = duckdb_connection([self.staging])
         paths = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from mapreport.shapes import MAX_INTEGER, ShapeError, canonical_bucket, canonical_shape
+from mapreport.core.shapes import MAX_INTEGER, ShapeError, canonical_bucket, canonical_shape
 
 Kind = Literal["str", "float", "int", "shape", "bucket", "bool"]
 MAX_MAGNITUDE = float(MAX_INTEGER)

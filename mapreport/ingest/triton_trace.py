@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.shapes import MAX_DIMS, UNKNOWN
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
-from mapreport.shapes import MAX_DIMS, UNKNOWN
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

@@ -21,12 +21,12 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from mapreport.errors import ErrorPolicy, InputError
+from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.schema import ENVIRONMENT_KEYS
+from mapreport.core.shapes import MAX_DIMS
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import element_lines, json_text, read_document
 from mapreport.ingest.spec import as_float
-from mapreport.schema import ENVIRONMENT_KEYS
-from mapreport.shapes import MAX_DIMS
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

@@ -28,12 +28,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from mapreport.errors import ErrorPolicy
+from mapreport.core.errors import ErrorPolicy
+from mapreport.core.shapes import ShapeError, canonical_shape
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.spec import as_float
-from mapreport.shapes import ShapeError, canonical_shape
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink

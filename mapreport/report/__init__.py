@@ -18,7 +18,7 @@ from markupsafe import Markup
 from mapreport import __version__
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.tail import DRIVERS
-from mapreport.files import atomic_write, replacing
+from mapreport.core.files import atomic_write, replacing
 from mapreport.report import charts as chart_builders
 from mapreport.report import html
 from mapreport.report.export import SvgExporter

@@ -7,7 +7,7 @@ from __future__ import annotations
 from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.results import SliceResult
-from mapreport.kinds import BlockingRemedy, Collect
+from mapreport.core.kinds import BlockingRemedy, Collect
 from mapreport.report.filters import pct
 
 COLLECT: dict[Collect, str] = {

@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 from mapreport.analysis.query import CDF_GRID
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.tail import DRIVERS
-from mapreport.kinds import Decision
+from mapreport.core.kinds import Decision
 from mapreport.report.filters import signed_pct
 from mapreport.report.words import label
 

@@ -21,7 +21,8 @@ from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
 from mapreport.report import prose, words
-from mapreport.report.view import ActionView, ReportView, ShapeLine
+from mapreport.report.lines import ActionView
+from mapreport.report.view import ReportView, ShapeLine
 
 FINDINGS_SCHEMA_VERSION = "1.8"
 

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from mapreport.analysis.coverage import PlanVersion
 from mapreport.analysis.results import SliceResult
-from mapreport.window import Window, WindowKind, is_wall_clock
+from mapreport.core.window import Window, WindowKind, is_wall_clock
 
 CAPTURED_BY = {
     "captured_at": "captured_at of its environment record",

@@ -7,7 +7,7 @@ import re
 
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
-from mapreport.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
+from mapreport.core.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
 from mapreport.report.causes import REMEDIES, adaptations, shape_list
 from mapreport.report.filters import (
     DASH,

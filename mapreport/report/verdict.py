@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.sla import OverSla, OverTarget
-from mapreport.kinds import BLOCKERS, Health, RegressionKind
-from mapreport.kinds import ActionState as State
+from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
+from mapreport.core.kinds import ActionState as State
 from mapreport.report import prose, words
+from mapreport.report.lines import ActionView, Row
 
 if TYPE_CHECKING:
     from mapreport.analysis.history import RunPoint
-    from mapreport.report.view import ActionView, Row
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, Run
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import CoreCompute
-from mapreport.kinds import (
+from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,
     Decision,
@@ -27,8 +27,11 @@ from mapreport.kinds import (
     OwnerRole,
     RegressionKind,
 )
+from mapreport.core.schema import ENVIRONMENT_SHOWN
+from mapreport.core.window import is_wall_clock
 from mapreport.report import causes, prose, words
 from mapreport.report.filters import duration
+from mapreport.report.lines import ActionView, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section
 from mapreport.report.serving import ServingView, serving_view
@@ -41,8 +44,6 @@ from mapreport.report.verdict import (
     tail_change,
     verdict,
 )
-from mapreport.schema import ENVIRONMENT_SHOWN
-from mapreport.window import is_wall_clock
 
 JAIN_IMBALANCE = 0.8
 """Jain's index below which the per-core load is called imbalanced."""
@@ -50,21 +51,6 @@ MATCHED_TIME_LOW = 0.9
 """Below this share of measured op time the plan misses ops that matter."""
 REFORMAT_HIGH = 0.05
 """Above this share of op time, layout/precision conversions are worth a look."""
-
-
-@dataclass(frozen=True)
-class ActionView:
-    """One action as the report shows it, with where its evidence is."""
-
-    a: Action
-    title: str
-    rollback: str
-    shape_key: str
-    """The anchor key of the action's shape ('' for a slice-wide action)."""
-    evidence_href: str
-    """The report anchor showing the evidence the action rests on."""
-    ticket: str = ""
-    """The action as Markdown, for an issue tracker."""
 
 
 @dataclass(frozen=True)
@@ -154,15 +140,6 @@ class CoreEvidence:
     shape: str
     action_id: str
     cores: tuple[CoreCompute, ...]
-
-
-@dataclass(frozen=True)
-class Row:
-    """A label, its text and whether it is a problem: one line of a checklist or pitfall."""
-
-    name: str
-    flag: bool
-    text: str
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Words: every sentence a report says about a typed fact, in one place.
 
 Analysis hands over kinds and figures; this module says them. Each enum member of
-`mapreport.kinds` has its words here (a completeness test checks it).
+`mapreport.core.kinds` has its words here (a completeness test checks it).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
 from mapreport.analysis.results import ShapeMetrics, SliceResult
 from mapreport.analysis.scheduling import Scheduling
-from mapreport.kinds import (
+from mapreport.core.kinds import (
     AccuracyState,
     ActionKind,
     ActionState,

@@ -10,13 +10,13 @@ from typing import Any
 
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice
 from mapreport.analysis.history import history_rows
-from mapreport.config import Config
-from mapreport.engine import Engine
-from mapreport.kinds import OwnerRole
+from mapreport.core.kinds import OwnerRole
+from mapreport.core.schema import PARTITIONED
+from mapreport.core.window import EVERYTHING, Window, night_window, range_window
+from mapreport.dataset.store import Dataset
+from mapreport.engine.engines import Engine
 from mapreport.report import action_titles
-from mapreport.schema import PARTITIONED
-from mapreport.store import Dataset
-from mapreport.window import EVERYTHING, Window, night_window, range_window
+from mapreport.run.config import Config
 
 
 def review_of(config: Config, workload: str, slice_: str) -> Review:

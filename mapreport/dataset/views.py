@@ -11,22 +11,20 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import pyarrow as pa
 
-from mapreport.connection import Connection
-from mapreport.errors import DatasetError
-from mapreport.schema import DAY_PARTITIONED, TABLES
-from mapreport.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
+from mapreport.core.connection import Connection
+from mapreport.core.errors import DatasetError
+from mapreport.core.schema import DAY_PARTITIONED, TABLES
+from mapreport.core.window import EVERYTHING, WALL_CLOCK_FROM_US, WALL_CLOCK_UNTIL_US, Window
 
 if TYPE_CHECKING:
     import duckdb
-
-    from mapreport.store import Dataset
 
 
 SERVER_WIDE = frozenset({"metric_sample"})
@@ -50,6 +48,24 @@ class Scan(NamedTuple):
 
     files: list[Path]
     rows: Rows
+
+
+class Dataset(Protocol):
+    """What the views ask of a dataset (`store.Dataset` is one): its folder, its committed
+    sources, and which files of a table a window reads."""
+
+    root: Path
+
+    def live(self) -> Mapping[str, object]:
+        """The committed, not superseded sources by id."""
+
+    def scans(
+        self, table: str, workload: str | None, live: set[str], window: Window = EVERYTHING
+    ) -> list[Scan]:
+        """The files of a table a window reads, each list with the rows of it that count."""
+
+    def check_links(self) -> None:
+        """Refuse a dataset with links pointing outside it."""
 
 
 class ParquetSource(Protocol):

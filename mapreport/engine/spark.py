@@ -21,18 +21,18 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
-from mapreport.connection import Connection
-from mapreport.engine import EngineName, EngineSettings
-from mapreport.errors import ConfigError, DatasetError, MapreportError
-from mapreport.sparksql import to_spark
-from mapreport.views import define_views
-from mapreport.window import EVERYTHING, Window
+from mapreport.core.connection import Connection
+from mapreport.core.errors import ConfigError, DatasetError, MapreportError
+from mapreport.core.window import EVERYTHING, Window
+from mapreport.dataset.views import define_views
+from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.engine.sparksql import to_spark
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from mapreport.dataset.store import Dataset
     from mapreport.ingest import Reading, Staged
-    from mapreport.store import Dataset
 
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 """Spark's log4j2 settings while mapreport drives it (fatal errors only)."""

@@ -71,13 +71,13 @@ from mapreport.analysis.telemetry import (
     vocabulary_named,
     windows,
 )
-from mapreport.connection import Connection
-from mapreport.errors import DatasetError, UsageError
-from mapreport.files import atomic_write
-from mapreport.kinds import Driver
+from mapreport.core.connection import Connection
+from mapreport.core.errors import DatasetError, UsageError
+from mapreport.core.files import atomic_write
+from mapreport.core.kinds import Driver
+from mapreport.core.window import Window
+from mapreport.dataset.store import Dataset
 from mapreport.report.words import metric
-from mapreport.store import Dataset
-from mapreport.window import Window
 
 PACKS = "evidence"
 """The folder of a slice's packs (under its report folder) and of their specs in the dataset."""

@@ -3,27 +3,21 @@ engine's workers (Spark's executors), committed here one at a time in the files'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mapreport.engine import DUCKDB, Engine
-from mapreport.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.core.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.dataset.store import Dataset, iter_files
+from mapreport.engine.engines import DUCKDB, Engine
 from mapreport.ingest import IngestResult, Reading, Staged, commit_staged, helper
-from mapreport.processes import spawn_context
-from mapreport.store import Dataset, iter_files
+from mapreport.run.outcome import Progress, quiet
+from mapreport.run.processes import spawn_context
 
 if TYPE_CHECKING:
-    from mapreport.pipeline import SliceOutcome
-
-Progress = Callable[[str], None]
-
-
-def quiet(_: str) -> None:
-    """Progress that prints nothing."""
-    return None
+    from mapreport.run.outcome import SliceOutcome
 
 
 def ingest(

@@ -22,9 +22,9 @@ from typing import Any
 
 import numpy as np
 
-from mapreport import synth
-from mapreport.synth import WorkloadTruth
-from mapreport.synth_serving import generate_serving
+from mapreport.demo import synth
+from mapreport.demo.serving import generate_serving
+from mapreport.demo.truth import WorkloadTruth
 
 NIGHTS = (date(2026, 11, 28), date(2026, 11, 29), date(2026, 11, 30))
 US_PER_DAY = 86_400_000_000

@@ -6,14 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
-from mapreport.config import Config
-from mapreport.engine import Engine, open_engine
-from mapreport.errors import ConfigError
+from mapreport.core.errors import ConfigError
+from mapreport.core.window import Window, last_complete_day, night_window
+from mapreport.dataset.store import Dataset, Retention
+from mapreport.engine.engines import Engine, open_engine
 from mapreport.ingest import IngestResult
-from mapreport.ingesting import IngestFailures, Progress, ingest, quiet
-from mapreport.pipeline import SliceOutcome, report
-from mapreport.store import Dataset, Retention
-from mapreport.window import Window, last_complete_day, night_window
+from mapreport.run.config import Config
+from mapreport.run.ingesting import IngestFailures, ingest
+from mapreport.run.outcome import Progress, SliceOutcome, quiet
+from mapreport.run.reporting import report
 
 
 @dataclass(frozen=True)

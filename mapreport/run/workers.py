@@ -15,9 +15,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 
-from mapreport.engine import DUCKDB
-from mapreport.pipeline import Due, ReportRun, SliceOutcome, SliceReporter, Ticker, slice_dir
-from mapreport.processes import spawn_context
+from mapreport.engine.engines import DUCKDB
+from mapreport.run.outcome import SliceOutcome
+from mapreport.run.pipeline import Due, ReportRun, SliceReporter, Ticker, slice_dir
+from mapreport.run.processes import spawn_context
 
 _REPORTER: SliceReporter | None = None
 """The worker's reporter: its connection and warm Chromium, kept across its slices."""

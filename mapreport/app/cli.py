@@ -18,22 +18,20 @@ from typing import TYPE_CHECKING, Any, cast
 import click
 
 from mapreport import __version__
-from mapreport.config import MAX_JOBS, Config, default_config, load_config
-from mapreport.engine import EngineName, EngineSettings, open_engine
-from mapreport.errors import (
-    ERROR_POLICIES,
-    DatasetError,
-    ErrorPolicy,
-    ReportError,
-)
-from mapreport.terminal import (
+from mapreport.app.terminal import (
     SYSTEM_ERROR_EXIT,
     domain_errors,
     echo,
     progress_printer,
     setup_logging,
 )
-from mapreport.window import (
+from mapreport.core.errors import (
+    ERROR_POLICIES,
+    DatasetError,
+    ErrorPolicy,
+    ReportError,
+)
+from mapreport.core.window import (
     EVERYTHING,
     UNDATED,
     Window,
@@ -42,11 +40,14 @@ from mapreport.window import (
     parse_date,
     range_window,
 )
+from mapreport.engine.engines import open_engine
+from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.run.config import MAX_JOBS, Config, default_config, load_config
 
 if TYPE_CHECKING:
     from mapreport.ingest import IngestResult
-    from mapreport.nightly import NightRun
-    from mapreport.pipeline import SliceOutcome
+    from mapreport.run.nightly import NightRun
+    from mapreport.run.outcome import SliceOutcome
 
 # The readers, the analysis, the report and DuckDB are imported by the commands that use them,
 # not here: `mapreport --help` would otherwise load them all (0.5 s of a 0.55 s start).
@@ -200,7 +201,7 @@ def _edges(value: str | None) -> str | None:
     """--sequence-buckets checked before any file is read (a bad list is a usage error)."""
     if value is None:
         return None
-    from mapreport.shapes import ShapeError, parse_edges
+    from mapreport.core.shapes import ShapeError, parse_edges
 
     try:
         return ",".join(map(str, parse_edges(value)))
@@ -268,7 +269,7 @@ def ingest_cmd(
     the content; a file already ingested (same SHA-256) is skipped, and a file whose content
     changed at the same path replaces its earlier version. With --engine spark, Spark's
     executors read the files (the dataset on a folder they share)."""
-    from mapreport.ingesting import IngestFailures, ingest
+    from mapreport.run.ingesting import IngestFailures, ingest
 
     setup_logging(verbose)
     try:
@@ -351,7 +352,7 @@ def report_cmd(
     """Write report.html, report.pdf and findings.json per workload slice from the dataset,
     without re-ingesting anything. Without --date, --window, --since or --until a report
     covers everything in the dataset; reports show the recorded history of earlier nights."""
-    from mapreport.pipeline import report
+    from mapreport.run.reporting import report
 
     setup_logging(verbose)
     config = _with_engine(load_config(config_path) if config_path else default_config(), engine)
@@ -432,8 +433,8 @@ def run_cmd(
     night than the latest recorded (a backfill) recomputes the later nights' history too. A
     slice that fails is listed in index.html and makes the exit code non-zero; the others are
     written."""
-    from mapreport.ingesting import IngestFailures
-    from mapreport.nightly import run
+    from mapreport.run.ingesting import IngestFailures
+    from mapreport.run.nightly import run
 
     setup_logging(verbose)
     config = _with_engine(load_config(config_path), engine)
@@ -505,8 +506,8 @@ def _summarise_night(done: NightRun, quiet: bool) -> None:
 def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbose: bool) -> None:
     """Remove the runtime tables' day partitions older than --days nights (history stays).
     A source file none of whose rows remain is retired and not read back in."""
-    from mapreport.nightly import keep_from
-    from mapreport.store import Dataset
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.nightly import keep_from
 
     setup_logging(verbose)
     last = parse_date(night) if night else last_complete_day("UTC")
@@ -530,7 +531,7 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
     """Rerun the evidence of a class or an action (ID: the action's id in findings.json, or the
     pack named in the report) against the dataset: its figure, n and 95% CI next to the
     report's, the rows and the files they come from. Exit 5 when they are not reproduced."""
-    from mapreport.evidence import explain
+    from mapreport.run.evidence import explain
 
     setup_logging(verbose)
     lines, ok = explain(dataset, pack_id)
@@ -554,9 +555,9 @@ def check_cmd(dataset: Path, repair: bool, verbose: bool) -> None:
     """Verify every file the dataset holds: commit records, Parquet footers and column types,
     the log against the data files, history, evidence specs. Exit 5 when one is damaged
     (without --repair)."""
-    from mapreport.check import check
-    from mapreport.check import repair as set_aside
-    from mapreport.store import Dataset
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.check import check
+    from mapreport.run.check import repair as set_aside
 
     setup_logging(verbose)
     ds = Dataset(dataset)

@@ -5,45 +5,18 @@ where it runs differs (`Engine.connect`)."""
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import TYPE_CHECKING, Protocol
 
-from mapreport.connection import Connection
-from mapreport.errors import ConfigError, MapreportError
-from mapreport.window import EVERYTHING, Window
+from mapreport.core.connection import Connection
+from mapreport.core.errors import ConfigError, MapreportError
+from mapreport.core.window import EVERYTHING, Window
+from mapreport.engine.settings import SPARK_EXTRA, EngineName, EngineSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from mapreport.dataset.store import Dataset
     from mapreport.ingest import Reading, Staged
-    from mapreport.store import Dataset
-
-
-class EngineName(StrEnum):
-    """Where the analysis SQL runs."""
-
-    DUCKDB = "duckdb"
-    SPARK = "spark"
-
-
-SPARK_EXTRA = "pip install 'mapreport[spark]'"
-"""What installs the Spark engine's packages (pyspark, sqlglot)."""
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """The `[engine]` section of a run configuration (or `--engine`)."""
-
-    name: EngineName = EngineName.DUCKDB
-    master: str = "local[2]"
-    """Spark's master URL (`local[N]`, `spark://host:7077`, `yarn`, ...)."""
-    conf: dict[str, str] = field(default_factory=dict)
-    """Extra Spark configuration, as `spark-submit --conf` takes it."""
-    dataset_uri: str | None = None
-    """Where Spark's executors read the dataset's Parquet files (`s3a://...`, `hdfs://...`):
-    the same folder as the dataset, seen from the cluster. Default: the dataset's own path as a
-    `file://` URI (local mode, or a shared file system)."""
 
 
 class Engine(Protocol):
@@ -77,7 +50,7 @@ class DuckDBEngine:
 
     def connect(self, ds: Dataset, workload: str | None, window: Window = EVERYTHING) -> Connection:
         """A DuckDB connection (`views.connect`)."""
-        from mapreport import views  # DuckDB's import (0.1 s) only where a query runs
+        from mapreport.dataset import views  # DuckDB's import (0.1 s) only where a query runs
 
         return views.connect(ds, workload, window)
 
@@ -104,6 +77,6 @@ def open_engine(settings: EngineSettings) -> Engine:
             f"engine spark needs {' and '.join(missing)}, which this environment lacks: "
             f"{SPARK_EXTRA}"
         )
-    from mapreport.spark import SparkEngine
+    from mapreport.engine.spark import SparkEngine
 
     return SparkEngine(settings)

@@ -25,10 +25,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport.errors import DatasetError
-from mapreport.evidence import PACKS, SpecError, load
-from mapreport.schema import HISTORY_TABLES, TABLES, check_schema_version
-from mapreport.store import LOG, RETIRED, Dataset
+from mapreport.core.errors import DatasetError
+from mapreport.core.schema import HISTORY_TABLES, TABLES, check_schema_version
+from mapreport.dataset.store import LOG, RETIRED, Dataset
+from mapreport.run.evidence import PACKS, SpecError, load
 
 DAMAGED = "damaged"
 """Where `--repair` sets damaged files aside, one folder per repair."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from mapreport.synth import ShapeTruth, WorkloadTruth
+    from mapreport.demo.truth import ShapeTruth, WorkloadTruth
 
 TRIGGER = "trigger"
 VICTIM = "victim"
@@ -76,7 +76,7 @@ def planted_rows(
     start_us: float,
 ) -> list[dict[str, Any]]:
     """The trigger's and the victim's requests (and the recompile events) for one night."""
-    from mapreport.synth import MEM_PER_US, request_row
+    from mapreport.demo.truth import MEM_PER_US, request_row
 
     by_role = {s.blocking: (si, s) for si, s in shapes}
     (ti, trigger), (vi, victim) = by_role[TRIGGER], by_role[VICTIM]

@@ -13,9 +13,9 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport.errors import DatasetError
-from mapreport.files import write_parquet
-from mapreport.schema import HISTORY_TABLES
+from mapreport.core.errors import DatasetError
+from mapreport.core.files import write_parquet
+from mapreport.core.schema import HISTORY_TABLES
 
 
 class _Locked(Protocol):

@@ -14,7 +14,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from mapreport.errors import DatasetError
+from mapreport.core.errors import DatasetError
 
 SCHEMA_VERSION: Final = "1"
 """Written into every Parquet file's metadata (key `mapreport.schema_version`)."""

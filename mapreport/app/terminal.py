@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 import click
 
-from mapreport.errors import MapreportError
+from mapreport.core.errors import MapreportError
 
 F = TypeVar("F", bound=Callable[..., Any])
 

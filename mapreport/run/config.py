@@ -18,9 +18,9 @@ from typing import Any
 import msgspec
 
 from mapreport.analysis.common import Thresholds
-from mapreport.engine import EngineName, EngineSettings
-from mapreport.errors import ConfigError, ErrorPolicy, UsageError
-from mapreport.window import parse_duration_us, zone
+from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
+from mapreport.core.window import parse_duration_us, zone
+from mapreport.engine.settings import EngineName, EngineSettings
 
 
 class _Run(msgspec.Struct, forbid_unknown_fields=True):
@@ -227,7 +227,7 @@ def _build(raw: _File, path: Path | None) -> Config:
 
 def _hints(path: Path | None, run: _Run) -> dict[str, str]:
     """What the readers take from the config: workload, slice, sequence-length bucket edges."""
-    from mapreport.shapes import ShapeError, parse_edges
+    from mapreport.core.shapes import ShapeError, parse_edges
 
     edges = None
     if run.sequence_buckets is not None:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport.errors import DatasetError
-from mapreport.schema import SCHEMA_VERSION
+from mapreport.core.errors import DatasetError
+from mapreport.core.schema import SCHEMA_VERSION
 
 
 @contextlib.contextmanager

@@ -17,7 +17,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from mapreport.errors import UsageError
+from mapreport.core.errors import UsageError
 
 US_PER_DAY = 86_400_000_000
 WALL_CLOCK_FROM_US = 946_684_800_000_000.0

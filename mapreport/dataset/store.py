@@ -41,20 +41,20 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport import views
-from mapreport.errors import DatasetError
-from mapreport.files import atomic_write, refuse_outside_links, write_parquet
-from mapreport.history_store import HistoryFiles
-from mapreport.names import partition_name
-from mapreport.schema import (
+from mapreport.core.errors import DatasetError
+from mapreport.core.files import atomic_write, refuse_outside_links, write_parquet
+from mapreport.core.names import partition_name
+from mapreport.core.schema import (
     DAY_PARTITIONED,
     PARTITIONED,
     SCHEMA_VERSION,
     TABLES,
     check_schema_version,
 )
-from mapreport.views import Rows, Scan
-from mapreport.window import EVERYTHING, UNDATED, Window
+from mapreport.core.window import EVERYTHING, UNDATED, Window
+from mapreport.dataset import views
+from mapreport.dataset.history import HistoryFiles
+from mapreport.dataset.views import Rows, Scan
 
 if TYPE_CHECKING:
     import duckdb

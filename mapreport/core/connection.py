@@ -1,8 +1,8 @@
 """What the analysis asks of a SQL engine: a query's rows as tuples, or as one Arrow table.
 
-DuckDB's connection is one as it is; `mapreport.spark.SparkConnection` is another (it runs the
-same DuckDB-dialect SQL on Spark, transpiled). The analysis is typed against this protocol, not
-against either engine.
+DuckDB's connection is one as it is; `mapreport.engine.spark.SparkConnection` is another (it
+runs the same DuckDB-dialect SQL on Spark, transpiled). The analysis is typed against this
+protocol, not against either engine.
 """
 
 from __future__ import annotations

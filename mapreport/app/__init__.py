@@ -1,0 +1,1 @@
+"""The command line and what reaches the terminal."""

@@ -1,0 +1,1 @@
+"""The seeded generators of the demo data (`make sample`)."""

@@ -1,0 +1,32 @@
+"""The lines several sections print: one action with its words and evidence link, one checklist
+or pitfall line (the view builds them; the verdict and findings.json read them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.actions import Action
+
+
+@dataclass(frozen=True)
+class ActionView:
+    """One action as the report shows it, with where its evidence is."""
+
+    a: Action
+    title: str
+    rollback: str
+    shape_key: str
+    """The anchor key of the action's shape ('' for a slice-wide action)."""
+    evidence_href: str
+    """The report anchor showing the evidence the action rests on."""
+    ticket: str = ""
+    """The action as Markdown, for an issue tracker."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """A label, its text and whether it is a problem: one line of a checklist or pitfall."""
+
+    name: str
+    flag: bool
+    text: str
