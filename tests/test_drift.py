@@ -9,7 +9,7 @@ from typing import Any
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.drift import FIRST_NIGHTS, shape_drift
-from mapreport.analysis.results import ShapeMetrics
+from mapreport.analysis.shape import ShapeMetrics
 
 GOLDEN = Path(__file__).parent / "golden" / "demo" / "expected"
 

@@ -39,7 +39,7 @@ from mapreport.core.kinds import (
 if TYPE_CHECKING:
     from mapreport.analysis.classify import ShapeClass
     from mapreport.analysis.drift import ShapeDrift
-    from mapreport.analysis.results import ShapeMetrics
+    from mapreport.analysis.shape import ShapeMetrics
 
 OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD,

@@ -16,7 +16,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
 
 if TYPE_CHECKING:
-    from mapreport.analysis.results import ShapeMetrics
+    from mapreport.analysis.shape import ShapeMetrics
 
 REFERENCE_PRECISIONS = frozenset({"fp32", "tf32", "float32"})
 """Precisions that are not a change; any other plan precision needs quality evidence."""

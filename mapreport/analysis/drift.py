@@ -13,7 +13,7 @@ from mapreport.analysis.coverage import PlanVersion
 from mapreport.analysis.operators import OpRow
 
 if TYPE_CHECKING:
-    from mapreport.analysis.results import ShapeMetrics
+    from mapreport.analysis.shape import ShapeMetrics
 
 FIRST_NIGHTS = 3
 """The nights of a plan version whose mean signed error is its baseline."""

@@ -11,14 +11,13 @@ import numpy as np
 
 from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.drift import in_force
 from mapreport.analysis.stats import CI_LEVEL, seed_for
 from mapreport.core.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
 from mapreport.core.kinds import ActionState as State
 from mapreport.core.window import EVERYTHING, Window
 
 if TYPE_CHECKING:
-    from mapreport.analysis.results import ShapeMetrics, SliceResult
+    from mapreport.analysis.shape import ShapeMetrics
 
 
 @dataclass(frozen=True)
@@ -346,99 +345,3 @@ def _action_states(
         )
     order = [State.ROLLED_BACK, State.NEW, State.OPEN, State.VERIFIED, State.DROPPED]
     return sorted(out, key=lambda a: (order.index(a.state), a.shape, a.kind))
-
-
-def history_rows(
-    r: SliceResult, titles: dict[str, str], key: RunKey
-) -> dict[str, list[dict[str, Any]]]:
-    """The rows this run adds to the history tables; `titles` are the report's words for
-    tonight's actions, by id (an action gone later keeps the title it had)."""
-    h = r.history
-    assert h is not None
-    quantiles = r.latency_quantiles
-    row_key = {
-        "run_id": key.run_id,
-        "run_date": key.run_date,
-        "workload": r.workload,
-        "slice": r.slice,
-    }
-    lat = r.latency
-    first_seen = {a.action_id: a.first_run_id for a in h.actions}
-    return {
-        "history_run": [
-            {
-                **row_key,
-                "requests": r.requests,
-                "latency_p50_us": lat.p50,
-                "latency_p95_us": lat.p95,
-                "latency_p99_us": lat.p99,
-                "covered_traffic_share": r.coverage.covered_traffic_share,
-                "mape_weighted": r.accuracy.mape_weighted,
-                "actions": len(r.actions),
-                "window": key.window.spec,
-                "timezone": key.window.timezone,
-                "window_start_us": key.window.start_us,
-                "window_end_us": key.window.end_us,
-                "inputs": key.inputs,
-                "revision": key.revision,
-                "recorded_at": key.recorded_at,
-            }
-        ],
-        "history_shape": [
-            {
-                **row_key,
-                "shape": m.shape,
-                "n": m.n,
-                "latency_p50_us": m.latency.p50,
-                "latency_p95_us": m.latency.p95,
-                "latency_p99_us": m.latency.p99,
-                "queue_p95_us": m.queue.p95,
-                "compute_p50_us": m.compute.p50,
-                "ape": m.accuracy.ape,
-                "net_gain_p50": m.gain.net_gain_p50,
-                "fallback_share": m.fallback_share,
-                "error_rate": m.error_rate,
-                "decision": m.decision.value,
-                "bottleneck_class": m.diagnosis.cls.value,
-                "latency_quantiles_us": list(quantiles.get(m.shape, ())),
-                "plan_id": m.plan_id,
-                "plan_version": in_force(r.plans, m.plan_id),
-                "signed_error": m.accuracy.signed_error,
-                "signed_error_lo": ci.low if (ci := m.accuracy.signed_error_ci) else None,
-                "signed_error_hi": ci.high if ci else None,
-            }
-            for m in r.shapes
-        ],
-        "history_op": [
-            {
-                **row_key,
-                "plan_id": o.plan_id,
-                "plan_version": in_force(r.plans, o.plan_id),
-                "op": o.op,
-                "runs": o.runs,
-                "measured_p50_us": o.measured_p50_us,
-                "predicted_us": o.predicted_us,
-                "signed_error": o.signed_error,
-            }
-            for o in (r.operators.rows if r.operators else ())
-            if o.signed_error is not None
-        ],
-        "history_action": [
-            {
-                **row_key,
-                "action_id": a.action_id,
-                "class": a.kind.value,
-                "shape": a.shape,
-                "title": a.title if a.title is not None else titles.get(a.action_id, ""),
-                "owner_role": a.owner_role.value,
-                "state": a.state.value,
-                "proposed": a.state in (State.NEW, State.OPEN),
-                "first_run_id": first_seen.get(a.action_id) or key.run_id,
-                "target_metric": a.target_metric,
-                "target_baseline": a.target_baseline,
-                "rollback_metric": a.rollback_metric,
-                "rollback_threshold": a.rollback_threshold,
-            }
-            for a in h.actions
-        ],
-    }

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.common import Thresholds
-from mapreport.analysis.results import ShapeMetrics
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import AccuracyState, ClassBasis, Collect, Driver
 
 MATERIAL_TRAFFIC = 0.005

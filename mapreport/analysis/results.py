@@ -1,32 +1,30 @@
-"""The finished analysis of one shape and of one slice: what the report renders.
+"""The finished analysis of one slice: what the report renders.
 
-Each metric family declares its own result type in its module; these two types nest them.
+Each metric family declares its own result type in its module; `SliceResult` nests them, and
+each shape's in `shape.ShapeMetrics`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy
+from mapreport.analysis.accuracy import Accuracy
 from mapreport.analysis.actions import Action
-from mapreport.analysis.adaptation import ShapeGain
 from mapreport.analysis.blocking import Blocking
 from mapreport.analysis.checklist import ChecklistItem, Pitfall, PrecisionCheck
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles
+from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.coverage import Coverage, PlanVersion
 from mapreport.analysis.drift import OpDrift, ShapeDrift
-
-if TYPE_CHECKING:
-    from mapreport.analysis.observe import ProfileItem
-from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.loadgen import LoadgenRun
+from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
@@ -34,60 +32,6 @@ from mapreport.analysis.telemetry import Telemetry
 from mapreport.analysis.tokens import TokenTiming
 from mapreport.core.kinds import BottleneckClass, Decision
 from mapreport.core.window import Window
-
-
-@dataclass(frozen=True)
-class ShapeMetrics:
-    """Everything measured for one input shape of one workload slice."""
-
-    shape: str
-    n_total: int
-    n: int
-    n_failed: int
-    traffic_share: float
-    covered: bool
-    plan_id: str | None
-    bucket: str | None
-    latency: Percentiles
-    queue: Percentiles
-    compute: Percentiles
-    n_static: int
-    n_adapted: int
-    n_fallback: int
-    accuracy: ShapeAccuracy
-    gain: ShapeGain
-    decision: Decision
-    insufficient: tuple[str, ...]
-    """Statistics shown but below their evidence threshold (METRICS.md evidence rules)."""
-    sources: tuple[str, ...]
-    tail: TailDrivers | None
-    diagnosis: ShapeClass
-
-    @property
-    def error_rate(self) -> float | None:
-        """Failed requests over all requests of the shape."""
-        return self.n_failed / self.n_total if self.n_total else None
-
-    @property
-    def fallback_share(self) -> float | None:
-        """Requests that ran the generic fallback path over the shape's ok requests."""
-        return self.n_fallback / self.n if self.n else None
-
-    def metric(self, name: str) -> float | None:
-        """The current value of a named per-shape metric: the names validation matrices and
-        rollback triggers use, so a matrix's "now" and the history's read one value."""
-        values: dict[str, float | None] = {
-            "latency_p50_us": self.latency.p50,
-            "latency_p95_us": self.latency.p95,
-            "latency_p99_us": self.latency.p99,
-            "queue_p95_us": self.queue.p95,
-            "compute_p50_us": self.compute.p50,
-            "ape": self.accuracy.ape,
-            "signed_error": self.accuracy.signed_error,
-            "fallback_share": self.fallback_share,
-            "error_rate": self.error_rate,
-        }
-        return values.get(name)
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,9 @@ from mapreport.analysis.history import History, RunKey, RunPoint, Stored, histor
 from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
-from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep

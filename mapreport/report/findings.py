@@ -16,8 +16,9 @@ from mapreport import __version__
 from mapreport.analysis.common import Evidence, Percentiles
 from mapreport.analysis.history import History
 from mapreport.analysis.query import CDF_GRID
-from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
 from mapreport.report import prose, words

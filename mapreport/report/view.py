@@ -17,8 +17,9 @@ from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
-from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import CoreCompute
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,

@@ -11,8 +11,9 @@ from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
-from mapreport.analysis.results import ShapeMetrics, SliceResult
+from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling
+from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import (
     AccuracyState,
     ActionKind,
