@@ -7,11 +7,14 @@ import ast
 import re
 import subprocess
 import sys
+import typing
 from enum import StrEnum
 from pathlib import Path
 
 import pytest
 
+from mapreport.analysis import SliceResult
+from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
@@ -191,9 +194,18 @@ def test_every_category_has_its_words(enum: type[StrEnum]) -> None:
     assert missing == [], f"{enum.__name__} members without words"
 
 
-def test_every_action_kind_has_a_title() -> None:
-    covered = set(re.findall(r"ActionKind\.([A-Z_]+)", Path(prose.__file__).read_text()))
-    assert {k.name for k in kinds.ActionKind} <= covered
+def test_every_action_kind_declares_its_params_and_each_has_a_title(
+    demo_results: dict[str, SliceResult],
+) -> None:
+    """Every kind names the typed params it carries, every action the demo's analysis makes
+    carries one of them, and its title is written (mypy checks, by `assert_never` in
+    `prose.action_title`, that every params type has a title)."""
+    assert set(KIND_PARAMS) == set(kinds.ActionKind)
+    assert set(typing.get_args(ActionParams)) == {t for ts in KIND_PARAMS.values() for t in ts}
+    for r in demo_results.values():
+        for a in r.actions:
+            assert isinstance(a.params, KIND_PARAMS[a.kind]), (a.kind, a.params)
+            assert prose.action_title(a, r.name)
 
 
 JINJA = re.compile(r"\{\{(.*?)\}\}|\{%(.*?)%\}", re.S)

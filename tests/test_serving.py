@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
+from mapreport.analysis.action_params import MissingField
 from mapreport.core.kinds import ActionKind
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
@@ -59,7 +60,7 @@ def test_client_side_tail_asks_for_server_side_timing(tmp_path: Path) -> None:
     (shape,) = r.shapes
     assert shape.tail is not None
     assert shape.tail.material
-    asked = sorted(a.params.get("field") for a in r.actions if "field" in a.params)
+    asked = sorted(a.params.field for a in r.actions if isinstance(a.params, MissingField))
     assert asked == ["compute_start_us", "core", "mem_peak_bytes", "queue_start_us"]
     obs = [a for a in r.actions if a.kind == ActionKind.OBSERVABILITY]
     assert len({a.id for a in obs}) == len(obs) == 5  # four fields, the runtime environment

@@ -10,8 +10,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from mapreport.analysis import action_params as P
+from mapreport.analysis.action_params import ActionParams
 from mapreport.analysis.blocking import Blocking
 from mapreport.analysis.common import (
     Evidence,
@@ -137,15 +139,14 @@ class Action:
     validation_matrix: tuple[ValidationRow, ...]
     impact: float
     """Ordering key: traffic share times the size of the effect (0 for slice-wide actions)."""
-    params: dict[str, Any]
-    """The figures the finding states (the report's title reads them)."""
+    params: ActionParams
+    """The figures the finding states, typed by kind (the report's title reads them)."""
 
     @property
     def missing_side(self) -> str | None:
         """The side ("compile", "runtime") whose environment record an observability action
         asks for (None for any other action)."""
-        side = self.params.get("side") if self.kind == ActionKind.OBSERVABILITY else None
-        return None if side is None else str(side)
+        return self.params.side if isinstance(self.params, P.MissingSide) else None
 
 
 @dataclass(frozen=True)
@@ -234,8 +235,8 @@ def _make(
     rollback: RollbackTrigger,
     matrix: tuple[ValidationRow, ...],
     impact: float,
+    params: ActionParams,
     role: OwnerRole | None = None,
-    **params: Any,
 ) -> Action:
     role = role or OWNERS[kind]
     # a slice may hold several findings of these kinds on one shape (both environment sides,
@@ -257,7 +258,7 @@ def _make(
 
 def _class_action(
     s: Scope, m: ShapeMetrics, slowest_core: tuple[int, float] | None
-) -> tuple[ActionKind, ValidationRow, float, dict[str, Any]] | None:
+) -> tuple[ActionKind, ValidationRow, float, ActionParams] | None:
     """The action a shape's bottleneck class calls for: kind, target row, impact, params."""
     c, acc, gain = m.diagnosis, m.accuracy, m.gain
     ev = c.evidence
@@ -268,59 +269,48 @@ def _class_action(
         lat = m.latency
         tail_excess = (lat.p95 - lat.p50) / lat.p50 if lat.p95 and lat.p50 else 0.0
         impact = m.traffic_share * (ev.value or 0.0) * tail_excess
-        params: dict[str, Any] = {"share": ev.value}
+        params: ActionParams
         if kind == ActionKind.QUEUEING:
-            params |= {"queue_p95_us": m.queue.p95, "queue_p50_us": m.queue.p50}
+            params = P.Queueing(ev.value, m.queue.p95, m.queue.p50)
             target = measured(m, "queue_p95_us", Criterion.HALVED)
         elif kind == ActionKind.CORE_IMBALANCE:
             core, slowdown = slowest_core if slowest_core else (None, None)
-            params |= {"core": core, "slowdown": slowdown}
+            params = P.CoreImbalance(ev.value, core, slowdown)
             target = measured(m, "latency_p95_us", Criterion.TENTH_LOWER)
         elif kind == ActionKind.MAPPING_FALLBACK:
             significant = gain.state == GainState.SIGNIFICANT
-            params |= {
-                "n_fallback": m.n_fallback,
-                "n": m.n,
-                "covered": m.covered,
-                "net_gain_p50": gain.net_gain_p50 if significant else None,
-            }
+            net = gain.net_gain_p50 if significant else None
+            params = P.Fallback(ev.value, m.n_fallback, m.n, m.covered, net)
             target = measured(m, "fallback_share", Criterion.NO_FALLBACK)
         else:
+            params = P.TailShare(ev.value)
             target = measured(m, "latency_p95_us", Criterion.TENTH_LOWER_IN_BUDGET)
         return kind, target, impact, params
     tol = s.thresholds.tolerance
     if c.cls == BottleneckClass.MAPPING_INACCURACY:
-        params = {
-            "predicted_us": acc.predicted_us,
-            "measured_us": acc.measured_static_p50_us,
-            "signed_error": acc.signed_error,
-        }
+        wrong = P.Inaccuracy(acc.predicted_us, acc.measured_static_p50_us, acc.signed_error)
         target = measured(m, "ape", Criterion.APE_WITHIN, tol)
-        return ActionKind.MAPPING_INACCURACY, target, m.traffic_share * (acc.ape or 0.0), params
+        return ActionKind.MAPPING_INACCURACY, target, m.traffic_share * (acc.ape or 0.0), wrong
     if c.cls == BottleneckClass.ADAPTATION_OVERHEAD:
-        params = {
-            "cost_per_request_us": gain.cost_per_request_us,
-            "net_gain_p50": gain.net_gain_p50,
-        }
+        costly = P.Overhead(gain.cost_per_request_us, gain.net_gain_p50)
         target = measured(
             m, "compute_p50_us", Criterion.NOT_WORSE_THAN_STATIC, gain.baseline_p50_us
         )
         impact = m.traffic_share * abs(gain.net_gain_p50 or 0.0)
-        return ActionKind.ADAPTATION_OVERHEAD, target, impact, params
+        return ActionKind.ADAPTATION_OVERHEAD, target, impact, costly
     return None
 
 
 def _decision_action(
     s: Scope, m: ShapeMetrics
-) -> tuple[ActionKind, ValidationRow, dict[str, Any]] | None:
+) -> tuple[ActionKind, ValidationRow, ActionParams] | None:
     """The action a shape's decision calls for, when its gain has a CI."""
     acc, gain = m.accuracy, m.gain
     if gain.net_gain_p50_ci is None:
         return None
-    params: dict[str, Any] = {"signed_error": acc.signed_error, "net_gain_p50": gain.net_gain_p50}
     if m.decision == Decision.SPECIALISE:
         target = measured(m, "compute_p50_us", Criterion.AT_MOST_ADAPTED, gain.adapted_p50_us)
-        return ActionKind.SPECIALISE, target, params
+        return ActionKind.SPECIALISE, target, P.GainDecision(acc.signed_error, gain.net_gain_p50)
     fixed_by_class = m.diagnosis.cls in (
         BottleneckClass.MAPPING_FALLBACK,
         BottleneckClass.MAPPING_INACCURACY,
@@ -328,7 +318,8 @@ def _decision_action(
     if m.decision == Decision.CLOSE_THE_LOOP and not fixed_by_class:
         tol = s.thresholds.tolerance
         target = measured(m, "ape", Criterion.APE_WITHIN_AFTER_UPDATE, tol)
-        return ActionKind.CLOSE_THE_LOOP, target, params | {"covered": m.covered}
+        loop = P.GainDecision(acc.signed_error, gain.net_gain_p50, m.covered)
+        return ActionKind.CLOSE_THE_LOOP, target, loop
     return None
 
 
@@ -342,9 +333,7 @@ def shape_actions(
     if by_class is not None and m.diagnosis.evidence is not None:
         kind, target, impact, params = by_class
         out.append(
-            _make(
-                s, m.shape, kind, m.diagnosis.evidence, rb, _matrix(s, m, target), impact, **params
-            )
+            _make(s, m.shape, kind, m.diagnosis.evidence, rb, _matrix(s, m, target), impact, params)
         )
     by_decision = _decision_action(s, m)
     if by_decision is not None:
@@ -354,7 +343,7 @@ def shape_actions(
             "net_gain_p50", gain.net_gain_p50, gain.n_adapted, gain.net_gain_p50_ci, m.sources
         )
         impact = m.traffic_share * (gain.net_gain_p50 or 0.0)
-        out.append(_make(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, **params))
+        out.append(_make(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, params))
     return out
 
 
@@ -382,12 +371,14 @@ def drift_action(s: Scope, m: ShapeMetrics, d: ShapeDrift) -> Action:
         _rollback(s, m),
         _matrix(s, m, target),
         m.traffic_share * abs(d.drift),
-        plan_id=d.plan_id,
-        baseline=d.baseline,
-        baseline_nights=d.baseline_nights,
-        first_night=d.points[0].run_date,
-        signed_error=now.signed_error,
-        drift=d.drift,
+        P.Drift(
+            d.plan_id,
+            d.baseline,
+            d.baseline_nights,
+            d.points[0].run_date,
+            now.signed_error,
+            d.drift,
+        ),
     )
 
 
@@ -440,18 +431,20 @@ def blocking_action(s: Scope, sources: tuple[str, ...]) -> Action | None:
         _rollback(s, None),
         tuple(rows),
         (c.evidence.value or 0.0) * excess,
+        P.Blocking(
+            remedy=remedy,
+            share=c.evidence.value,
+            of_requests=c.basis == ClassBasis.BLOCKED_SHARE,
+            blocked=sum(e.blocked for e in events),
+            wait_us=sum(e.wait_us or 0.0 for e in events) if b.wait_known else None,
+            events=len(events),
+            triggers=b.triggers,
+            hows=tuple(sorted({e.how for e in events})),
+            stall_min_us=min(e.duration_us for e in events),
+            stall_max_us=max(e.duration_us for e in events),
+            victim_shapes=len({v for e in events for v in e.shapes}),
+        ),
         REMEDY_OWNERS[remedy],
-        remedy=remedy,
-        share=c.evidence.value,
-        of_requests=c.basis == ClassBasis.BLOCKED_SHARE,
-        blocked=sum(e.blocked for e in events),
-        wait_us=sum(e.wait_us or 0.0 for e in events) if b.wait_known else None,
-        events=len(events),
-        triggers=b.triggers,
-        hows=tuple(sorted({e.how for e in events})),
-        stall_min_us=min(e.duration_us for e in events),
-        stall_max_us=max(e.duration_us for e in events),
-        victim_shapes=len({v for e in events for v in e.shapes}),
     )
 
 
@@ -471,11 +464,11 @@ def slice_actions(
         row = ValidationRow(
             SLICE_WIDE, f"environment.{side}", None, Criterion.PRESENT_IN_EVERY_FILE
         )
-        out.append(_make(s, SLICE_WIDE, obs, ev, NO_ROLLBACK, (row,), 0.0, side=side))
+        out.append(_make(s, SLICE_WIDE, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingSide(side)))
     for shape, field in unmeasured:
         ev = Evidence(f"missing.{field}", None, 0, None, sources)
         row = ValidationRow(shape, field, None, Criterion.PRESENT_ON_EVERY_REQUEST)
-        out.append(_make(s, shape, obs, ev, NO_ROLLBACK, (row,), 0.0, field=field))
+        out.append(_make(s, shape, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingField(field)))
     if env.mismatches:
         ev = Evidence("environment.mismatches", float(len(env.mismatches)), 0, None, sources)
         rows = tuple(
@@ -484,12 +477,13 @@ def slice_actions(
         )
         kind = ActionKind.ENVIRONMENT_MISMATCH
         differ = tuple((m.key, m.compile, m.runtime) for m in env.mismatches)
-        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0, mismatches=differ))
+        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0, P.Mismatch(differ)))
     for precision in missing_quality:
         ev = Evidence(f"quality.{precision}", None, 0, None, sources)
         row = ValidationRow(SLICE_WIDE, f"quality ({precision})", None, Criterion.QUALITY_MAX_DROP)
         kind = ActionKind.PRECISION_WITHOUT_QUALITY
-        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, (row,), 0.0, precision=precision))
+        quality = P.Quality(precision)
+        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, (row,), 0.0, quality))
     return out
 
 
@@ -508,11 +502,9 @@ def consistency_action(s: Scope, q: QueueCheck, sources: tuple[str, ...]) -> Act
         NO_ROLLBACK,
         (row,),
         0.0,
-        consistency="queue_mean_us",
-        records_us=q.records_mean_us,
-        metrics_us=q.metrics_mean_us,
-        difference=q.difference,
-        tolerance=q.tolerance,
+        P.Consistency(
+            "queue_mean_us", q.records_mean_us, q.metrics_mean_us, q.difference, q.tolerance
+        ),
     )
 
 

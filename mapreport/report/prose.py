@@ -4,7 +4,9 @@ its rollback trigger, a ticket, the executive summary), built from the words of 
 from __future__ import annotations
 
 import re
+from typing import assert_never
 
+from mapreport.analysis import action_params as P
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
 from mapreport.core.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
@@ -23,79 +25,77 @@ from mapreport.report.words import criterion, evidence, label, metric, shape_nam
 
 def action_title(a: Action, name: str) -> str:
     """One action as its owner reads it: what to change and the figures that call for it."""
-    p, shape = a.params, a.shape
-    share = pct(p.get("share"), 0)
-    k = a.kind
-    if k == ActionKind.ADAPTATION_BLOCKING:
-        return blocking_title(a, name)
-    if k == ActionKind.QUEUEING:
+    p, shape, k = a.params, a.shape, a.kind
+    if isinstance(p, P.Blocking):
+        return blocking_title(p, name)
+    if isinstance(p, P.Queueing):
         return (
-            f"Cut queueing delay for {shape}: queue wait drives {share} of its tail (queue p95 "
-            f"{duration(p['queue_p95_us'])} vs p50 {duration(p['queue_p50_us'])}); revisit "
+            f"Cut queueing delay for {shape}: queue wait drives {pct(p.share, 0)} of its tail "
+            f"(queue p95 {duration(p.queue_p95_us)} vs p50 {duration(p.queue_p50_us)}); revisit "
             "admission, batching window and replica count"
         )
-    if k == ActionKind.CORE_IMBALANCE:
+    if isinstance(p, P.CoreImbalance):
         where = (
-            f"core {p['core']} runs it {p['slowdown']:.0%} slower than the median core"
-            if p.get("core") is not None
+            f"core {p.core} runs it {p.slowdown:.0%} slower than the median core"
+            if p.core is not None and p.slowdown is not None
             else "per-core compute differs"
         )
         return (
-            f"Rebalance core placement for {shape}: {where}; core imbalance drives {share} of "
-            "its tail"
+            f"Rebalance core placement for {shape}: {where}; core imbalance drives "
+            f"{pct(p.share, 0)} of its tail"
         )
-    if k == ActionKind.MAPPING_FALLBACK:
+    if isinstance(p, P.Fallback):
         title = (
-            f"Compile a mapping for {shape}: {p['n_fallback']:,} of its {p['n']:,} requests ran "
-            f"the generic fallback path, which drives {share} of its tail"
+            f"Compile a mapping for {shape}: {p.n_fallback:,} of its {p.n:,} requests ran "
+            f"the generic fallback path, which drives {pct(p.share, 0)} of its tail"
         )
-        if not p["covered"]:
+        if not p.covered:
             title += " (no compile bucket holds it)"
-        if p.get("net_gain_p50") is not None:
+        if p.net_gain_p50 is not None:
             title += (
                 f"; seed the new bucket with the adapted mapping (net gain "
-                f"{signed_pct(p['net_gain_p50'])})"
+                f"{signed_pct(p.net_gain_p50)})"
             )
         return title
-    if k == ActionKind.MEMORY_BURST:
+    if isinstance(p, P.TailShare):
         return (
             f"Re-plan fusion and tiling memory for {shape}: requests above its memory budget "
-            f"drive {share} of its tail"
+            f"drive {pct(p.share, 0)} of its tail"
         )
-    if k == ActionKind.MAPPING_INACCURACY:
+    if isinstance(p, P.Inaccuracy):
         return (
-            f"Recalibrate the cost model for {shape}: predicted {duration(p['predicted_us'])}, "
-            f"measured {duration(p['measured_us'])} ({signed_pct(p['signed_error'], 0)}); "
+            f"Recalibrate the cost model for {shape}: predicted {duration(p.predicted_us)}, "
+            f"measured {duration(p.measured_us)} ({signed_pct(p.signed_error, 0)}); "
             "adaptation does not recover it"
         )
-    if k == ActionKind.ADAPTATION_OVERHEAD:
+    if isinstance(p, P.Overhead):
         return (
             f"Disable runtime adaptation for {shape}: it costs "
-            f"{duration(p['cost_per_request_us'])} per adapted request and the net p50 gain is "
-            f"{signed_pct(p['net_gain_p50'])}"
+            f"{duration(p.cost_per_request_us)} per adapted request and the net p50 gain is "
+            f"{signed_pct(p.net_gain_p50)}"
         )
-    if k == ActionKind.COST_MODEL_DRIFT:
-        return drift_title(a)
-    if k == ActionKind.SPECIALISE:
+    if isinstance(p, P.Drift):
+        return drift_title(p, shape)
+    if isinstance(p, P.GainDecision) and k == ActionKind.SPECIALISE:
         return (
             f"Add a compile bucket for {shape}: the cost model is right "
-            f"({signed_pct(p['signed_error'], 0)}) but the plan is not specialised; the adapted "
-            f"mapping gains {signed_pct(p['net_gain_p50'])} net"
+            f"({signed_pct(p.signed_error, 0)}) but the plan is not specialised; the adapted "
+            f"mapping gains {signed_pct(p.net_gain_p50)} net"
         )
-    if k == ActionKind.CLOSE_THE_LOOP:
+    if isinstance(p, P.GainDecision):
         miss = (
             "no bucket holds it"
-            if not p["covered"]
-            else f"prediction off by {signed_pct(p['signed_error'], 0)}"
+            if not p.covered
+            else f"prediction off by {signed_pct(p.signed_error, 0)}"
         )
         return (
             f"Feed the adapted mapping for {shape} back into the compile plan and cost model: "
-            f"{miss}, and adaptation gains {signed_pct(p['net_gain_p50'])} net"
+            f"{miss}, and adaptation gains {signed_pct(p.net_gain_p50)} net"
         )
-    if k == ActionKind.OBSERVABILITY:
-        return _observability_title(a, name)
-    if k == ActionKind.ENVIRONMENT_MISMATCH:
-        differ = p["mismatches"]
+    if isinstance(p, P.MissingSide | P.MissingField | P.Consistency):
+        return _observability_title(p, shape, name)
+    if isinstance(p, P.Mismatch):
+        differ = p.mismatches
         keys = ", ".join(
             f"{key} ({'/'.join(c) or '-'} vs {'/'.join(r) or '-'})" for key, c, r in differ
         )
@@ -104,56 +104,52 @@ def action_title(a: Action, name: str) -> str:
             f"Re-lock the environment of {name}: {keys} {verb} between compile and runtime; "
             "rebuild the plan on the serving environment or pin it"
         )
-    if k == ActionKind.PRECISION_WITHOUT_QUALITY:
+    if isinstance(p, P.Quality):
         return (
-            f"Run the quality evaluation of the {p['precision']} plan on {name} before relying "
+            f"Run the quality evaluation of the {p.precision} plan on {name} before relying "
             "on it: there is no quality evidence for this precision change"
         )
-    raise AssertionError(f"no title for action kind {k}")
+    assert_never(p)  # mypy checks that every kind of params has its title
 
 
-def drift_title(a: Action) -> str:
+def drift_title(p: P.Drift, shape: str) -> str:
     """The drift action: where the shape's signed error was and where it is."""
-    p = a.params
-    nights = plural(p["baseline_nights"], "night")
+    nights = plural(p.baseline_nights, "night")
     return (
-        f"Re-fit the cost model of {p['plan_id']} for {a.shape}: its signed error moved from "
-        f"{signed_pct(p['baseline'], 0)} on the plan's first {nights} (from "
-        f"{p['first_night']}) to {signed_pct(p['signed_error'], 0)} tonight "
-        f"({signed_pct(p['drift'], 0)}), with the plan unchanged: the model is going stale"
+        f"Re-fit the cost model of {p.plan_id} for {shape}: its signed error moved from "
+        f"{signed_pct(p.baseline, 0)} on the plan's first {nights} (from "
+        f"{p.first_night}) to {signed_pct(p.signed_error, 0)} tonight "
+        f"({signed_pct(p.drift, 0)}), with the plan unchanged: the model is going stale"
     )
 
 
-def blocking_title(a: Action, name: str) -> str:
+def blocking_title(p: P.Blocking, name: str) -> str:
     """The blocking action: what held the worker, who waited, and the remedy."""
-    p = a.params
-    triggers = tuple(p["triggers"])
+    triggers = p.triggers
     stalls = (
-        duration(p["stall_min_us"])
-        if p["stall_min_us"] == p["stall_max_us"]
-        else f"{duration(p['stall_min_us'])} to {duration(p['stall_max_us'])}"
+        duration(p.stall_min_us)
+        if p.stall_min_us == p.stall_max_us
+        else f"{duration(p.stall_min_us)} to {duration(p.stall_max_us)}"
     )
     one = len(triggers) == 1
-    remedy = REMEDIES[p["remedy"]].format(
+    remedy = REMEDIES[p.remedy].format(
         them="this shape" if one else "these shapes",
         it="it" if one else "any of them",
         n=len(triggers),
     )
     wait = (
-        f"{duration(p['wait_us'])} summed"
-        if p["wait_us"] is not None
-        else "their wait is not recorded"
+        f"{duration(p.wait_us)} summed" if p.wait_us is not None else "their wait is not recorded"
     )
     drives = (
-        f"{pct(p['share'], 0)} of the slice's requests"
-        if p["of_requests"]
-        else f"which drives {pct(p['share'], 0)} of the slice's tail"
+        f"{pct(p.share, 0)} of the slice's requests"
+        if p.of_requests
+        else f"which drives {pct(p.share, 0)} of the slice's tail"
     )
     return (
         f"Take serving-time adaptation off the queue of {name}: "
-        f"{adaptations(tuple(p['hows']), p['events'])} of {shape_list(triggers)} held the worker "
-        f"for {stalls} each while {plural(p['blocked'], 'request')} of "
-        f"{plural(p['victim_shapes'], 'shape')} waited behind them ({wait}), {drives}; {remedy}"
+        f"{adaptations(p.hows, p.events)} of {shape_list(triggers)} held the worker "
+        f"for {stalls} each while {plural(p.blocked, 'request')} of "
+        f"{plural(p.victim_shapes, 'shape')} waited behind them ({wait}), {drives}; {remedy}"
     )
 
 
@@ -329,22 +325,21 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _observability_title(a: Action, name: str) -> str:
+def _observability_title(
+    p: P.MissingSide | P.MissingField | P.Consistency, shape: str, name: str
+) -> str:
     """What telemetry to export or reconcile, and why."""
-    p, shape = a.params, a.shape
-    if a.missing_side:
+    if isinstance(p, P.MissingSide):
         return (
-            f"Export the environment record with the {a.missing_side}-side files of {name}: "
+            f"Export the environment record with the {p.side}-side files of {name}: "
             "without it the environment lock cannot be checked"
         )
-    if "consistency" in p:
+    if isinstance(p, P.Consistency):
         return (
             f"Reconcile the queue wait of {name}: its per-request records give a mean of "
-            f"{duration(p['records_us'])}, the server's counters {duration(p['metrics_us'])} "
-            f"over the same window ({signed_pct(p['difference'], 0)}, beyond "
-            f"{pct(p['tolerance'], 0)}); find which clock, sampling or request set differs "
+            f"{duration(p.records_us)}, the server's counters {duration(p.metrics_us)} "
+            f"over the same window ({signed_pct(p.difference, 0)}, beyond "
+            f"{pct(p.tolerance, 0)}); find which clock, sampling or request set differs "
             "before tuning on either"
         )
-    return (
-        f"Record {p['field']} on the requests of {shape}: its tail cannot be attributed without it"
-    )
+    return f"Record {p.field} on the requests of {shape}: its tail cannot be attributed without it"

@@ -1,0 +1,179 @@
+"""The figures each kind of action states, typed: one dataclass per kind (or per finding of a
+kind), so every place that reads a figure is checked by mypy, and a renamed figure fails
+there instead of at run time. `actions` builds them; the report words them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.core.kinds import ActionKind, BlockingRemedy
+
+
+@dataclass(frozen=True)
+class TailShare:
+    """A tail driver's action (memory burst): the driver's share of the shape's tail."""
+
+    share: float | None
+
+
+@dataclass(frozen=True)
+class Queueing:
+    """Queueing drives the tail: its share and the queue wait's p95 against its p50."""
+
+    share: float | None
+    queue_p95_us: float | None
+    queue_p50_us: float | None
+
+
+@dataclass(frozen=True)
+class CoreImbalance:
+    """A slow core drives the tail: its share, the slowest core and how much slower it is."""
+
+    share: float | None
+    core: int | None
+    slowdown: float | None
+
+
+@dataclass(frozen=True)
+class Fallback:
+    """The generic fallback path drives the tail: how many requests ran it, whether a bucket
+    holds the shape, and the adapted mapping's net gain where it is significant."""
+
+    share: float | None
+    n_fallback: int
+    n: int
+    covered: bool
+    net_gain_p50: float | None
+
+
+@dataclass(frozen=True)
+class Inaccuracy:
+    """The cost model is wrong and adaptation does not recover it."""
+
+    predicted_us: float | None
+    measured_us: float | None
+    signed_error: float | None
+
+
+@dataclass(frozen=True)
+class Overhead:
+    """Adaptation costs more than it gains."""
+
+    cost_per_request_us: float | None
+    net_gain_p50: float | None
+
+
+@dataclass(frozen=True)
+class GainDecision:
+    """Specialise or close the loop: the prediction's error, the adapted mapping's net gain,
+    and (closing the loop) whether a bucket holds the shape."""
+
+    signed_error: float | None
+    net_gain_p50: float | None
+    covered: bool | None = None
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The signed error moved from the plan's first nights with the plan unchanged."""
+
+    plan_id: str | None
+    baseline: float
+    baseline_nights: int
+    first_night: str
+    signed_error: float | None
+    drift: float
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Requests waited behind serving-time adaptation: what held the worker, for how long,
+    who waited, and the remedy."""
+
+    remedy: BlockingRemedy
+    share: float | None
+    of_requests: bool
+    """The share is of the slice's requests (their latency is not recorded), not its tail."""
+    blocked: int
+    wait_us: float | None
+    events: int
+    triggers: tuple[str, ...]
+    hows: tuple[str, ...]
+    stall_min_us: float
+    stall_max_us: float
+    victim_shapes: int
+
+
+@dataclass(frozen=True)
+class MissingSide:
+    """An environment record is missing on one side ("compile", "runtime")."""
+
+    side: str
+
+
+@dataclass(frozen=True)
+class MissingField:
+    """A request field the tail attribution needs is not recorded."""
+
+    field: str
+
+
+@dataclass(frozen=True)
+class Consistency:
+    """The records and the server's counters disagree on a mean over the same window."""
+
+    consistency: str
+    records_us: float
+    metrics_us: float
+    difference: float
+    tolerance: float
+
+
+@dataclass(frozen=True)
+class Mismatch:
+    """Environment keys whose values differ: (key, compile-side values, runtime-side values)."""
+
+    mismatches: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True)
+class Quality:
+    """A precision change without quality evidence."""
+
+    precision: str
+
+
+ActionParams = (
+    TailShare
+    | Queueing
+    | CoreImbalance
+    | Fallback
+    | Inaccuracy
+    | Overhead
+    | GainDecision
+    | Drift
+    | Blocking
+    | MissingSide
+    | MissingField
+    | Consistency
+    | Mismatch
+    | Quality
+)
+"""What an action states, by its kind."""
+
+KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
+    ActionKind.QUEUEING: (Queueing,),
+    ActionKind.CORE_IMBALANCE: (CoreImbalance,),
+    ActionKind.MAPPING_FALLBACK: (Fallback,),
+    ActionKind.MEMORY_BURST: (TailShare,),
+    ActionKind.MAPPING_INACCURACY: (Inaccuracy,),
+    ActionKind.ADAPTATION_OVERHEAD: (Overhead,),
+    ActionKind.SPECIALISE: (GainDecision,),
+    ActionKind.CLOSE_THE_LOOP: (GainDecision,),
+    ActionKind.COST_MODEL_DRIFT: (Drift,),
+    ActionKind.ADAPTATION_BLOCKING: (Blocking,),
+    ActionKind.OBSERVABILITY: (MissingSide, MissingField, Consistency),
+    ActionKind.ENVIRONMENT_MISMATCH: (Mismatch,),
+    ActionKind.PRECISION_WITHOUT_QUALITY: (Quality,),
+}
+"""The params each kind of action carries (a test holds every action to it)."""
