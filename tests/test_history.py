@@ -9,6 +9,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from mapreport.dataset.store import Dataset
@@ -141,3 +142,38 @@ def test_redrawn_p95_has_the_distribution_of_a_full_resample() -> None:
         for p in (0.025, 0.5, 0.975):
             a, b = np.quantile(fast, p), np.quantile(full, p)
             assert abs(a - b) < 0.03 * spread + 1e-9, (n, p)
+
+
+@pytest.mark.slow
+def test_history_keeps_facts_and_old_nights_keep_their_words(tmp_path: Path) -> None:
+    """The history stores an action's kind and typed params, never the report's words; a gone
+    action is worded from them (a word changed in the report changes no stored history). A
+    night recorded before params were kept (a title, no params column) still reads: its
+    stored words are shown."""
+    import pyarrow.parquet as pq
+
+    from mapreport.analysis.action_params import Queueing, decode
+
+    run_night(tmp_path, "2026-11-27")
+    files = sorted((tmp_path / "ds" / "history" / "history_action").rglob("*.parquet"))
+    rows = [r for f in files for r in pq.read_table(f).to_pylist()]
+    assert rows
+    assert all(r["title"] is None for r in rows)
+    queueing = [r for r in rows if r["class"] == "queueing"]
+    assert isinstance(decode(queueing[0]["params"]), Queueing)
+
+    # the first night as an older mapreport wrote it: words, no params
+    for f in files:
+        t = pq.read_table(f)
+        old = t.drop_columns(["params"]).set_column(
+            t.schema.get_field_index("title"), "title", pa.array(["kept words"] * t.num_rows)
+        )
+        pq.write_table(old, f)
+    fixed = {"batch=8,seq=200": {"queue_burst": 0.0}}
+    two = run_night(tmp_path, "2026-11-28", **fixed)  # the queueing burst is fixed: verified
+    (gone,) = [a for a in two["history"]["actions"] if a["cls"] == "queueing"]
+    assert (gone["state"], gone["title"]) == ("verified", "kept words")
+    tonight = {a["id"]: a["title"] for a in two["actions"]}
+    for a in two["history"]["actions"]:
+        if a["action_id"] in tonight:
+            assert a["title"] == tonight[a["action_id"]]  # today's words for tonight's

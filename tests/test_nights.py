@@ -364,16 +364,16 @@ def test_nights_recorded_within_one_second_stay_apart(tmp_path: Path, monkeypatc
     date, so a backfilled night never reads a later night's actions as its own past."""
     import itertools
 
-    from mapreport.run import pipeline
+    from mapreport.run import reporting
 
-    monkeypatch.setattr(pipeline, "_RUNS", itertools.repeat(1))
+    monkeypatch.setattr(reporting, "_RUNS", itertools.repeat(1))
 
     class Frozen(datetime):
         @classmethod
         def now(cls, tz: Any = None) -> Frozen:
             return cls(2026, 12, 1, 2, 0, 0, tzinfo=UTC)
 
-    monkeypatch.setattr(pipeline, "datetime", Frozen)
+    monkeypatch.setattr(reporting, "datetime", Frozen)
     config, _, _ = backfill(tmp_path)
     runs = Dataset(config.dataset).history("history_run", "bert-base", "")
     assert len({r["run_id"] for r in runs}) == 1  # the ids did collide

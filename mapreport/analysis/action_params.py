@@ -4,7 +4,11 @@ there instead of at run time. `actions` builds them; the report words them."""
 
 from __future__ import annotations
 
+import json
+import typing
 from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.core.kinds import ActionKind, BlockingRemedy
 
@@ -177,3 +181,24 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.PRECISION_WITHOUT_QUALITY: (Quality,),
 }
 """The params each kind of action carries (a test holds every action to it)."""
+
+_BY_NAME: dict[str, type] = {t.__name__: t for t in typing.get_args(ActionParams)}
+
+
+def encode(p: ActionParams) -> str:
+    """Params as the history stores them: JSON naming their type (facts, not words)."""
+    return json.dumps({"type": type(p).__name__, **msgspec.to_builtins(p)}, sort_keys=True)
+
+
+def decode(text: str | None) -> ActionParams | None:
+    """Params back from the history (None: a night recorded before params were stored, or a
+    record that no longer reads as its type)."""
+    if not text:
+        return None
+    try:
+        data = json.loads(text)
+        kind = _BY_NAME[data.pop("type")]
+        params: ActionParams = msgspec.convert(data, kind)
+    except (ValueError, KeyError, TypeError, AttributeError, msgspec.ValidationError):
+        return None
+    return params

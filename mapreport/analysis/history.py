@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from mapreport.analysis.action_params import ActionParams, decode
 from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, seed_for
@@ -79,6 +80,9 @@ class ActionState:
     rollback_metric: str | None
     rollback_threshold: float | None
     rollback_now: float | None
+    params: ActionParams | None = None
+    """The figures the action stated: tonight's, or those of the night it was first proposed
+    (None for a night recorded before they were kept: `title` holds its words then)."""
 
 
 @dataclass(frozen=True)
@@ -297,7 +301,9 @@ def _action_states(
         now = current.get(aid)
         first = rows[0] if rows else None
         title: str | None = None
+        params: ActionParams | None = None
         if now is not None:
+            params = now.params
             target = now.validation_matrix[0] if now.validation_matrix else None
             t_metric = target.metric if target else None
             t_base = first["target_baseline"] if first else (target.baseline if target else None)
@@ -309,7 +315,9 @@ def _action_states(
             t_metric, t_base = first["target_metric"], first["target_baseline"]
             rb_metric, rb_threshold = first["rollback_metric"], first["rollback_threshold"]
             kind, shape = ActionKind(first["class"]), first["shape"]
-            title, role = first["title"], OwnerRole(first["owner_role"])
+            role = OwnerRole(first["owner_role"])
+            params = decode(first.get("params"))  # the facts it was first proposed with
+            title = first["title"] if params is None else None  # older nights kept words
         m = shapes_now.get(shape)
         t_now = m.metric(t_metric) if m is not None and t_metric else None
         rb_now = m.metric(rb_metric) if m is not None and rb_metric else None
@@ -330,6 +338,7 @@ def _action_states(
                 kind=kind,
                 shape=shape,
                 title=title,
+                params=params,
                 owner_role=role,
                 state=state,
                 first_run_id=first["first_run_id"] if first else "",

@@ -5,17 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from mapreport.analysis.action_params import encode
 from mapreport.analysis.drift import in_force
 from mapreport.analysis.history import RunKey
 from mapreport.analysis.results import SliceResult
 from mapreport.core.kinds import ActionState as State
 
 
-def history_rows(
-    r: SliceResult, titles: dict[str, str], key: RunKey
-) -> dict[str, list[dict[str, Any]]]:
-    """The rows this run adds to the history tables; `titles` are the report's words for
-    tonight's actions, by id (an action gone later keeps the title it had)."""
+def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]:
+    """The rows this run adds to the history tables: facts only (an action's kind and typed
+    params, never the report's words; the report words them when it prints)."""
     h = r.history
     assert h is not None
     quantiles = r.latency_quantiles
@@ -92,7 +91,7 @@ def history_rows(
                 "action_id": a.action_id,
                 "class": a.kind.value,
                 "shape": a.shape,
-                "title": a.title if a.title is not None else titles.get(a.action_id, ""),
+                "title": a.title,
                 "owner_role": a.owner_role.value,
                 "state": a.state.value,
                 "proposed": a.state in (State.NEW, State.OPEN),
@@ -101,6 +100,7 @@ def history_rows(
                 "target_baseline": a.target_baseline,
                 "rollback_metric": a.rollback_metric,
                 "rollback_threshold": a.rollback_threshold,
+                "params": None if a.params is None else encode(a.params),
             }
             for a in h.actions
         ],

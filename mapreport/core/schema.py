@@ -352,7 +352,9 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("action_id", _S, nullable=False),
             pa.field("class", _S, nullable=False),
             pa.field("shape", _S, nullable=False),
-            pa.field("title", _S, nullable=False),
+            # the words of nights recorded before `params`; null since (the report words the
+            # params when it prints)
+            pa.field("title", _S),
             pa.field("owner_role", _S, nullable=False),
             pa.field("state", _S, nullable=False),
             pa.field("proposed", _B, nullable=False),
@@ -361,6 +363,8 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("target_baseline", _F),
             pa.field("rollback_metric", _S),
             pa.field("rollback_threshold", _F),
+            # the figures the action stated, typed (`action_params.encode`)
+            pa.field("params", _S),
         ]
     ),
     "history_op": pa.schema(

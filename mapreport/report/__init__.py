@@ -84,15 +84,13 @@ class IndexEntry(msgspec.Struct, frozen=True):
 
 @dataclass(frozen=True)
 class Written:
-    """The files one slice's report wrote, what degraded, and its actions' titles."""
+    """The files one slice's report wrote, and what degraded."""
 
     html: Path
     pdf: Path | None
     findings: Path
     notes: tuple[str, ...]
     blocked_urls: tuple[str, ...]
-    titles: dict[str, str]
-    """Tonight's action titles by id (the history keeps them)."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -138,16 +136,6 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
     )
 
 
-def action_titles(r: SliceResult) -> dict[str, str]:
-    """The report's title of each of the slice's actions, by id (what the history keeps of an
-    action's words), without rendering anything."""
-    return _titles(build(r))
-
-
-def _titles(v: ReportView) -> dict[str, str]:
-    return {a.a.id: a.title for a in v.actions}
-
-
 def write_slice_report(
     r: SliceResult,
     folder: Path,
@@ -164,7 +152,6 @@ def write_slice_report(
     generated_at = clock().isoformat(timespec="seconds")
     figs = chart_builders.build_charts(r)
     v = build(r)
-    titles = _titles(v)
     doc = findings(r, v, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())
@@ -184,7 +171,7 @@ def write_slice_report(
     atomic_write(folder / "report.html", screen.encode())
     if not pdf:
         atomic_write(folder / ENTRY, msgspec.json.encode(entry))
-        return Written(folder / "report.html", None, folder / "findings.json", (), (), titles)
+        return Written(folder / "report.html", None, folder / "findings.json", (), ())
     svgs = {c: exporter.svg(f, c) for c, f in figs.items()}
     notes = []
     if exporter.failure:
@@ -211,7 +198,6 @@ def write_slice_report(
         folder / "findings.json",
         tuple(notes),
         tuple(blocked),
-        titles,
     )
 
 

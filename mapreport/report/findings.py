@@ -181,7 +181,8 @@ def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
         "note": view.history_note,
         "runs": plain(h.runs),
         "actions": [
-            {renamed.get(k, k): x for k, x in plain(sv.s).items()} | {"title": sv.title}
+            {renamed.get(k, k): x for k, x in plain(sv.s).items() if k != "params"}
+            | {"title": sv.title}
             for sv in view.states
         ],
         "regressions": plain(h.regressions),

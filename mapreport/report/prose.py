@@ -25,7 +25,12 @@ from mapreport.report.words import criterion, evidence, label, metric, shape_nam
 
 def action_title(a: Action, name: str) -> str:
     """One action as its owner reads it: what to change and the figures that call for it."""
-    p, shape, k = a.params, a.shape, a.kind
+    return title_of(a.kind, a.shape, a.params, name)
+
+
+def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
+    """An action's title from its kind, shape and params: tonight's, or a past night's as the
+    history stored them (its facts get today's words)."""
     if isinstance(p, P.Blocking):
         return blocking_title(p, name)
     if isinstance(p, P.Queueing):

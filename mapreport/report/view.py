@@ -321,15 +321,21 @@ def source_paths(r: SliceResult) -> dict[str, str]:
 
 
 def _states(r: SliceResult, actions: tuple[ActionView, ...]) -> tuple[StateView, ...]:
-    """Each action's state across nights, with tonight's words and number for tonight's."""
+    """Each action's state across nights, with tonight's words and number for tonight's; an
+    action gone tonight is worded from the params the history kept (a night recorded before
+    params were kept: the words it stored)."""
     titles = {v.a.id: v.title for v in actions}
     numbers = {v.a.id: i for i, v in enumerate(actions, 1)}
+
+    def title(s: ActionState) -> str:
+        if s.action_id in titles:
+            return titles[s.action_id]
+        if s.params is not None:
+            return prose.title_of(s.kind, s.shape, s.params, r.name)
+        return s.title or ""
+
     return tuple(
-        StateView(
-            s,
-            s.title if s.title is not None else titles.get(s.action_id, ""),
-            numbers.get(s.action_id),
-        )
+        StateView(s, title(s), numbers.get(s.action_id))
         for s in (r.history.actions if r.history else ())
     )
 

@@ -202,9 +202,7 @@ class SliceReporter:
             write_packs(con, result, folder / PACKS, ds.root / PACKS)
             later: tuple[str, ...] = ()
             if run.record:
-                ds.write_history(
-                    run.run_date, workload, slice_, history_rows(result, written.titles, key)
-                )
+                ds.write_history(run.run_date, workload, slice_, history_rows(result, key))
                 later = recompute_later(ds, self.engine, workload, slice_, run.config, key)
             atomic_write(folder / STAMP, stamp.encode())
             return SliceOutcome(

@@ -15,7 +15,6 @@ from mapreport.core.schema import PARTITIONED
 from mapreport.core.window import EVERYTHING, Window, night_window, range_window
 from mapreport.dataset.store import Dataset
 from mapreport.engine.engines import Engine
-from mapreport.report import action_titles
 from mapreport.run.config import Config
 
 
@@ -82,9 +81,7 @@ def recompute_later(
         )
         con = engine.connect(ds, workload, window)
         result = analyze_slice(con, workload, slice_, config.thresholds, review, stored, again)
-        ds.write_history(
-            night, workload, slice_, history_rows(result, action_titles(result), again)
-        )
+        ds.write_history(night, workload, slice_, history_rows(result, again))
     return tuple(later)
 
 
