@@ -302,6 +302,31 @@ def test_report_never_contradicts_its_findings(case: Case) -> None:
         assert exact or "drives 100%" not in text, where
 
 
+def test_the_index_state_and_the_headline_never_disagree(case: Case) -> None:
+    """The index's health and page 1's headline read one judgement: a slice is marked
+    "SLA missed" exactly when a target it has the evidence to state is missed (p99 from
+    `min_samples_p99` requests, else p95), and a headline over its target is marked so."""
+    for folder in case.folders:
+        entry = json.loads((case.out / folder / ".entry.json").read_text())
+        doc = json.loads((case.out / folder / "findings.json").read_text())
+        scope = doc["scope"]
+        p95, p99 = scope["latency_p95_us"], scope["latency_p99_us"]
+        enough = scope["requests"] - scope["failed"] >= doc["thresholds"]["min_samples_p99"]
+        missed = [
+            q
+            for q, value, target, evident in (
+                ("p95", p95, scope["sla_p95_us"], True),
+                ("p99", p99, scope["sla_p99_us"], enough),
+            )
+            if target and value is not None and evident and value > target
+        ]
+        where = (case.name, folder)
+        assert (entry["health"] == "sla_missed") == bool(missed), (where, entry, missed)
+        if entry["sla_us"] and entry["tail_us"] is not None:
+            over = entry["tail_us"] > entry["sla_us"]
+            assert not over or entry["health"] == "sla_missed", where
+
+
 def test_every_golden_dataset_checks_clean(case: Case) -> None:
     """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
     records, data and history files, evidence specs)."""

@@ -247,3 +247,25 @@ def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
     assert [(m.shape, m.n, m.latency.p95, m.gain.state) for m in odd.shapes] == [
         (m.shape, m.n, m.latency.p95, m.gain.state) for m in plain.shapes
     ]
+
+
+def test_a_p99_without_its_evidence_misses_no_sla() -> None:
+    """40 requests are evidence for p95, not p99 (METRICS.md): a p99 over its target is not a
+    miss the index may show while the headline, which states p95, says met. Judged once, in
+    `common.sla_checks`, read by the headline and the index's health alike."""
+    from mapreport.analysis.common import Percentiles, Review, Thresholds, sla_checks, within
+    from mapreport.report.verdict import sla_missed
+
+    review = Review(sla_p95_us=10_000.0, sla_p99_us=12_000.0)
+    few = Percentiles(40, 5_000.0, 9_000.0, 15_000.0)
+    p95, p99 = sla_checks(few, review, Thresholds())
+    assert (p95.judged, p99.met, p99.judged) == (True, False, None)
+    assert not sla_missed((p95, p99))
+    many = Percentiles(400, 5_000.0, 9_000.0, 15_000.0)
+    assert sla_missed(sla_checks(many, review, Thresholds()))
+    assert (within(1.0, None), within(None, 2.0), within(2.0, 2.0), within(2.1, 2.0)) == (
+        None,
+        None,
+        True,
+        False,
+    )

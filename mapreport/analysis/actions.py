@@ -22,6 +22,7 @@ from mapreport.analysis.common import (
     QualityGuard,
     Review,
     Thresholds,
+    within,
 )
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
@@ -187,7 +188,7 @@ def _rollback(s: Scope, m: ShapeMetrics | None) -> RollbackTrigger:
     metric, sla = f"latency_{q}_us", s.review.sla(q)
     threshold = None if value is None else value * (1 + ROLLBACK_MARGIN)
     # the SLA is a rollback bound only while the pre-change value meets it
-    bounds = sla is not None and value is not None and value <= sla
+    bounds = within(value, sla) is True
     if bounds and threshold is not None and sla is not None:
         threshold = min(threshold, sla)
     return RollbackTrigger(metric, threshold, ROLLBACK_RUNS, value, sla if bounds else None)

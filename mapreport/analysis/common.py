@@ -79,6 +79,63 @@ class Percentiles:
         return ("p99", self.p99) if self.n >= min_p99 else ("p95", self.p95)
 
 
+def within(value: float | None, target: float | None) -> bool | None:
+    """The one comparison of a measured value with its target (an SLA, a load generator's
+    goal): True when it is at most the target; None when either is unknown or no target is
+    set (a target of 0 is none)."""
+    if not target or value is None:
+        return None
+    return value <= target
+
+
+@dataclass(frozen=True)
+class SlaCheck:
+    """One SLA quantile of a slice judged once: its target, its value, whether the samples
+    are evidence for that quantile (p99 needs `min_samples_p99`), and whether it is met."""
+
+    quantile: TailQuantile
+    target_us: float | None
+    value_us: float | None
+    evidence: bool
+    """The slice has the samples to state this quantile (METRICS.md's evidence rule)."""
+    met: bool | None
+    """Within its target (None: no target, or no value)."""
+
+    @property
+    def judged(self) -> bool | None:
+        """Met or missed as a judgement the slice stands by: None without a target, a value
+        or the evidence (a p99 of 40 requests misses nothing)."""
+        return self.met if self.evidence else None
+
+    @property
+    def excess(self) -> float | None:
+        """How far the value is above (positive) or below its target, as a share of it."""
+        if not self.target_us or self.value_us is None:
+            return None
+        return self.value_us / self.target_us - 1
+
+
+def sla_checks(latency: Percentiles, review: Review, th: Thresholds) -> tuple[SlaCheck, ...]:
+    """p95 and p99 of a slice against their configured targets, each judged once here."""
+    p99_evidence = latency.n >= th.min_samples_p99
+    return (
+        SlaCheck(
+            "p95",
+            review.sla_p95_us or None,
+            latency.p95,
+            True,
+            within(latency.p95, review.sla_p95_us),
+        ),
+        SlaCheck(
+            "p99",
+            review.sla_p99_us or None,
+            latency.p99,
+            p99_evidence,
+            within(latency.p99, review.sla_p99_us),
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class Evidence:
     """What a class or an action rests on, so it can be reproduced."""

@@ -13,7 +13,7 @@ from mapreport.analysis.actions import Action
 from mapreport.analysis.blocking import Blocking
 from mapreport.analysis.checklist import ChecklistItem, Pitfall, PrecisionCheck
 from mapreport.analysis.classify import ShapeClass
-from mapreport.analysis.common import Percentiles, Review, SourceFile, Thresholds
+from mapreport.analysis.common import Percentiles, Review, SlaCheck, SourceFile, Thresholds
 from mapreport.analysis.compiles import Compiles
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.coverage import Coverage, PlanVersion
@@ -90,6 +90,9 @@ class SliceResult:
     tokens: tuple[TokenTiming, ...] = ()
     """Per shape, time to first token and inter-token latency (analysis/tokens.py)."""
     loadgen: tuple[LoadgenRun, ...] = ()
+    sla: tuple[SlaCheck, ...] = ()
+    """p95 and p99 against their targets, judged once (`common.sla_checks`): the headline,
+    the verdict, the index's state and the rollback bounds read these."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property

@@ -26,7 +26,14 @@ from mapreport.analysis.checklist import (
     quality_records,
 )
 from mapreport.analysis.classify import ShapeClass, classify, read_blocked_share, read_tail
-from mapreport.analysis.common import Interval, Percentiles, Review, SourceFile, Thresholds
+from mapreport.analysis.common import (
+    Interval,
+    Percentiles,
+    Review,
+    SourceFile,
+    Thresholds,
+    sla_checks,
+)
 from mapreport.analysis.compiles import Compiles, compiles
 from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.coverage import (
@@ -455,6 +462,7 @@ def analyze(
         window_start_us=f.window[0],
         window_end_us=f.window[1],
         latency=f.latency,
+        sla=sla_checks(f.latency, ctx.review, ctx.th),
         over_sla=f.over_sla,
         shapes=tuple(f.shapes),
         coverage=f.coverage,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.common import Review
+from mapreport.analysis.common import Review, within
 from mapreport.core.connection import Connection
 
 
@@ -99,7 +99,7 @@ def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> L
     sla = review.sla_p99_us
     configs = []
     for (model, config), pts in by_config.items():
-        eligible = [p for p in pts if sla is None or (p.latency_p99_us or 0.0) <= sla]
+        eligible = [p for p in pts if within(p.latency_p99_us or 0.0, sla) is not False]
         best = max(eligible or pts, key=lambda p: p.throughput_per_s)
         low = min(pts, key=lambda p: (p.concurrency or 0, p.request_rate or 0.0, p.batch_size or 0))
         first = pts[0]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from mapreport.analysis.common import Interval, Review, Thresholds
+from mapreport.analysis.common import Interval, Review, Thresholds, within
 from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, SLICE_TABLE, ShapeRow, literal
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
 from mapreport.core.connection import Connection
@@ -129,14 +129,9 @@ def material(
         return False
     if p95 > th.tail_ratio * p50:
         return True
-    if review.sla_p95_us is not None and p95 > review.sla_p95_us:
+    if within(p95, review.sla_p95_us) is False:
         return True
-    return (
-        review.sla_p99_us is not None
-        and p99 is not None
-        and n >= th.min_samples_p99
-        and p99 > review.sla_p99_us
-    )
+    return n >= th.min_samples_p99 and within(p99, review.sla_p99_us) is False
 
 
 def canonical_rows(parts: FloatArray) -> FloatArray:

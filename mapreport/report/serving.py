@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mapreport.analysis.common import within
 from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.telemetry import MetricWindow
@@ -82,7 +83,7 @@ def _targets(run: LoadgenRun) -> tuple[TargetLine, ...]:
         at = getattr(run, at_field) if at_field else TOKEN_TARGET_AT
         key = f"{family}_p{round(at * 100):d}_us" if at else None
         achieved = run.results.get(key) if key else None
-        met = None if achieved is None else achieved <= target
+        met = within(achieved, target)
         out.append(TargetLine(what, target, at, achieved, met))
     return tuple(out)
 

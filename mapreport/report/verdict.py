@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from mapreport.analysis.common import SlaCheck
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.sla import OverSla, OverTarget
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
@@ -20,29 +21,11 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class SlaTarget:
-    """One SLA target against the slice's measured value."""
-
-    quantile: str
-    target_us: float | None
-    value_us: float | None
-    met: bool | None
-    """None when no target is configured."""
-
-    @property
-    def excess(self) -> float | None:
-        """How far the value is above (positive) or below its target, as a share of it."""
-        if not self.target_us or self.value_us is None:
-            return None
-        return self.value_us / self.target_us - 1
-
-
-@dataclass(frozen=True)
 class Verdict:
     """What page 1 says before anything else: the SLA, what drives a miss, what to do, what
     fails, and what changed since the compared night."""
 
-    sla: tuple[SlaTarget, ...]
+    sla: tuple[SlaCheck, ...]
     """The configured targets only."""
     driver: OverTarget | None
     """The shape holding the most requests over the headline target, when it is missed."""
@@ -63,32 +46,28 @@ class Verdict:
     """What drives the slice's tail, when its pooled tail decides a class."""
 
 
-def sla_targets(r: SliceResult) -> tuple[SlaTarget, SlaTarget]:
-    """p95 and p99 against their configured targets."""
-    lat, rv = r.latency, r.review
-
-    def one(q: str, target: float | None, value: float | None) -> SlaTarget:
-        met = None if not target else value is not None and value <= target
-        return SlaTarget(q, target or None, value, met)
-
-    return one("p95", rv.sla_p95_us, lat.p95), one("p99", rv.sla_p99_us, lat.p99)
+def sla_targets(r: SliceResult) -> tuple[SlaCheck, ...]:
+    """p95 and p99 against their configured targets, as the analysis judged them."""
+    return r.sla
 
 
 def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
     """The tail statistic the slice has the evidence for (`Percentiles.tail`), its value, its
-    SLA and whether it is met."""
+    SLA and whether it is met: the analysis's judgement of that quantile."""
     q, value = r.latency.tail(r.thresholds.min_samples_p99)
-    sla = r.review.sla(q)
-    met = None if sla is None else value is not None and value <= sla
-    return q, value, sla, met
+    check = next((c for c in r.sla if c.quantile == q), None)
+    if check is None:
+        return q, value, r.review.sla(q), None
+    return q, check.value_us, check.target_us, check.met
 
 
-def sla_missed(sla: tuple[SlaTarget, ...]) -> bool:
-    """Whether the slice misses a configured target."""
-    return any(s.met is False for s in sla)
+def sla_missed(sla: tuple[SlaCheck, ...]) -> bool:
+    """Whether the slice misses a configured target it has the evidence to judge (a p99 of
+    too few requests is not stated by the headline, so it fails nothing here either)."""
+    return any(s.judged is False for s in sla)
 
 
-def health(r: SliceResult, sla: tuple[SlaTarget, ...], checks: tuple[Row, ...]) -> Health:
+def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
     if sla_missed(sla):
@@ -121,7 +100,7 @@ VERDICT_ACTIONS = 3
 
 def verdict(
     r: SliceResult,
-    sla: tuple[SlaTarget, ...],
+    sla: tuple[SlaCheck, ...],
     actions: tuple[ActionView, ...],
     checks: tuple[Row, ...],
 ) -> Verdict:

@@ -14,6 +14,7 @@ from pathlib import PurePath
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
+from mapreport.analysis.common import SlaCheck
 from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
@@ -37,7 +38,6 @@ from mapreport.report.period import PlanLine, data_span, moment, period, plan_li
 from mapreport.report.sections import SECTIONS, Section
 from mapreport.report.serving import ServingView, serving_view
 from mapreport.report.verdict import (
-    SlaTarget,
     Verdict,
     headline,
     health,
@@ -161,7 +161,7 @@ class ReportView:
     plans: tuple[PlanLine, ...]
     """The compile plan versions in force for the window."""
     description: str
-    sla: tuple[SlaTarget, ...]
+    sla: tuple[SlaCheck, ...]
     summary: str
     actions: tuple[ActionView, ...]
     blocking: BlockingTable
