@@ -21,6 +21,11 @@ class Accuracy:
     measured_traffic_share: float
     tolerance: float
 
+    @property
+    def mape_within(self) -> bool | None:
+        """The weighted MAPE is within the tolerance (None: not measured)."""
+        return None if self.mape_weighted is None else self.mape_weighted <= self.tolerance
+
 
 @dataclass(frozen=True)
 class ShapeAccuracy:

@@ -66,7 +66,23 @@ class Operators:
     rows: tuple[OpRow, ...]
     rows_total: int
 
+    @property
+    def matched_time_low(self) -> bool:
+        """The plan misses ops that matter: the ops it names hold under MATCHED_TIME_LOW of
+        the measured op time."""
+        share = self.matched_time_share
+        return share is not None and share < MATCHED_TIME_LOW
 
+    @property
+    def reformat_high(self) -> bool:
+        """Layout and precision conversions take over REFORMAT_HIGH of the op time."""
+        return self.reformat_time_share is not None and self.reformat_time_share > REFORMAT_HIGH
+
+
+MATCHED_TIME_LOW = 0.9
+"""Below this share of measured op time the plan misses ops that matter."""
+REFORMAT_HIGH = 0.05
+"""Above this share of op time, layout/precision conversions are worth a look."""
 TOP_OPS = 40
 TOP_UNMAPPED = 10
 

@@ -96,6 +96,10 @@ class FusionEffect:
     n_unfused: int
 
 
+JAIN_IMBALANCE = 0.8
+"""Jain's index below which the per-core load is called imbalanced."""
+
+
 @dataclass(frozen=True)
 class Scheduling:
     """Scheduling quality of a slice."""
@@ -117,6 +121,11 @@ class Scheduling:
     """Per shape: the median compute of its ok requests on each core. The slice-wide
     index weighs every shape's busy time and can read 1.000 while one shape runs slower on
     one core: a core-placement action rests on these."""
+
+    @property
+    def imbalanced(self) -> bool:
+        """The per-core load is imbalanced: Jain's index below JAIN_IMBALANCE."""
+        return self.jain_index_cores is not None and self.jain_index_cores < JAIN_IMBALANCE
 
     @property
     def measured(self) -> bool:

@@ -19,7 +19,7 @@ from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import SliceResult
-from mapreport.analysis.scheduling import CoreCompute
+from mapreport.analysis.scheduling import JAIN_IMBALANCE, CoreCompute
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import (
     ActionKind,
@@ -45,13 +45,6 @@ from mapreport.report.verdict import (
     tail_change,
     verdict,
 )
-
-JAIN_IMBALANCE = 0.8
-"""Jain's index below which the per-core load is called imbalanced."""
-MATCHED_TIME_LOW = 0.9
-"""Below this share of measured op time the plan misses ops that matter."""
-REFORMAT_HIGH = 0.05
-"""Above this share of op time, layout/precision conversions are worth a look."""
 
 
 @dataclass(frozen=True)
@@ -301,11 +294,10 @@ def measured_sections(
     return shown, missing
 
 
-def mape_class(mape: float | None, tolerance: float) -> str:
-    """How the weighted MAPE reads against the tolerance ('' when not measured)."""
-    if mape is None:
-        return ""
-    return "bad" if mape > tolerance else "ok"
+def mape_class(within_tolerance: bool | None) -> str:
+    """The weighted MAPE's style against the tolerance, as the analysis judged it ('' when
+    not measured)."""
+    return "" if within_tolerance is None else "ok" if within_tolerance else "bad"
 
 
 def source_dir(r: SliceResult) -> str:
@@ -462,16 +454,10 @@ def build(r: SliceResult) -> ReportView:
         states=states,
         moved=tuple(g for g in (h.regressions if h else ()) if g.kind != RegressionKind.NO_CHANGE),
         per_op_sums=sums,
-        jain_low=bool(
-            sched and sched.jain_index_cores is not None and sched.jain_index_cores < JAIN_IMBALANCE
-        ),
+        jain_low=bool(sched and sched.imbalanced),
         core_evidence=cores,
-        matched_time_low=bool(
-            ops and ops.matched_time_share is not None and ops.matched_time_share < MATCHED_TIME_LOW
-        ),
-        reformat_high=bool(
-            ops and ops.reformat_time_share is not None and ops.reformat_time_share > REFORMAT_HIGH
-        ),
+        matched_time_low=bool(ops and ops.matched_time_low),
+        reformat_high=bool(ops and ops.reformat_high),
         unplotted=tuple(
             m
             for m in r.shapes
@@ -492,6 +478,6 @@ def build(r: SliceResult) -> ReportView:
         sections=shown,
         not_measured=missing,
         glossary=words.GLOSSARY,
-        mape_class=mape_class(r.accuracy.mape_weighted, r.thresholds.tolerance),
+        mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
     )
