@@ -8,8 +8,7 @@ metric family is one step here plus its module (see docs/architecture.md).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
@@ -104,39 +103,74 @@ class Context:
         return seed_for(self.th.seed, self.workload, self.slice, *key)
 
 
-@dataclass
-class Facts:
-    """What the steps have found so far (each step fills its own fields)."""
+@dataclass(frozen=True)
+class ShapesFound:
+    """`shapes_step`: every shape's figures and decision, the coverage and the accuracy."""
 
-    shapes: list[ShapeMetrics] = field(default_factory=list)
-    coverage: Coverage | None = None
-    accuracy: Accuracy | None = None
-    requests: int = 0
-    failed: int = 0
-    window: tuple[float | None, float | None] = (None, None)
-    latency: Percentiles = field(default_factory=lambda: Percentiles(0, None, None, None))
-    sources: tuple[SourceFile, ...] = ()
-    environment: EnvironmentCheck | None = None
-    over_sla: OverSla | None = None
-    tail: TailDrivers | None = None
-    scheduling: Scheduling | None = None
-    precision: PrecisionCheck = field(default_factory=PrecisionCheck)
-    actions: tuple[Action, ...] = ()
-    checklist: tuple[ChecklistItem, ...] = ()
-    pitfalls: tuple[Pitfall, ...] = ()
-    operators: Operators | None = None
-    compiles: Compiles | None = None
-    sweep: LoadSweep | None = None
-    history: History | None = None
-    blocking: Blocking = field(default_factory=lambda: Blocking(()))
-    tail_class: ShapeClass | None = None
-    budgets: dict[str, float] = field(default_factory=dict)
-    plans: tuple[PlanVersion, ...] = ()
-    drifts: tuple[ShapeDrift, ...] = ()
-    op_drifts: tuple[OpDrift, ...] = ()
-    telemetry: Telemetry | None = None
-    queue_check: QueueCheck | None = None
-    tokens: tuple[TokenTiming, ...] = ()
+    shapes: tuple[ShapeMetrics, ...]
+    coverage: Coverage
+    accuracy: Accuracy
+
+
+@dataclass(frozen=True)
+class SliceFound:
+    """`slice_step`: slice-wide counts, window, latency, files, environment, SLA excess."""
+
+    requests: int
+    failed: int
+    window: tuple[float | None, float | None]
+    latency: Percentiles
+    sources: tuple[SourceFile, ...]
+    environment: EnvironmentCheck
+    over_sla: OverSla | None
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """`diagnosis_step`: the shapes with their tail drivers and class, the memory budgets the
+    plan states, the slice's pooled tail and what it decides."""
+
+    shapes: tuple[ShapeMetrics, ...]
+    budgets: dict[str, float]
+    tail: TailDrivers | None
+    tail_class: ShapeClass | None
+
+
+@dataclass(frozen=True)
+class Offline:
+    """`offline_step`: the families that need no request telemetry."""
+
+    operators: Operators | None
+    compiles: Compiles | None
+    sweep: LoadSweep | None
+
+
+@dataclass(frozen=True)
+class Serving:
+    """`serving_step`: the server's own metrics, their agreement with the records, tokens."""
+
+    telemetry: Telemetry | None
+    queue_check: QueueCheck | None
+    tokens: tuple[TokenTiming, ...]
+
+
+@dataclass(frozen=True)
+class Drifts:
+    """`drift_step`: the plan versions in force and the signed errors' drift across nights."""
+
+    plans: tuple[PlanVersion, ...]
+    drifts: tuple[ShapeDrift, ...]
+    op_drifts: tuple[OpDrift, ...]
+
+
+@dataclass(frozen=True)
+class Reviewed:
+    """`review_step`: precision changes, actions, the checklist and the pitfalls."""
+
+    precision: PrecisionCheck
+    actions: tuple[Action, ...]
+    checklist: tuple[ChecklistItem, ...]
+    pitfalls: tuple[Pitfall, ...]
 
 
 UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_REQUESTS)
@@ -161,9 +195,9 @@ def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
     return tuple(out)
 
 
-def shapes_step(ctx: Context, f: Facts) -> None:
+def shapes_step(ctx: Context) -> ShapesFound:
     """Coverage, accuracy, adaptation gain and the decision of every shape."""
-    f.coverage = coverage(ctx.rows, ctx.buckets, ctx.placements)
+    shapes: list[ShapeMetrics] = []
     costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
@@ -180,7 +214,7 @@ def shapes_step(ctx: Context, f: Facts) -> None:
         key = (ctx.workload, ctx.slice, r.shape)
         gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th)
         sources = set(r.sources) | set(pl.bucket.sources if pl.bucket else ())
-        f.shapes.append(
+        shapes.append(
             ShapeMetrics(
                 shape=r.shape,
                 n_total=r.n_total,
@@ -205,21 +239,21 @@ def shapes_step(ctx: Context, f: Facts) -> None:
                 diagnosis=UNREAD,
             )
         )
-    f.accuracy = summarise(pairs, ctx.th)
+    cov = coverage(ctx.rows, ctx.buckets, ctx.placements)
+    return ShapesFound(tuple(shapes), cov, summarise(pairs, ctx.th))
 
 
-def slice_step(ctx: Context, f: Facts) -> None:
+def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
     """Slice-wide counts, window and latency against the SLA; the files behind them and their
     environment."""
     overall = query.slice_latency(ctx.con)
-    f.requests, f.failed = overall["requests"], overall["failed"]
-    f.window, f.latency = overall["window"], overall["latency"]
+    latency: Percentiles = overall["latency"]
     source_ids = sorted(
-        {s for m in f.shapes for s in m.sources}
+        {s for m in shapes for s in m.sources}
         | {s for b in ctx.buckets for s in b.sources}
         | set(query.profile_sources(ctx.con, ctx.workload, ctx.slice))
     )
-    f.sources = tuple(
+    sources = tuple(
         SourceFile(
             x["source_id"],
             x["path"],
@@ -231,29 +265,37 @@ def slice_step(ctx: Context, f: Facts) -> None:
         for x in query.source_files(ctx.con, source_ids)
     )
     rows = environments(ctx.con, source_ids, ctx.workload)
-    f.environment = check_environment(rows, sides_with_data(ctx.con, ctx.workload, ctx.slice))
-    f.over_sla = over_sla(ctx.rows, f.latency, ctx.review, ctx.th)
+    return SliceFound(
+        requests=overall["requests"],
+        failed=overall["failed"],
+        window=overall["window"],
+        latency=latency,
+        sources=sources,
+        environment=check_environment(rows, sides_with_data(ctx.con, ctx.workload, ctx.slice)),
+        over_sla=over_sla(ctx.rows, latency, ctx.review, ctx.th),
+    )
 
 
-def blocking_step(ctx: Context, f: Facts) -> None:
+def blocking_step(ctx: Context) -> Blocking:
     """The requests blocked behind adapting ones on their worker (the tail splits their queue
     wait from load queueing)."""
     load_blocking(ctx.con, ctx.workload, ctx.slice)
-    f.blocking = blocking(ctx.con)
+    return blocking(ctx.con)
 
 
-def diagnosis_step(ctx: Context, f: Facts) -> None:
+def diagnosis_step(
+    ctx: Context, found: tuple[ShapeMetrics, ...], sl: SliceFound, blocked: Blocking
+) -> Diagnosis:
     """Tail drivers and the bottleneck class of every shape, and the slice's pooled tail."""
     budgets = {
         m.shape: pl.bucket.mem_budget_bytes
-        for m in f.shapes
+        for m in found
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
-    f.budgets = budgets
     tails = tail_rows(ctx.con, budgets, ctx.rows)
     evaluated = []  # attributed tail parts of every shape with tail evidence
     shapes = []
-    for m in f.shapes:
+    for m in found:
         t = tails.get(m.shape)
         drivers = None
         if t is not None:
@@ -264,46 +306,48 @@ def diagnosis_step(ctx: Context, f: Facts) -> None:
         measured = m.latency.p50 is not None or not m.n
         c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th, measured)
         shapes.append(replace(m, tail=drivers, diagnosis=c))
-    f.shapes = shapes
-    lat = f.latency
+    lat = sl.latency
     args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
-    f.tail = combine(evaluated, *args)
-    sources = tuple(s.source_id for s in f.sources)
-    if f.tail is not None and f.tail.material:
-        f.tail_class = read_tail(f.tail, sources)
+    tail = combine(evaluated, *args)
+    sources = tuple(s.source_id for s in sl.sources)
+    tail_class = None
+    if tail is not None and tail.material:
+        tail_class = read_tail(tail, sources)
     elif lat.p50 is None and lat.n:  # no arrivals recorded: the blocked requests' share
-        f.tail_class = read_blocked_share(f.blocking.blocked, lat.n, sources)
+        tail_class = read_blocked_share(blocked.blocked, lat.n, sources)
+    return Diagnosis(tuple(shapes), budgets, tail, tail_class)
 
 
-def scheduling_step(ctx: Context, f: Facts) -> None:
+def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Scheduling | None:
     """Queue wait, batch impact, core and stream fairness, fusion effect."""
-    bucket_of = {m.shape: m.bucket for m in f.shapes if m.bucket is not None}
+    bucket_of = {m.shape: m.bucket for m in shapes if m.bucket is not None}
     queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
-    f.scheduling = scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
+    return scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
 
 
-def offline_step(ctx: Context, f: Facts) -> None:
+def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
     """The families that need no request telemetry: per-op mapping, compiles, load sweep."""
     con, w, s = ctx.con, ctx.workload, ctx.slice
-    f.operators = operators(con, w, s, ctx.th, plan_compute_p50(con))
-    savings = {m.shape: v for m in f.shapes if (v := m.gain.saving_p50_us) is not None}
-    f.compiles = compiles(con, w, s, savings)
-    f.sweep = load_sweep(con, w, s, ctx.review)
+    ops = operators(con, w, s, ctx.th, plan_compute_p50(con))
+    savings = {m.shape: v for m in shapes if (v := m.gain.saving_p50_us) is not None}
+    return Offline(ops, compiles(con, w, s, savings), load_sweep(con, w, s, ctx.review))
 
 
-def serving_step(ctx: Context, f: Facts) -> None:
+def serving_step(ctx: Context) -> Serving:
     """The model server's own metrics, their agreement with the records, token timing."""
-    f.telemetry = telemetry(ctx.con, ctx.workload, ctx.slice)
-    f.queue_check = queue_check(ctx.con, f.telemetry, ctx.th.min_samples_p95, query.SLICE_TABLE)
-    f.tokens = token_timing(ctx.con)
+    server = telemetry(ctx.con, ctx.workload, ctx.slice)
+    check = queue_check(ctx.con, server, ctx.th.min_samples_p95, query.SLICE_TABLE)
+    return Serving(server, check, token_timing(ctx.con))
 
 
-def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
+def _slowest_cores(
+    sched: Scheduling | None, shapes: tuple[ShapeMetrics, ...]
+) -> dict[str, tuple[int, float]]:
     """Per shape: the core with the slowest median compute and how much slower it is than
     the median core."""
-    per_shape = f.scheduling.shape_cores if f.scheduling else {}
+    per_shape = sched.shape_cores if sched else {}
     out = {}
-    for m in f.shapes:
+    for m in shapes:
         cores = per_shape.get(m.shape, ())
         if len(cores) > 1 and m.compute.p50:
             slowest = max(cores, key=lambda c: c.compute_p50_us)
@@ -311,87 +355,88 @@ def _slowest_cores(f: Facts) -> dict[str, tuple[int, float]]:
     return out
 
 
-def drift_step(ctx: Context, f: Facts) -> None:
+def drift_step(ctx: Context, shapes: tuple[ShapeMetrics, ...], ops: Operators | None) -> Drifts:
     """Each shape's (and each planned op's) signed error across the nights of its plan
     version in force."""
-    f.plans = tuple(plan_versions(ctx.con, ctx.workload, ctx.slice))
-    f.drifts = drifts(f.shapes, f.plans, ctx.stored.shapes, ctx.run.run_date, ctx.th)
-    rows = f.operators.rows if f.operators else ()
-    f.op_drifts = op_drifts(rows, f.plans, ctx.stored.ops, ctx.run.run_date, ctx.th)
+    plans = tuple(plan_versions(ctx.con, ctx.workload, ctx.slice))
+    rows = ops.rows if ops else ()
+    return Drifts(
+        plans,
+        drifts(shapes, plans, ctx.stored.shapes, ctx.run.run_date, ctx.th),
+        op_drifts(rows, plans, ctx.stored.ops, ctx.run.run_date, ctx.th),
+    )
 
 
-def review_step(ctx: Context, f: Facts) -> None:
+def review_step(
+    ctx: Context,
+    found: ShapesFound,
+    sl: SliceFound,
+    diag: Diagnosis,
+    blocked: Blocking,
+    sched: Scheduling | None,
+    drifted: Drifts,
+    check: QueueCheck | None,
+) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
-    assert f.environment is not None
-    assert f.coverage is not None
     precisions = [b.precision for b in ctx.buckets if b.precision]
     quality = quality_records(ctx.con, ctx.workload, ctx.slice)
-    f.precision = precision_changes(precisions, quality, ctx.review.description)
+    precision = precision_changes(precisions, quality, ctx.review.description)
     scope = Scope(
         ctx.workload,
         ctx.slice,
         ctx.th,
         ctx.review,
-        tuple(f.shapes),
-        f.precision.guard,
-        f.latency,
-        f.blocking,
-        f.tail_class,
-        f.drifts,
+        diag.shapes,
+        precision.guard,
+        sl.latency,
+        blocked,
+        diag.tail_class,
+        drifted.drifts,
     )
-    sources = tuple(s.source_id for s in f.sources)
-    slowest = _slowest_cores(f)
-    f.actions = plan_actions(
-        scope, f.environment, f.precision.missing, slowest, sources, f.queue_check
+    sources = tuple(s.source_id for s in sl.sources)
+    slowest = _slowest_cores(sched, diag.shapes)
+    actions = plan_actions(scope, sl.environment, precision.missing, slowest, sources, check)
+    return Reviewed(
+        precision,
+        actions,
+        checklist(ctx.review, sl.environment, actions, ctx.th),
+        pitfalls(found.coverage, actions, list(diag.shapes), precision),
     )
-    f.checklist = checklist(ctx.review, f.environment, f.actions, ctx.th)
-    f.pitfalls = pitfalls(f.coverage, f.actions, f.shapes, f.precision)
 
 
-def history_step(ctx: Context, f: Facts) -> None:
+def history_step(
+    ctx: Context,
+    found: ShapesFound,
+    sl: SliceFound,
+    diag: Diagnosis,
+    actions: tuple[Action, ...],
+    blocked: Blocking,
+) -> History | None:
     """Trend, action states and regressions against the stored earlier nights."""
-    assert f.coverage is not None
-    assert f.accuracy is not None
-    lat = f.latency
+    lat = sl.latency
     tonight = RunPoint(
         ctx.run.run_id,
         ctx.run.run_date,
-        f.requests,
+        sl.requests,
         lat.p50,
         lat.p95,
         lat.p99,
-        f.coverage.covered_traffic_share,
-        f.accuracy.mape_weighted,
-        len(f.actions),
+        found.coverage.covered_traffic_share,
+        found.accuracy.mape_weighted,
+        len(actions),
         True,
         ctx.run.revision,
-        f.blocking.blocked,
+        blocked.blocked,
     )
     quantiles = _quantiles(ctx)
     seed_key = (ctx.workload, ctx.slice)
-    f.history = history_view(
-        tonight, f.shapes, f.actions, quantiles, ctx.stored, ctx.run, ctx.th, seed_key
+    return history_view(
+        tonight, list(diag.shapes), actions, quantiles, ctx.stored, ctx.run, ctx.th, seed_key
     )
 
 
 def _quantiles(ctx: Context) -> dict[str, tuple[float, ...]]:
     return {r.shape: r.latency_quantiles for r in ctx.rows if r.latency_quantiles}
-
-
-Step = Callable[[Context, Facts], None]
-STEPS: tuple[Step, ...] = (
-    shapes_step,
-    slice_step,
-    blocking_step,
-    diagnosis_step,
-    scheduling_step,
-    offline_step,
-    serving_step,
-    drift_step,
-    review_step,
-    history_step,
-)
-"""The families in the order they run: each may read what the ones before it found."""
 
 
 def analyze_slice(
@@ -442,52 +487,57 @@ def analyze(
             cores=core_medians(con),
             runs=runs,
         )
-        f = Facts()
-        for step in STEPS:
-            step(ctx, f)
+        # the families in order, each given what the ones before it found
+        found = shapes_step(ctx)
+        sl = slice_step(ctx, found.shapes)
+        blocked = blocking_step(ctx)
+        diag = diagnosis_step(ctx, found.shapes, sl, blocked)
+        sched = scheduling_step(ctx, diag.shapes)
+        offline = offline_step(ctx, diag.shapes)
+        serving = serving_step(ctx)
+        drifted = drift_step(ctx, diag.shapes, offline.operators)
+        reviewed = review_step(ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check)
+        history = history_step(ctx, found, sl, diag, reviewed.actions, blocked)
     finally:
         query.drop_slice(con)
-    assert f.coverage
-    assert f.accuracy
-    assert f.environment
     return SliceResult(
         workload=workload,
         slice=slice_,
         thresholds=th,
         review=review,
         period=run.window,
-        plans=f.plans,
-        requests=f.requests,
-        failed=f.failed,
-        window_start_us=f.window[0],
-        window_end_us=f.window[1],
-        latency=f.latency,
-        sla=sla_checks(f.latency, ctx.review, ctx.th),
-        over_sla=f.over_sla,
-        shapes=tuple(f.shapes),
-        coverage=f.coverage,
-        accuracy=f.accuracy,
-        environment=f.environment,
-        sources=f.sources,
-        tail=f.tail,
-        scheduling=f.scheduling,
-        precision=f.precision,
-        actions=f.actions,
-        checklist=f.checklist,
-        pitfalls=f.pitfalls,
+        plans=drifted.plans,
+        requests=sl.requests,
+        failed=sl.failed,
+        window_start_us=sl.window[0],
+        window_end_us=sl.window[1],
+        latency=sl.latency,
+        sla=sla_checks(sl.latency, review, th),
+        over_sla=sl.over_sla,
+        shapes=diag.shapes,
+        coverage=found.coverage,
+        accuracy=found.accuracy,
+        environment=sl.environment,
+        sources=sl.sources,
+        tail=diag.tail,
+        scheduling=sched,
+        precision=reviewed.precision,
+        actions=reviewed.actions,
+        checklist=reviewed.checklist,
+        pitfalls=reviewed.pitfalls,
         latency_quantiles=_quantiles(ctx),
-        history=f.history,
-        operators=f.operators,
-        compiles=f.compiles,
-        sweep=f.sweep,
-        blocking=f.blocking,
-        tail_class=f.tail_class,
-        budgets=f.budgets,
-        drifts=f.drifts,
-        op_drifts=f.op_drifts,
-        profile_next=profile_next(f.shapes, th),
-        telemetry=f.telemetry,
-        queue_check=f.queue_check,
-        tokens=f.tokens,
+        history=history,
+        operators=offline.operators,
+        compiles=offline.compiles,
+        sweep=offline.sweep,
+        blocking=blocked,
+        tail_class=diag.tail_class,
+        budgets=diag.budgets,
+        drifts=drifted.drifts,
+        op_drifts=drifted.op_drifts,
+        profile_next=profile_next(list(diag.shapes), th),
+        telemetry=serving.telemetry,
+        queue_check=serving.queue_check,
+        tokens=serving.tokens,
         loadgen=runs,
     )
