@@ -150,15 +150,15 @@ def test_an_analysis_connection_reaches_no_file_outside_its_dataset(tmp_path: Pa
 def test_a_sandboxed_connection_still_spills_to_disk(tmp_path: Path) -> None:
     """The sandbox leaves DuckDB its own spill folder: a sort larger than the memory limit still
     completes."""
-    con = duckdb_connection([tmp_path], memory_limit="40MB")
+    con = duckdb_connection([tmp_path], memory_limit="100MB")
     with pytest.raises(duckdb.Error):  # the configuration is locked
         con.execute("SET memory_limit = '4GB'")
     spill = Path(con.execute("SELECT current_setting('temp_directory')").fetchone()[0])
     rows = con.execute(
         "SELECT max(rn) FROM (SELECT row_number() OVER (ORDER BY m) AS rn "
-        "FROM (SELECT md5(range::VARCHAR) AS m FROM range(2000000)))"
+        "FROM (SELECT md5(range::VARCHAR) AS m FROM range(4000000)))"
     ).fetchall()
-    assert rows == [(2000000,)]
+    assert rows == [(4000000,)]
     assert spill.is_dir()  # it did spill, into its own folder
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.analysis.action_params import MissingField
+from mapreport.analysis.action_params import Consistency, MissingField
 from mapreport.core.kinds import ActionKind
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
@@ -191,16 +191,16 @@ def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     assert r.queue_check.records_n == 100
     assert r.queue_check.difference == (21 - 20) / 20
     assert not r.queue_check.disagrees
-    assert not [a for a in r.actions if "consistency" in a.params]
+    assert not [a for a in r.actions if isinstance(a.params, Consistency)]
     ds2 = Dataset(tmp_path / "ds2", create=True)
     ingest_file(ds2, triton_scrapes(tmp_path / "metrics.prom", scrapes))
     ingest_file(ds2, _native_requests(tmp_path / "far.runtime.jsonl", 100, 30.0))
     r = _analyze(ds2, "resnet")
     assert r.queue_check is not None
     assert r.queue_check.disagrees
-    (action,) = [a for a in r.actions if "consistency" in a.params]
+    (action,) = [a for a in r.actions if isinstance(a.params, Consistency)]
     assert action.kind == ActionKind.OBSERVABILITY
-    assert action.params["difference"] == 0.5
+    assert action.params.difference == 0.5
     # its evidence pack reruns: the records and the counters give the same disagreement
     from mapreport.run.evidence import PACKS, explain, write_packs
 

@@ -279,9 +279,11 @@ def tail_sentence(r: SliceResult) -> str:
     return f" Its tail: {what} drives {pct(c.evidence.value, 0)} of the excess above p95."
 
 
-_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#|~])")
-"""ASCII punctuation Markdown (CommonMark, GFM) gives a meaning: a backslash before each makes
-it a plain character."""
+_MD_PUNCTUATION = re.compile(r"([\\`*_\[\]#|~])")
+"""ASCII punctuation that makes Markdown (CommonMark, GFM) anywhere in a line: emphasis, code,
+links and images (no `(...)` is a link without its `[...]`), headings' closing marks, table
+cells, strikethrough. A backslash before each makes it a plain character; HTML's `<` and `&`
+become entities instead."""
 
 
 def md_text(text: str) -> str:
