@@ -234,6 +234,11 @@ def test_damaged_history_and_specs_are_named(night_dataset: Path, tmp_path: Path
     assert f"damaged   {history}: history" in res.output
     assert "--date" in res.output
     assert f"damaged   {spec}: evidence spec" in res.output
+    stray = ds / "evidence" / "notes.json"  # a file whose name is no pack id
+    stray.write_text("{}")
+    res = _run("check", "--dataset", str(ds))
+    assert res.exit_code == 5, res.output
+    assert f"damaged   {stray}: evidence spec: 'notes' is not an evidence pack id" in res.output
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport.core.errors import DatasetError
+from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.schema import HISTORY_TABLES, TABLES, check_schema_version
 from mapreport.dataset.store import LOG, RETIRED, Dataset
 from mapreport.run.evidence import PACKS, SpecError, load
@@ -152,7 +152,7 @@ def check(ds: Dataset) -> CheckResult:
         count += 1
         try:
             load(root / PACKS, f.stem)
-        except (SpecError, DatasetError) as e:
+        except (SpecError, DatasetError, UsageError) as e:  # a name that is no pack id too
             why = str(e).removeprefix(f"{f}: ").splitlines()[0]
             damage.append(Damage(f, f"evidence spec: {why}", None, "report the slice again"))
     for f in sorted((root / RETIRED).glob("*.json")) if (root / RETIRED).is_dir() else []:
