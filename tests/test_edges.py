@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -76,10 +77,25 @@ def test_a_window_costs_the_days_with_data_not_the_days_it_names(night_dataset: 
     ds = Dataset(night_dataset)
     wide = range_window(datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC))
     live = set(ds.live())
+    asked: list[int] = []
+    files = ds.files
+
+    def counted(
+        table: str, workload: str | None = None, live: Any = None, days: Any = None, **kw: Any
+    ) -> list[Path]:
+        if days is not None:
+            days = list(days)
+            asked.append(len(days))
+        return files(table, workload, live, days, **kw)
+
+    ds.files = counted  # type: ignore[method-assign]
     for table in ("request", "adaptation_event", "compile_plan"):
+        asked.clear()
         wide_files = sorted(f for s in ds.scans(table, None, live, wide) for f in s.files)
         all_files = sorted(f for s in ds.scans(table, None, live, EVERYTHING) for f in s.files)
         assert wide_files == all_files, table
+        held = len(ds.days(table))
+        assert all(n <= held for n in asked), (table, asked)  # not one per named day
 
 
 @pytest.mark.slow
