@@ -578,6 +578,33 @@ def test_request_annotations_are_requests_without_an_arrival(tmp_path: Path) -> 
     ]
 
 
+@pytest.mark.parametrize(
+    ("name", "request_id", "shape"),
+    [
+        ("request#12 shape=8x128", "12", "8x128"),
+        ("request:7 (8, 128)", "7", "8x128"),
+        ("request 3 [4, 96]", "3", "4x96"),
+        ("request 9 8×128", "9", "8x128"),
+        ("request 4 batch=8 seq=128", "4", "batch=8,seq=128"),
+        ("request 5 shape: batch=1,seq=64", "5", "batch=1,seq=64"),
+        ("request 6 input_shape=(2, 3)", "6", "2x3"),
+        ("request#8 ???", "8", "unknown"),
+    ],
+)
+def test_request_annotations_in_the_forms_servers_write(
+    tmp_path: Path, name: str, request_id: str, shape: str
+) -> None:
+    """A request span's shape in the common annotation styles (a `shape=` key, a Python tuple
+    or list, `×`, named dims separated by spaces) reads as our notation: a server that writes
+    `request#12 shape=8x128` no longer gives every request the shape `unknown` (issue 34)."""
+    span = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0}
+    f = write_trace(tmp_path / "t.json", [{**span, "name": name}])
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, f, hints={"workload": "w"})
+    got = ds.connect().execute("SELECT request_id, shape FROM request").fetchall()
+    assert got == [(request_id, shape)]
+
+
 def _spool_waited_for(monkeypatch: Any, block: int = 4096) -> None:
     """Small runs, and the helper's start waits for the spool to be whole (its process is
     quick, but a test must not depend on it being quicker than the reader)."""

@@ -4,8 +4,9 @@ per request, and those spans are `request` rows.
 
 A span gives the compute only: the request's arrival is not in the trace, so the rows carry
 `arrival_known = false` (arrival and queue start are the compute start; latency and queue wait
-are not measured). The shape is the span's second word in our shape notation (`batch=8,seq=32`);
-a span naming none, or one that does not parse, is the `unknown` shape.
+are not measured). The shape follows the id, in our notation (`batch=8,seq=32`) or the other ways
+servers write it (`annotation_shape`); a span naming none, or one that does not read, is the
+`unknown` shape.
 """
 
 from __future__ import annotations
@@ -17,16 +18,32 @@ import pyarrow.compute as pc
 
 from mapreport.core.shapes import UNKNOWN, ShapeError, canonical_shape
 
-REQUEST_SPAN = re.compile(r"^request[ #:]+(?P<id>[^ ]+)(?: +(?P<shape>[^ ]+))? *$")
-"""The name of a request's annotation span: `request <id>`, optionally followed by its shape."""
+REQUEST_SPAN = re.compile(r"^request[ #:]+(?P<id>[^ ]+)(?:\s+(?P<shape>.*?))?\s*$")
+"""The name of a request's annotation span: `request <id>` (also `request#<id>`,
+`request:<id>`), optionally followed by its shape in any of the forms `annotation_shape`
+reads."""
 _PREFIX = "request"
+_KEYED = re.compile(r"^(?:shape|input_shape|dims)\s*[=:]\s*", re.I)
+"""A `shape=` (or `shape:`, `input_shape=`, `dims=`) key before the shape itself."""
+_BRACKETS = re.compile(r"^[\[(](?P<dims>[0-9,\s]*)[\])]$")
+"""A positional shape as Python prints a tuple or a list: `(8, 128)`, `[8, 128]`."""
 
 
-def _shape(text: str | None) -> str:
+def annotation_shape(text: str | None) -> str:
+    """A request span's shape in our notation from the ways servers write it: our own
+    (`batch=8,seq=128`, `8x128`), behind a `shape=` key, as a tuple or list (`(8, 128)`),
+    with `×` for `x`, named dims separated by spaces (`batch=8 seq=128`). `unknown` when
+    the span names none or none of these reads."""
     if not text:
         return UNKNOWN
+    t = _KEYED.sub("", text.strip()).replace("×", "x")
+    bracketed = _BRACKETS.match(t)
+    if bracketed is not None:
+        t = "x".join(d for d in re.split(r"[,\s]+", bracketed["dims"]) if d)
+    elif "=" in t:
+        t = ",".join(p for p in re.split(r"[,\s]+", t) if p)
     try:
-        return canonical_shape(text)
+        return canonical_shape(t)
     except ShapeError:
         return UNKNOWN
 
@@ -52,9 +69,12 @@ def request_columns(
         m = REQUEST_SPAN.match(name)
         if m is None or ts is None or dur is None or dur < 0:
             continue  # another annotation that happens to start with the word
+        shape = annotation_shape(m["shape"])
+        if shape == UNKNOWN and m["shape"] and len(m["shape"].split()) > 1:
+            continue  # words after the id that read as no shape: a phrase, not a request
         lines.append(line)
         ids.append(m["id"])
-        shapes.append(_shape(m["shape"]))
+        shapes.append(shape)
         starts.append(ts)
         ends.append(ts + dur)
     if not lines:
