@@ -117,22 +117,13 @@ class SlaCheck:
 
 def sla_checks(latency: Percentiles, review: Review, th: Thresholds) -> tuple[SlaCheck, ...]:
     """p95 and p99 of a slice against their configured targets, each judged once here."""
-    p99_evidence = latency.n >= th.min_samples_p99
-    return (
-        SlaCheck(
-            "p95",
-            review.sla_p95_us or None,
-            latency.p95,
-            True,
-            within(latency.p95, review.sla_p95_us),
-        ),
-        SlaCheck(
-            "p99",
-            review.sla_p99_us or None,
-            latency.p99,
-            p99_evidence,
-            within(latency.p99, review.sla_p99_us),
-        ),
+    quantiles: tuple[tuple[TailQuantile, float | None, float | None, bool], ...] = (
+        ("p95", latency.p95, review.sla_p95_us, True),
+        ("p99", latency.p99, review.sla_p99_us, latency.n >= th.min_samples_p99),
+    )
+    return tuple(
+        SlaCheck(q, target or None, value, evident, within(value, target))
+        for q, value, target, evident in quantiles
     )
 
 

@@ -46,11 +46,6 @@ class Verdict:
     """What drives the slice's tail, when its pooled tail decides a class."""
 
 
-def sla_targets(r: SliceResult) -> tuple[SlaCheck, ...]:
-    """p95 and p99 against their configured targets, as the analysis judged them."""
-    return r.sla
-
-
 def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
     """The tail statistic the slice has the evidence for (`Percentiles.tail`), its value, its
     SLA and whether it is met: the analysis's judgement of that quantile."""

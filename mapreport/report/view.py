@@ -41,7 +41,6 @@ from mapreport.report.verdict import (
     Verdict,
     headline,
     health,
-    sla_targets,
     tail_change,
     verdict,
 )
@@ -409,7 +408,7 @@ def build(r: SliceResult) -> ReportView:
     sched = r.scheduling
     env = r.environment
     rv = r.review
-    sla = sla_targets(r)
+    sla = r.sla  # judged once, by the analysis
     head = headline(r)
     formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources"
     runs = h.runs if h else ()

@@ -533,16 +533,17 @@ def load(specs: Path, pid: str) -> Pack | None:
         raise SpecError(f"{path}: not a usable pack spec: {str(e).splitlines()[0]}") from None
     if p.id != pid:
         raise SpecError(f"{path}: the spec is of pack {p.id!r}, not {pid!r}")
-    if p.reduction == Reduction.DRIFT and p.typed().baseline is None:
+    params = p.typed()
+    if p.reduction == Reduction.DRIFT and params.baseline is None:
         raise SpecError(f"{path}: not a usable pack spec: a drift pack needs params.baseline")
-    rebuilt = pack_sql(p.reduction, p.workload, p.slice, p.shape, p.typed())
+    rebuilt = pack_sql(p.reduction, p.workload, p.slice, p.shape, params)
     if p.sql != rebuilt:
         raise SpecError(
             f"{path}: its SQL is not the SQL mapreport builds from the spec's parameters "
             "(tampered with, or written by another version of mapreport: report the slice "
             "again); nothing was run"
         )
-    return p
+    return dataclasses.replace(p, sql=rebuilt)  # the text this code built, not the file's
 
 
 def window_of(p: Pack) -> Window:
@@ -564,8 +565,7 @@ def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:
         )
     con = ds.connect(p.workload, window_of(p))
     try:
-        rows = con.sql(pack_sql(p.reduction, p.workload, p.slice, p.shape, p.typed()))
-        rows = rows.to_arrow_table()
+        rows = con.sql(p.sql).to_arrow_table()  # built by `load` from the spec's parameters
     except duckdb.Error as e:
         raise DatasetError(f"pack {pid}: its query no longer runs on {ds.root}: {e}") from None
     x = recompute(p, rows)
