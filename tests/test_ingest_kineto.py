@@ -584,11 +584,12 @@ def test_request_annotations_are_requests_without_an_arrival(tmp_path: Path) -> 
         ("request#12 shape=8x128", "12", "8x128"),
         ("request:7 (8, 128)", "7", "8x128"),
         ("request 3 [4, 96]", "3", "4x96"),
-        ("request 9 8×128", "9", "8x128"),
+        ("request 10 8×128", "10", "8x128"),
         ("request 4 batch=8 seq=128", "4", "batch=8,seq=128"),
         ("request 5 shape: batch=1,seq=64", "5", "batch=1,seq=64"),
         ("request 6 input_shape=(2, 3)", "6", "2x3"),
         ("request#8 ???", "8", "unknown"),
+        ("request#9 shape=(1e999, 2)", "9", "unknown"),  # meant as a shape: a request still
     ],
 )
 def test_request_annotations_in_the_forms_servers_write(

@@ -25,6 +25,8 @@ reads."""
 _PREFIX = "request"
 _KEYED = re.compile(r"^(?:shape|input_shape|dims)\s*[=:]\s*", re.I)
 """A `shape=` (or `shape:`, `input_shape=`, `dims=`) key before the shape itself."""
+_MEANT_AS_SHAPE = re.compile(r"^(?:(?:shape|input_shape|dims)\s*[=:]|[\[(])", re.I)
+"""Text after the id that declares itself a shape (a key, a bracket), readable or not."""
 _BRACKETS = re.compile(r"^[\[(](?P<dims>[0-9,\s]*)[\])]$")
 """A positional shape as Python prints a tuple or a list: `(8, 128)`, `[8, 128]`."""
 
@@ -69,8 +71,8 @@ def request_columns(
         m = REQUEST_SPAN.match(name)
         if m is None or ts is None or dur is None or dur < 0:
             continue  # another annotation that happens to start with the word
-        shape = annotation_shape(m["shape"])
-        if shape == UNKNOWN and m["shape"] and len(m["shape"].split()) > 1:
+        shape, text = annotation_shape(m["shape"]), (m["shape"] or "").strip()
+        if shape == UNKNOWN and len(text.split()) > 1 and not _MEANT_AS_SHAPE.match(text):
             continue  # words after the id that read as no shape: a phrase, not a request
         lines.append(line)
         ids.append(m["id"])
