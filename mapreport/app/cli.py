@@ -67,6 +67,8 @@ def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
             else ""
         )
         echo(f"{r.status:9} {r.format:15} {r.path} ({rows}{rejected}){undated}")
+        for note in r.notes:
+            echo(f"  note: {r.path}: {note}")
 
 
 def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> None:

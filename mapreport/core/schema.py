@@ -76,6 +76,8 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("recompile_reason", _S),
             pa.field("cache_hit", _B),
             pa.field("op_count", _I32),
+            # the worker (process) that compiled: compile ids are per process
+            pa.field("core", _I32),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]
@@ -144,6 +146,8 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("shape", _S),
             pa.field("plan_id", _S),
             pa.field("detail", _S),
+            # the worker the event held (null: it names none, so it holds every worker)
+            pa.field("core", _I32),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]

@@ -114,6 +114,8 @@ class IngestResult:
     rejected: int
     days: tuple[str, ...] = ()
     """The day partitions its runtime rows went into (`window.py`); empty when unchanged."""
+    notes: tuple[str, ...] = ()
+    """What the reader kept but could not fully read (`Sink.note`), once per file."""
 
 
 @dataclass(frozen=True)
@@ -224,7 +226,9 @@ def stage_file(
         supersedes=(),
     )
     days = Dataset.staged_days(staging)
-    result = IngestResult(path, source_id, reader.name, "ingested", rows, sink.rejected, days)
+    result = IngestResult(
+        path, source_id, reader.name, "ingested", rows, sink.rejected, days, tuple(sink.notes)
+    )
     return Staged(result, staging, entry)
 
 

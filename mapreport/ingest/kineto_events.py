@@ -276,7 +276,13 @@ def read(path: Path, sink: Sink) -> None:
         )
     found = request_columns(rows, workload, slice_)
     if found is not None:
-        sink.add_table("request", workload, *found)
+        sink.add_table("request", workload, found.lines, found.columns)
+        unread, example = found.unread
+        if unread:
+            sink.note(
+                f"{unread} request span(s) name a shape that does not read (first: "
+                f"{example!r}): their requests have the shape `unknown`"
+            )
     _environment(sink, header)
 
 

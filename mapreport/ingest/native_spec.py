@@ -63,6 +63,7 @@ EVENT = RecordSpec(
         Field("dur_us", "float", minimum=0),
         Field("shape", "shape"),
         Field("plan_id", "str"),
+        Field("core", "int", minimum=0, maximum=INT32_MAX),
         Field("detail", "str"),
     ),
 )

@@ -60,6 +60,8 @@ class Sink:
     rows: Counter[str] = field(default_factory=Counter)
     rejected: int = 0
     rejections: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    """What a reader kept but the user should know (once per file, not per record)."""
     _buffers: dict[tuple[str, str], list[dict[str, Any]]] = field(default_factory=dict)
     _seq: int = 0
     _writer: ThreadPoolExecutor | None = field(default=None, repr=False)
@@ -127,6 +129,10 @@ class Sink:
         """Remove what a helper staged (it failed: its part is read again here)."""
         for f in self.staging.rglob(f"{self.source_id}-{part}*.parquet"):
             f.unlink()
+
+    def note(self, text: str) -> None:
+        """Say once, for the whole file, what was kept but not fully read."""
+        self.notes.append(text)
 
     def reject(self, line: int | None, field_name: str | None, reason: str, raw: Any) -> None:
         """A bad record: raise under the abort policy, else quarantine it and count it."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mapreport.core.errors import ErrorPolicy
+from mapreport.core.schema import INT32_MAX
 from mapreport.core.shapes import UNKNOWN, ShapeError, canonical_shape
 from mapreport.ingest.base import Head
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
@@ -29,7 +30,9 @@ from mapreport.ingest.spec import as_float
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink
 
-PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +\d+ [^\]\n]+\] ")
+PREFIX = re.compile(rb"^[IWEVD]\d{4} \d{2}:\d{2}:\d{2}\.\d{6} +(?P<pid>\d+) [^\]\n]+\] ")
+"""The glog prefix torch's structured logging writes: level, date, time, the process id, the
+source location."""
 _DECODE: JsonDecoder[Any] = JsonDecoder()
 _ENCODE = msgspec.json.Encoder().encode
 
@@ -39,6 +42,11 @@ class _Compile:
     """What the log says about one compile id before its metrics record arrives."""
 
     sizes: dict[int, list[int]] = field(default_factory=dict)
+    sources: dict[int, str] = field(default_factory=dict)
+    """Tensor id -> dynamo's source of it (`L['x']`, `L['self']._parameters['weight']`)."""
+    parameters: set[int] = field(default_factory=set)
+    symbols: list[dict[str, Any]] = field(default_factory=list)
+    """The dims the graph treats as symbolic: source, value at compile time, range admitted."""
     cache: str | None = None
     planned: bool = False
     """Inductor logged per-op runtime estimates for this compile (its compile_plan rows)."""
@@ -49,6 +57,9 @@ class _Compile:
 REASONS = "recompile_reasons"
 MAX_PAYLOAD_BYTES = 64 << 20
 """A record's payload (its tab-prefixed lines) larger than this is rejected, not held."""
+_LIMIT = re.compile(r"(recompile|cache.size)[ _]limit", re.I)
+"""How dynamo's fail_reason names a compile refused at the recompile limit (the frame then
+runs eagerly for shapes no compiled graph admits)."""
 _TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
 
 
@@ -64,9 +75,10 @@ def _reasons(payload: bytes) -> str | None:
     return value.strip() or None if isinstance(value, str) else None
 
 
-def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], bytes]]:
-    """(line, envelope, payload bytes) per record; undecodable records are rejected."""
-    pending: tuple[int, dict[str, Any]] | None = None
+def _records(path: Path, sink: Sink) -> Iterator[tuple[int, int, dict[str, Any], bytes]]:
+    """(line, process id, envelope, payload bytes) per record; undecodable records are
+    rejected."""
+    pending: tuple[int, int, dict[str, Any]] | None = None
     payload: list[bytes] = []
     size = 0
     with open_bytes(path) as fh:
@@ -84,7 +96,7 @@ def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], byte
                     payload.append(raw[1:])
                 continue
             if pending is not None:
-                yield pending[0], pending[1], b"".join(payload)
+                yield pending[0], pending[1], pending[2], b"".join(payload)
             pending, payload, size = None, [], 0
             if not raw.strip():
                 continue
@@ -100,9 +112,83 @@ def _records(path: Path, sink: Sink) -> Iterator[tuple[int, dict[str, Any], byte
             if not isinstance(env, dict):
                 sink.reject(line_no, None, "envelope is not a JSON object", raw[:2000])
                 continue
-            pending = (line_no, env)
+            pending = (line_no, int(m["pid"]), env)
         if pending is not None:
-            yield pending[0], pending[1], b"".join(payload)
+            yield pending[0], pending[1], pending[2], b"".join(payload)
+
+
+_USER_INPUT = re.compile(r"^L\[['\"](?!self['\"]|fn['\"])[^'\"]+['\"]\]")
+"""A source dynamo names a user input by: a local of the compiled frame (`L['x']`,
+`L['args'][0]`), not the module itself (`L['self']`, `L['fn']` of a compiled module)."""
+_STATE = ("._parameters[", "._buffers[", "._modules[")
+_SYMBOL_DIM = re.compile(r"^(?P<input>.+)\.size\(\)\[(?P<dim>\d+)\]$")
+"""The source of a symbolic size: `L['x'].size()[1]`."""
+
+
+def _describe(c: _Compile, env: dict[str, Any], name: object, payload: bytes) -> None:
+    """Note what one record says about a compile: a tensor's size, its source, whether it is
+    a parameter, a symbolic dim, the cache outcome, the recompile reasons."""
+    tensor = env.get("describe_tensor")
+    if isinstance(tensor, dict) and isinstance(tensor.get("size"), list):
+        tid = tensor.get("id", len(c.sizes))
+        if isinstance(tid, int):
+            c.sizes[tid] = tensor["size"]
+            if tensor.get("is_parameter") is True:
+                c.parameters.add(tid)
+    source = env.get("describe_source")
+    if (
+        isinstance(source, dict)
+        and isinstance(source.get("id"), int)
+        and isinstance(source.get("source"), str)
+    ):
+        c.sources[source["id"]] = source["source"]
+    symbol = env.get("create_symbol")
+    if isinstance(symbol, dict) and isinstance(symbol.get("source"), str):
+        dim = _SYMBOL_DIM.match(symbol["source"])
+        if dim is not None and all(s["symbol"] != symbol.get("symbol") for s in c.symbols):
+            c.symbols.append(
+                {
+                    "symbol": symbol.get("symbol"),
+                    "input": dim["input"],
+                    "dim": int(dim["dim"]),
+                    "value": symbol.get("val"),
+                    "range": symbol.get("vr"),
+                }
+            )
+    fixed = env.get("symbolic_shape_specialization")
+    if isinstance(fixed, dict) and fixed.get("symbol") is not None:
+        # a guard refined it to one value: the dim is static after all
+        c.symbols = [s for s in c.symbols if s["symbol"] != fixed["symbol"]]
+    if isinstance(name, str) and name.startswith("fx_graph_cache_"):
+        c.cache = name.removeprefix("fx_graph_cache_")
+    if name == REASONS and payload:
+        c.reasons = _reasons(payload)
+
+
+def _inputs(c: _Compile) -> list[int]:
+    """The tensor ids of the graph's user inputs, in the order dynamo described them: those
+    whose source is a local of the frame and not a parameter or buffer of a module. A log
+    without sources (older PyTorch) gives every tensor that is not a parameter."""
+    if c.sources:
+        return [
+            t
+            for t in sorted(c.sizes)
+            if t not in c.parameters
+            and _USER_INPUT.match(c.sources.get(t, "")) is not None
+            and not any(k in c.sources[t] for k in _STATE)
+        ]
+    return [t for t in sorted(c.sizes) if t not in c.parameters]
+
+
+def _input_shape(c: _Compile) -> str | None:
+    """The shape of the graph's user inputs in our notation (None: none was described)."""
+    ids = _inputs(c)
+    if not ids:
+        return None
+    try:
+        return canonical_shape([c.sizes[t] for t in ids])
+    except ShapeError:
+        return None
 
 
 ESTIMATES = "inductor_runtime_and_tensor_meta"
@@ -147,8 +233,8 @@ class TorchTraceReader:
         """One compile_event row per compilation_metrics record."""
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
-        compiles: dict[str, _Compile] = {}
-        for line, env, payload in _records(path, sink):
+        compiles: dict[tuple[int, str], _Compile] = {}
+        for line, pid, env, payload in _records(path, sink):
             art = env.get("artifact")
             name = art.get("name") if isinstance(art, dict) else None
             if payload and ("chromium_event" in env or name == ESTIMATES):
@@ -161,24 +247,17 @@ class TorchTraceReader:
                 body = None
             key = _key(env)
             if key is not None and name == ESTIMATES and isinstance(body, dict):
-                c = compiles.setdefault(key, _Compile())
+                c = compiles.setdefault((pid, key), _Compile())
                 c.planned = self._plan(sink, line, key, body, c, workload, slice_) or c.planned
             if key is not None:
-                c = compiles.setdefault(key, _Compile())
-                tensor = env.get("describe_tensor")
-                if isinstance(tensor, dict) and isinstance(tensor.get("size"), list):
-                    c.sizes[int(tensor.get("id", len(c.sizes)))] = tensor["size"]
-                if isinstance(name, str) and name.startswith("fx_graph_cache_"):
-                    c.cache = name.removeprefix("fx_graph_cache_")
-                if name == REASONS and payload:
-                    c.reasons = _reasons(payload)
+                _describe(compiles.setdefault((pid, key), _Compile()), env, name, payload)
             metrics = env.get("compilation_metrics")
             if isinstance(metrics, dict):
                 if not isinstance(metrics.get("compile_id"), str) and key is not None:
                     # newer logs name the compile in the envelope, not in the metrics
                     attempt = env.get("attempt") or 0
                     metrics = {**metrics, "compile_id": key + (f"_{attempt}" if attempt else "")}
-                self._add(sink, line, metrics, compiles, workload, slice_)
+                self._add(sink, line, pid, metrics, compiles, workload, slice_)
 
     @staticmethod
     def _plan(
@@ -195,10 +274,7 @@ class TorchTraceReader:
         if not isinstance(ops, list):
             sink.reject(line, "payload.ops", "must be a list of scheduled ops", body)
             return False
-        try:
-            bucket = canonical_shape([c.sizes[k] for k in sorted(c.sizes)]) if c.sizes else None
-        except ShapeError:
-            bucket = None
+        bucket = _input_shape(c)
         added = False
         for i, op in enumerate(ops):
             est = as_float(op.get("estimated_runtime_ns")) if isinstance(op, dict) else None
@@ -219,7 +295,9 @@ class TorchTraceReader:
                     "plan_id": key,
                     "shape_bucket": bucket or UNKNOWN,
                     "op": name,
-                    "predicted_us": est / 1e3,
+                    # Inductor writes 0 where it has no estimate (every op on CPU): not a
+                    # prediction that the op takes no time
+                    "predicted_us": est / 1e3 if est > 0 else None,
                     "prediction_source": "inductor estimated_runtime_ns",
                     "kernel": op.get("type") if isinstance(op.get("type"), str) else None,
                     "tile": None,
@@ -241,8 +319,9 @@ class TorchTraceReader:
     def _add(
         sink: Sink,
         line: int,
+        pid: int,
         m: dict[str, Any],
-        compiles: dict[str, _Compile],
+        compiles: dict[tuple[int, str], _Compile],
         workload: str,
         slice_: str,
     ) -> None:
@@ -260,14 +339,9 @@ class TorchTraceReader:
         if not isinstance(compile_id, str):
             # an ahead-of-time compile (torch.export, AOTInductor) has no dynamo frame id
             compile_id = f"aot@{line}"
+        graph = compile_id.split(" ")[0].split("_")[0]
         # a log can hold several processes' runs: each compile's state ends with its metrics
-        c = compiles.pop(compile_id.split(" ")[0].split("_")[0], _Compile())
-        shape = None
-        if c.sizes:
-            try:
-                shape = canonical_shape([c.sizes[k] for k in sorted(c.sizes)])
-            except ShapeError:
-                shape = None
+        c = compiles.pop((pid, graph), _Compile())
         seconds = m.get("entire_frame_compile_time_s")
         if not isinstance(seconds, int | float) and isinstance(
             m.get("dynamo_cumulative_compile_time_us"), int | float
@@ -277,7 +351,7 @@ class TorchTraceReader:
         reason = m.get("recompile_reason")
         if not isinstance(reason, str):
             reason = c.reasons
-        extra = {
+        extra: dict[str, Any] = {
             k: m.get(k)
             for k in (
                 "co_filename",
@@ -292,6 +366,13 @@ class TorchTraceReader:
             )
             if m.get(k) is not None
         }
+        inputs = _inputs(c)
+        if inputs:
+            extra["inputs"] = [c.sources.get(t) for t in inputs]
+        if c.symbols:
+            extra["dynamic"] = c.symbols
+        if isinstance(m.get("fail_reason"), str) and _LIMIT.search(m["fail_reason"]):
+            extra["limit_hit"] = True
         sink.add(
             "compile_event",
             line,
@@ -299,9 +380,9 @@ class TorchTraceReader:
                 "workload": workload,
                 "slice": slice_,
                 "compile_id": compile_id,
-                "plan_id": compile_id.split(" ")[0].split("_")[0] if c.planned else None,
+                "plan_id": graph if c.planned else None,
                 "frame": m.get("co_name"),
-                "shape": shape,
+                "shape": _input_shape(c),
                 "ts_us": None if (t0 := as_float(start)) is None else t0 * 1e6,
                 "compile_ms": None if (s := as_float(seconds)) is None else s * 1e3,
                 "recompile_reason": reason if isinstance(reason, str) else None,
@@ -309,6 +390,7 @@ class TorchTraceReader:
                 "op_count": m.get("graph_op_count")
                 if isinstance(m.get("graph_op_count"), int)
                 else None,
+                "core": pid if pid <= INT32_MAX else None,
                 "extra": _ENCODE(extra).decode() if extra else None,
             },
         )
