@@ -65,6 +65,7 @@ REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
     BlockingRemedy.COMPILE_ASYNC: OwnerRole.RUNTIME_LEAD,
     BlockingRemedy.MARK_DYNAMIC: OwnerRole.COMPILER_LEAD,
     BlockingRemedy.COVER_IN_PLAN: OwnerRole.COMPILER_LEAD,
+    BlockingRemedy.RAISE_RECOMPILE_LIMIT: OwnerRole.MODEL_SERVING_ARCHITECT,
 }
 """Who owns a blocking action: whoever owns its remedy (the serving deployment's warm-up, the
 runtime's compile path, the compiler's dynamic shapes and buckets)."""

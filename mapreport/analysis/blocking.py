@@ -4,11 +4,16 @@ request on the same worker adapted (recompiled, re-tuned, re-mapped, ran the fal
 A worker is a request's `core` (one worker for the slice when requests name none). Its busy
 periods follow from the requests in the order they started computing: a period starts with a
 request that arrives when every earlier request on the worker has finished. A request adapted
-when an adaptation event of its slice (recompile, retune, remap, fallback_enter) of its shape,
-or naming none, overlaps its compute, or when it ran the fallback variant. A request is
-blocked when an earlier request of its busy period adapted; it is attributed to the latest
-such request before it (the blocking event). Computed in SQL over the slice view
-(`query.load_slice`), one row per blocking event back to Python.
+when an adaptation event of its slice (recompile, retune, remap, fallback_enter; a compile of
+TORCH_TRACE, failed or not) of its shape, or naming none, on its worker, or naming none,
+overlaps its compute, or when it ran the fallback variant. A request is blocked when an
+earlier request of its busy period adapted. It is credited to the adapting request that held
+the worker while it waited: the one whose compute overlapped its wait most. Without a recorded
+arrival the wait is inferred: the period's requests are taken to have arrived at the worker's
+mean rate from the period's start, in the order they were served (FIFO), and the adapting
+request running at that time (else the latest before it, else the longest) is credited.
+Computed in SQL over the slice view (`query.load_slice`), one row per blocking event back to
+Python.
 """
 
 from __future__ import annotations
@@ -24,9 +29,13 @@ ADAPTING_EVENTS = ("recompile", "retune", "remap", "fallback_enter")
 
 _EVENTS = ", ".join(f"'{e}'" for e in ADAPTING_EVENTS)
 BACK_TO_BACK_US = 1000.0
-"""Without a recorded arrival, a request whose compute starts within this of its worker's last
-finishing had been waiting (on the real torch.compile case, every request that waited started
-within 0.87 ms of the one before it ending, every other one 1.19 ms or more after)."""
+"""The least gap that separates two busy periods when no arrival is recorded."""
+IDLE_ARRIVAL_SHARE = 0.05
+"""Without a recorded arrival, a request that starts within this share of its worker's mean
+gap between request starts after the one before it ended had been waiting: a request arriving
+at an idle worker lands that close to the previous end with a probability of about this share
+(arrivals spread as a Poisson process), so a shorter gap is a wait, not chance. On a loaded
+machine a queued request starts milliseconds after the one before it, not within 1 ms."""
 
 _BLOCKED = f"""
 WITH r AS (
@@ -34,17 +43,20 @@ WITH r AS (
         source_id || ':' || CAST(line AS VARCHAR) AS rid
     FROM {SLICE_TABLE} WHERE status = 'ok' AND compute_us IS NOT NULL
 ), ev AS (
-    SELECT event, shape, ts_us, ts_us + coalesce(dur_us, 0) AS end_us
+    SELECT event, shape, core, ts_us, ts_us + coalesce(dur_us, 0) AS end_us
     FROM adaptation_event
     WHERE workload = {{w}} AND slice = {{s}} AND event IN ({_EVENTS})
     UNION ALL  -- a compile's own log (TORCH_TRACE): its shapes are tensors', so it names none
-    SELECT 'recompile', NULL, ts_us, ts_us + compile_ms * 1000
+    SELECT CASE WHEN outcome = 'compiled' OR outcome IS NULL THEN 'recompile'
+            ELSE 'compile_' || outcome END,
+        NULL, core, ts_us, ts_us + compile_ms * 1000
     FROM compile_event
     WHERE workload = {{w}} AND slice = {{s}} AND ts_us IS NOT NULL AND compile_ms IS NOT NULL
 ), adapting AS (
     SELECT r.rid, min(ev.event) AS event
     FROM r JOIN ev ON ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
         AND (ev.shape IS NULL OR ev.shape = r.shape)
+        AND (ev.core IS NULL OR r.core IS NULL OR ev.core = r.core)
     GROUP BY r.rid
 ), ordered AS (
     SELECT r.*, a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
@@ -54,26 +66,47 @@ WITH r AS (
         max(r.compute_end_us) OVER (
             PARTITION BY r.worker ORDER BY r.compute_start_us, r.rid
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ) AS busy_until
+        ) AS busy_until,
+        (max(r.compute_start_us) OVER (PARTITION BY r.worker)
+            - min(r.compute_start_us) OVER (PARTITION BY r.worker)
+        ) / greatest(count(*) OVER (PARTITION BY r.worker) - 1, 1) AS mean_gap_us
     FROM r LEFT JOIN adapting a USING (rid)
 ), periods AS (
     SELECT *, sum(CASE
             WHEN busy_until IS NULL THEN 1
             WHEN arrival_known THEN CASE WHEN arrival_us >= busy_until THEN 1 ELSE 0 END
             -- no arrival recorded: a request that starts when its worker frees had waited
-            ELSE CASE WHEN compute_start_us - busy_until > {BACK_TO_BACK_US} THEN 1 ELSE 0 END
+            ELSE CASE WHEN compute_start_us - busy_until
+                > greatest({BACK_TO_BACK_US}, {IDLE_ARRIVAL_SHARE} * mean_gap_us)
+                THEN 1 ELSE 0 END
         END) OVER (PARTITION BY worker ORDER BY compute_start_us, rid) AS period
     FROM ordered
-), attributed AS (
-    SELECT *, last_value(CASE WHEN adapted THEN rid END IGNORE NULLS) OVER (
-            PARTITION BY worker, period ORDER BY compute_start_us, rid
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-        ) AS blocked_by
+), placed AS (
+    -- without a recorded arrival, requests of a busy period are taken to have arrived at the
+    -- worker's mean rate from the period's start, in the order they were served (FIFO)
+    SELECT *, CASE WHEN arrival_known THEN arrival_us ELSE least(compute_start_us,
+            min(compute_start_us) OVER (PARTITION BY worker, period)
+            + mean_gap_us * (row_number() OVER (
+                PARTITION BY worker, period ORDER BY compute_start_us, rid) - 1))
+        END AS ready_us
     FROM periods
+), credit AS (
+    SELECT v.rid, b.rid AS blocked_by, row_number() OVER (
+            PARTITION BY v.rid
+            ORDER BY greatest(0, least(b.compute_end_us, v.compute_start_us)
+                    - greatest(b.compute_start_us, v.ready_us)) DESC,
+                CASE WHEN b.compute_start_us <= v.ready_us THEN b.compute_start_us END DESC
+                    NULLS LAST,
+                b.compute_us DESC, b.rid
+        ) AS k
+    FROM placed v JOIN placed b ON b.worker = v.worker AND b.period = v.period AND b.adapted
+        AND (b.compute_start_us < v.compute_start_us
+            OR (b.compute_start_us = v.compute_start_us AND b.rid < v.rid))
 )
-SELECT source_id, line, rid, shape, plan_id, how, adapted, seen_before, worker, compute_start_us,
-    compute_us, queue_us, blocked_by
-FROM attributed WHERE adapted OR blocked_by IS NOT NULL
+SELECT p.source_id, p.line, p.rid, p.shape, p.plan_id, p.how, p.adapted, p.seen_before,
+    p.worker, p.compute_start_us, p.compute_us, p.queue_us, c.blocked_by
+FROM placed p LEFT JOIN credit c ON c.rid = p.rid AND c.k = 1
+WHERE p.adapted OR c.blocked_by IS NOT NULL
 """
 
 
@@ -151,6 +184,9 @@ class Blocking:
     events: tuple[BlockingEvent, ...]
     victims: tuple[Victims, ...] = ()
     """Per shape, its requests blocked behind any adapting request."""
+    limit_hits: int = 0
+    """Requests whose compile the compiler refused at its recompile limit (they ran eagerly,
+    and so does every later new shape of their worker)."""
 
     @property
     def blocked(self) -> int:
@@ -197,11 +233,14 @@ class Blocking:
     def remedy(self) -> BlockingRemedy | None:
         """What the evidence supports removing the blocking with, read from the material
         events (None without any): fallback only: cover the shapes in the plan; a shape its
-        worker served before adapted again: mark the dimension dynamic; new shapes: pre-compile
-        them in warm-up when at most PRECOMPILE_MAX, else compile asynchronously."""
+        worker served before adapted again: mark the dimension dynamic; the compiler refused a
+        compile at its recompile limit: raise the limit or bucket the dimension; new shapes:
+        pre-compile them in warm-up when at most PRECOMPILE_MAX, else compile asynchronously."""
         adapting = [e for e in self.material if e.how not in FALLBACK_HOWS]
         if not self.material:
             return None
+        if self.limit_hits:
+            return BlockingRemedy.RAISE_RECOMPILE_LIMIT
         if not adapting:
             return BlockingRemedy.COVER_IN_PLAN
         if any(e.seen_before for e in adapting):
@@ -211,7 +250,9 @@ class Blocking:
         return BlockingRemedy.COMPILE_ASYNC
 
 
-FALLBACK_HOWS = ("fallback", "fallback_enter")
+LIMIT_HIT = "compile_limit_hit"
+"""How a request adapted when the compiler refused its compile at the recompile limit."""
+FALLBACK_HOWS = ("fallback", "fallback_enter", "compile_failed", LIMIT_HIT)
 """Adaptations that are a run on the generic path, not a compile."""
 
 
@@ -246,4 +287,7 @@ def blocking(con: Connection) -> Blocking:
         Victims(str(shape), int(n), None if wait is None else float(wait))
         for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
     )
-    return Blocking(events, victims)
+    ((hits,),) = con.execute(
+        f"SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how", {"how": LIMIT_HIT}
+    ).fetchall()
+    return Blocking(events, victims, int(hits))

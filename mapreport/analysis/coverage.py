@@ -70,10 +70,24 @@ def place(rows: Sequence[ShapeRow], buckets: Sequence[BucketRow]) -> dict[str, P
             parsed[(b.plan_id, b.bucket)]: b for b in candidates if (b.plan_id, b.bucket) in parsed
         }
         best = tightest(row.shape, keyed)
+        if best is None and plan is not None and 2 * row.n_ran_plan > row.n:
+            # most of its requests ran a graph its source says was built before serving (a
+            # torch.compile warm-up graph): that graph is its bucket, whatever notation the
+            # graph's own shape is written in
+            out[row.shape] = Placement(plan, _graph_bucket(plan, row.shape, by_plan.get(plan)))
+            continue
         out[row.shape] = Placement(
             plan if plan else (keyed[best].plan_id if best else None), keyed[best] if best else None
         )
     return out
+
+
+def _graph_bucket(plan: str, shape: str, exported: list[BucketRow] | None) -> BucketRow:
+    """The bucket of a plan's graph that ran a shape: the one the compiler exported for that
+    graph (with its prediction), else the shape itself without a prediction."""
+    if exported and len(exported) == 1:
+        return exported[0]
+    return BucketRow(plan, shape, None, False, 0, None, ())
 
 
 def coverage(

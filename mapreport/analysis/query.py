@@ -122,6 +122,7 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
             "VIEW",
             SLICE_TABLE,
             f"""SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
+            (r.plan_variant = 'static' AND r.plan_id IS NOT NULL) AS ran_plan,
             r.stream, r.core, r.batch_size, r.mem_peak_bytes, r.source_id, r.line,
             r.ttft_us, r.itl_us, r.input_tokens, r.output_tokens,
             r.arrival_us, r.compute_end_us, r.arrival_known IS NOT FALSE AS arrival_known,
@@ -195,6 +196,9 @@ class ShapeRow:
     """ok requests that name their core (0: core imbalance cannot be measured)."""
     n_mem: int
     """ok requests that report their peak memory."""
+    n_ran_plan: int = 0
+    """ok requests whose source states they ran a named plan as built before serving
+    (`plan_variant = static` given, not defaulted): a torch.compile graph compiled in warm-up."""
     mem_p50: float | None = None
     """Median peak memory of ok requests (bytes; None when none reports it)."""
     over: dict[str, int] = field(default_factory=dict)
@@ -247,6 +251,7 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             count(compute_us) FILTER (WHERE status = 'ok') AS n_com,
             list(DISTINCT source_id ORDER BY source_id) AS sources,
             count(core) FILTER (WHERE status = 'ok') AS n_core,
+            count(*) FILTER (WHERE status = 'ok' AND ran_plan) AS n_ran_plan,
             count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
             quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50{over_sql}
         FROM r GROUP BY shape ORDER BY shape
@@ -283,13 +288,27 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             n_queue=int(n_que),
             n_compute=int(n_com),
             n_core=int(n_core),
+            n_ran_plan=int(n_ran_plan),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
             over={q: int(c) for q, c in zip(targets, over, strict=True)},
         )
-        for shape, n_total, n, lat, que, n_que, com, n_com, sources, n_core, n_mem, m50, *over in (
-            main
-        )
+        for (
+            shape,
+            n_total,
+            n,
+            lat,
+            que,
+            n_que,
+            com,
+            n_com,
+            sources,
+            n_core,
+            n_ran_plan,
+            n_mem,
+            m50,
+            *over,
+        ) in main
     ]
 
 

@@ -130,6 +130,9 @@ class BlockingRemedy(StrEnum):
     """A shape served before adapted again: its compiled artefact did not hold."""
     COVER_IN_PLAN = "cover_in_plan"
     """The worker was held by the generic fallback path only."""
+    RAISE_RECOMPILE_LIMIT = "raise_recompile_limit"
+    """The compiler refused to compile at its recompile limit, so new shapes ran eagerly:
+    warm-up compiles count against the same limit, so pre-compiling cannot help."""
 
 
 class Collect(StrEnum):

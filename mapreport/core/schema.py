@@ -78,6 +78,9 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("op_count", _I32),
             # the worker (process) that compiled: compile ids are per process
             pa.field("core", _I32),
+            # compiled, failed (an error), limit_hit (refused at the recompile limit); null:
+            # the log does not say
+            pa.field("outcome", _S),
             pa.field("extra", _S),
             *_PROVENANCE,
         ]

@@ -371,8 +371,8 @@ class TorchTraceReader:
             extra["inputs"] = [c.sources.get(t) for t in inputs]
         if c.symbols:
             extra["dynamic"] = c.symbols
-        if isinstance(m.get("fail_reason"), str) and _LIMIT.search(m["fail_reason"]):
-            extra["limit_hit"] = True
+        failed = m.get("fail_type") is not None or m.get("fail_reason") is not None
+        limit = isinstance(m.get("fail_reason"), str) and _LIMIT.search(m["fail_reason"])
         sink.add(
             "compile_event",
             line,
@@ -391,6 +391,7 @@ class TorchTraceReader:
                 if isinstance(m.get("graph_op_count"), int)
                 else None,
                 "core": pid if pid <= INT32_MAX else None,
+                "outcome": "limit_hit" if limit else "failed" if failed else "compiled",
                 "extra": _ENCODE(extra).decode() if extra else None,
             },
         )

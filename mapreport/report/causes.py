@@ -54,6 +54,10 @@ REMEDIES: dict[BlockingRemedy, str] = {
     "adapted again",
     BlockingRemedy.COVER_IN_PLAN: "compile mappings for {them}: their requests held the "
     "worker on the generic fallback path",
+    BlockingRemedy.RAISE_RECOMPILE_LIMIT: "raise the recompile limit "
+    "(torch._dynamo.config.recompile_limit) or bucket the dimension that varies (pad it to a "
+    "few sizes, or mark it dynamic): the compiler reached its limit and {them} ran eagerly; "
+    "pre-compiling in warm-up cannot help, as warm-up compiles count against the same limit",
 }
 """How a blocking action's remedy reads, from its adapting shapes."""
 
@@ -63,6 +67,11 @@ ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
     "remap": ("re-map", "re-maps"),
     "fallback_enter": ("fallback run", "fallback runs"),
     "fallback": ("fallback run", "fallback runs"),
+    "compile_failed": ("failed compile", "failed compiles"),
+    "compile_limit_hit": (
+        "compile refused at the recompile limit",
+        "compiles refused at the recompile limit",
+    ),
 }
 """An adaptation event (or the fallback variant) as a noun: one, several."""
 
