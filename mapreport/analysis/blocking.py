@@ -184,6 +184,9 @@ class Blocking:
     events: tuple[BlockingEvent, ...]
     victims: tuple[Victims, ...] = ()
     """Per shape, its requests blocked behind any adapting request."""
+    unblocked_p50_us: float | None = None
+    """Median latency of the ok requests not blocked behind adaptation (None: none, or no
+    arrival recorded): the tail's reference where most requests are blocked."""
     limit_hits: int = 0
     """Requests whose compile the compiler refused at its recompile limit (they ran eagerly,
     and so does every later new shape of their worker)."""
@@ -287,7 +290,14 @@ def blocking(con: Connection) -> Blocking:
         Victims(str(shape), int(n), None if wait is None else float(wait))
         for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
     )
-    ((hits,),) = con.execute(
-        f"SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how", {"how": LIMIT_HIT}
+    ((hits, p50),) = con.execute(
+        f"""
+        SELECT (SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how),
+            (SELECT quantile_cont(r.latency_us, 0.5) FROM {SLICE_TABLE} r
+             LEFT JOIN {BLOCKED_TABLE} b ON b.source_id = r.source_id AND b.line = r.line
+                AND b.blocked_by IS NOT NULL
+             WHERE r.status = 'ok' AND b.rid IS NULL)
+        """,
+        {"how": LIMIT_HIT},
     ).fetchall()
-    return Blocking(events, victims, int(hits))
+    return Blocking(events, victims, None if p50 is None else float(p50), int(hits))

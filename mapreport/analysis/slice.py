@@ -308,7 +308,7 @@ def diagnosis_step(
         shapes.append(replace(m, tail=drivers, diagnosis=c))
     lat = sl.latency
     args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
-    tail = combine(evaluated, *args)
+    tail = combine(evaluated, *args, unblocked_p50=blocked.unblocked_p50_us)
     sources = tuple(s.source_id for s in sl.sources)
     tail_class = None
     if tail is not None and tail.material:

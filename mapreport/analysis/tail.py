@@ -122,12 +122,22 @@ def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver
 
 
 def material(
-    p50: float | None, p95: float | None, p99: float | None, n: int, th: Thresholds, review: Review
+    p50: float | None,
+    p95: float | None,
+    p99: float | None,
+    n: int,
+    th: Thresholds,
+    review: Review,
+    unblocked_p50: float | None = None,
 ) -> bool:
-    """A tail matters when p95 > tail_ratio x p50, or a configured SLA is missed."""
+    """A tail matters when p95 > tail_ratio x p50, or a configured SLA is missed. The p50 is
+    the lower of all requests' and of those not blocked behind adaptation: where most
+    requests wait behind it, the wait raises the median too, and p95 / p50 alone would call
+    a saturated tail immaterial."""
     if p50 is None or p95 is None:
         return False
-    if p95 > th.tail_ratio * p50:
+    reference = p50 if unblocked_p50 is None else min(p50, unblocked_p50)
+    if p95 > th.tail_ratio * reference:
         return True
     if within(p95, review.sla_p95_us) is False:
         return True
@@ -151,6 +161,7 @@ def _drivers(
     th: Thresholds,
     review: Review,
     seed: int,
+    unblocked_p50: float | None = None,
 ) -> TailDrivers:
     """Shares, their CIs and materiality of attributed tail parts."""
     parts = canonical_rows(parts)
@@ -163,7 +174,7 @@ def _drivers(
         excess_us=float(parts.sum()),
         shares={d: v for d, v in (sh or {}).items() if d not in unmeasured},
         share_ci={d: v for d, v in ci.items() if d not in unmeasured},
-        material=material(p50, p95, p99, n, th, review),
+        material=material(p50, p95, p99, n, th, review, unblocked_p50),
         p50_us=p50,
         p95_us=p95,
         unmeasured=tuple(unmeasured),
@@ -190,14 +201,18 @@ def combine(
     th: Thresholds,
     review: Review,
     seed: int,
+    unblocked_p50: float | None = None,
 ) -> TailDrivers | None:
     """Slice-level drivers: every evaluated shape's attributed tail parts pooled (each against
-    its own shape's p50 and p95), with materiality judged on the slice's latency."""
+    its own shape's p50 and p95), with materiality judged on the slice's latency (and the p50
+    of its requests not blocked behind adaptation, `material`)."""
     pooled = [parts for parts, _ in per_shape if len(parts)]
     if not pooled:
         return None
     unmeasured = sorted({u for _, missing in per_shape for u in missing})
-    return _drivers(np.concatenate(pooled), n, p50, p95, p99, unmeasured, th, review, seed)
+    return _drivers(
+        np.concatenate(pooled), n, p50, p95, p99, unmeasured, th, review, seed, unblocked_p50
+    )
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,135 @@
+"""Real torch.compile serving runs of benchmarks/torch_serving.py (committed under
+tests/golden/torch-workers and tests/golden/torch-limit): what mapreport reads from the profiler
+traces and TORCH_TRACE alone, and from the native export, against figures computed here
+independently from the server's own per-request log (pandas, not mapreport).
+
+The server knows on its own which compiled graph ran each request: its torch.compile backend
+wraps every graph it compiles, so `eager` (no compiled graph ran), `compiled` (the request
+compiled a graph) and `warm_graph` (the graph was compiled in warm-up) are not read from any
+file mapreport reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+from mapreport.dataset.store import Dataset
+from mapreport.run.config import load_config
+from mapreport.run.ingesting import ingest
+from mapreport.run.reporting import report
+
+pytestmark = pytest.mark.slow  # each reads real traces end to end (0.4-1.6 s)
+
+GOLDEN = Path(__file__).parent / "golden"
+RUNS = ["torch-workers", "torch-limit"]
+
+
+def server_log(case: str) -> pd.DataFrame:
+    """The server's log with each request's variant and, per worker, whether it was blocked:
+    busy periods from arrivals, blocked when an earlier request of its period compiled or ran
+    eagerly (docs/metrics.md)."""
+    r = pd.read_csv(GOLDEN / case / "input" / "requests.csv.gz")
+    r["variant"] = "adapted"
+    r.loc[r["warm_graph"], "variant"] = "static"
+    r.loc[r["eager"], "variant"] = "fallback"
+    parts = []
+    for _, g in r.groupby("worker"):
+        g = g.sort_values("compute_start_us").copy()
+        before = g["compute_end_us"].cummax().shift(1)
+        g["period"] = (before.isna() | (g["arrival_us"] >= before)).cumsum()
+        adapting = (g["compiled"] | g["eager"]).astype(int)
+        g["blocked"] = adapting.groupby(g["period"]).transform(
+            lambda s: s.cumsum().shift(1, fill_value=0) > 0
+        )
+        parts.append(g)
+    return pd.concat(parts)
+
+
+def _report(case: str, tmp_path: Path) -> tuple[dict[str, Any], Dataset]:
+    config = load_config(GOLDEN / case / "input" / "mapreport.toml")
+    config = replace(config, dataset=tmp_path / "ds", out=tmp_path / "out")
+    ingest(config.dataset, config.source_files(), config.on_error, hints=config.hints)
+    (outcome,) = report(config.dataset, config.out, config, pdf=False, record=False)
+    assert outcome.error is None
+    doc = json.loads((config.out / "torch-serving" / "findings.json").read_text())
+    return doc, Dataset(config.dataset)
+
+
+@pytest.mark.parametrize("case", RUNS)
+def test_each_request_ran_what_the_server_saw(case: str, tmp_path: Path) -> None:
+    """From the profiler traces alone: every request's worker (its process), and whether it
+    ran a warm-up graph, a graph compiled while serving, or eagerly, exactly as the server's
+    own log says."""
+    log = server_log(case)
+    _, ds = _report(case, tmp_path)
+    got = pd.DataFrame(
+        ds.connect()
+        .execute("SELECT request_id, core, plan_variant FROM request ORDER BY request_id")
+        .fetchall(),
+        columns=["request_id", "core", "variant"],
+    )
+    # the annotation styles differ (`request r0007 ...`, `request#7 ...`): the number matches
+    got["n"] = got["request_id"].str.lstrip("r").astype(int)
+    want = log.assign(n=log["request_id"].str.lstrip("r").astype(int)).sort_values("n")
+    merged = want.merge(got, on="n", suffixes=("", "_got"))
+    assert len(merged) == len(log)
+    assert (merged["core"] == merged["pid"]).all()
+    assert (merged["variant_got"] == merged["variant"]).all()
+
+
+@pytest.mark.parametrize("source", ["", "-native"], ids=["traces", "native"])
+def test_two_workers_at_the_recompile_limit(source: str, tmp_path: Path) -> None:
+    """Two worker processes on a loaded machine, both past the recompile limit: coverage is the
+    traffic that ran warm-up graphs, blocking is counted per worker and credited to compiles
+    of the right worker, and the remedy is the limit (from the traces, which log the refused
+    compile), never warm-up."""
+    log = server_log("torch-workers")
+    doc, _ = _report("torch-workers" + source, tmp_path)
+    b = doc["blocking"]
+    assert doc["coverage"]["covered_traffic_share"] == pytest.approx(log["warm_graph"].mean())
+    eager = log[log["eager"]].groupby(["batch", "seq"]).size()
+    assert sum(eager) == 12
+    blocked = int(log["blocked"].sum())  # 58: 27 on worker 0, 31 on worker 1
+    assert abs(b["blocked"] - blocked) <= 0.1 * blocked
+    compiled = log[log["compiled"]]
+    named = {(e["shape"], e["duration_us"]) for e in b["events"] if e["how"] == "recompile"}
+    for _, c in compiled.iterrows():
+        stall = c["compute_end_us"] - c["compute_start_us"]
+        shape = f"batch={c['batch']},seq={c['seq']}"
+        assert any(s == shape and d == pytest.approx(stall, rel=0.01) for s, d in named), shape
+    workers = {e["worker"] for e in b["events"]}
+    assert len(workers) == 2  # one worker's compile never blocks the other's requests
+    assert doc["tail_class"] == "blocked_behind_adaptation"
+    if not source:
+        assert b["limit_hits"] == 2  # one refused compile per worker
+        assert b["remedy"] == "raise_recompile_limit"
+
+
+def test_eager_fallback_per_shape_from_the_traces(tmp_path: Path) -> None:
+    """One worker past its recompile limit (6): the eager requests per shape exact, the two
+    serving-time compiles named, the shapes read from `request#<n> shape=(<b>, <s>)`."""
+    log = server_log("torch-limit")
+    doc, ds = _report("torch-limit", tmp_path)
+    eager = {
+        f"{b}x{s}": n for (b, s), n in log[log["eager"]].groupby(["batch", "seq"]).size().items()
+    }
+    got = dict(
+        ds.connect()
+        .execute(
+            "SELECT shape, count(*) FROM request WHERE plan_variant = 'fallback' GROUP BY shape"
+        )
+        .fetchall()
+    )
+    assert got == eager
+    assert sum(eager.values()) == 10
+    assert doc["coverage"]["covered_traffic_share"] == pytest.approx(log["warm_graph"].mean())
+    b = doc["blocking"]
+    assert b["limit_hits"] == 1
+    assert b["remedy"] == "raise_recompile_limit"
+    recompiled = {e["shape"] for e in b["events"] if e["how"] == "recompile"}
+    assert recompiled == {f"{c['batch']}x{c['seq']}" for _, c in log[log["compiled"]].iterrows()}
