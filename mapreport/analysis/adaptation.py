@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +19,8 @@ from mapreport.analysis.stats import (
     seed_for,
 )
 from mapreport.core.connection import Connection, sample_limit
-from mapreport.core.kinds import GainGap, GainState
+from mapreport.core.kinds import GainBasis, GainGap, GainState
+from mapreport.core.shapes import ShapeError, parse_shape
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,11 @@ class ShapeGain:
     cost_per_request_us: float | None = None
     net_gain_p50: float | None = None
     net_gain_p50_ci: Interval | None = None
+    basis: GainBasis | None = None
+    """What the gain compares with (None: not measured)."""
+    compared_shapes: tuple[str, ...] = ()
+    """The shapes of comparable size whose other path it was compared with (basis
+    comparable_shapes)."""
 
     @property
     def saving_p50_us(self) -> float | None:
@@ -61,6 +67,7 @@ def shape_gain(
     samples: dict[str, Sample],
     events: tuple[int, float],
     th: Thresholds,
+    other: Mapping[str, OtherPath] | None = None,
 ) -> ShapeGain:
     """Gain on p50 and p95 of adapted over the baseline (static when covered, else fallback).
 
@@ -68,6 +75,11 @@ def shape_gain(
     summed duration of its adaptation events. The cost is spread over the adapted requests
     and charged against the p50 gain (net gain). A gain that cannot be measured is None with
     the gap that stopped it, never zero.
+
+    An uncovered shape that ran one path only (compiled while serving, or eagerly) is compared
+    with the other path on shapes of comparable size (`other`, from `other_paths`: "adapted"
+    is the compiled path, "fallback" the eager one), when its own path has the samples the
+    evidence rules ask for; the basis says which comparison was made.
     """
     base_variant = "static" if covered else "fallback"
     adapted = samples.get("adapted")
@@ -75,6 +87,18 @@ def shape_gain(
     na = 0 if adapted is None else len(adapted)
     nb = 0 if base is None else len(base)
     n_events, cost_us = events
+    basis = GainBasis.SAME_SHAPE
+    compared: tuple[str, ...] = ()
+    if not covered and other and min(na, nb) < th.min_samples:
+        # one path only: the other from comparable shapes, per element
+        eager, compiled = other.get("fallback"), other.get("adapted")
+        if na >= th.min_samples and eager is not None:
+            base, basis, compared = eager.sample, GainBasis.COMPARABLE_SHAPES, eager.shapes
+        elif nb >= th.min_samples and compiled is not None:
+            adapted, basis, compared = compiled.sample, GainBasis.COMPARABLE_SHAPES, compiled.shapes
+            cost_us = 0.0  # it did not compile: no compile time to charge
+        na = 0 if adapted is None else len(adapted)
+        nb = 0 if base is None else len(base)
 
     def missing(gap: GainGap) -> ShapeGain:
         variant = base_variant if nb else None
@@ -121,7 +145,68 @@ def shape_gain(
         cost_per_request_us=cost_per,
         net_gain_p50=net,
         net_gain_p50_ci=Interval(nlo, nhi),
+        basis=basis,
+        compared_shapes=compared,
     )
+
+
+COMPARABLE_FACTOR = 2.0
+"""Shapes whose element counts are within this factor of each other are of comparable size."""
+MAX_POOLED = 200_000
+"""The most compute times pooled from comparable shapes (larger groups are read by rank from
+the engine and are not pooled)."""
+
+
+def elements(shape: str) -> int | None:
+    """A shape's element count: the product of its dims (summed over a positional shape's
+    tensors); None where it names none."""
+    try:
+        parsed = parse_shape(shape)
+    except ShapeError:
+        return None
+    tensors = [list(parsed.values())] if isinstance(parsed, dict) else parsed
+    total = sum(int(np.prod(t, dtype=np.float64)) for t in tensors)
+    return total if total > 0 else None
+
+
+@dataclass(frozen=True)
+class OtherPath:
+    """The compute of one path on shapes of comparable size, scaled per element to a shape."""
+
+    sample: SortedArray
+    shapes: tuple[str, ...]
+
+
+PATHS: dict[str, tuple[str, ...]] = {"adapted": ("static", "adapted"), "fallback": ("fallback",)}
+"""The compiled path (a graph built before or while serving) and the eager one, by variant."""
+
+
+def other_paths(shape: str, samples: Mapping[tuple[str, str], Sample]) -> dict[str, OtherPath]:
+    """Per path ("adapted": compiled, "fallback": eager), that path's compute times on the other
+    shapes of comparable size (`COMPARABLE_FACTOR`), each scaled by this shape's elements over
+    its own: what this shape would have taken on that path, per element. Only where those
+    shapes are as small or smaller and as large or larger than this one (a rate interpolated,
+    not extrapolated to a size no shape of that path had)."""
+    e = elements(shape)
+    out: dict[str, OtherPath] = {}
+    if e is None:
+        return out
+    for path, variants in PATHS.items():
+        pool, used = [], {}
+        for (s, v), x in sorted(samples.items()):
+            es = elements(s) if s != shape and v in variants else None
+            if es is None or not e / COMPARABLE_FACTOR <= es <= e * COMPARABLE_FACTOR:
+                continue
+            if not isinstance(x, SortedArray):
+                continue  # a group too large to hold: its shape has both paths itself
+            pool.append(x.values * (e / es))
+            used[s] = es
+        values = np.concatenate(pool) if pool else np.zeros(0)
+        # the rate per element is interpolated between sizes that ran, never extrapolated
+        brackets = bool(used) and min(used.values()) <= e <= max(used.values())
+        if brackets and 0 < len(values) <= MAX_POOLED:
+            out[path] = OtherPath(SortedArray(values), tuple(sorted(used)))
+    return out
 
 
 def _median(x: Sample) -> float:

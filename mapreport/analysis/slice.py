@@ -13,7 +13,12 @@ from dataclasses import dataclass, replace
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope, plan_actions
-from mapreport.analysis.adaptation import adaptation_costs, compute_samples, shape_gain
+from mapreport.analysis.adaptation import (
+    adaptation_costs,
+    compute_samples,
+    other_paths,
+    shape_gain,
+)
 from mapreport.analysis.blocking import Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
     ChecklistItem,
@@ -212,7 +217,8 @@ def shapes_step(ctx: Context) -> ShapesFound:
         pairs.append((share, acc))
         samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
         key = (ctx.workload, ctx.slice, r.shape)
-        gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th)
+        other = other_paths(r.shape, ctx.samples) if not covered else None
+        gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th, other)
         sources = set(r.sources) | set(pl.bucket.sources if pl.bucket else ())
         shapes.append(
             ShapeMetrics(
@@ -471,7 +477,6 @@ def analyze(
         targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
         rows = sorted(query.shape_rows(con, targets), key=lambda r: sort_key(r.shape))
         buckets = bucket_rows(con, workload, slice_)
-        sampled = [r.shape for r in rows if "adapted" in r.variants or "static" in r.variants]
         ctx = Context(
             con=con,
             workload=workload,
@@ -483,7 +488,7 @@ def analyze(
             rows=rows,
             buckets=buckets,
             placements=place(rows, buckets),
-            samples=compute_samples(con, [r for r in rows if r.shape in sampled]),
+            samples=compute_samples(con, [r for r in rows if r.variants]),
             cores=core_medians(con),
             runs=runs,
         )

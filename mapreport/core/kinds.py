@@ -232,6 +232,16 @@ class GainGap(StrEnum):
     TOO_FEW = "too_few"
 
 
+class GainBasis(StrEnum):
+    """What a shape's adaptation gain compares its path with."""
+
+    SAME_SHAPE = "same_shape"
+    """Both paths ran this shape: its adapted requests against its own baseline."""
+    COMPARABLE_SHAPES = "comparable_shapes"
+    """Only one path ran it: the other path's compute per element on shapes of comparable
+    size (elements within a factor of 2), scaled to this shape's elements."""
+
+
 class ClassBasis(StrEnum):
     """Which rule of the classification decided a shape's class."""
 

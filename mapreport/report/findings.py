@@ -87,6 +87,8 @@ SHAPE_RENAMES = {
     "accuracy.state": "accuracy",
     "gain.state": "gain",
     "gain.cost_per_request_us": "adaptation_cost_per_request_us",
+    "gain.basis": "gain_basis",
+    "gain.compared_shapes": "gain_compared_shapes",
     "diagnosis.cls": "bottleneck_class",
     "insufficient": "insufficient_evidence",
 }

@@ -25,6 +25,7 @@ from mapreport.core.kinds import (
     Decision,
     Driver,
     FusionGap,
+    GainBasis,
     GainGap,
     GainState,
     Health,
@@ -253,9 +254,17 @@ def gain_reason(m: ShapeMetrics, th: Thresholds) -> str:
     assert g.net_gain_p50 is not None
     assert g.net_gain_p50_ci is not None
     ci = g.net_gain_p50_ci
-    return (
+    said = (
         f"net p50 gain {g.net_gain_p50:+.1%} (95% CI {ci.low:+.1%} to {ci.high:+.1%}), "
         f"n={g.n_adapted} vs {g.n_baseline}"
+    )
+    if g.basis != GainBasis.COMPARABLE_SHAPES:
+        return said
+    # one path ran this shape: say which path was borrowed, and from which shapes
+    ran, other = ("eager", "compiled") if m.n_adapted == 0 else ("compiled", "eager")
+    return (
+        f"{said}; it ran {ran} only, so the {other} path is measured on shapes of comparable "
+        f"size ({', '.join(g.compared_shapes)}), per element"
     )
 
 
