@@ -55,6 +55,7 @@ LABELLED = (
     OwnerRole,
     AccuracyState,
     GainState,
+    GainBasis,
     ActionKind,
     ActionState,
     RegressionKind,
