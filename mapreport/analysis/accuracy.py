@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import kendall_tau_b, weighted_mean
-from mapreport.core.kinds import AccuracyState
+from mapreport.core.kinds import AccuracyState, PredictionGap
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,8 @@ class ShapeAccuracy:
     state: AccuracyState
     signed_error_ci: Interval | None = None
     """Bootstrap 95% CI of the signed error, resampling the static requests."""
+    prediction_gap: PredictionGap | None = None
+    """Why there is no prediction (state no_prediction)."""
 
 
 def shape_accuracy(
@@ -46,17 +48,19 @@ def shape_accuracy(
     static_n: int,
     static_p50_us: float | None,
     th: Thresholds,
+    gap: PredictionGap = PredictionGap.PLAN_STATES_NONE,
 ) -> ShapeAccuracy:
     """Signed error `(predicted - measured) / measured` and APE, when both sides have evidence.
 
     `measured` is the median compute of the shape's ok requests that ran the plan as built;
-    it needs at least `min_samples` of them.
+    it needs at least `min_samples` of them. `gap`: why the bucket's prediction would be
+    missing (what its plan exported, `coverage.BucketRow`).
     """
     measured = static_p50_us if static_n >= th.min_samples else None
     if not covered:
         return ShapeAccuracy(None, measured, None, None, AccuracyState.UNCOVERED)
     if predicted_us is None:
-        return ShapeAccuracy(None, measured, None, None, AccuracyState.NO_PREDICTION)
+        return ShapeAccuracy(None, measured, None, None, AccuracyState.NO_PREDICTION, None, gap)
     if measured is None or measured <= 0:
         return ShapeAccuracy(predicted_us, measured, None, None, AccuracyState.NOT_MEASURED)
     e = (predicted_us - measured) / measured

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.query import ShapeRow
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import PredictionGap
 from mapreport.core.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
@@ -87,7 +88,7 @@ def _graph_bucket(plan: str, shape: str, exported: list[BucketRow] | None) -> Bu
     graph (with its prediction), else the shape itself without a prediction."""
     if exported and len(exported) == 1:
         return exported[0]
-    return BucketRow(plan, shape, None, False, 0, None, ())
+    return BucketRow(plan, shape, None, False, 0, None, (), exported=False)
 
 
 def coverage(
@@ -145,6 +146,20 @@ class BucketRow:
     mem_budget_bytes: float | None = None
     fusion_groups: tuple[tuple[str, int], ...] = ()
     """(fusion group, ops in it) of the bucket's plan entries."""
+    graph: bool = False
+    """A compiled graph whose compiles are logged (`compile_event.plan_id`): its estimates are
+    its compiler's to log."""
+    exported: bool = True
+    """False: no compile plan row exists; the bucket is the graph that ran the shape."""
+
+    @property
+    def prediction_gap(self) -> PredictionGap:
+        """Why this bucket would have no prediction."""
+        if not self.exported:
+            return PredictionGap.PLAN_NOT_EXPORTED
+        if self.graph:
+            return PredictionGap.COMPILER_LOGGED_NONE
+        return PredictionGap.PLAN_STATES_NONE
 
 
 def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
@@ -172,7 +187,10 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
             any_value(precision) AS precision,
             flatten(list(sources)) AS sources,
             coalesce(max(budget) FILTER (WHERE op = '__total__'), max(budget)) AS budget,
-            list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups
+            list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups,
+            plan_id IN (
+                SELECT plan_id FROM compile_event WHERE workload = $w AND plan_id IS NOT NULL
+            ) AS graph
         FROM ops GROUP BY plan_id, shape_bucket ORDER BY plan_id, shape_bucket
         """,
         {"w": workload, "s": slice_},
@@ -190,8 +208,9 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
             sources=tuple(sorted(set(sources))),
             mem_budget_bytes=None if budget is None else float(budget),
             fusion_groups=tuple(sorted(Counter(groups or []).items())),
+            graph=bool(graph),
         )
-        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups in rows
+        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups, graph in rows
     ]
 
 

@@ -79,7 +79,7 @@ from mapreport.analysis.tail import (
 from mapreport.analysis.telemetry import Telemetry, telemetry
 from mapreport.analysis.tokens import TokenTiming, token_timing
 from mapreport.core.connection import Connection
-from mapreport.core.kinds import BottleneckClass, ClassBasis
+from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
 from mapreport.core.shapes import sort_key
 
 
@@ -211,7 +211,8 @@ def shapes_step(ctx: Context) -> ShapesFound:
         covered = pl.bucket is not None
         n_static, static_p50, _ = r.variants.get("static", (0, None, None))
         predicted = pl.bucket.predicted_us if pl.bucket else None
-        acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th)
+        gap = pl.bucket.prediction_gap if pl.bucket else PredictionGap.PLAN_STATES_NONE
+        acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th, gap)
         acc = replace(acc, signed_error_ci=_error_ci(ctx, r.shape, acc))
         share = r.n_total / total if total else 0.0
         pairs.append((share, acc))

@@ -232,6 +232,18 @@ class GainGap(StrEnum):
     TOO_FEW = "too_few"
 
 
+class PredictionGap(StrEnum):
+    """Why a covered shape's bucket has no prediction."""
+
+    PLAN_STATES_NONE = "plan_states_none"
+    """The compile plan lists the bucket but no whole-model cost (no __total__, no per-op)."""
+    PLAN_NOT_EXPORTED = "plan_not_exported"
+    """The plan that ran it (a graph built before serving) exported no compile plan at all."""
+    COMPILER_LOGGED_NONE = "compiler_logged_none"
+    """A compiled graph (torch.compile) whose compiler logged no runtime estimate: Inductor
+    logs none without `log_tlparse`, and 0 ns (no estimate) for every op on CPU."""
+
+
 class GainBasis(StrEnum):
     """What a shape's adaptation gain compares its path with."""
 

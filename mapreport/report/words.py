@@ -33,6 +33,7 @@ from mapreport.core.kinds import (
     IngestStatus,
     OwnerRole,
     PitfallKind,
+    PredictionGap,
     RegressionKind,
 )
 from mapreport.report.causes import adaptations, shape_list
@@ -56,6 +57,7 @@ LABELLED = (
     AccuracyState,
     GainState,
     GainBasis,
+    PredictionGap,
     ActionKind,
     ActionState,
     RegressionKind,
@@ -269,17 +271,28 @@ def gain_reason(m: ShapeMetrics, th: Thresholds) -> str:
     )
 
 
+PREDICTION_GAPS: dict[PredictionGap, str] = {
+    PredictionGap.PLAN_STATES_NONE: "the compile plan states no whole-model cost for this "
+    "bucket (no __total__ and no per-op predictions): the per-operator section compares its "
+    "mapping with measured times instead",
+    PredictionGap.PLAN_NOT_EXPORTED: "no compile plan was exported for the plan that ran this "
+    "shape, so there is no prediction to check (for torch.compile: Inductor logs its per-op "
+    "estimates into TORCH_TRACE with torch._inductor.config.log_tlparse = True)",
+    PredictionGap.COMPILER_LOGGED_NONE: "Inductor logged no runtime estimate for the graph "
+    "that ran this shape (it logs them with torch._inductor.config.log_tlparse = True into "
+    "TORCH_TRACE, and writes 0 ns, no estimate, for ops it cannot estimate, as on CPU): "
+    "its mapping accuracy cannot be measured",
+}
+"""Why a covered shape has no prediction."""
+
+
 def decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
     """Why a shape got its decision (or could not get one)."""
     acc = m.accuracy.state
     if acc == AccuracyState.NOT_MEASURED:
         return "accuracy not measured: too few static requests"
     if acc == AccuracyState.NO_PREDICTION:
-        return (
-            "the compile plan states no whole-model cost for this bucket (no __total__ and no "
-            "per-op predictions): the per-operator section compares its mapping with measured "
-            "times instead"
-        )
+        return PREDICTION_GAPS[m.accuracy.prediction_gap or PredictionGap.PLAN_STATES_NONE]
     reason = gain_reason(m, th)
     if m.gain.state == GainState.NOT_MEASURED or acc == AccuracyState.ACCURATE:
         return reason
