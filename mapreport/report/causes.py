@@ -8,7 +8,7 @@ from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.results import SliceResult
 from mapreport.core.kinds import BlockingRemedy, Collect
-from mapreport.report.filters import pct
+from mapreport.report.filters import pct, plural
 
 COLLECT: dict[Collect, str] = {
     Collect.MORE_REQUESTS: "{need} more requests: its {q} needs {min}, it has {n}",
@@ -82,9 +82,14 @@ def adaptation(how: str) -> str:
 
 
 def adaptations(hows: tuple[str, ...], n: int) -> str:
-    """`4 recompiles`, `2 re-tunes or re-maps`: n adapting requests by what they ran."""
-    nouns = [ADAPTATION_NOUNS.get(h, (h, h))[0 if n == 1 else 1] for h in hows]
-    return f"{n:,} " + " or ".join(nouns)
+    """`4 recompiles`; of several kinds, `7 adapting requests (recompiles and fallback
+    runs)`: n adapting requests by what they ran."""
+    if not hows:
+        return plural(n, "adaptation")
+    if len(hows) == 1:
+        return f"{n:,} " + ADAPTATION_NOUNS.get(hows[0], (hows[0], hows[0]))[0 if n == 1 else 1]
+    nouns = [ADAPTATION_NOUNS.get(h, (h, h))[1] for h in hows]
+    return f"{n:,} adapting requests ({', '.join(nouns[:-1])} and {nouns[-1]})"
 
 
 def shape_list(shapes: tuple[str, ...], most: int = 4) -> str:

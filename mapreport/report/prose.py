@@ -143,7 +143,10 @@ def blocking_title(p: P.Blocking, name: str) -> str:
         n=len(triggers),
     )
     wait = (
-        f"{duration(p.wait_us)} summed" if p.wait_us is not None else "their wait is not recorded"
+        f"{duration(p.wait_us)} summed"
+        if p.wait_us is not None
+        else "their arrival is not recorded: the wait is inferred from back-to-back starts "
+        "on each worker"
     )
     drives = (
         f"{pct(p.share, 0)} of the slice's requests"
