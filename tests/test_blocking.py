@@ -17,6 +17,7 @@ from mapreport.analysis.blocking import (
     blocking,
     load_blocking,
 )
+from mapreport.analysis.compiles import VaryingDim
 from mapreport.core.kinds import BlockingRemedy
 from mapreport.dataset.store import Dataset
 from mapreport.demo import blocking as synth_blocking
@@ -110,6 +111,15 @@ def test_the_remedy_follows_what_the_adapting_requests_were() -> None:
     assert Blocking(()).remedy() is None
     # a fallback run among compiles does not make the compiles' remedy a plan change
     assert Blocking((event("a"), event("b", "fallback"))).remedy() == few.remedy()
+    # every serving-time recompile changed one and the same dim: make that dim dynamic
+    batch = VaryingDim("args[0]", 0, 1, 8, 3)
+    assert Blocking(few.events, varying=(batch,)).remedy() == BlockingRemedy.MARK_DYNAMIC
+    two = (batch, VaryingDim("args[0]", 1, 64, 128, 1))
+    assert Blocking(few.events, varying=two).remedy() == BlockingRemedy.PRECOMPILE_IN_WARMUP
+    # the compiler refused a compile at its limit: warm-up compiles count against it too
+    limited = Blocking(few.events, limit_hits=1, varying=(batch,))
+    assert limited.remedy() == BlockingRemedy.RAISE_RECOMPILE_LIMIT
+    assert Blocking(fallback.events, limit_hits=1).remedy() == BlockingRemedy.RAISE_RECOMPILE_LIMIT
 
 
 @pytest.mark.slow

@@ -108,6 +108,12 @@ def test_two_workers_at_the_recompile_limit(source: str, tmp_path: Path) -> None
     if not source:
         assert b["limit_hits"] == 2  # one refused compile per worker
         assert b["remedy"] == "raise_recompile_limit"
+        # the serving-time compiles' reasons: the batch dim changed (1 -> 4, 8) five times
+        batch = {"tensor": "args[0]", "dim": 0, "low": 1, "high": 8, "recompiles": 5}
+        assert b["varying"][0] == batch
+        (action,) = [a for a in doc["actions"] if a["class"] == "adaptation_blocking"]
+        assert "bucket dim 0 of args[0] (sizes 1 to 8 seen)" in action["title"]
+        assert "pre-compiling in warm-up cannot help" in action["title"]
 
 
 def test_eager_fallback_per_shape_from_the_traces(tmp_path: Path) -> None:

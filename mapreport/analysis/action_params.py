@@ -106,6 +106,18 @@ class Blocking:
     stall_min_us: float
     stall_max_us: float
     victim_shapes: int
+    dims: tuple[Dim, ...] = ()
+    """The input dims whose size changes caused the serving-time compiles (TORCH_TRACE)."""
+
+
+@dataclass(frozen=True)
+class Dim:
+    """One dim of one compiled input and the sizes it took."""
+
+    tensor: str
+    dim: int
+    low: int
+    high: int
 
 
 @dataclass(frozen=True)

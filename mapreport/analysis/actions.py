@@ -445,6 +445,7 @@ def blocking_action(s: Scope, sources: tuple[str, ...]) -> Action | None:
             stall_min_us=min(e.duration_us for e in events),
             stall_max_us=max(e.duration_us for e in events),
             victim_shapes=len({v for e in events for v in e.shapes}),
+            dims=tuple(P.Dim(d.tensor, d.dim, d.low, d.high) for d in b.varying),
         ),
         REMEDY_OWNERS[remedy],
     )

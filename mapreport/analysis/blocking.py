@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mapreport.analysis.compiles import VaryingDim
 from mapreport.analysis.query import BLOCKED_TABLE, SLICE_TABLE, literal
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BlockingRemedy
@@ -190,6 +191,8 @@ class Blocking:
     limit_hits: int = 0
     """Requests whose compile the compiler refused at its recompile limit (they ran eagerly,
     and so does every later new shape of their worker)."""
+    varying: tuple[VaryingDim, ...] = ()
+    """The input dims whose size changes caused the serving-time compiles (TORCH_TRACE)."""
 
     @property
     def blocked(self) -> int:
@@ -236,7 +239,8 @@ class Blocking:
     def remedy(self) -> BlockingRemedy | None:
         """What the evidence supports removing the blocking with, read from the material
         events (None without any): fallback only: cover the shapes in the plan; a shape its
-        worker served before adapted again: mark the dimension dynamic; the compiler refused a
+        worker served before adapted again, or every serving-time recompile changed the size of
+        one and the same dim: mark the dimension dynamic; the compiler refused a
         compile at its recompile limit: raise the limit or bucket the dimension; new shapes:
         pre-compile them in warm-up when at most PRECOMPILE_MAX, else compile asynchronously."""
         adapting = [e for e in self.material if e.how not in FALLBACK_HOWS]
@@ -246,7 +250,7 @@ class Blocking:
             return BlockingRemedy.RAISE_RECOMPILE_LIMIT
         if not adapting:
             return BlockingRemedy.COVER_IN_PLAN
-        if any(e.seen_before for e in adapting):
+        if any(e.seen_before for e in adapting) or len(self.varying) == 1:
             return BlockingRemedy.MARK_DYNAMIC
         if len({e.shape for e in adapting}) <= PRECOMPILE_MAX:
             return BlockingRemedy.PRECOMPILE_IN_WARMUP

@@ -10,6 +10,7 @@ which the requests needed to pay back the compile time follow.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -132,4 +133,53 @@ def compiles(
         compile_ms=total_ms,
         shapes_recompiled=sum(1 for r in rows if r.recompiles),
         runtime_joined=any(r.runtime_calls for r in rows),
+    )
+
+
+@dataclass(frozen=True)
+class VaryingDim:
+    """One dim of one compiled input whose size changes made the compiler recompile while
+    serving (dynamo's `size mismatch` reasons)."""
+
+    tensor: str
+    dim: int
+    low: int
+    high: int
+    """The smallest and largest sizes the reasons name."""
+    recompiles: int
+
+
+_SERVING_COMPILES = """
+    SELECT c.extra FROM compile_event c
+    WHERE c.workload = $w AND c.slice = $s AND c.extra IS NOT NULL
+        AND coalesce(c.outcome, 'compiled') IN ('compiled', 'limit_hit')
+        AND c.ts_us >= (
+            SELECT min(r.compute_start_us) FROM request r
+            WHERE r.workload = $w AND r.slice = $s
+                AND (r.core IS NULL OR c.core IS NULL OR r.core = c.core)
+        )
+"""
+"""The extra of each compile (or refused one) that started once its worker served requests."""
+
+
+def varying_dims(con: Connection, workload: str, slice_: str) -> tuple[VaryingDim, ...]:
+    """The input dims whose size changes caused the serving-time compiles, most first."""
+    seen: dict[tuple[str, int], tuple[set[int], int]] = {}
+    for (extra,) in con.execute(_SERVING_COMPILES, {"w": workload, "s": slice_}).fetchall():
+        try:
+            found = json.loads(extra).get("mismatch") or []
+        except (ValueError, AttributeError):
+            continue  # extra is ours, but an old or foreign dataset may hold anything
+        for m in found if isinstance(found, list) else []:
+            if not isinstance(m, dict) or not isinstance(m.get("tensor"), str):
+                continue
+            if not all(isinstance(m.get(k), int) for k in ("dim", "expected", "actual")):
+                continue
+            sizes, n = seen.get((m["tensor"], m["dim"]), (set(), 0))
+            seen[(m["tensor"], m["dim"])] = (sizes | {m["expected"], m["actual"]}, n + 1)
+    return tuple(
+        sorted(
+            (VaryingDim(t, d, min(sz), max(sz), n) for (t, d), (sz, n) in seen.items()),
+            key=lambda v: (-v.recompiles, v.tensor, v.dim),
+        )
     )

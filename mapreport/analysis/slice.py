@@ -38,7 +38,7 @@ from mapreport.analysis.common import (
     Thresholds,
     sla_checks,
 )
-from mapreport.analysis.compiles import Compiles, compiles
+from mapreport.analysis.compiles import Compiles, compiles, varying_dims
 from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.coverage import (
     BucketRow,
@@ -287,7 +287,7 @@ def blocking_step(ctx: Context) -> Blocking:
     """The requests blocked behind adapting ones on their worker (the tail splits their queue
     wait from load queueing)."""
     load_blocking(ctx.con, ctx.workload, ctx.slice)
-    return blocking(ctx.con)
+    return replace(blocking(ctx.con), varying=varying_dims(ctx.con, ctx.workload, ctx.slice))
 
 
 def diagnosis_step(

@@ -60,6 +60,11 @@ MAX_PAYLOAD_BYTES = 64 << 20
 _LIMIT = re.compile(r"(recompile|cache.size)[ _]limit", re.I)
 """How dynamo's fail_reason names a compile refused at the recompile limit (the frame then
 runs eagerly for shapes no compiled graph admits)."""
+_MISMATCH = re.compile(
+    r"tensor '(?P<tensor>[^']+)' size mismatch at index (?P<dim>\d+)\. "
+    r"expected (?P<expected>\d+), actual (?P<actual>\d+)"
+)
+"""A guard failure dynamo gives as a recompile's reason: one dim of one input changed size."""
 _TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
 
 
@@ -366,6 +371,17 @@ class TorchTraceReader:
             )
             if m.get(k) is not None
         }
+        mismatch = [
+            {
+                "tensor": g["tensor"],
+                "dim": int(g["dim"]),
+                "expected": int(g["expected"]),
+                "actual": int(g["actual"]),
+            }
+            for g in _MISMATCH.finditer(reason if isinstance(reason, str) else "")
+        ]
+        if mismatch:
+            extra["mismatch"] = mismatch
         inputs = _inputs(c)
         if inputs:
             extra["inputs"] = [c.sources.get(t) for t in inputs]

@@ -4,6 +4,7 @@ rest; a completeness test checks every enum member has its words)."""
 
 from __future__ import annotations
 
+from mapreport.analysis.action_params import Dim
 from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.results import SliceResult
@@ -49,17 +50,26 @@ REMEDIES: dict[BlockingRemedy, str] = {
     "earlier request of {it} had run when it adapted",
     BlockingRemedy.COMPILE_ASYNC: "compile new shapes off the serving path and serve them on the "
     "generic path until their compile lands: {n} new shapes adapted, too many to warm up",
-    BlockingRemedy.MARK_DYNAMIC: "mark the dimension that varies dynamic (or raise the recompile "
-    "or cache limit that evicted the compiled shape): a shape served earlier in the window "
-    "adapted again",
+    BlockingRemedy.MARK_DYNAMIC: "mark {dims} dynamic (or raise the recompile or cache limit "
+    "that evicted the compiled shape): {why}",
     BlockingRemedy.COVER_IN_PLAN: "compile mappings for {them}: their requests held the "
     "worker on the generic fallback path",
     BlockingRemedy.RAISE_RECOMPILE_LIMIT: "raise the recompile limit "
-    "(torch._dynamo.config.recompile_limit) or bucket the dimension that varies (pad it to a "
-    "few sizes, or mark it dynamic): the compiler reached its limit and {them} ran eagerly; "
+    "(torch._dynamo.config.recompile_limit) or bucket {dims} (pad to a few sizes, or "
+    "mark dynamic): the compiler reached its limit and {them} ran eagerly; "
     "pre-compiling in warm-up cannot help, as warm-up compiles count against the same limit",
 }
-"""How a blocking action's remedy reads, from its adapting shapes."""
+"""How a blocking action's remedy reads, from its adapting shapes and the dims that varied."""
+
+
+def dims_text(dims: tuple[Dim, ...]) -> str:
+    """The dims that varied, as a remedy names them: `dim 0 of args[0] (sizes 1 to 8 seen)`."""
+    if not dims:
+        return "the dimension that varies"
+    return " and ".join(
+        f"dim {d.dim} of {d.tensor} (sizes {d.low:,} to {d.high:,} seen)" for d in dims
+    )
+
 
 ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
     "recompile": ("recompile", "recompiles"),

@@ -10,7 +10,7 @@ from mapreport.analysis import action_params as P
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
 from mapreport.core.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
-from mapreport.report.causes import REMEDIES, adaptations, shape_list
+from mapreport.report.causes import REMEDIES, adaptations, dims_text, shape_list
 from mapreport.report.filters import (
     DASH,
     duration,
@@ -141,6 +141,10 @@ def blocking_title(p: P.Blocking, name: str) -> str:
         them="this shape" if one else "these shapes",
         it="it" if one else "any of them",
         n=len(triggers),
+        dims=dims_text(p.dims),
+        why="every serving-time recompile changed its size"
+        if len(p.dims) == 1
+        else "a shape served earlier in the window adapted again",
     )
     wait = (
         f"{duration(p.wait_us)} summed"
