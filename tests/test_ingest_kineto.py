@@ -606,6 +606,93 @@ def test_request_annotations_in_the_forms_servers_write(
     assert got == [(request_id, shape)]
 
 
+def test_spans_whose_shape_does_not_read_are_counted_once_per_file(tmp_path: Path) -> None:
+    """Kept with the shape `unknown`, and named once in the file's ingest note."""
+    span = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "dur": 1.0}
+    names = ["request 1 batch=8", "request 2 shape=(8, x)", "request 3 shape=oops", "request 4"]
+    events = [{**span, "name": n, "ts": 10.0 * i} for i, n in enumerate(names)]
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, write_trace(tmp_path / "t.json", events), hints={"workload": "w"})
+    assert res.rows["request"] == 4
+    (note,) = res.notes
+    assert note.startswith("2 request span(s) name a shape that does not read")
+    assert "'request 2 shape=(8, x)'" in note
+
+
+def test_a_configured_request_span_pattern(tmp_path: Path) -> None:
+    """`run.request_span` / `ingest --request-span`: a server's own span names, with the id
+    and the shape as named groups; the default names are then not taken."""
+    span = {"ph": "X", "cat": "user_annotation", "pid": 1, "tid": 1, "dur": 1.0}
+    names = ["infer id=42 input=(8, 128)", "infer id=43", "request r1 batch=1", "infer"]
+    events = [{**span, "name": n, "ts": 10.0 * i} for i, n in enumerate(names)]
+    hints = {"workload": "w", "request_span": r"infer id=(?P<id>\d+)(?: input=(?P<shape>.*))?"}
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, write_trace(tmp_path / "t.json", events), hints=hints)
+    got = ds.connect().execute("SELECT request_id, shape FROM request ORDER BY 1").fetchall()
+    assert got == [("42", "8x128"), ("43", "unknown")]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [("request (\\d+)", "needs a named group `id`"), ("(?P<id>", "not a regular expression")],
+)
+def test_a_bad_request_span_pattern_is_refused_before_reading(
+    tmp_path: Path, pattern: str, why: str
+) -> None:
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+    from mapreport.core.errors import ConfigError
+    from mapreport.run.config import load_config
+
+    cfg = tmp_path / "mapreport.toml"
+    cfg.write_text(f"[run]\nrequest_span = {json.dumps(pattern)}\n")
+    with pytest.raises(ConfigError, match=f"run.request_span: {why}"):
+        load_config(cfg)
+    args = ["ingest", "--dataset", str(tmp_path / "ds"), "--request-span", pattern, str(cfg)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 2
+    assert why in res.output
+
+
+def test_what_torch_compile_ran_for_each_request(tmp_path: Path) -> None:
+    """A span with a compiled region ran that graph: `static` when the graph was not compiled
+    inside any request span, `adapted` once a span compiled it; no region, in a trace that
+    has regions, is eager (`fallback`). The worker is the process, or the thread where one
+    process serves on several threads."""
+
+    def span(name: str, ts: float, dur: float, pid: int = 1, tid: int = 1) -> dict[str, Any]:
+        cat = "user_annotation" if name.startswith("request") else "cpu_op"
+        return {"ph": "X", "cat": cat, "name": name, "ts": ts, "dur": dur, "pid": pid, "tid": tid}
+
+    events = [
+        span("request a", 0, 10),
+        span("Torch-Compiled Region: 0/0", 1, 8),
+        span("request b", 20, 100),  # compiles 0/1, then runs it
+        span("_compile.compile_inner (dynamo_timed)", 21, 80),
+        span("Torch-Compiled Region: 0/1", 102, 10),
+        span("request c", 200, 10),  # the graph compiled while serving, again
+        span("Torch-Compiled Region: 0/1", 201, 8),
+        span("request d", 300, 10),  # no compiled region: eager
+        span("request e", 400, 10, pid=2, tid=7),  # another worker process, on two threads
+        span("Torch-Compiled Region: 0/0", 401, 8, pid=2, tid=7),
+        span("request f", 400, 10, pid=2, tid=8),
+    ]
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, write_trace(tmp_path / "t.json", events), hints={"workload": "w"})
+    got = ds.connect().execute(
+        "SELECT request_id, core, plan_id, plan_variant FROM request ORDER BY 1"
+    )
+    assert got.fetchall() == [
+        ("a", 1, "0/0", "static"),
+        ("b", 1, "0/1", "adapted"),
+        ("c", 1, "0/1", "adapted"),
+        ("d", 1, None, "fallback"),
+        ("e", 7, "0/0", "static"),
+        ("f", 8, None, "fallback"),
+    ]
+
+
 def _spool_waited_for(monkeypatch: Any, block: int = 4096) -> None:
     """Small runs, and the helper's start waits for the spool to be whole (its process is
     quick, but a test must not depend on it being quicker than the reader)."""

@@ -211,6 +211,19 @@ def _edges(value: str | None) -> str | None:
         raise click.BadParameter(str(e)) from None
 
 
+def _span(value: str | None) -> str | None:
+    """--request-span checked before any file is read (a bad pattern is a usage error)."""
+    if value is None:
+        return None
+    from mapreport.ingest.kineto_requests import span_pattern
+
+    try:
+        span_pattern(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
+
+
 @main.command("ingest")
 @dataset_opt
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
@@ -236,6 +249,14 @@ def _edges(value: str | None) -> str | None:
     help="Upper edges of the sequence-length buckets that are a generative request's shape "
     "(AIPerf), comma-separated tokens; default powers of two, 64 to 131072.",
 )
+@click.option(
+    "--request-span",
+    "span",
+    metavar="REGEX",
+    callback=lambda _c, _p, v: _span(v),
+    help="The name of a request's profiler span, as a regular expression with a named group "
+    "`id` and optionally `shape` (default: `request <id> [<shape>]` and its common variants).",
+)
 @jobs_opt(
     "Files read at once, each in its own process (commits stay in order; memory grows with "
     "one reader per job)."
@@ -260,6 +281,7 @@ def ingest_cmd(
     workload: str | None,
     slice_: str,
     edges: str | None,
+    span: str | None,
     jobs: int,
     night: str | None,
     engine: str | None,
@@ -276,7 +298,12 @@ def ingest_cmd(
     setup_logging(verbose)
     try:
         policy = cast(ErrorPolicy | None, on_error)
-        named = (("workload", workload), ("slice", slice_), ("sequence_buckets", edges))
+        named = (
+            ("workload", workload),
+            ("slice", slice_),
+            ("sequence_buckets", edges),
+            ("request_span", span),
+        )
         hints = {k: v for k, v in named if v}
         progress = progress_printer(quiet)
         day = parse_date(night).isoformat() if night else None

@@ -274,7 +274,7 @@ def read(path: Path, sink: Sink) -> None:
                 "extra": extras,
             },
         )
-    found = request_columns(rows, workload, slice_)
+    found = request_columns(rows, workload, slice_, sink.hints.get("request_span"))
     if found is not None:
         sink.add_table("request", workload, found.lines, found.columns)
         unread, example = found.unread

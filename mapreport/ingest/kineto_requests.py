@@ -32,6 +32,28 @@ REQUEST_SPAN = re.compile(r"^request[ #:]+(?P<id>[^ ]+)(?:\s+(?P<shape>.*?))?\s*
 `request:<id>`), optionally followed by its shape in any of the forms `annotation_shape`
 reads."""
 _PREFIX = "request"
+MAX_PATTERN = 500
+"""The longest `run.request_span` pattern accepted (characters)."""
+MAX_SPAN_NAME = 4096
+"""Longer span names are not matched against a configured pattern (a pattern that backtracks
+cannot be made to spend its time on a hostile trace's megabyte-long names)."""
+
+
+def span_pattern(text: str) -> re.Pattern[str]:
+    """A configured request-span pattern (`run.request_span`, `ingest --request-span`): a
+    regular expression with a named group `id` and optionally `shape`, matched against the
+    whole span name. ValueError saying what is wrong otherwise."""
+    if len(text) > MAX_PATTERN:
+        raise ValueError(f"longer than {MAX_PATTERN} characters")
+    try:
+        pattern = re.compile(text)
+    except re.error as e:
+        raise ValueError(f"not a regular expression: {e}") from None
+    if "id" not in pattern.groupindex:
+        raise ValueError("needs a named group `id`, as in request (?P<id>\\S+) (?P<shape>.*)")
+    return pattern
+
+
 _KEYED = re.compile(r"^(?:shape|input_shape|dims)\s*[=:]\s*", re.I)
 """A `shape=` (or `shape:`, `input_shape=`, `dims=`) key before the shape itself."""
 _MEANT_AS_SHAPE = re.compile(r"^(?:(?:shape|input_shape|dims)\s*[=:]|[\[(])", re.I)
@@ -75,14 +97,16 @@ class Requests:
     """How many spans had shape text that did not read, and the first one's name."""
 
 
-def request_columns(rows: pa.Table, workload: str, slice_: str) -> Requests | None:
-    """The trace's request annotation spans as request rows; None without any."""
-    spans = rows.filter(
-        pc.and_(
-            pc.equal(rows["category"], "annotation"),
-            pc.starts_with(rows["name"], _PREFIX),
-        )
-    )
+def request_columns(
+    rows: pa.Table, workload: str, slice_: str, pattern: str | None = None
+) -> Requests | None:
+    """The trace's request annotation spans as request rows; None without any. `pattern`
+    (`span_pattern`) replaces the span names this module knows."""
+    custom = span_pattern(pattern) if pattern else None
+    is_span = pc.equal(rows["category"], "annotation")
+    if custom is None:
+        is_span = pc.and_(is_span, pc.starts_with(rows["name"], _PREFIX))
+    spans = rows.filter(is_span)
     keep, ids, shapes, starts, ends = [], [], [], [], []
     unread, first_unread = 0, None
     for i, (name, ts, dur) in enumerate(
@@ -93,12 +117,21 @@ def request_columns(rows: pa.Table, workload: str, slice_: str) -> Requests | No
             strict=True,
         )
     ):
-        m = REQUEST_SPAN.match(name)
-        if m is None or ts is None or dur is None or dur < 0:
-            continue  # another annotation that happens to start with the word
-        shape, text = annotation_shape(m["shape"]), (m["shape"] or "").strip()
-        if shape == UNKNOWN and len(text.split()) > 1 and not _MEANT_AS_SHAPE.match(text):
-            continue  # words after the id that read as no shape: a phrase, not a request
+        if ts is None or dur is None or dur < 0:
+            continue
+        if custom is not None:
+            m = custom.fullmatch(name) if len(name) <= MAX_SPAN_NAME else None
+            if m is None or not m["id"]:
+                continue
+            text = ((m.groupdict().get("shape")) or "").strip()
+            shape = annotation_shape(text)
+        else:
+            m = REQUEST_SPAN.match(name)
+            if m is None:
+                continue  # another annotation that happens to start with the word
+            shape, text = annotation_shape(m["shape"]), (m["shape"] or "").strip()
+            if shape == UNKNOWN and len(text.split()) > 1 and not _MEANT_AS_SHAPE.match(text):
+                continue  # words after the id that read as no shape: a phrase, not a request
         if shape == UNKNOWN and text:
             unread += 1
             first_unread = first_unread or name

@@ -35,6 +35,7 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     workload: str | None = None
     slice: str | None = None
     sequence_buckets: list[int] | None = None
+    request_span: str | None = None
 
 
 MAX_JOBS = 64
@@ -226,7 +227,8 @@ def _build(raw: _File, path: Path | None) -> Config:
 
 
 def _hints(path: Path | None, run: _Run) -> dict[str, str]:
-    """What the readers take from the config: workload, slice, sequence-length bucket edges."""
+    """What the readers take from the config: workload, slice, sequence-length bucket edges,
+    the pattern of a request's profiler span."""
     from mapreport.core.shapes import ShapeError, parse_edges
 
     edges = None
@@ -236,7 +238,19 @@ def _hints(path: Path | None, run: _Run) -> dict[str, str]:
             edges = ",".join(map(str, parse_edges(text)))
         except ShapeError as e:
             raise ConfigError(f"{path}: run.sequence_buckets: {e}") from None
-    named = (("workload", run.workload), ("slice", run.slice), ("sequence_buckets", edges))
+    if run.request_span is not None:
+        from mapreport.ingest.kineto_requests import span_pattern
+
+        try:
+            span_pattern(run.request_span)
+        except ValueError as e:
+            raise ConfigError(f"{path}: run.request_span: {e}") from None
+    named = (
+        ("workload", run.workload),
+        ("slice", run.slice),
+        ("sequence_buckets", edges),
+        ("request_span", run.request_span),
+    )
     return {k: v for k, v in named if v}
 
 
