@@ -127,7 +127,13 @@ def coverage(
         covered_traffic_share=covered / total if total else None,
         uncovered_shapes=uncovered,
         synthetic_only_buckets=synthetic,
-        plans=tuple(sorted({b.plan_id for b in buckets})),
+        # a graph that ran a shape is a plan too, exported or not
+        plans=tuple(
+            sorted(
+                {b.plan_id for b in buckets}
+                | {p.bucket.plan_id for p in placements.values() if p.bucket}
+            )
+        ),
         buckets=len(buckets),
     )
 
