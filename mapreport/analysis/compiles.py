@@ -26,6 +26,7 @@ class CompileCost:
     compiles: int
     recompiles: int
     compile_ms: float | None
+    """Time compiling, the failed and refused attempts included (they held the worker)."""
     cache_hits: int
     cache_misses: int
     reasons: tuple[str, ...]
@@ -36,6 +37,10 @@ class CompileCost:
     """compile / (compile + runtime of the compiled region)."""
     saving_per_request_us: float | None
     break_even_requests: float | None
+    refused: int = 0
+    """Attempts the compiler refused at its recompile limit (not compiles: no graph)."""
+    failed: int = 0
+    """Attempts that failed (not compiles: no graph)."""
 
 
 @dataclass(frozen=True)
@@ -48,25 +53,35 @@ class Compiles:
     compile_ms: float
     shapes_recompiled: int
     runtime_joined: bool
+    refused: int = 0
+    failed: int = 0
 
 
 REGION = "Torch-Compiled Region: "
 """The profiler op PyTorch records around a call of compiled code, followed by its compile id."""
 
 _EVENTS = """
-    SELECT coalesce(shape, '') AS shape, count(*) AS compiles,
-        count(*) FILTER (WHERE recompile_reason IS NOT NULL) AS recompiles,
+    SELECT coalesce(shape, '') AS shape,
+        count(*) FILTER (WHERE coalesce(outcome, 'compiled') = 'compiled') AS compiles,
+        count(*) FILTER (WHERE recompile_reason IS NOT NULL
+            AND coalesce(outcome, 'compiled') = 'compiled') AS recompiles,
         sum(compile_ms) AS compile_ms,
         count(*) FILTER (WHERE cache_hit) AS hits, count(*) FILTER (WHERE NOT cache_hit) AS misses,
         list(DISTINCT recompile_reason ORDER BY recompile_reason)
             FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
         list(DISTINCT frame ORDER BY frame) FILTER (WHERE frame IS NOT NULL) AS frames,
-        list(DISTINCT regexp_extract(compile_id, '^[0-9]+/[0-9]+')) AS ids
+        list(DISTINCT coalesce(CAST(core AS VARCHAR), '') || ':'
+            || regexp_extract(compile_id, '^[0-9]+/[0-9]+')) AS ids,
+        count(*) FILTER (WHERE outcome = 'limit_hit') AS refused,
+        count(*) FILTER (WHERE outcome = 'failed') AS failed
     FROM compile_event WHERE workload = $w AND slice = $s
     GROUP BY 1 ORDER BY 1
 """
+"""Per compile shape; a compile is keyed by its process and id (`core:0/4`): ids are per
+process, so two workers' `0/4` are two graphs."""
 _REGIONS = f"""
-    SELECT substr(name, {len(REGION) + 1}) AS id, count(*) AS calls, sum(dur_us) AS total_us,
+    SELECT coalesce(CAST(core AS VARCHAR), '') || ':' || substr(name, {len(REGION) + 1}) AS id,
+        count(*) AS calls, sum(dur_us) AS total_us,
         median(dur_us) AS p50_us
     FROM op_exec WHERE workload = $w AND slice = $s AND starts_with(name, '{REGION}')
     GROUP BY 1
@@ -93,7 +108,7 @@ def compiles(
         for r in con.execute(_REGIONS, p).fetchall()
     }
     rows = []
-    for shape, n, recompiles, ms, hits, misses, reasons, frames, ids in events:
+    for shape, n, recompiles, ms, hits, misses, reasons, frames, ids, refused, failed in events:
         runtime = [regions[i] for i in ids or [] if i in regions]
         calls = sum(c for c, _, _ in runtime)
         run_us = sum(t for _, t, _ in runtime)
@@ -104,6 +119,8 @@ def compiles(
                 shape=shape or None,
                 compiles=int(n),
                 recompiles=int(recompiles),
+                refused=int(refused),
+                failed=int(failed),
                 compile_ms=compile_ms,
                 cache_hits=int(hits),
                 cache_misses=int(misses),
@@ -133,6 +150,8 @@ def compiles(
         compile_ms=total_ms,
         shapes_recompiled=sum(1 for r in rows if r.recompiles),
         runtime_joined=any(r.runtime_calls for r in rows),
+        refused=sum(r.refused for r in rows),
+        failed=sum(r.failed for r in rows),
     )
 
 

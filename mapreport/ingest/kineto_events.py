@@ -49,7 +49,7 @@ from mapreport.ingest.kineto_columns import (
     hand_over,
     run_columns,
 )
-from mapreport.ingest.kineto_link import extra, link
+from mapreport.ingest.kineto_link import LAUNCHED, extra, link
 from mapreport.ingest.kineto_requests import request_columns
 from mapreport.ingest.records import JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
@@ -267,7 +267,7 @@ def read(path: Path, sink: Sink) -> None:
                 "ts_us": part["ts_us"],
                 "dur_us": part["dur_us"],
                 "device": part["device"],
-                "core": pa.nulls(n, pa.int32()),
+                "core": host_process(part),
                 "stream": part["stream"],
                 "correlation": part["correlation"],
                 "plan_id": pa.nulls(n, pa.string()),
@@ -284,6 +284,20 @@ def read(path: Path, sink: Sink) -> None:
                 f"{example!r}): their requests have the shape `unknown`"
             )
     _environment(sink, header)
+
+
+def host_process(rows: pa.Table) -> pa.Array:
+    """`core` of each row: the host process id of a CPU-side event (the worker that ran it;
+    compile ids are per process); null for device-side rows (their pid is the device) and
+    for pids that are not numbers an int32 holds."""
+    pid = rows["pid"].combine_chunks() if isinstance(rows["pid"], pa.ChunkedArray) else rows["pid"]
+    host = pc.invert(pc.is_in(rows["category"], pa.array(LAUNCHED)))
+    numeric = pc.and_(
+        pc.and_(pc.utf8_is_digit(pid.fill_null("x")), pc.less_equal(pc.utf8_length(pid), 9)),
+        host,
+    )
+    values = pc.cast(pc.if_else(numeric, pid, pa.scalar("0")), pa.int32())
+    return pc.if_else(numeric, values, pa.scalar(None, pa.int32()))
 
 
 def _with_extra(rows: pa.Table, ops: pa.Array) -> Iterator[tuple[pa.Table, pa.Array]]:
