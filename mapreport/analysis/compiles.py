@@ -80,12 +80,24 @@ _EVENTS = """
 """Per compile shape; a compile is keyed by its process and id (`core:0/4`): ids are per
 process, so two workers' `0/4` are two graphs."""
 _REGIONS = f"""
-    SELECT coalesce(CAST(core AS VARCHAR), '') || ':' || substr(name, {len(REGION) + 1}) AS id,
-        count(*) AS calls, sum(dur_us) AS total_us,
-        median(dur_us) AS p50_us
+    SELECT coalesce(CAST(core AS VARCHAR), '') AS core, substr(name, {len(REGION) + 1}) AS id,
+        count(*) AS calls, sum(dur_us) AS total_us
     FROM op_exec WHERE workload = $w AND slice = $s AND starts_with(name, '{REGION}')
-    GROUP BY 1
+    GROUP BY 1, 2
 """
+
+
+def _region_runtime(rows: list[tuple[str, str, int, float]]) -> dict[str, tuple[int, float]]:
+    """(calls, total µs) of the compiled regions per compile key (`core:id`). Regions of a
+    process also keyed by id alone (`:id`, summed over processes), which is how a compile whose
+    process ran no region in the slice joins: its log and the trace were captured from
+    different processes of one program."""
+    out: dict[str, tuple[int, float]] = {}
+    for core, id_, calls, total in rows:
+        for key in {f"{core}:{id_}", f":{id_}"}:
+            c, t = out.get(key, (0, 0.0))
+            out[key] = (c + int(calls), t + float(total))
+    return out
 
 
 def compiles(
@@ -103,15 +115,15 @@ def compiles(
     events = con.execute(_EVENTS, p).fetchall()
     if not events:
         return None
-    regions = {
-        str(r[0]): (int(r[1]), float(r[2]), float(r[3]))
-        for r in con.execute(_REGIONS, p).fetchall()
-    }
+    found = con.execute(_REGIONS, p).fetchall()
+    regions = _region_runtime(found)
+    ran = {str(core) for core, *_ in found}
     rows = []
     for shape, n, recompiles, ms, hits, misses, reasons, frames, ids, refused, failed in events:
-        runtime = [regions[i] for i in ids or [] if i in regions]
-        calls = sum(c for c, _, _ in runtime)
-        run_us = sum(t for _, t, _ in runtime)
+        keys = [i if i.split(":")[0] in ran else ":" + i.split(":", 1)[1] for i in ids or []]
+        runtime = [regions[k] for k in keys if k in regions]
+        calls = sum(c for c, _ in runtime)
+        run_us = sum(t for _, t in runtime)
         compile_ms = None if ms is None else float(ms)
         saving = saving_us.get(shape) if shape else None
         rows.append(
