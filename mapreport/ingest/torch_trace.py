@@ -61,8 +61,8 @@ _LIMIT = re.compile(r"(recompile|cache.size)[ _]limit", re.I)
 """How dynamo's fail_reason names a compile refused at the recompile limit (the frame then
 runs eagerly for shapes no compiled graph admits)."""
 _MISMATCH = re.compile(
-    r"tensor '(?P<tensor>[^']+)' size mismatch at index (?P<dim>\d+)\. "
-    r"expected (?P<expected>\d+), actual (?P<actual>\d+)"
+    r"tensor '(?P<tensor>[^']{1,200})' size mismatch at index (?P<dim>\d{1,9})\. "
+    r"expected (?P<expected>\d{1,18}), actual (?P<actual>\d{1,18})\b"
 )
 """A guard failure dynamo gives as a recompile's reason: one dim of one input changed size."""
 _TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
