@@ -91,6 +91,59 @@ def test_busy_periods_end_when_the_worker_idles(tmp_path: Path) -> None:
     assert b.triggers == ("b=8", "b=1")
 
 
+def test_an_event_holds_only_its_own_worker(tmp_path: Path) -> None:
+    """Issue 34: worker 1's recompile (its event names core 1) does not make worker 0's request
+    of the same shape, computing at the same time, an adapting one; an event naming no core
+    holds every worker."""
+    recs = [
+        request(0, 0, 0, 1000, core=0, b=8),
+        request(1, 100, 1000, 1100, core=0),
+        request(2, 0, 0, 1000, core=1, b=8),
+        request(3, 100, 1000, 1100, core=1),
+        {
+            "workload": "w",
+            "event": "recompile",
+            "ts_us": 10,
+            "dur_us": 900,
+            "shape": {"b": 8},
+            "core": 1,
+        },
+    ]
+    f = tmp_path / "w.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest(tmp_path / "ds", [f])
+    b = blocking_of(tmp_path / "ds", "w")
+    assert [(e.worker, e.blocked) for e in b.events] == [(1, 1)]
+    del recs[-1]["core"]
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest(tmp_path / "ds2", [f])
+    assert [(e.worker, e.blocked) for e in blocking_of(tmp_path / "ds2", "w").events] == [
+        (0, 1),
+        (1, 1),
+    ]
+
+
+def test_a_blocked_request_is_credited_to_what_held_the_worker_while_it_waited(
+    tmp_path: Path,
+) -> None:
+    """Two compiles in one busy period: a request that arrived during the first and started
+    after the second is credited to the one that overlapped its wait most, not the last one;
+    one that arrived after both ended (into their backlog) to the latest before it."""
+    recs = [
+        request(0, 0, 0, 2000, b=8),  # compiles for 2 ms
+        request(1, 100, 2000, 2500, b=9),  # arrived during r0's compile; compiles 0.5 ms
+        request(2, 200, 2500, 2600),  # waited 1.8 ms in r0's compile, 0.5 ms in r1's
+        request(3, 2550, 2600, 2700),  # arrived after both: the backlog of the latest
+        {"workload": "w", "event": "recompile", "ts_us": 0, "dur_us": 2000, "shape": {"b": 8}},
+        {"workload": "w", "event": "recompile", "ts_us": 2000, "dur_us": 500, "shape": {"b": 9}},
+    ]
+    f = tmp_path / "w.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest(tmp_path / "ds", [f])
+    b = blocking_of(tmp_path / "ds", "w")
+    assert {e.shape: e.blocked for e in b.events} == {"b=8": 2, "b=9": 1}
+
+
 def event(
     shape: str, how: str = "recompile", seen: bool = False, blocked: int = 3
 ) -> BlockingEvent:
