@@ -18,7 +18,7 @@ from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import causes, prose, words
+from mapreport.report import causes, decisions, prose, words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
 from tests.conftest import REALDATA, SAMPLE_DATA
@@ -169,7 +169,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.Criterion: words.CRITERIA,
     kinds.CheckItem: words.CHECK_ITEMS,
     kinds.PitfallKind: words.PITFALLS,
-    kinds.GainGap: words.GAIN_GAPS,
+    kinds.GainGap: decisions.GAIN_GAPS,
+    kinds.PredictionGap: decisions.PREDICTION_GAPS,
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,

@@ -104,10 +104,13 @@ def shape_gain(
         variant = base_variant if nb else None
         return ShapeGain(variant, na, nb, n_events, cost_us, GainState.NOT_MEASURED, gap)
 
+    one_path = other is not None and basis == GainBasis.SAME_SHAPE
     if adapted is None or na == 0:
-        return missing(GainGap.NO_ADAPTED)
+        alone = one_path and nb >= th.min_samples
+        return missing(GainGap.NO_OTHER_PATH if alone else GainGap.NO_ADAPTED)
     if base is None or nb == 0:
-        return missing(GainGap.NO_BASELINE)
+        alone = one_path and na >= th.min_samples
+        return missing(GainGap.NO_OTHER_PATH if alone else GainGap.NO_BASELINE)
     if na < th.min_samples or nb < th.min_samples:
         return missing(GainGap.TOO_FEW)
     seed = seed_for(th.seed, *key)

@@ -25,6 +25,7 @@ from mapreport.app.terminal import (
     progress_printer,
     setup_logging,
 )
+from mapreport.app.values import edges_option, span_option
 from mapreport.core.errors import (
     ERROR_POLICIES,
     DatasetError,
@@ -199,31 +200,6 @@ def main() -> None:
     """
 
 
-def _edges(value: str | None) -> str | None:
-    """--sequence-buckets checked before any file is read (a bad list is a usage error)."""
-    if value is None:
-        return None
-    from mapreport.core.shapes import ShapeError, parse_edges
-
-    try:
-        return ",".join(map(str, parse_edges(value)))
-    except ShapeError as e:
-        raise click.BadParameter(str(e)) from None
-
-
-def _span(value: str | None) -> str | None:
-    """--request-span checked before any file is read (a bad pattern is a usage error)."""
-    if value is None:
-        return None
-    from mapreport.ingest.kineto_requests import span_pattern
-
-    try:
-        span_pattern(value)
-    except ValueError as e:
-        raise click.BadParameter(str(e)) from None
-    return value
-
-
 @main.command("ingest")
 @dataset_opt
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path, exists=True))
@@ -245,7 +221,7 @@ def _span(value: str | None) -> str | None:
     "--sequence-buckets",
     "edges",
     metavar="EDGES",
-    callback=lambda _c, _p, v: _edges(v),
+    callback=lambda _c, _p, v: edges_option(v),
     help="Upper edges of the sequence-length buckets that are a generative request's shape "
     "(AIPerf), comma-separated tokens; default powers of two, 64 to 131072.",
 )
@@ -253,7 +229,7 @@ def _span(value: str | None) -> str | None:
     "--request-span",
     "span",
     metavar="REGEX",
-    callback=lambda _c, _p, v: _span(v),
+    callback=lambda _c, _p, v: span_option(v),
     help="The name of a request's profiler span, as a regular expression with a named group "
     "`id` and optionally `shape` (default: `request <id> [<shape>]` and its common variants).",
 )

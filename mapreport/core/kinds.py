@@ -230,6 +230,9 @@ class GainGap(StrEnum):
     NO_ADAPTED = "no_adapted"
     NO_BASELINE = "no_baseline"
     TOO_FEW = "too_few"
+    NO_OTHER_PATH = "no_other_path"
+    """An uncovered shape ran one path only, enough times, and no shape of comparable size
+    ran the other (`adaptation.other_paths`)."""
 
 
 class PredictionGap(StrEnum):

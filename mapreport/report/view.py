@@ -31,7 +31,7 @@ from mapreport.core.kinds import (
 )
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
-from mapreport.report import causes, prose, words
+from mapreport.report import causes, decisions, prose, words
 from mapreport.report.filters import duration
 from mapreport.report.lines import ActionView, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
@@ -264,7 +264,7 @@ def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     )
     key = anchor_key(m.shape)
     pack = class_id(r.workload, r.slice, m.shape) if m.diagnosis.evidence is not None else None
-    return ShapeLine(m, words.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
+    return ShapeLine(m, decisions.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
 
 
 def core_evidence(r: SliceResult) -> tuple[CoreEvidence, ...]:

@@ -26,7 +26,6 @@ from mapreport.core.kinds import (
     Driver,
     FusionGap,
     GainBasis,
-    GainGap,
     GainState,
     Health,
     HistoryNote,
@@ -191,12 +190,6 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.SAME_ON_BOTH_SIDES: "same on both sides",
 }
 
-GAIN_GAPS: dict[GainGap, str] = {
-    GainGap.NO_ADAPTED: "no adapted requests",
-    GainGap.NO_BASELINE: "no {variant} requests to compare with",
-    GainGap.TOO_FEW: "too few samples: {na} adapted, {nb} {variant} (need {need})",
-}
-
 CLASS_BASES: dict[ClassBasis, str] = {
     ClassBasis.TOO_FEW_REQUESTS: "n = {n} < {need}: too few requests to read the tail",
     ClassBasis.NO_DRIVER_DECIDES: "tail is material (p95 {p95} µs vs p50 {p50} µs) but no "
@@ -243,65 +236,6 @@ def label(x: str | None) -> str:
 
 def _p(x: float | None) -> str:
     return pct(x, 0)
-
-
-def gain_reason(m: ShapeMetrics, th: Thresholds) -> str:
-    """Why a shape's gain is what it is (or why it is not measured)."""
-    g = m.gain
-    variant = "static" if m.covered else "fallback"
-    if g.gap is not None:
-        gap = GAIN_GAPS[g.gap].format(
-            variant=variant, na=g.n_adapted, nb=g.n_baseline, need=th.min_samples
-        )
-        return f"gain not measured: {gap}"
-    assert g.net_gain_p50 is not None
-    assert g.net_gain_p50_ci is not None
-    ci = g.net_gain_p50_ci
-    said = (
-        f"net p50 gain {g.net_gain_p50:+.1%} (95% CI {ci.low:+.1%} to {ci.high:+.1%}), "
-        f"n={g.n_adapted} vs {g.n_baseline}"
-    )
-    if g.basis != GainBasis.COMPARABLE_SHAPES:
-        return said
-    # one path ran this shape: say which path was borrowed, and from which shapes
-    ran, other = ("eager", "compiled") if m.n_adapted == 0 else ("compiled", "eager")
-    return (
-        f"{said}; it ran {ran} only, so the {other} path is measured on shapes of comparable "
-        f"size ({', '.join(g.compared_shapes)}), per element"
-    )
-
-
-PREDICTION_GAPS: dict[PredictionGap, str] = {
-    PredictionGap.PLAN_STATES_NONE: "the compile plan states no whole-model cost for this "
-    "bucket (no __total__ and no per-op predictions): the per-operator section compares its "
-    "mapping with measured times instead",
-    PredictionGap.PLAN_NOT_EXPORTED: "no compile plan was exported for the plan that ran this "
-    "shape, so there is no prediction to check (for torch.compile: Inductor logs its per-op "
-    "estimates into TORCH_TRACE with torch._inductor.config.log_tlparse = True)",
-    PredictionGap.COMPILER_LOGGED_NONE: "Inductor logged no runtime estimate for the graph "
-    "that ran this shape (it logs them with torch._inductor.config.log_tlparse = True into "
-    "TORCH_TRACE, and writes 0 ns, no estimate, for ops it cannot estimate, as on CPU): "
-    "its mapping accuracy cannot be measured",
-}
-"""Why a covered shape has no prediction."""
-
-
-def decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
-    """Why a shape got its decision (or could not get one)."""
-    acc = m.accuracy.state
-    if acc == AccuracyState.NOT_MEASURED:
-        return "accuracy not measured: too few static requests"
-    if acc == AccuracyState.NO_PREDICTION:
-        return PREDICTION_GAPS[m.accuracy.prediction_gap or PredictionGap.PLAN_STATES_NONE]
-    reason = gain_reason(m, th)
-    if m.gain.state == GainState.NOT_MEASURED or acc == AccuracyState.ACCURATE:
-        return reason
-    miss = (
-        "no compile bucket holds this shape"
-        if acc == AccuracyState.UNCOVERED
-        else "prediction outside tolerance"
-    )
-    return f"{miss}; {reason}"
 
 
 def class_reason(m: ShapeMetrics, r: SliceResult) -> str:

@@ -1,0 +1,31 @@
+"""Option values the command line checks before any file is read: a bad one is a usage error
+(exit 2) naming the option, not a failure halfway through an ingest."""
+
+from __future__ import annotations
+
+import click
+
+
+def edges_option(value: str | None) -> str | None:
+    """--sequence-buckets checked before any file is read (a bad list is a usage error)."""
+    if value is None:
+        return None
+    from mapreport.core.shapes import ShapeError, parse_edges
+
+    try:
+        return ",".join(map(str, parse_edges(value)))
+    except ShapeError as e:
+        raise click.BadParameter(str(e)) from None
+
+
+def span_option(value: str | None) -> str | None:
+    """--request-span checked before any file is read (a bad pattern is a usage error)."""
+    if value is None:
+        return None
+    from mapreport.ingest.kineto_requests import span_pattern
+
+    try:
+        span_pattern(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
+    return value
