@@ -38,6 +38,15 @@ at an idle worker lands that close to the previous end with a probability of abo
 (arrivals spread as a Poisson process), so a shorter gap is a wait, not chance. On a loaded
 machine a queued request starts milliseconds after the one before it, not within 1 ms."""
 
+CREDIT_CANDIDATES = 16
+"""The latest adapting requests of its busy period a blocked request is weighed against (the
+ones that held the worker while it waited are among the latest before it). Bounded so the
+credit stays linear in the requests: on one saturated worker of 50,000 requests, a fifth of
+them on the fallback path, weighing every earlier adapting request took 4.7 s, 16 of them
+0.72 s (the last-adapting rule before it: 0.24 s), and 64 gave 9,200 blocking events
+against 9,208 with 16."""
+_OFFSETS = ", ".join(f"({i})" for i in range(CREDIT_CANDIDATES))
+
 _BLOCKED = f"""
 WITH r AS (
     SELECT *, compute_end_us - compute_us AS compute_start_us, coalesce(core, -1) AS worker,
@@ -89,8 +98,22 @@ WITH r AS (
             min(compute_start_us) OVER (PARTITION BY worker, period)
             + mean_gap_us * (row_number() OVER (
                 PARTITION BY worker, period ORDER BY compute_start_us, rid) - 1))
-        END AS ready_us
+        END AS ready_us,
+        coalesce(sum(CASE WHEN adapted THEN 1 ELSE 0 END) OVER (
+            PARTITION BY worker, period ORDER BY compute_start_us, rid
+            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS adapting_before
     FROM periods
+), held AS (
+    SELECT *, row_number() OVER (
+            PARTITION BY worker, period ORDER BY compute_start_us, rid) AS seq
+    FROM placed WHERE adapted
+), wanted AS (
+    -- each blocked request against the latest CREDIT_CANDIDATES adapting ones before it (an
+    -- equality join: linear in the requests, however long a saturated busy period runs)
+    SELECT v.rid, v.worker, v.period, v.ready_us, v.compute_start_us,
+        v.adapting_before - o.i AS seq
+    FROM placed v CROSS JOIN (VALUES {_OFFSETS}) AS o(i)
+    WHERE v.adapting_before > o.i
 ), credit AS (
     SELECT v.rid, b.rid AS blocked_by, row_number() OVER (
             PARTITION BY v.rid
@@ -100,9 +123,7 @@ WITH r AS (
                     NULLS LAST,
                 b.compute_us DESC, b.rid
         ) AS k
-    FROM placed v JOIN placed b ON b.worker = v.worker AND b.period = v.period AND b.adapted
-        AND (b.compute_start_us < v.compute_start_us
-            OR (b.compute_start_us = v.compute_start_us AND b.rid < v.rid))
+    FROM wanted v JOIN held b ON b.worker = v.worker AND b.period = v.period AND b.seq = v.seq
 )
 SELECT p.source_id, p.line, p.rid, p.shape, p.plan_id, p.how, p.adapted, p.seen_before,
     p.worker, p.compute_start_us, p.compute_us, p.queue_us, c.blocked_by
