@@ -203,14 +203,15 @@ def served(rows: pa.Table, spans: pa.Table) -> tuple[pa.Array, pa.Array, pa.Arra
         None if g is None else g[len(REGION) :] for g in _first_inside(keys, start, end, regions)
     ]
     compiles = _first_inside(keys, start, end, compiling)
+    # compile ids are per process: a graph one thread compiled while serving is adapted on all
     compiled_here = {
-        (k, g)
-        for k, g, c in zip(keys, graph_ids, compiles, strict=True)
+        (p, g)
+        for p, g, c in zip(pids, graph_ids, compiles, strict=True)
         if g is not None and c is not None
     }
     variants = [
-        "fallback" if g is None else "adapted" if (k, g) in compiled_here else "static"
-        for k, g in zip(keys, graph_ids, strict=True)
+        "fallback" if g is None else "adapted" if (p, g) in compiled_here else "static"
+        for p, g in zip(pids, graph_ids, strict=True)
     ]
     return (
         pa.array(workers, pa.int32()),
