@@ -49,6 +49,14 @@ def test_the_real_case_recovers_the_independent_figures(tmp_path: Path) -> None:
     assert len(set().union(*(e.shapes for e in b.events))) == 10
 
 
+def blocking_of_records(ds: Path, recs: list[dict[str, Any]]) -> Blocking:
+    """The blocking of native records (workload `w`) ingested into a new dataset."""
+    f = ds.with_suffix(".jsonl")
+    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    ingest(ds, [f])
+    return blocking_of(ds, "w")
+
+
 def request(i: int, arrival: float, start: float, end: float, **extra: Any) -> dict[str, Any]:
     return {
         "workload": "w",
@@ -77,10 +85,7 @@ def test_busy_periods_end_when_the_worker_idles(tmp_path: Path) -> None:
         {"workload": "w", "event": "recompile", "ts_us": 10, "dur_us": 900, "shape": {"b": 8}},
         {"workload": "w", "event": "retune", "ts_us": 9000, "dur_us": 50, "shape": {"b": 3}},
     ]
-    f = tmp_path / "w.jsonl"
-    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    ingest(tmp_path / "ds", [f])
-    b = blocking_of(tmp_path / "ds", "w")
+    b = blocking_of_records(tmp_path / "ds", recs)
     assert [(e.shape, e.how, e.worker, e.blocked, e.shapes) for e in b.events] == [
         ("b=8", "recompile", 0, 2, ("b=1", "b=2")),
         ("b=1", "fallback", 1, 1, ("b=1",)),
@@ -109,15 +114,10 @@ def test_an_event_holds_only_its_own_worker(tmp_path: Path) -> None:
             "core": 1,
         },
     ]
-    f = tmp_path / "w.jsonl"
-    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    ingest(tmp_path / "ds", [f])
-    b = blocking_of(tmp_path / "ds", "w")
+    b = blocking_of_records(tmp_path / "ds", recs)
     assert [(e.worker, e.blocked) for e in b.events] == [(1, 1)]
     del recs[-1]["core"]
-    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    ingest(tmp_path / "ds2", [f])
-    assert [(e.worker, e.blocked) for e in blocking_of(tmp_path / "ds2", "w").events] == [
+    assert [(e.worker, e.blocked) for e in blocking_of_records(tmp_path / "ds2", recs).events] == [
         (0, 1),
         (1, 1),
     ]
@@ -137,10 +137,7 @@ def test_a_blocked_request_is_credited_to_what_held_the_worker_while_it_waited(
         {"workload": "w", "event": "recompile", "ts_us": 0, "dur_us": 2000, "shape": {"b": 8}},
         {"workload": "w", "event": "recompile", "ts_us": 2000, "dur_us": 500, "shape": {"b": 9}},
     ]
-    f = tmp_path / "w.jsonl"
-    f.write_text("".join(json.dumps(r) + "\n" for r in recs))
-    ingest(tmp_path / "ds", [f])
-    b = blocking_of(tmp_path / "ds", "w")
+    b = blocking_of_records(tmp_path / "ds", recs)
     assert {e.shape: e.blocked for e in b.events} == {"b=8": 2, "b=9": 1}
 
 

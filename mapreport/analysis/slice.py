@@ -218,7 +218,10 @@ def shapes_step(ctx: Context) -> ShapesFound:
         pairs.append((share, acc))
         samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
         key = (ctx.workload, ctx.slice, r.shape)
-        other = other_paths(r.shape, ctx.samples) if not covered else None
+        # pooling comparable shapes costs a pass over every sample: only where one path ran
+        own = [len(samples[v]) if v in samples else 0 for v in ("adapted", "fallback")]
+        one_path = not covered and min(own) < ctx.th.min_samples
+        other = other_paths(r.shape, ctx.samples) if one_path else None
         gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th, other)
         sources = set(r.sources) | set(pl.bucket.sources if pl.bucket else ())
         shapes.append(
