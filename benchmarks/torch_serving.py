@@ -157,6 +157,8 @@ def _worker(
     torch.set_num_threads(1)
     torch._dynamo.config.recompile_limit = a.recompile_limit
     torch._inductor.config.log_tlparse = True  # Inductor's per-op estimates into TORCH_TRACE
+    # each generated CPU kernel records its own profiler span, named as in Inductor's code
+    torch._inductor.config.cpp.enable_kernel_profile = True
 
     class Block(torch.nn.Module):  # type: ignore[misc]  # torch is untyped here
         def __init__(self) -> None:

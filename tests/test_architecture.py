@@ -171,6 +171,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.PitfallKind: words.PITFALLS,
     kinds.GainGap: decisions.GAIN_GAPS,
     kinds.PredictionGap: decisions.PREDICTION_GAPS,
+    kinds.AccuracyGap: decisions.ACCURACY_GAPS,
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,

@@ -166,12 +166,14 @@ def test_inductor_estimates_become_the_compile_plan(tmp_path: Path) -> None:
             est = op["estimated_runtime_ns"] / 1e3 or None
             expected.append((key, op["name"], est, op["type"], i))
     assert len(rows) == len(expected) == 39
-    got = sorted((r[0], r[1], r[2], r[3], r[6]) for r in rows)
+    # an op listed twice in one graph (two matmuls) is two ops: `name#1`, `name#2`
+    got = sorted((r[0], r[1].split("#")[0], r[2], r[6]) for r in rows)
     for g, e in zip(got, sorted(expected), strict=True):
         assert g[:2] == e[:2]
         assert g[2] == (None if e[2] is None else pytest.approx(e[2]))
-        assert g[3:] == e[3:]
-    mm = next(r for r in rows if r[1] == "extern_kernels.mm")
+        assert g[3] == e[4]
+    assert len({(r[0], r[1]) for r in rows}) == 39
+    mm = next(r for r in rows if r[1] == "extern_kernels.mm#1")
     assert mm[2] == pytest.approx(6885.841870239033)
     assert mm[4] == "fp16"
     # the graph's one user input, L['args'][0]; the two weights are parameters
@@ -182,3 +184,30 @@ def test_inductor_estimates_become_the_compile_plan(tmp_path: Path) -> None:
     planned = con.execute("SELECT compile_id, plan_id FROM compile_event WHERE plan_id IS NOT NULL")
     assert sorted(planned.fetchall()) == [("0/0", "0/0"), ("0/1", "0/1")]
     assert {e[0] for e in expected} == {"0/0", "0/1", "0/2", "0/3"}
+
+
+def test_inductor_ops_are_named_by_the_kernels_they_launched(tmp_path: Path) -> None:
+    """Inductor's wrapper code (`inductor_output_code`) launches the scheduled ops in order:
+    each fused op gets the Triton kernel the profiler records; a library op on a GPU graph has
+    no kernel name in the code and gets none. A graph's prediction sums all its ops, both
+    matmuls included."""
+    log = TLPARSE / "inputs" / "multi_rank_runtime" / "dedicated_log_torch_trace_rank_0.log"
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, log, hints={"workload": "mm"})
+    con = ds.connect()
+    rows = con.execute(
+        "SELECT op, kernel, fusion_group FROM compile_plan WHERE plan_id = '0/1' ORDER BY line, op"
+    ).fetchall()
+    kernels = {op: (kernel, fused) for op, kernel, fused in rows}
+    # from the log's wrapper code of compile 0/1 (its `call` function, read by eye)
+    assert kernels["op1_op2_op4"] == (
+        "triton_per_fused_all_reduce_gelu_native_layer_norm_0",
+        "op1 + op2 + op4",
+    )
+    assert kernels["op8"] == ("triton_poi_fused_all_gather_into_tensor_relu_1", None)
+    assert kernels["op13"] == ("triton_poi_fused_add_mul_repeat_2", None)
+    assert kernels["extern_kernels.mm#2"] == (None, None)
+    (total,) = con.execute(
+        "SELECT sum(predicted_us) FROM compile_plan WHERE plan_id = '0/0'"
+    ).fetchone()
+    assert total == pytest.approx(2 * 6885.841870239033 + 2 * 2.1671957671957675 + 30.071, 1e-3)

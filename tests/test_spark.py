@@ -121,9 +121,16 @@ def _findings(case: Case) -> dict[str, Any]:
     return {f: json.loads((case.out / f / "findings.json").read_text()) for f in case.folders}
 
 
-SAME_SQL_ON_SPARK = {"torch-dynamic", "torch-limit", "torch-limit-native", "torch-workers-native"}
+SAME_SQL_ON_SPARK = {
+    "torch-dynamic",
+    "torch-kernels",
+    "torch-limit",
+    "torch-limit-native",
+    "torch-workers-native",
+}
 """Golden cases whose queries another case already runs on Spark (torch-workers: traces of two
-workers at the recompile limit; torch-eager: the gain's other path; torch-serving: native): each
+workers at the recompile limit, ops joined per graph; torch-eager: the gain's other path;
+torch-serving: native): each
 costs 10-23 s of Spark here, and Spark's answer to the same SQL is checked once."""
 
 

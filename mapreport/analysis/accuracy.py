@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import kendall_tau_b, weighted_mean
-from mapreport.core.kinds import AccuracyState, PredictionGap
+from mapreport.core.kinds import AccuracyGap, AccuracyState, PredictionGap
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,12 @@ class Accuracy:
     shapes_measured: int
     measured_traffic_share: float
     tolerance: float
+    gap: AccuracyGap | None = None
+    """Why no shape was measured (None when one was, or when there is nothing to measure)."""
+    prediction_gap: PredictionGap | None = None
+    """With gap no_prediction: why the busiest covered shape's bucket has no prediction."""
+    predicted_buckets: int = 0
+    """Compiled buckets that carry a prediction, whether or not any request ran them."""
 
     @property
     def mape_within(self) -> bool | None:
@@ -68,11 +74,14 @@ def shape_accuracy(
     return ShapeAccuracy(predicted_us, measured, e, abs(e), state)
 
 
-def summarise(per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds) -> Accuracy:
+def summarise(
+    per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds, predicted_buckets: int = 0
+) -> Accuracy:
     """Traffic-weighted MAPE, traffic share within tolerance, Kendall tau across shapes.
 
     `per_shape` pairs each shape's traffic share with its accuracy. MAPE and the within-
     tolerance share are taken over the traffic of measured shapes (reported beside them).
+    `predicted_buckets`: compiled buckets with a prediction (run or not).
     """
     measured = [(w, a) for w, a in per_shape if a.ape is not None]
     weights = [w for w, _ in measured]
@@ -85,6 +94,7 @@ def summarise(per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds) 
         [a.predicted_us for _, a in measured if a.predicted_us is not None],
         [a.measured_static_p50_us for _, a in measured if a.measured_static_p50_us is not None],
     )
+    gap = None if measured else _gap(per_shape, predicted_buckets)
     return Accuracy(
         mape_weighted=mape,
         within_tolerance_share=within,
@@ -92,4 +102,29 @@ def summarise(per_shape: Sequence[tuple[float, ShapeAccuracy]], th: Thresholds) 
         shapes_measured=len(measured),
         measured_traffic_share=sum(weights),
         tolerance=th.tolerance,
+        gap=gap,
+        prediction_gap=_prediction_gap(per_shape) if gap == AccuracyGap.NO_PREDICTION else None,
+        predicted_buckets=predicted_buckets,
     )
+
+
+def _gap(per_shape: Sequence[tuple[float, ShapeAccuracy]], predicted: int) -> AccuracyGap | None:
+    """Why no shape was measured: the reason that holds for the most traffic among covered
+    shapes; with no requests, whether there was a prediction to check."""
+    if not per_shape:
+        return AccuracyGap.NO_RUNS if predicted else None
+    covered = [(w, a) for w, a in per_shape if a.state != AccuracyState.UNCOVERED]
+    if not covered:
+        return AccuracyGap.NONE_COVERED
+    _, top = max(covered, key=lambda p: p[0])
+    return (
+        AccuracyGap.NO_PREDICTION
+        if top.state == AccuracyState.NO_PREDICTION
+        else AccuracyGap.TOO_FEW_STATIC
+    )
+
+
+def _prediction_gap(per_shape: Sequence[tuple[float, ShapeAccuracy]]) -> PredictionGap | None:
+    """Why the busiest shape without a prediction has none."""
+    found = [(w, a) for w, a in per_shape if a.state == AccuracyState.NO_PREDICTION]
+    return max(found, key=lambda p: p[0])[1].prediction_gap if found else None

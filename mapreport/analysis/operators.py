@@ -121,6 +121,8 @@ def _join(
         if not hits:
             unmapped.append((str(name), float(p50), share or 0.0))
             continue
+        if share is not None:
+            share /= len(hits)  # one measured op standing for several planned ones is split
         for pid, op, kernel, precision, fusion, predicted, _src in hits:
             seen.add((str(pid), str(op)))
             err = None
@@ -154,10 +156,10 @@ def operators(
     """The per-op join of one slice, or None when it has no per-op plan or no per-op times.
 
     A runtime op joins a planned op of the same name (or whose kernel has that name), of the
-    same plan when the profile names its plan (trtexec), else of any plan of the slice. The
-    measured universe is the profile rows of the slice's plans, or, for profiles that name no
-    plan, the categories in which at least one name matched (so a profiler trace's CPU ops do
-    not dilute its kernels' shares).
+    same plan when the profile names its plan (trtexec, torch.compile's regions), else of any
+    plan of the slice. The measured universe is the profile rows of the slice's plans, or, for
+    profiles that name no plan, the categories in which at least one name matched (so a
+    profiler trace's CPU ops do not dilute its kernels' shares).
     """
     p = {"w": workload, "s": slice_}
     plan = con.execute(_PLAN, p).fetchall()
@@ -178,10 +180,14 @@ def operators(
         return planned.get(name) or by_kernel.get(name) or []
 
     matched_categories = {r[2] for r in measured if lookup(str(r[1]))}
+    # a profile that attributes ops to the graphs that ran them (torch.compile's regions):
+    # an op outside every graph ran eagerly, outside the plan, and is not held against it
+    attributed = any(r[0] is not None and r[0] in plans for r in measured)
     universe = [
         r
         for r in measured
-        if (r[0] is not None and r[0] in plans) or (r[0] is None and r[2] in matched_categories)
+        if (r[0] is not None and r[0] in plans)
+        or (r[0] is None and not attributed and r[2] in matched_categories)
     ]
     total = sum(float(r[6]) for r in universe)
     rows, unmapped, seen = _join(universe, lookup, total, th)

@@ -250,7 +250,8 @@ def shapes_step(ctx: Context) -> ShapesFound:
             )
         )
     cov = coverage(ctx.rows, ctx.buckets, ctx.placements)
-    return ShapesFound(tuple(shapes), cov, summarise(pairs, ctx.th))
+    predicted = sum(1 for b in ctx.buckets if b.predicted_us is not None)
+    return ShapesFound(tuple(shapes), cov, summarise(pairs, ctx.th, predicted))
 
 
 def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:

@@ -247,6 +247,20 @@ class PredictionGap(StrEnum):
     logs none without `log_tlparse`, and 0 ns (no estimate) for every op on CPU."""
 
 
+class AccuracyGap(StrEnum):
+    """Why no shape's compile-time prediction could be checked against a measurement."""
+
+    NO_RUNS = "no_runs"
+    """The compiler predicted its graphs (buckets) but no request ran on them: a compile log
+    or a plan alone."""
+    NO_PREDICTION = "no_prediction"
+    """The covered shapes' buckets carry no prediction (`Accuracy.prediction_gap` says why)."""
+    TOO_FEW_STATIC = "too_few_static"
+    """Predicted shapes ran the plan as built fewer than `min_samples` times each."""
+    NONE_COVERED = "none_covered"
+    """No shape fell in a compiled bucket."""
+
+
 class GainBasis(StrEnum):
     """What a shape's adaptation gain compares its path with."""
 

@@ -49,7 +49,7 @@ from mapreport.ingest.kineto_columns import (
     hand_over,
     run_columns,
 )
-from mapreport.ingest.kineto_link import LAUNCHED, extra, link
+from mapreport.ingest.kineto_link import LAUNCHED, extra, link, region_plans
 from mapreport.ingest.kineto_requests import request_columns
 from mapreport.ingest.records import JsonDecoder, open_bytes
 from mapreport.ingest.sink import Sink
@@ -250,6 +250,7 @@ def read(path: Path, sink: Sink) -> None:
     rows = on_wall_clock(rows, header)
     shapes, ops = link(rows)
     rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
+    rows = rows.append_column("plan_id", region_plans(rows))
     workload = sink.hints.get("workload") or path.name.split(".")[0]
     slice_ = sink.hints.get("slice", "")
     for part, extras in _with_extra(rows, ops):
@@ -270,7 +271,7 @@ def read(path: Path, sink: Sink) -> None:
                 "core": host_process(part),
                 "stream": part["stream"],
                 "correlation": part["correlation"],
-                "plan_id": pa.nulls(n, pa.string()),
+                "plan_id": part["plan_id"],
                 "extra": extras,
             },
         )

@@ -156,3 +156,60 @@ def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
     if not pc.any(empty).as_py():
         return text
     return pc.if_else(empty, pa.scalar(None, pa.string()), text)
+
+
+REGION = "Torch-Compiled Region: "
+"""The profiler op PyTorch records around a call of compiled code, followed by its compile id."""
+
+
+def region_plans(rows: pa.Table) -> pa.Array:
+    """Per row: the compile id of the torch.compile graph that ran it (null outside one).
+
+    A host-side event belongs to the innermost `Torch-Compiled Region` on its thread whose
+    span holds its start; a kernel, copy or set to the region of the runtime call that
+    launched it (same correlation id). Compile ids are per process: the row's own pid (its
+    `core`) tells two workers' `0/0` apart."""
+    n = len(rows)
+    names = rows["name"]
+    is_region = pc.starts_with(names, REGION).to_numpy(zero_copy_only=False)
+    if not is_region.any():
+        return pa.nulls(n, pa.string())
+    thread = (
+        pc.binary_join_element_wise(rows["pid"].fill_null(""), rows["tid"].fill_null(""), "\x1f")
+        .combine_chunks()
+        .dictionary_encode()
+        .indices.to_numpy()
+    )
+    ts = rows["ts_us"].to_numpy(zero_copy_only=False)
+    end = ts + rows["dur_us"].fill_null(0).to_numpy(zero_copy_only=False)
+    device = pc.is_in(rows["category"], pa.array(LAUNCHED)).to_numpy(zero_copy_only=False)
+    # the region's own span and Inductor's `## Call CompiledFxGraph ... ##` inside it are
+    # the graph, not its ops
+    wrapper = is_region | pc.starts_with(names, "## ").to_numpy(zero_copy_only=False)
+    owner = np.full(n, -1, np.int64)
+    regions = np.flatnonzero(is_region)
+    for t in np.unique(thread[regions]):
+        mine = regions[thread[regions] == t]
+        mine = mine[np.argsort(ts[mine], kind="stable")]
+        rows_t = np.flatnonzero((thread == t) & ~device & ~wrapper & ~np.isnan(ts))
+        # the latest region started at or before the event; nested regions start later, so
+        # the innermost open one is found first, and a closed one holds nothing
+        at = np.searchsorted(ts[mine], ts[rows_t], side="right") - 1
+        ok = at >= 0
+        cand = mine[np.where(ok, at, 0)]
+        ok &= end[cand] >= ts[rows_t]
+        owner[rows_t[ok]] = cand[ok]
+    has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
+    corr = rows["correlation"].fill_null(0).to_numpy()
+    launch = np.flatnonzero(
+        pc.equal(rows["category"], "runtime").to_numpy(zero_copy_only=False)
+        & has_corr
+        & (owner >= 0)
+    )
+    if len(launch):
+        keys, at = _first_of_each(corr[launch], last=True)
+        kernels = np.flatnonzero(device & has_corr)
+        pos, hit = _lookup(keys, corr[kernels])
+        owner[kernels[hit]] = owner[launch[at[pos[hit]]]]
+    ids = pc.utf8_slice_codeunits(names, len(REGION))
+    return pc.take(ids, pa.array(owner, mask=owner < 0)).combine_chunks()

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from mapreport.core.schema import INT32_MAX
 from mapreport.core.shapes import UNKNOWN, ShapeError, canonical_shape
+from mapreport.ingest.kineto_link import REGION
 
 REQUEST_SPAN = re.compile(r"^request[ #:]+(?P<id>[^ ]+)(?:\s+(?P<shape>.*?))?\s*$")
 """The name of a request's annotation span: `request <id>` (also `request#<id>`,
@@ -81,8 +82,6 @@ def annotation_shape(text: str | None) -> str:
         return UNKNOWN
 
 
-REGION = "Torch-Compiled Region: "
-"""The profiler op PyTorch records around a call of compiled code, followed by its compile id."""
 COMPILING = ("_compile.compile_inner", "entire_frame_compile")
 """The names (prefixes) of the profiler spans dynamo records while it compiles a frame."""
 

@@ -24,6 +24,7 @@ from mapreport.core.errors import ErrorPolicy
 from mapreport.core.schema import INT32_MAX
 from mapreport.core.shapes import UNKNOWN, ShapeError, canonical_shape
 from mapreport.ingest.base import Head
+from mapreport.ingest.inductor_code import WrapperCode, planned_ops, read_wrapper
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.spec import as_float
 
@@ -52,6 +53,8 @@ class _Compile:
     """Inductor logged per-op runtime estimates for this compile (its compile_plan rows)."""
     reasons: str | None = None
     """The `recompile_reasons` artifact's text (used when the metrics record states none)."""
+    code: WrapperCode | None = None
+    """Inductor's wrapper code of the graph (`inductor_output_code`): its kernel launches."""
 
 
 REASONS = "recompile_reasons"
@@ -168,6 +171,8 @@ def _describe(c: _Compile, env: dict[str, Any], name: object, payload: bytes) ->
         c.cache = name.removeprefix("fx_graph_cache_")
     if name == REASONS and payload:
         c.reasons = _reasons(payload)
+    if "inductor_output_code" in env and payload:
+        c.code = read_wrapper(payload)
 
 
 def _inputs(c: _Compile) -> list[int]:
@@ -280,15 +285,18 @@ class TorchTraceReader:
             sink.reject(line, "payload.ops", "must be a list of scheduled ops", body)
             return False
         bucket = _input_shape(c)
-        added = False
+        valid: list[tuple[dict[str, Any], float]] = []
         for i, op in enumerate(ops):
             est = as_float(op.get("estimated_runtime_ns")) if isinstance(op, dict) else None
-            name = op.get("name") if isinstance(op, dict) else None
-            if not isinstance(name, str) or est is None:
+            if not isinstance(op, dict) or not isinstance(op.get("name"), str) or est is None:
                 sink.reject(
                     line, f"payload.ops[{i}]", "op needs a name and estimated_runtime_ns", op
                 )
                 continue
+            valid.append((op, est))
+        # an op listed twice (two calls of one library op) is two ops of the graph
+        named = planned_ops([op["name"] for op, _ in valid], c.code)
+        for (op, est), planned in zip(valid, named, strict=True):
             outputs = [o for o in op.get("outputs") or [] if isinstance(o, dict)]
             dtype = next((o.get("dtype") for o in outputs if o.get("dtype")), None)
             sink.add(
@@ -299,26 +307,28 @@ class TorchTraceReader:
                     "slice": slice_,
                     "plan_id": key,
                     "shape_bucket": bucket or UNKNOWN,
-                    "op": name,
+                    "op": planned.op,
                     # Inductor writes 0 where it has no estimate (every op on CPU): not a
                     # prediction that the op takes no time
                     "predicted_us": est / 1e3 if est > 0 else None,
                     "prediction_source": "inductor estimated_runtime_ns",
-                    "kernel": op.get("type") if isinstance(op.get("type"), str) else None,
+                    "kernel": planned.kernel,
                     "tile": None,
-                    "fusion_group": name if "_" in name and name.startswith("op") else None,
+                    "fusion_group": " + ".join(planned.fused) if planned.fused else None,
                     "core": None,
                     "precision": _PRECISION.get(str(dtype)) if dtype else None,
                     "predicted_peak_mem_bytes": None,
                     "mem_budget_bytes": None,
                     "compile_ms": None,
                     "extra": _ENCODE(
-                        {"outputs": [[o.get("shape"), o.get("dtype")] for o in outputs]}
+                        {
+                            "type": op.get("type") if isinstance(op.get("type"), str) else None,
+                            "outputs": [[o.get("shape"), o.get("dtype")] for o in outputs],
+                        }
                     ).decode(),
                 },
             )
-            added = True
-        return added
+        return bool(valid)
 
     @staticmethod
     def _add(

@@ -3,9 +3,18 @@ from being measured. Facts from the analysis (`ShapeMetrics`), read once; nothin
 
 from __future__ import annotations
 
+from mapreport.analysis.accuracy import Accuracy
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.shape import ShapeMetrics
-from mapreport.core.kinds import AccuracyState, GainBasis, GainGap, GainState, PredictionGap
+from mapreport.core.kinds import (
+    AccuracyGap,
+    AccuracyState,
+    GainBasis,
+    GainGap,
+    GainState,
+    PredictionGap,
+)
+from mapreport.report.filters import plural
 
 GAIN_GAPS: dict[GainGap, str] = {
     GainGap.NO_ADAPTED: "no adapted requests",
@@ -75,6 +84,40 @@ PREDICTION_GAPS: dict[PredictionGap, str] = {
     "its mapping accuracy cannot be measured",
 }
 """Why a covered shape has no prediction."""
+
+
+PREDICTION_GAPS_SHORT: dict[PredictionGap, str] = {
+    PredictionGap.PLAN_STATES_NONE: "the compile plan states no cost to check",
+    PredictionGap.PLAN_NOT_EXPORTED: "the graphs that ran exported no compile plan",
+    PredictionGap.COMPILER_LOGGED_NONE: "Inductor logged no runtime estimate (0 ns on CPU; "
+    "torch._inductor.config.log_tlparse = True on a GPU run logs them)",
+}
+"""Why covered shapes have no prediction, in the summary's few words."""
+
+
+ACCURACY_GAPS: dict[AccuracyGap, str] = {
+    AccuracyGap.NO_RUNS: "the compiler predicted {buckets} but no request ran on them: a "
+    "profiler trace or request log of the same run adds the measured side",
+    AccuracyGap.NO_PREDICTION: "{prediction_gap}",
+    AccuracyGap.TOO_FEW_STATIC: "each predicted shape ran the plan as built fewer than "
+    "{min_samples} times, too few to measure",
+    AccuracyGap.NONE_COVERED: "no request's shape fell in a compiled bucket, so no prediction "
+    "applies",
+}
+"""Why no shape's prediction was checked."""
+
+
+def accuracy_gap(a: Accuracy, min_samples: int, short: bool = False) -> str:
+    """Why no shape's prediction was checked ('' when one was, or nothing could be);
+    `short`: the summary's words."""
+    if a.gap is None:
+        return ""
+    why = a.prediction_gap or PredictionGap.PLAN_STATES_NONE
+    return ACCURACY_GAPS[a.gap].format(
+        buckets=plural(a.predicted_buckets, "compiled bucket"),
+        prediction_gap=(PREDICTION_GAPS_SHORT if short else PREDICTION_GAPS)[why],
+        min_samples=min_samples,
+    )
 
 
 def decision_reason(m: ShapeMetrics, th: Thresholds) -> str:

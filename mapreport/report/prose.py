@@ -9,7 +9,8 @@ from typing import assert_never
 from mapreport.analysis import action_params as P
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
-from mapreport.core.kinds import BLOCKERS, ActionKind, BottleneckClass, ClassBasis
+from mapreport.core.kinds import BLOCKERS, AccuracyGap, ActionKind, BottleneckClass, ClassBasis
+from mapreport.report import decisions
 from mapreport.report.causes import REMEDIES, adaptations, dims_text, shape_list
 from mapreport.report.filters import (
     DASH,
@@ -205,6 +206,8 @@ def _offline(r: SliceResult) -> list[str]:
             f"{plural(len(c.shapes), 'shape')}, "
             f"{duration_ms(c.compile_ms)} compiling"
         )
+    if r.accuracy.gap == AccuracyGap.NO_RUNS:
+        parts.append(decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples))
     w = r.sweep
     if w is not None:
         parts.append(
@@ -244,9 +247,14 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         if sla is None
         else f" against an SLA of {duration(sla)} ({'met' if met else 'missed'})"
     )
-    mapping = (
-        f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, "
+    unmeasured = decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples, short=True)
+    mape = (
         f"cost-model MAPE {pct(r.accuracy.mape_weighted)}"
+        if r.accuracy.mape_weighted is not None or not unmeasured
+        else f"cost-model error not measured: {unmeasured}"
+    )
+    mapping = (
+        f"{pct(r.coverage.covered_traffic_share)} of traffic covered by the compile plan, {mape}"
         if r.coverage.plans
         else "no compile plan names it"
     )

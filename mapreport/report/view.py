@@ -208,6 +208,8 @@ class ReportView:
     """Each section without its data, with why and which input would add it."""
     glossary: dict[str, tuple[str, str]]
     """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
+    accuracy_gap: str
+    """Why no shape's prediction was checked ('' when one was)."""
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
@@ -477,6 +479,7 @@ def build(r: SliceResult) -> ReportView:
         sections=shown,
         not_measured=missing,
         glossary=words.GLOSSARY,
+        accuracy_gap=decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
         mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
     )
