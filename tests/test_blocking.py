@@ -17,8 +17,8 @@ from mapreport.analysis.blocking import (
     blocking,
     load_blocking,
 )
-from mapreport.analysis.compiles import VaryingDim
-from mapreport.core.kinds import BlockingRemedy
+from mapreport.analysis.compiles import VaryingDim, fallback_causes
+from mapreport.core.kinds import BlockingRemedy, FallbackCause
 from mapreport.dataset.store import Dataset
 from mapreport.demo import blocking as synth_blocking
 from mapreport.run.ingesting import ingest
@@ -237,3 +237,74 @@ def test_the_blocking_table_stays_bounded_at_fleet_size(
     assert f"Not listed: {v.blocking.rest.count} more adapting requests, each minor" in html
     doc = json.loads(written.findings.read_text())
     assert len(doc["blocking"]["events"]) == len(big.blocking.events)
+
+
+def _glog(pid: int, env: dict[str, Any]) -> str:
+    return f"V1203 02:06:13.495000 {pid} torch/_dynamo/utils.py:1] {json.dumps(env)}\n"
+
+
+def test_why_each_shape_ran_eagerly(tmp_path: Path) -> None:
+    """Per shape with fallback requests, from the compile log of the same worker (process):
+    most of them after the recompile limit was hit; a compile that failed inside one of them;
+    neither (another worker's limit does not count)."""
+    t0 = 1.7e9
+    recs = [
+        request(0, t0 * 1e6, t0 * 1e6, t0 * 1e6 + 500, core=7, b=4, plan_variant="fallback"),
+        request(
+            1, t0 * 1e6 + 10, t0 * 1e6 + 2e6, t0 * 1e6 + 3e6, core=7, b=2, plan_variant="fallback"
+        ),
+        request(
+            2, t0 * 1e6 + 20, t0 * 1e6 + 4e6, t0 * 1e6 + 5e6, core=8, b=3, plan_variant="fallback"
+        ),
+        request(3, t0 * 1e6 + 30, t0 * 1e6 + 6e6, t0 * 1e6 + 7e6, core=8, b=1),
+    ]
+    native = tmp_path / "run.jsonl"
+    native.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    metrics = {"co_name": "forward", "entire_frame_compile_time_s": 0.001}
+    log = tmp_path / "trace.log"
+    log.write_text(
+        _glog(
+            7,
+            {
+                "compilation_metrics": {
+                    **metrics,
+                    "compile_id": "0/3",
+                    "start_time": t0 + 1,
+                    "fail_type": "Unsupported",
+                    "fail_reason": "recompile_limit reached",
+                }
+            },
+        )
+        + _glog(
+            7,
+            {
+                "compilation_metrics": {
+                    **metrics,
+                    "compile_id": "0/4",
+                    "start_time": t0 + 0.0001,
+                    "fail_type": "BackendCompilerFailed",
+                    "fail_reason": "boom",
+                }
+            },
+        )
+        + _glog(
+            9,
+            {
+                "compilation_metrics": {
+                    **metrics,
+                    "compile_id": "0/1",
+                    "start_time": t0,
+                    "fail_type": "Unsupported",
+                    "fail_reason": "recompile_limit reached",
+                }
+            },
+        )
+    )
+    ingest(tmp_path / "ds", [native, log], hints={"workload": "w"})
+    con = Dataset(tmp_path / "ds").connect("w")
+    query.load_slice(con, "w", "")
+    assert fallback_causes(con, "w", "") == {
+        "b=4": FallbackCause.COMPILE_FAILED,  # the failed compile ran inside it
+        "b=2": FallbackCause.RECOMPILE_LIMIT,  # after worker 7's limit
+        "b=3": FallbackCause.UNSTATED,  # worker 9's limit is not worker 8's
+    }

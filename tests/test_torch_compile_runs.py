@@ -155,6 +155,17 @@ def test_eager_fallback_per_shape_from_the_traces(tmp_path: Path) -> None:
     assert b["remedy"] == "raise_recompile_limit"
     recompiled = {e["shape"] for e in b["events"] if e["how"] == "recompile"}
     assert recompiled == {f"{c['batch']}x{c['seq']}" for _, c in log[log["compiled"]].iterrows()}
+    # each eager shape says why: its worker's compiler had refused a compile at the limit
+    # before (the server log's eager requests all follow its last compile)
+    last_compile = log.loc[log["compiled"], "compute_start_us"].max()
+    assert (log.loc[log["eager"], "compute_start_us"] > last_compile).all()
+    causes = {s["shape"]: s["fallback_cause"] for s in doc["shapes"] if s["n_fallback"]}
+    assert causes == dict.fromkeys(eager, "recompile_limit")
+    assert all(
+        "its worker's compiler had reached its recompile limit" in s["decision_reason"]
+        for s in doc["shapes"]
+        if s["n_fallback"]
+    )
 
 
 def test_a_dynamic_graph_compiled_while_serving(tmp_path: Path) -> None:

@@ -14,7 +14,9 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mapreport.analysis.query import SLICE_TABLE
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import FallbackCause
 from mapreport.core.shapes import sort_key
 
 
@@ -214,3 +216,49 @@ def varying_dims(con: Connection, workload: str, slice_: str) -> tuple[VaryingDi
             key=lambda v: (-v.recompiles, v.tensor, v.dim),
         )
     )
+
+
+_FALLBACK_CAUSES = f"""
+    WITH refused AS (
+        SELECT core, min(ts_us) AS limit_us FROM compile_event
+        WHERE workload = $w AND slice = $s AND outcome = 'limit_hit'
+        GROUP BY core
+    ), failing AS (
+        SELECT DISTINCT r.source_id, r.line
+        FROM {SLICE_TABLE} r JOIN compile_event c
+            ON c.core = r.core AND c.ts_us >= r.compute_end_us - r.compute_us
+                AND c.ts_us <= r.compute_end_us
+        WHERE c.workload = $w AND c.slice = $s AND c.outcome = 'failed'
+            AND r.variant = 'fallback'
+    )
+    SELECT r.shape, count(*) AS n,
+        count(*) FILTER (WHERE f.limit_us <= r.compute_end_us) AS limited,
+        count(x.line) AS failed,
+        (SELECT count(*) FROM compile_event WHERE workload = $w AND slice = $s) AS logged
+    FROM {SLICE_TABLE} r LEFT JOIN refused f ON f.core = r.core
+        LEFT JOIN failing x ON x.source_id = r.source_id AND x.line = r.line
+    WHERE r.variant = 'fallback'
+    GROUP BY r.shape
+"""
+"""Per shape: its fallback requests, how many ran after their worker's compiler refused a
+compile at the recompile limit, and how many a compile that failed ran inside (compile ids
+and limits are per process: the request's `core` and the compile's are the process id)."""
+
+
+def fallback_causes(con: Connection, workload: str, slice_: str) -> dict[str, FallbackCause]:
+    """Why each shape with fallback requests ran eagerly (over the slice view of
+    `query.load_slice`): most of them after their worker's recompile limit; else one of them
+    failing to compile; else unstated. None at all without a compile log to explain them."""
+    out = {}
+    for shape, n, limited, failed, logged in con.execute(
+        _FALLBACK_CAUSES, {"w": workload, "s": slice_}
+    ).fetchall():
+        if not logged:
+            break
+        if 2 * int(limited) > int(n):
+            out[str(shape)] = FallbackCause.RECOMPILE_LIMIT
+        elif int(failed):
+            out[str(shape)] = FallbackCause.COMPILE_FAILED
+        else:
+            out[str(shape)] = FallbackCause.UNSTATED
+    return out

@@ -10,7 +10,7 @@ from mapreport.analysis.adaptation import ShapeGain
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles
 from mapreport.analysis.tail import TailDrivers
-from mapreport.core.kinds import Decision
+from mapreport.core.kinds import Decision, FallbackCause
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,8 @@ class ShapeMetrics:
     sources: tuple[str, ...]
     tail: TailDrivers | None
     diagnosis: ShapeClass
+    fallback_cause: FallbackCause | None = None
+    """Why its fallback requests ran eagerly (None: it has none)."""
 
     @property
     def error_rate(self) -> float | None:

@@ -38,7 +38,7 @@ from mapreport.analysis.common import (
     Thresholds,
     sla_checks,
 )
-from mapreport.analysis.compiles import Compiles, compiles, varying_dims
+from mapreport.analysis.compiles import Compiles, compiles, fallback_causes, varying_dims
 from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.coverage import (
     BucketRow,
@@ -204,6 +204,7 @@ def shapes_step(ctx: Context) -> ShapesFound:
     """Coverage, accuracy, adaptation gain and the decision of every shape."""
     shapes: list[ShapeMetrics] = []
     costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
+    eager = fallback_causes(ctx.con, ctx.workload, ctx.slice)
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
     for r in ctx.rows:
@@ -247,6 +248,7 @@ def shapes_step(ctx: Context) -> ShapesFound:
                 sources=tuple(sorted(sources)),
                 tail=None,
                 diagnosis=UNREAD,
+                fallback_cause=eager.get(r.shape),
             )
         )
     cov = coverage(ctx.rows, ctx.buckets, ctx.placements)

@@ -261,6 +261,19 @@ class AccuracyGap(StrEnum):
     """No shape fell in a compiled bucket."""
 
 
+class FallbackCause(StrEnum):
+    """Why a shape's requests ran the generic path (eager, under torch.compile)."""
+
+    RECOMPILE_LIMIT = "recompile_limit"
+    """Its worker's compiler had refused a compile at the recompile limit by then: every new
+    shape of that worker runs eagerly after it."""
+    COMPILE_FAILED = "compile_failed"
+    """A compile on its worker had failed by then."""
+    UNSTATED = "unstated"
+    """No compile record of its worker explains it (a graph break, a skipped frame, or a
+    compile log not ingested)."""
+
+
 class GainBasis(StrEnum):
     """What a shape's adaptation gain compares its path with."""
 

@@ -9,6 +9,7 @@ from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import (
     AccuracyGap,
     AccuracyState,
+    FallbackCause,
     GainBasis,
     GainGap,
     GainState,
@@ -120,8 +121,34 @@ def accuracy_gap(a: Accuracy, min_samples: int, short: bool = False) -> str:
     )
 
 
+FALLBACK_CAUSES: dict[FallbackCause, str] = {
+    FallbackCause.RECOMPILE_LIMIT: "its worker's compiler had reached its recompile limit, "
+    "so every new shape ran eagerly (raise torch._dynamo.config.recompile_limit, or mark the "
+    "varying dimension dynamic; compiling it in warm-up counts against the same limit)",
+    FallbackCause.COMPILE_FAILED: "its compile failed (see the compile's fail_reason under "
+    "“Compile cost per shape”)",
+    FallbackCause.UNSTATED: "no compile record of its worker says why (a graph break or a "
+    "skipped frame leaves none)",
+}
+"""Why a shape's requests ran eagerly under torch.compile."""
+
+
+def fallback_reason(m: ShapeMetrics) -> str:
+    """Why the shape's fallback requests ran eagerly ('' when it has none)."""
+    if not m.n_fallback or m.fallback_cause is None:
+        return ""
+    cause = FALLBACK_CAUSES[m.fallback_cause]
+    return f"{plural(m.n_fallback, 'request')} ran the fallback path: {cause}"
+
+
 def decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
-    """Why a shape got its decision (or could not get one)."""
+    """Why a shape got its decision (or could not get one), and why it ran eagerly."""
+    said = _decision_reason(m, th)
+    eager = fallback_reason(m)
+    return f"{said}; {eager}" if eager else said
+
+
+def _decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
     acc = m.accuracy.state
     if acc == AccuracyState.NOT_MEASURED:
         return "accuracy not measured: too few static requests"
