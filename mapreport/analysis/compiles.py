@@ -46,6 +46,56 @@ class CompileCost:
 
 
 @dataclass(frozen=True)
+class GraphBreak:
+    """One place where dynamo broke a compiled frame's graph: the code after it runs eagerly,
+    or in another graph."""
+
+    at: str
+    """`file:line` of the user's code."""
+    kind: str | None
+    """Dynamo's name for the break (`Failed to trace builtin operator`)."""
+    explanation: str | None
+    code: str | None
+    """The line of user code that broke the graph."""
+    compiles: int
+    """Compiles that broke there."""
+
+
+_BREAKS = """
+    SELECT extra FROM compile_event
+    WHERE workload = $w AND slice = $s AND extra LIKE '%"graph_breaks"%'
+"""
+
+
+def graph_breaks(con: Connection, workload: str, slice_: str) -> tuple[GraphBreak, ...]:
+    """The slice's graph breaks by place, most compiles first."""
+    found: dict[tuple[str, str | None], tuple[GraphBreak, int]] = {}
+    for (extra,) in con.execute(_BREAKS, {"w": workload, "s": slice_}).fetchall():
+        try:
+            breaks = json.loads(extra).get("graph_breaks") or []
+        except (ValueError, AttributeError):
+            continue
+        for b in breaks if isinstance(breaks, list) else []:
+            if not isinstance(b, dict) or not isinstance(b.get("at"), str):
+                continue
+            texts = {
+                k: b.get(k) if isinstance(b.get(k), str) else None
+                for k in ("kind", "explanation", "code")
+            }
+            key = (b["at"], texts["kind"])
+            first, n = found.get(
+                key, (GraphBreak(b["at"], texts["kind"], texts["explanation"], texts["code"], 0), 0)
+            )
+            found[key] = (first, n + 1)
+    return tuple(
+        sorted(
+            (GraphBreak(g.at, g.kind, g.explanation, g.code, n) for g, n in found.values()),
+            key=lambda g: (-g.compiles, g.at),
+        )
+    )
+
+
+@dataclass(frozen=True)
 class Compiles:
     """Compile cost per shape of one slice."""
 
@@ -57,6 +107,8 @@ class Compiles:
     runtime_joined: bool
     refused: int = 0
     failed: int = 0
+    graph_breaks: tuple[GraphBreak, ...] = ()
+    """Where dynamo broke the compiled frames' graphs, and on what (TORCH_TRACE)."""
 
 
 REGION = "Torch-Compiled Region: "
@@ -166,6 +218,7 @@ def compiles(
         runtime_joined=any(r.runtime_calls for r in rows),
         refused=sum(r.refused for r in rows),
         failed=sum(r.failed for r in rows),
+        graph_breaks=graph_breaks(con, workload, slice_),
     )
 
 

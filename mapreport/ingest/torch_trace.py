@@ -55,6 +55,8 @@ class _Compile:
     """The `recompile_reasons` artifact's text (used when the metrics record states none)."""
     code: WrapperCode | None = None
     """Inductor's wrapper code of the graph (`inductor_output_code`): its kernel launches."""
+    breaks: list[dict[str, str | None]] = field(default_factory=list)
+    """Where dynamo broke the graph and on what (`dynamo_graph_break_reason`)."""
 
 
 REASONS = "recompile_reasons"
@@ -69,6 +71,42 @@ _MISMATCH = re.compile(
 )
 """A guard failure dynamo gives as a recompile's reason: one dim of one input changed size."""
 _TIMES = ("start_time", "entire_frame_compile_time_s", "dynamo_cumulative_compile_time_us")
+
+
+GRAPH_BREAK = "dynamo_graph_break_reason"
+MAX_BREAKS = 64
+"""Graph breaks kept per compile (a frame breaks at a few places; the rest is repetition)."""
+_BREAK_AT = re.compile(r"^Graph break (?:in user code )?at (?P<at>.{1,500}:\d{1,9})\s*$")
+_USER_FRAME = re.compile(r'^\s*File "(?P<file>[^"]{1,500})", line (?P<line>\d{1,9}), in ')
+
+
+def graph_break(payload: bytes) -> dict[str, str | None]:
+    """Where a graph broke (`file:line`), the kind of break dynamo names (`Failed to trace
+    builtin operator`, `Dynamic shape operator`), its explanation, and the user's line of
+    code that broke it, from the first lines of a `dynamo_graph_break_reason` payload."""
+    lines = payload[:64_000].decode("utf-8", errors="replace").split("\n")[:200]
+    out: dict[str, str | None] = {"at": None, "kind": None, "explanation": None, "code": None}
+    reason_seen = user = False
+    for i, line in enumerate(lines):
+        at = _BREAK_AT.match(line)
+        if at is not None and out["at"] is None:
+            out["at"] = at["at"]
+        elif line.startswith(("Graph Break Reason:", "Reason:")):
+            reason_seen = True
+            rest = line.split(":", 1)[1].strip()
+            out["kind"] = rest[:300] or None
+        elif reason_seen and line and not line.startswith(" ") and out["explanation"] is None:
+            out["kind"] = line.strip()[:300]  # dynamo's own name for the break, after a blank
+            reason_seen = False
+        elif line.startswith("  Explanation: ") and out["explanation"] is None:
+            out["explanation"] = line.removeprefix("  Explanation: ").strip()[:500]
+        elif line.startswith("User code traceback:"):
+            user = True
+        elif user and _USER_FRAME.match(line) and i + 1 < len(lines):
+            out["code"] = lines[i + 1].split("#")[0].strip()[:300] or None  # the innermost wins
+        elif user and not line.strip():
+            user = False
+    return out
 
 
 def _reasons(payload: bytes) -> str | None:
@@ -173,6 +211,8 @@ def _describe(c: _Compile, env: dict[str, Any], name: object, payload: bytes) ->
         c.reasons = _reasons(payload)
     if "inductor_output_code" in env and payload:
         c.code = read_wrapper(payload)
+    if name == GRAPH_BREAK and payload and len(c.breaks) < MAX_BREAKS:
+        c.breaks.append(graph_break(payload))
 
 
 def _inputs(c: _Compile) -> list[int]:
@@ -397,6 +437,8 @@ class TorchTraceReader:
             extra["inputs"] = [c.sources.get(t) for t in inputs]
         if c.symbols:
             extra["dynamic"] = c.symbols
+        if c.breaks:
+            extra["graph_breaks"] = c.breaks
         failed = m.get("fail_type") is not None or m.get("fail_reason") is not None
         limit = isinstance(m.get("fail_reason"), str) and _LIMIT.search(m["fail_reason"])
         sink.add(
