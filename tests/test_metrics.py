@@ -14,7 +14,11 @@ import pandas as pd
 import pytest
 
 from mapreport.analysis import SliceResult
-from mapreport.analysis.stats import bootstrap_ratio_gain, kendall_tau_b
+from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.blocking import Blocking, BlockingEvent
+from mapreport.analysis.common import Thresholds
+from mapreport.analysis.slice import caused_waits
+from mapreport.analysis.stats import SortedArray, bootstrap_ratio_gain, kendall_tau_b
 from mapreport.demo import synth, truth
 
 
@@ -269,3 +273,35 @@ def test_a_p99_without_its_evidence_misses_no_sla() -> None:
         True,
         False,
     )
+
+
+def test_the_net_gain_charges_the_wait_the_adaptation_caused_others() -> None:
+    """Issue 34: a shape's net gain is net of its adaptation time and of the queue wait its
+    adapting requests held others in, both spread over its adapted requests; a fallback run's
+    wait is the baseline's, not charged; an unmeasured wait charges nothing."""
+    rng = np.random.default_rng(3)
+    adapted = rng.normal(800.0, 20.0, 40)
+    static = rng.normal(1000.0, 20.0, 40)
+    samples = {"adapted": SortedArray(adapted), "static": SortedArray(static)}
+    th = Thresholds()
+    plain = shape_gain(("w", "", "b=8"), True, samples, (1, 4000.0), th)
+    waited = shape_gain(("w", "", "b=8"), True, samples, (1, 4000.0), th, None, 8000.0)
+    assert plain.cost_per_request_us == pytest.approx(4000.0 / 40)
+    assert waited.cost_per_request_us == pytest.approx((4000.0 + 8000.0) / 40)
+    assert waited.net_gain_p50 == pytest.approx(
+        1 - (np.median(adapted) + 300.0) / np.median(static), rel=1e-9
+    )
+    assert waited.caused_wait_us == 8000.0
+
+    def event(shape: str, how: str, wait: float | None) -> BlockingEvent:
+        return BlockingEvent("s", shape, None, how, False, 0, 0.0, 1.0, 1, wait, None, ())
+
+    blocked = Blocking(
+        (
+            event("b=8", "recompile", 5000.0),
+            event("b=8", "recompile", 3000.0),
+            event("b=2", "fallback", 7000.0),
+            event("b=4", "recompile", None),
+        )
+    )
+    assert caused_waits(blocked) == {"b=8": 8000.0}

@@ -50,6 +50,9 @@ class ShapeGain:
     compared_shapes: tuple[str, ...] = ()
     """The shapes of comparable size whose other path it was compared with (basis
     comparable_shapes)."""
+    caused_wait_us: float | None = None
+    """Queue wait its adaptation events held other requests of their worker in (blocking),
+    charged with the compile time in the net gain (None: the wait is not measured)."""
 
     @property
     def saving_p50_us(self) -> float | None:
@@ -68,12 +71,14 @@ def shape_gain(
     events: tuple[int, float],
     th: Thresholds,
     other: Mapping[str, OtherPath] | None = None,
+    caused_wait_us: float | None = None,
 ) -> ShapeGain:
     """Gain on p50 and p95 of adapted over the baseline (static when covered, else fallback).
 
     `samples` maps a plan variant to the shape's ok compute times; `events` is the number and
-    summed duration of its adaptation events. The cost is spread over the adapted requests
-    and charged against the p50 gain (net gain). A gain that cannot be measured is None with
+    summed duration of its adaptation events; `caused_wait_us` the queue wait those events
+    held other requests of their worker in. Both are spread over the adapted requests and
+    charged against the p50 gain (net gain). A gain that cannot be measured is None with
     the gap that stopped it, never zero.
 
     An uncovered shape that ran one path only (compiled while serving, or eagerly) is compared
@@ -96,7 +101,7 @@ def shape_gain(
             base, basis, compared = eager.sample, GainBasis.COMPARABLE_SHAPES, eager.shapes
         elif nb >= th.min_samples and compiled is not None:
             adapted, basis, compared = compiled.sample, GainBasis.COMPARABLE_SHAPES, compiled.shapes
-            cost_us = 0.0  # it did not compile: no compile time to charge
+            cost_us, caused_wait_us = 0.0, None  # it did not compile: nothing to charge
         na = 0 if adapted is None else len(adapted)
         nb = 0 if base is None else len(base)
 
@@ -114,7 +119,7 @@ def shape_gain(
     if na < th.min_samples or nb < th.min_samples:
         return missing(GainGap.TOO_FEW)
     seed = seed_for(th.seed, *key)
-    cost_per = cost_us / na
+    cost_per = (cost_us + (caused_wait_us or 0.0)) / na
     g50, lo50, hi50 = bootstrap_ratio_gain(adapted, base, 0.5, th.bootstrap_resamples, seed)
     net, nlo, nhi = bootstrap_ratio_gain(
         adapted, base, 0.5, th.bootstrap_resamples, seed, offset=cost_per
@@ -150,6 +155,7 @@ def shape_gain(
         net_gain_p50_ci=Interval(nlo, nhi),
         basis=basis,
         compared_shapes=compared,
+        caused_wait_us=caused_wait_us,
     )
 
 

@@ -19,7 +19,7 @@ from mapreport.analysis.adaptation import (
     other_paths,
     shape_gain,
 )
-from mapreport.analysis.blocking import Blocking, blocking, load_blocking
+from mapreport.analysis.blocking import FALLBACK_HOWS, Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
     ChecklistItem,
     Pitfall,
@@ -200,10 +200,23 @@ def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
     return tuple(out)
 
 
-def shapes_step(ctx: Context) -> ShapesFound:
-    """Coverage, accuracy, adaptation gain and the decision of every shape."""
+def caused_waits(blocked: Blocking) -> dict[str, float]:
+    """Per shape: the queue wait its adapting requests held others of their worker in (where
+    arrivals are recorded). Fallback runs are the baseline of an uncovered shape, not an
+    adaptation: their waits are not charged to its gain."""
+    waits: dict[str, float] = {}
+    for e in blocked.events:
+        if e.how not in FALLBACK_HOWS and e.wait_us is not None:
+            waits[e.shape] = waits.get(e.shape, 0.0) + e.wait_us
+    return waits
+
+
+def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
+    """Coverage, accuracy, adaptation gain (net of compile time and of the wait it caused
+    others, `blocked`) and the decision of every shape."""
     shapes: list[ShapeMetrics] = []
     costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
+    waits = caused_waits(blocked)
     eager = fallback_causes(ctx.con, ctx.workload, ctx.slice)
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
@@ -223,7 +236,9 @@ def shapes_step(ctx: Context) -> ShapesFound:
         own = [len(samples[v]) if v in samples else 0 for v in ("adapted", "fallback")]
         one_path = not covered and min(own) < ctx.th.min_samples
         other = other_paths(r.shape, ctx.samples) if one_path else None
-        gain = shape_gain(key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th, other)
+        gain = shape_gain(
+            key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th, other, waits.get(r.shape)
+        )
         sources = set(r.sources) | set(pl.bucket.sources if pl.bucket else ())
         shapes.append(
             ShapeMetrics(
@@ -500,9 +515,9 @@ def analyze(
             runs=runs,
         )
         # the families in order, each given what the ones before it found
-        found = shapes_step(ctx)
-        sl = slice_step(ctx, found.shapes)
         blocked = blocking_step(ctx)
+        found = shapes_step(ctx, blocked)
+        sl = slice_step(ctx, found.shapes)
         diag = diagnosis_step(ctx, found.shapes, sl, blocked)
         sched = scheduling_step(ctx, diag.shapes)
         offline = offline_step(ctx, diag.shapes)

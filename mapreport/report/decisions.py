@@ -15,7 +15,7 @@ from mapreport.core.kinds import (
     GainState,
     PredictionGap,
 )
-from mapreport.report.filters import plural
+from mapreport.report.filters import duration, plural
 
 GAIN_GAPS: dict[GainGap, str] = {
     GainGap.NO_ADAPTED: "no adapted requests",
@@ -62,6 +62,11 @@ def gain_reason(m: ShapeMetrics, th: Thresholds) -> str:
         f"net p50 gain {g.net_gain_p50:+.1%} (95% CI {ci.low:+.1%} to {ci.high:+.1%}), "
         f"n={g.n_adapted} vs {g.n_baseline}"
     )
+    if g.caused_wait_us:
+        said += (
+            f", net of its adaptation time and of the {duration(g.caused_wait_us)} of queue "
+            "wait it held other requests in"
+        )
     if g.basis != GainBasis.COMPARABLE_SHAPES:
         return said
     # one path ran this shape: say which path was borrowed, and from which shapes
