@@ -17,6 +17,7 @@ from typing import Any
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.query import REQUESTS
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import PredictionGap
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,9 @@ class Operators:
     unmeasured_count: int
     rows: tuple[OpRow, ...]
     rows_total: int
+    prediction_gap: PredictionGap | None = None
+    """Why no op has a prediction (None: some have): a plan that states none, or a compiler
+    (torch.compile's Inductor) that logged none."""
 
     @property
     def matched_time_low(self) -> bool:
@@ -239,7 +243,22 @@ def operators(
         unmeasured_count=len(unmeasured),
         rows=tuple(rows[:TOP_OPS]),
         rows_total=len(rows),
+        prediction_gap=None
+        if any(r.predicted_us is not None for r in rows)
+        else PredictionGap.COMPILER_LOGGED_NONE
+        if _compiled_graphs(con, workload, plans)
+        else PredictionGap.PLAN_STATES_NONE,
     )
+
+
+def _compiled_graphs(con: Connection, workload: str, plans: list[str]) -> bool:
+    """Some of the plans are compiled graphs whose compiles are logged (their estimates are
+    their compiler's to log)."""
+    (n,) = con.execute(
+        "SELECT count(*) FROM compile_event WHERE workload = $w AND list_contains($plans, plan_id)",
+        {"w": workload, "plans": plans},
+    ).fetchone() or (0,)
+    return bool(n)
 
 
 def plan_compute_p50(con: Connection) -> dict[str, float]:

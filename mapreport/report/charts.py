@@ -402,7 +402,9 @@ def op_times(r: SliceResult) -> go.Figure | None:
     if ops is None or not ops.rows:
         return None
     rows = list(reversed(ops.rows[:20]))
-    names = [(o.op if len(o.op) <= 48 else o.op[:22] + "…" + o.op[-25:]) for o in rows]
+    # one op name in several plans (a graph per shape) is several bars: the plan tells them apart
+    label = [f"{o.plan_id} {o.op}" if len(ops.plans) > 1 else o.op for o in rows]
+    names = [(n if len(n) <= 48 else n[:22] + "…" + n[-25:]) for n in label]
     fig = go.Figure()
     for precision in dict.fromkeys(o.precision or "unknown" for o in rows):
         pick = [i for i, o in enumerate(rows) if (o.precision or "unknown") == precision]

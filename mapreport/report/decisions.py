@@ -93,7 +93,8 @@ PREDICTION_GAPS: dict[PredictionGap, str] = {
 
 
 PREDICTION_GAPS_SHORT: dict[PredictionGap, str] = {
-    PredictionGap.PLAN_STATES_NONE: "the compile plan states no cost to check",
+    PredictionGap.PLAN_STATES_NONE: "the compile plan states no cost to check (TensorRT, for "
+    "one, exports the chosen tactics, not their estimated cost)",
     PredictionGap.PLAN_NOT_EXPORTED: "the graphs that ran exported no compile plan",
     PredictionGap.COMPILER_LOGGED_NONE: "Inductor logged no runtime estimate (0 ns on CPU; "
     "torch._inductor.config.log_tlparse = True on a GPU run logs them)",

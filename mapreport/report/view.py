@@ -210,6 +210,10 @@ class ReportView:
     """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
     accuracy_gap: str
     """Why no shape's prediction was checked ('' when one was)."""
+    op_prediction_gap: str
+    """Why no op has a prediction ('' when some have, or there is no per-op join)."""
+    ops_by_plan: bool
+    """The per-op join spans several plans (a graph per shape): its tables name each op's."""
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
@@ -480,6 +484,10 @@ def build(r: SliceResult) -> ReportView:
         not_measured=missing,
         glossary=words.GLOSSARY,
         accuracy_gap=decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
+        ops_by_plan=bool(ops and len(ops.plans) > 1),
+        op_prediction_gap=decisions.PREDICTION_GAPS_SHORT[ops.prediction_gap]
+        if ops and ops.prediction_gap
+        else "",
         mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
     )
