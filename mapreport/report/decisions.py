@@ -99,7 +99,7 @@ PREDICTION_GAPS_SHORT: dict[PredictionGap, str] = {
     PredictionGap.COMPILER_LOGGED_NONE: "Inductor logged no runtime estimate (0 ns on CPU; "
     "torch._inductor.config.log_tlparse = True on a GPU run logs them)",
 }
-"""Why covered shapes have no prediction, in the summary's few words."""
+"""Why covered shapes have no prediction, in a few words (the slice's, not one shape's)."""
 
 
 ACCURACY_GAPS: dict[AccuracyGap, str] = {
@@ -114,15 +114,15 @@ ACCURACY_GAPS: dict[AccuracyGap, str] = {
 """Why no shape's prediction was checked."""
 
 
-def accuracy_gap(a: Accuracy, min_samples: int, short: bool = False) -> str:
-    """Why no shape's prediction was checked ('' when one was, or nothing could be);
-    `short`: the summary's words."""
+def accuracy_gap(a: Accuracy, min_samples: int) -> str:
+    """Why no shape's prediction was checked, in a few words ('' when one was, or nothing
+    could be)."""
     if a.gap is None:
         return ""
     why = a.prediction_gap or PredictionGap.PLAN_STATES_NONE
     return ACCURACY_GAPS[a.gap].format(
         buckets=plural(a.predicted_buckets, "compiled bucket"),
-        prediction_gap=(PREDICTION_GAPS_SHORT if short else PREDICTION_GAPS)[why],
+        prediction_gap=PREDICTION_GAPS_SHORT[why],
         min_samples=min_samples,
     )
 

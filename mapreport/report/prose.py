@@ -247,7 +247,7 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
         if sla is None
         else f" against an SLA of {duration(sla)} ({'met' if met else 'missed'})"
     )
-    unmeasured = decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples, short=True)
+    unmeasured = decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples)
     mape = (
         f"cost-model MAPE {pct(r.accuracy.mape_weighted)}"
         if r.accuracy.mape_weighted is not None or not unmeasured
