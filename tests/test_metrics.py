@@ -305,3 +305,28 @@ def test_the_net_gain_charges_the_wait_the_adaptation_caused_others() -> None:
         )
     )
     assert caused_waits(blocked) == {"b=8": 8000.0}
+
+
+def test_nothing_compared_is_not_locked() -> None:
+    """Issue 35: both sides recorded but no compared key stated on both (a real trtexec slice:
+    its metadata names the GPU on one side only) is not locked, and says which keys are
+    missing; one side alone is recorded; a missing side is not locked for that reason."""
+    from mapreport.analysis.environment import check_environment
+
+    both = check_environment(
+        [{"side": "compile", "hardware": "A100"}, {"side": "runtime", "host": "n1"}]
+    )
+    assert (both.locked, both.comparable, both.compared_keys) == (False, False, ())
+    assert "hardware" in both.uncompared_keys
+    one = check_environment([{"side": "runtime", "driver": "550"}], expected=("runtime",))
+    assert (one.locked, one.comparable) == (True, True)
+    missing = check_environment([{"side": "runtime", "driver": "550"}])
+    assert (missing.locked, missing.comparable, missing.missing_sides) == (
+        False,
+        True,
+        ("compile",),
+    )
+    same = check_environment(
+        [{"side": "compile", "driver": "550"}, {"side": "runtime", "driver": "550"}]
+    )
+    assert (same.locked, same.compared_keys) == (True, ("driver",))

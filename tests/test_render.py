@@ -32,6 +32,31 @@ def pdftotext(pdf: Path, page: int | None = None) -> str:
     ).stdout
 
 
+def pdf_links(pdf: Path) -> list[str]:
+    """Every URI link annotation of a PDF, in page order."""
+    uris = []
+    for page in pypdf.PdfReader(pdf).pages:
+        for annot in page.get("/Annots") or []:
+            action = annot.get_object().get("/A")
+            if action is not None and action.get("/URI"):
+                uris.append(str(action["/URI"]))
+    return uris
+
+
+@pytest.mark.slow
+def test_every_pdf_link_opens_beside_the_pdf(demo_reports: Path) -> None:
+    """Issue 35: the evidence links of every demo PDF are relative to the PDF's own folder (no
+    `file://` path of the machine that built it), and each target exists."""
+    pdfs = sorted(demo_reports.rglob("report.pdf"))
+    assert len(pdfs) == len(SLICES)
+    for pdf in pdfs:
+        links = pdf_links(pdf)
+        assert links, pdf
+        for uri in links:
+            assert not uri.startswith(("file:", "/")), (pdf, uri)
+            assert (pdf.parent / uri.split("#")[0]).is_file(), (pdf, uri)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SLICES)
 def test_pdf_has_sections_toc_bookmarks_and_page_numbers(demo_reports: Path, name: str) -> None:

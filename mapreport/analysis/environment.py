@@ -45,9 +45,21 @@ class EnvironmentCheck:
     has no compile side to record, and a compile log alone no runtime side."""
 
     @property
+    def comparable(self) -> bool:
+        """Where both sides are recorded, at least one compared key is stated on both (else
+        nothing was compared, and nothing is locked); a missing side is its own reason."""
+        return not self.compared or bool(self.compared_keys) or bool(self.missing_sides)
+
+    @property
     def locked(self) -> bool:
-        """True when every side the slice has is recorded and every compared key matches."""
-        return not self.mismatches and not self.missing_sides
+        """True when every side the slice has is recorded, at least one key is compared where
+        there are two sides, and every compared key matches."""
+        return not self.mismatches and not self.missing_sides and self.comparable
+
+    @property
+    def uncompared_keys(self) -> tuple[str, ...]:
+        """The compared keys that one side or both do not state."""
+        return tuple(k for k in ENVIRONMENT_COMPARED if k not in self.compared_keys)
 
     @property
     def compared(self) -> bool:

@@ -222,7 +222,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
             "plans": [plain(p) for p in r.plans],
         },
         "thresholds": plain(r.thresholds),
-        "environment": {**plain(env), "locked": env.locked},
+        "environment": {**plain(env), "locked": env.locked, "comparable": env.comparable},
         "coverage": plain(r.coverage),
         "accuracy": plain(r.accuracy),
         "decisions": {

@@ -40,5 +40,7 @@ class AssetsOnlyFetcher(URLFetcher):  # type: ignore[misc]
 def write_pdf(html: str, target: Path) -> list[str]:
     """Render HTML to a PDF file; returns the URLs that were refused."""
     fetcher = AssetsOnlyFetcher()
-    HTML(string=html, base_url=str(STATIC_DIR) + "/", url_fetcher=fetcher).write_pdf(target)
+    # no base: a relative link (evidence/<id>.sql) stays relative to the PDF's own folder, not
+    # a file:// path of the machine that built it (everything the report shows is inline)
+    HTML(string=html, base_url=None, url_fetcher=fetcher).write_pdf(target)
     return fetcher.blocked

@@ -398,6 +398,11 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
             return f"the {' and '.join(env.sides)} side is recorded (the slice has no other)"
         if env.locked:
             return f"both sides match on {', '.join(env.compared_keys)}"
+        if not env.comparable:
+            return (
+                "not comparable: no key is stated on both sides (neither states "
+                f"{', '.join(env.uncompared_keys)} on both)"
+            )
         return "; ".join(
             [f"no environment record on the {s} side" for s in env.missing_sides]
             + [
