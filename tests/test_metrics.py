@@ -330,3 +330,36 @@ def test_nothing_compared_is_not_locked() -> None:
         [{"side": "compile", "driver": "550"}, {"side": "runtime", "driver": "550"}]
     )
     assert (same.locked, same.compared_keys) == (True, ("driver",))
+
+
+def test_a_check_with_nothing_to_check_says_so(demo_results: dict[str, SliceResult]) -> None:
+    """Issue 35: qwen-chat (a served model, client-side timing, no plan, one action asking for
+    an environment record) has no action resting on evidence, no compiled bucket and 3 failed
+    requests of an unreadable shape: each says so instead of passing silently (its golden
+    findings). Without a queue wait blocking is not measurable; adapting requests that held no
+    one, or none adapting, are said as that."""
+    from dataclasses import replace
+
+    from mapreport.core.kinds import CheckItem, Driver
+    from mapreport.report import words
+
+    golden = Path(__file__).parent / "golden" / "demo" / "expected" / "qwen-chat.json"
+    qwen = json.loads(golden.read_text())
+    reasons = {c["item"]: c["reason"] for c in qwen["checklist"]}
+    assert reasons[words.CHECK_ITEMS[CheckItem.EVIDENCE]].startswith("not applicable")
+    details = {p["name"]: p["detail"] for p in qwen["pitfalls"]}
+    assert "not applicable: no compiled bucket to check" in details.values()
+    assert all(i["shape"] != "unknown" for i in qwen["profile_next"])
+    resnet = demo_results["resnet50-int8/prod"]
+    held_no_one = replace(resnet, blocking=Blocking((), adapting=7))
+    assert words.no_blocking(held_no_one).startswith("7 requests adapted, and no request")
+    assert words.no_blocking(replace(resnet, blocking=Blocking(()))).startswith(
+        "No request adapted"
+    )
+    assert resnet.tail is not None
+    client_side = replace(
+        resnet, tail=replace(resnet.tail, unmeasured=(Driver.BLOCKED_BEHIND_ADAPTATION,))
+    )
+    assert words.no_blocking(client_side).startswith("Not measurable: the requests record no")
+    bert = demo_results["bert-base"]
+    assert next(c for c in bert.checklist if c.item == CheckItem.EVIDENCE).applicable

@@ -214,6 +214,8 @@ class Blocking:
     and so does every later new shape of their worker)."""
     varying: tuple[VaryingDim, ...] = ()
     """The input dims whose size changes caused the serving-time compiles (TORCH_TRACE)."""
+    adapting: int = 0
+    """Requests that adapted (blocking anyone or not): 0 means nothing could block."""
 
     @property
     def blocked(self) -> int:
@@ -315,14 +317,21 @@ def blocking(con: Connection) -> Blocking:
         Victims(str(shape), int(n), None if wait is None else float(wait))
         for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
     )
-    ((hits, p50),) = con.execute(
+    ((hits, p50, adapting),) = con.execute(
         f"""
         SELECT (SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how),
             (SELECT quantile_cont(r.latency_us, 0.5) FROM {SLICE_TABLE} r
              LEFT JOIN {BLOCKED_TABLE} b ON b.source_id = r.source_id AND b.line = r.line
                 AND b.blocked_by IS NOT NULL
-             WHERE r.status = 'ok' AND b.rid IS NULL)
+             WHERE r.status = 'ok' AND b.rid IS NULL),
+            (SELECT count(*) FROM {BLOCKED_TABLE} WHERE adapted)
         """,
         {"how": LIMIT_HIT},
     ).fetchall()
-    return Blocking(events, victims, None if p50 is None else float(p50), int(hits))
+    return Blocking(
+        events,
+        victims,
+        None if p50 is None else float(p50),
+        int(hits),
+        adapting=int(adapting),
+    )

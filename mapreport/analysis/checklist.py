@@ -71,6 +71,8 @@ class ChecklistItem:
     roles: tuple[OwnerRole, ...] = ()
     """Roles without an owner (ownership) or without a sign-off (signoff)."""
     breaches: tuple[Breach, ...] = ()
+    applicable: bool = True
+    """False: nothing to check (no action rests on measured evidence): passed, vacuously."""
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,12 @@ def checklist(
     return (
         ChecklistItem(CheckItem.SCOPE, bool(review.sla_p95_us or review.sla_p99_us)),
         ChecklistItem(CheckItem.ENVIRONMENT, env.locked),
-        ChecklistItem(CheckItem.EVIDENCE, not breaches, breaches=breaches),
+        ChecklistItem(
+            CheckItem.EVIDENCE,
+            not breaches,
+            breaches=breaches,
+            applicable=any(a.kind not in EVIDENCE_FREE for a in actions),
+        ),
         ChecklistItem(
             CheckItem.OWNERSHIP,
             not unowned and all(a.validation_matrix for a in actions),

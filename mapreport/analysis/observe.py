@@ -11,6 +11,7 @@ from mapreport.analysis.actions import SLICE_WIDE
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import AccuracyState, ClassBasis, Collect, Driver
+from mapreport.core.shapes import UNKNOWN
 
 MATERIAL_TRAFFIC = 0.005
 """A shape below this share of the slice's requests is not worth a collection of its own."""
@@ -46,7 +47,10 @@ class ProfileItem:
 
 
 def _items(m: ShapeMetrics, th: Thresholds) -> list[ProfileItem]:
-    share, out = m.traffic_share, []
+    share, out = m.traffic_share, list[ProfileItem]()
+    if m.n == 0 or m.shape == UNKNOWN:
+        # failed requests only, or a shape nobody can name: no collection settles a finding
+        return out
 
     def add(c: Collect, need: int | None, width: float | None, weight: float) -> None:
         out.append(ProfileItem(m.shape, c, share, need, width, share * weight))

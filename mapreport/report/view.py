@@ -212,6 +212,8 @@ class ReportView:
     """Why no shape's prediction was checked ('' when one was)."""
     op_prediction_gap: str
     """Why no op has a prediction ('' when some have, or there is no per-op join)."""
+    no_blocking: str
+    """Why no request shows as blocked behind adaptation ('' when some do)."""
     ops_by_plan: bool
     """The per-op join spans several plans (a graph per shape): its tables name each op's."""
     mape_class: str
@@ -485,6 +487,7 @@ def build(r: SliceResult) -> ReportView:
         glossary=words.GLOSSARY,
         accuracy_gap=decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
         ops_by_plan=bool(ops and len(ops.plans) > 1),
+        no_blocking="" if r.blocking.events else words.no_blocking(r),
         op_prediction_gap=decisions.PREDICTION_GAPS_SHORT[ops.prediction_gap]
         if ops and ops.prediction_gap
         else "",

@@ -411,6 +411,11 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
             ]
         )
     if c.item == CheckItem.EVIDENCE:
+        if not c.applicable:
+            return (
+                "not applicable: no action rests on measured evidence (they ask for data or a "
+                "review, not a change)"
+            )
         if c.passed:
             return "every action rests on n and a CI that excludes zero"
         return "; ".join(
@@ -432,10 +437,31 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
     return "missing sign-off: " + ", ".join(c.roles)
 
 
+def no_blocking(r: SliceResult) -> str:
+    """Why the slice shows no request blocked behind adaptation: it was not measurable,
+    nothing adapted, or what adapted held no one."""
+    if r.tail is not None and Driver.BLOCKED_BEHIND_ADAPTATION in r.tail.unmeasured:
+        return (
+            "Not measurable: the requests record no queue wait (client-side timing), so whether "
+            "one waited behind an adapting request cannot be told."
+        )
+    if not r.blocking.adapting:
+        return (
+            "No request adapted (none recompiled, re-tuned or ran the fallback path), so none "
+            "could wait behind one."
+        )
+    return (
+        f"{plural(r.blocking.adapting, 'request')} adapted, and no request of its worker was "
+        "ready while one of them ran: none waited behind adaptation."
+    )
+
+
 def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
     """What a pitfall found (or that it found nothing)."""
     if p.kind == PitfallKind.SYNTHETIC_ONLY:
         synthetic = r.coverage.synthetic_only_buckets
+        if not r.coverage.buckets:
+            return "not applicable: no compiled bucket to check"
         if not synthetic:
             return "every compiled bucket served production traffic"
         return ", ".join(f"{b.plan_id}: {b.bucket}" for b in synthetic) + " compiled, never served"
