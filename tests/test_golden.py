@@ -327,6 +327,22 @@ def test_the_index_state_and_the_headline_never_disagree(case: Case) -> None:
             assert not over or entry["health"] == "sla_missed", where
 
 
+def test_the_shape_that_breaks_the_sla_leads_the_tuning_actions(case: Case) -> None:
+    """Issue 35: where one shape holds most of the requests over a missed SLA target, the
+    first action after the blockers is on that shape, when it has one."""
+    from mapreport.core.kinds import BLOCKERS
+
+    for folder in case.folders:
+        doc = json.loads((case.out / folder / "findings.json").read_text())
+        over, entry = doc["over_sla"], json.loads((case.out / folder / ".entry.json").read_text())
+        if not over or not over["shapes"] or entry["health"] != "sla_missed":
+            continue
+        top = over["shapes"][0]
+        tuning = [a for a in doc["actions"] if a["class"] not in BLOCKERS]
+        if top["share"] >= 0.5 and any(a["shape"] == top["shape"] for a in tuning):
+            assert tuning[0]["shape"] == top["shape"], (case.name, folder, top)
+
+
 def test_every_golden_dataset_checks_clean(case: Case) -> None:
     """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
     records, data and history files, evidence specs)."""

@@ -168,6 +168,9 @@ class Scope:
     tail_class: ShapeClass | None
     """The slice's pooled tail, read by the shapes' rule."""
     drifts: tuple[ShapeDrift, ...] = ()
+    sla_driver: str | None = None
+    """The shape that breaks the SLA (`sla.sla_driver`): its actions rank first after the
+    blockers."""
 
 
 def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
@@ -559,8 +562,9 @@ def plan_actions(
     sources: tuple[str, ...],
     queue: QueueCheck | None = None,
 ) -> tuple[Action, ...]:
-    """Every action of a slice: blockers first (`BLOCKERS`, in that order), then the tuning
-    actions, most impact first (ties: shape, kind)."""
+    """Every action of a slice: blockers first (`BLOCKERS`, in that order), then those on the
+    shape that breaks the SLA, then the other tuning actions, most impact first (ties: shape,
+    kind)."""
     actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
     unmeasured = _unmeasured(s.shapes)
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
@@ -571,9 +575,9 @@ def plan_actions(
         actions.append(blocked)
     by_shape = {m.shape: m for m in s.shapes}
     actions += [drift_action(s, by_shape[d.shape], d) for d in s.drifts if d.drifting]
-    return tuple(sorted(actions, key=_rank))
+    return tuple(sorted(actions, key=lambda a: _rank(a, s.sla_driver)))
 
 
-def _rank(a: Action) -> tuple[int, float, str, str]:
+def _rank(a: Action, sla_driver: str | None) -> tuple[int, bool, float, str, str]:
     blocker = BLOCKERS.index(a.kind) if a.kind in BLOCKERS else len(BLOCKERS)
-    return blocker, -a.impact, a.shape, a.kind
+    return blocker, a.shape != sla_driver, -a.impact, a.shape, a.kind

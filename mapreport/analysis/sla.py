@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mapreport.analysis.common import Percentiles, Review, TailQuantile, Thresholds
+from mapreport.analysis.common import Percentiles, Review, TailQuantile, Thresholds, within
 from mapreport.analysis.query import ShapeRow
 
 
@@ -50,3 +50,21 @@ def over_sla(
         )
     )
     return OverSla(q, float(target), total, shapes)
+
+
+SLA_DRIVER_SHARE = 0.5
+"""A shape holding at least this share of the requests over a missed SLA target drives the
+miss: its action ranks first after the blockers."""
+
+
+def sla_driver(over: OverSla | None, latency: Percentiles, th: Thresholds) -> str | None:
+    """The shape that breaks the SLA: the one holding most (at least SLA_DRIVER_SHARE) of the
+    requests over the target of a quantile the slice misses; None when the SLA is met, unset,
+    or no shape holds most of the excess."""
+    if over is None or not over.shapes:
+        return None
+    _, value = latency.tail(th.min_samples_p99)
+    if within(value, over.target_us) is not False:
+        return None
+    top = over.shapes[0]
+    return top.shape if top.share >= SLA_DRIVER_SHARE else None

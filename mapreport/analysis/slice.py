@@ -65,7 +65,7 @@ from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
-from mapreport.analysis.sla import OverSla, over_sla
+from mapreport.analysis.sla import OverSla, over_sla, sla_driver
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.tail import (
@@ -420,6 +420,7 @@ def review_step(
         blocked,
         diag.tail_class,
         drifted.drifts,
+        sla_driver(sl.over_sla, sl.latency, ctx.th),
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)
