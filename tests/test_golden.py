@@ -343,6 +343,26 @@ def test_the_shape_that_breaks_the_sla_leads_the_tuning_actions(case: Case) -> N
             assert tuning[0]["shape"] == top["shape"], (case.name, folder, top)
 
 
+def test_one_rollback_threshold_per_action_everywhere(case: Case) -> None:
+    """Issue 35: an action's rollback threshold is fixed on the night it was proposed: the
+    action card, its sentence and the closed loop's table print that one stored value, and
+    the sentence names the night."""
+    from mapreport.report.filters import duration
+
+    for folder in case.folders:
+        doc = json.loads((case.out / folder / "findings.json").read_text())
+        states = {a["action_id"]: a for a in (doc["history"] or {}).get("actions", [])}
+        for a in doc["actions"]:
+            t = a["rollback_trigger"]
+            if t["threshold"] is None:
+                continue
+            st = states.get(a["id"])
+            assert st is not None, (case.name, folder, a["id"])
+            assert t["threshold"] == st["rollback_threshold"], (case.name, folder, a["id"])
+            assert f"> {duration(t['threshold'])}" in t["text"], t["text"]
+            assert f"on {st['first_run_date']}" in t["text"], t["text"]
+
+
 def test_every_golden_dataset_checks_clean(case: Case) -> None:
     """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
     records, data and history files, evidence specs)."""

@@ -177,3 +177,52 @@ def test_history_keeps_facts_and_old_nights_keep_their_words(tmp_path: Path) -> 
     for a in two["history"]["actions"]:
         if a["action_id"] in tonight:
             assert a["title"] == tonight[a["action_id"]]  # today's words for tonight's
+
+
+def test_a_rolled_back_action_stays_rolled_back_until_its_plan_changes(
+    demo_results: dict[str, Any],
+) -> None:
+    """Issue 35: an action rolled back on night 3 and proposed again on night 4 on the same
+    compile plan version stays rolled back (held: not proposed, its trigger not re-based on the
+    regressed value); on a new plan version it is a new proposal with its own trigger."""
+    from mapreport.analysis.history import _action_states, with_stored_triggers
+    from mapreport.core.kinds import ActionState as State
+
+    r = demo_results["bert-base"]
+    a = next(x for x in r.actions if x.rollback_trigger.threshold is not None)
+    row = {
+        "action_id": a.id,
+        "class": a.kind.value,
+        "shape": a.shape,
+        "title": None,
+        "owner_role": a.owner_role.value,
+        "first_run_id": "n1",
+        "target_metric": None,
+        "target_baseline": None,
+        "rollback_metric": a.rollback_trigger.metric,
+        "rollback_threshold": 1000.0,
+        "rollback_pre_change": 909.0,
+        "rollback_sla_us": None,
+        "params": None,
+    }
+    prev = [
+        {**row, "run_date": "2026-11-01", "state": "new"},
+        {**row, "run_date": "2026-11-02", "state": "open"},
+        {**row, "run_date": "2026-11-03", "state": "rolled_back"},
+    ]
+    shapes = [{"run_date": "2026-11-03", "shape": a.shape, "plan_version": "v1"}]
+    values = {m.shape: m for m in r.shapes}
+    same = _action_states([a], values, {}, prev, {a.shape: "v1"}, shapes)
+    (st,) = [s for s in same if s.action_id == a.id]
+    assert (st.state, st.held, st.rollback_threshold) == (State.ROLLED_BACK, True, 1000.0)
+    history = dataclasses.replace(r.history, actions=tuple(same))
+    assert with_stored_triggers([a], history, "2026-11-04") == ()
+    rebuilt = _action_states([a], values, {}, prev, {a.shape: "v2"}, shapes)
+    (st,) = [s for s in rebuilt if s.action_id == a.id]
+    assert (st.state, st.held) == (State.NEW, False)
+    # a new proposal: its trigger is tonight's, not the rolled-back one's
+    assert st.rollback_threshold == a.rollback_trigger.threshold
+    (kept,) = with_stored_triggers(
+        [a], dataclasses.replace(r.history, actions=tuple(rebuilt)), "2026-11-04"
+    )
+    assert kept.rollback_trigger.since == "2026-11-04"

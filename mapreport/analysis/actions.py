@@ -122,6 +122,8 @@ class RollbackTrigger:
     """The metric's value before the change (the +10% bound's base)."""
     sla_us: float | None = None
     """The SLA, when it bounds the trigger (the pre-change value meets it)."""
+    since: str | None = None
+    """The run date the trigger was fixed on: the night the action was proposed."""
 
 
 NO_ROLLBACK = RollbackTrigger("none", None, 0)

@@ -4,7 +4,7 @@ regressions against the previous run or a named baseline run."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -81,6 +81,14 @@ class ActionState:
     rollback_threshold: float | None
     rollback_now: float | None
     params: ActionParams | None = None
+    rollback_pre_change: float | None = None
+    """The rollback metric's value on the night the action was proposed (the +10% base)."""
+    rollback_sla_us: float | None = None
+    """The SLA that bounded the threshold that night (None: it did not)."""
+    held: bool = False
+    """Rolled back earlier and proposed again tonight on evidence that is not new (its shape's
+    compile plan version is the one it was rolled back under): it stays rolled back, and is
+    not proposed."""
     """The figures the action stated: tonight's, or those of the night it was first proposed
     (None for a night recorded before they were kept: `title` holds its words then)."""
 
@@ -196,9 +204,11 @@ def history_view(
     key: RunKey,
     th: Thresholds,
     seed_key: tuple[str, str],
+    versions_now: dict[str, str | None] | None = None,
 ) -> History:
     """Trend, action states and regressions of this run against the stored nights before it
-    (each night is one recording, keyed by its run date)."""
+    (each night is one recording, keyed by its run date). `versions_now`: each shape's compile
+    plan version tonight (what makes a rolled-back action's evidence new)."""
     prev_runs = [p for p in stored.runs if p["run_date"] < key.run_date]
     nights = {p["run_date"] for p in prev_runs}
     prev_shapes = [s for s in stored.shapes if s["run_date"] in nights]
@@ -210,7 +220,7 @@ def history_view(
     # a slice-wide action's metrics are the slice's own (tonight's point, the last run's row)
     values: dict[str, ShapeMetrics | RunPoint] = {**shapes_now, SLICE_WIDE: tonight}
     last_values = {**last_shapes, **({SLICE_WIDE: last} if last else {})}
-    states = _action_states(actions, values, last_values, prev_actions)
+    states = _action_states(actions, values, last_values, prev_actions, versions_now, prev_shapes)
     baseline = key.baseline_run
     named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None
     ref_run = named or last
@@ -283,11 +293,33 @@ def _state(fired: bool, proposed: bool, seen_before: bool, wide: bool, moved: bo
     return State.VERIFIED if wide or moved else State.DROPPED
 
 
+def _new_evidence(
+    rolled: dict[str, Any],
+    versions_now: dict[str, str | None],
+    stored_shapes: Sequence[dict[str, Any]],
+) -> bool:
+    """A rolled-back action's evidence is new when its shape now runs another compile plan
+    version than on the night it was rolled back (a rebuilt plan: the change can be tried
+    again); the same symptom on the same plan is not new."""
+    then = next(
+        (
+            s.get("plan_version")
+            for s in stored_shapes
+            if s["run_date"] == rolled["run_date"] and s["shape"] == rolled["shape"]
+        ),
+        None,
+    )
+    now = versions_now.get(rolled["shape"])
+    return now is not None and then is not None and now != then
+
+
 def _action_states(
     actions: Sequence[Action],
     shapes_now: dict[str, ShapeMetrics | RunPoint],
     last_shapes: dict[str, dict[str, Any]],
     prev_actions: Sequence[dict[str, Any]],
+    versions_now: dict[str, str | None] | None = None,
+    stored_shapes: Sequence[dict[str, Any]] = (),
 ) -> list[ActionState]:
     by_id: dict[str, list[dict[str, Any]]] = {}
     for a in prev_actions:
@@ -296,8 +328,23 @@ def _action_states(
     out = []
     for aid in sorted(set(by_id) | set(current)):
         rows = by_id.get(aid, [])
-        if rows and rows[-1]["state"] in TERMINAL and aid not in current:
+        ended = rows and rows[-1]["state"] in TERMINAL
+        if ended and aid not in current:
             continue  # reported on the night it ended
+        held = bool(
+            ended
+            and aid in current
+            and rows[-1]["state"] == State.ROLLED_BACK
+            and not _new_evidence(rows[-1], versions_now or {}, stored_shapes)
+        )
+        # a proposal after an ended one is a new proposal: its figures and trigger are fixed
+        # on its own first night (a held one keeps the rolled-back proposal's)
+        since = max((i + 1 for i, r in enumerate(rows) if r["state"] in TERMINAL), default=0)
+        if held:
+            since = max(
+                (i + 1 for i, r in enumerate(rows[:-1]) if r["state"] in TERMINAL), default=0
+            )
+        rows = rows[since:]
         now = current.get(aid)
         first = rows[0] if rows else None
         title: str | None = None
@@ -307,13 +354,17 @@ def _action_states(
             target = now.validation_matrix[0] if now.validation_matrix else None
             t_metric = target.metric if target else None
             t_base = first["target_baseline"] if first else (target.baseline if target else None)
-            rb_metric = first["rollback_metric"] if first else now.rollback_trigger.metric
-            rb_threshold = first["rollback_threshold"] if first else now.rollback_trigger.threshold
+            rb = now.rollback_trigger
+            rb_metric = first["rollback_metric"] if first else rb.metric
+            rb_threshold = first["rollback_threshold"] if first else rb.threshold
+            rb_pre = first.get("rollback_pre_change") if first else rb.pre_change
+            rb_sla = first.get("rollback_sla_us") if first else rb.sla_us
             kind, shape, role = now.kind, now.shape, now.owner_role
         else:
             assert first is not None
             t_metric, t_base = first["target_metric"], first["target_baseline"]
             rb_metric, rb_threshold = first["rollback_metric"], first["rollback_threshold"]
+            rb_pre, rb_sla = first.get("rollback_pre_change"), first.get("rollback_sla_us")
             kind, shape = ActionKind(first["class"]), first["shape"]
             role = OwnerRole(first["owner_role"])
             params = decode(first.get("params"))  # the facts it was first proposed with
@@ -331,7 +382,11 @@ def _action_states(
             and rb_prev > rb_threshold
         )
         moved = t_now is not None and t_base is not None and t_now <= t_base * (1 - IMPROVEMENT)
-        state = _state(fired, now is not None, bool(rows), shape == SLICE_WIDE, moved)
+        state = (
+            State.ROLLED_BACK
+            if held
+            else _state(fired, now is not None, bool(rows), shape == SLICE_WIDE, moved)
+        )
         out.append(
             ActionState(
                 action_id=aid,
@@ -350,7 +405,38 @@ def _action_states(
                 rollback_metric=rb_metric,
                 rollback_threshold=rb_threshold,
                 rollback_now=rb_now,
+                rollback_pre_change=rb_pre,
+                rollback_sla_us=rb_sla,
+                held=held,
             )
         )
     order = [State.ROLLED_BACK, State.NEW, State.OPEN, State.VERIFIED, State.DROPPED]
     return sorted(out, key=lambda a: (order.index(a.state), a.shape, a.kind))
+
+
+def with_stored_triggers(
+    actions: Sequence[Action], h: History | None, run_date: str
+) -> tuple[Action, ...]:
+    """Tonight's actions as the loop holds them: each with the rollback trigger fixed on the
+    night it was proposed (the one every page prints, and the one that fires), and without
+    those that stay rolled back (`ActionState.held`)."""
+    states = {a.action_id: a for a in h.actions} if h is not None else {}
+    out = []
+    for a in actions:
+        st = states.get(a.id)
+        if st is not None and st.held:
+            continue
+        t = a.rollback_trigger
+        if st is not None and st.first_run_date and t.metric != "none":
+            t = replace(
+                t,
+                metric=st.rollback_metric or t.metric,
+                threshold=st.rollback_threshold,
+                pre_change=st.rollback_pre_change,
+                sla_us=st.rollback_sla_us,
+                since=st.first_run_date,
+            )
+        elif t.metric != "none":
+            t = replace(t, since=run_date)
+        out.append(replace(a, rollback_trigger=t))
+    return tuple(out)

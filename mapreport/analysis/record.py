@@ -100,6 +100,8 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
                 "target_baseline": a.target_baseline,
                 "rollback_metric": a.rollback_metric,
                 "rollback_threshold": a.rollback_threshold,
+                "rollback_pre_change": a.rollback_pre_change,
+                "rollback_sla_us": a.rollback_sla_us,
                 "params": None if a.params is None else encode(a.params),
             }
             for a in h.actions

@@ -51,14 +51,21 @@ from mapreport.analysis.coverage import (
     plan_versions,
 )
 from mapreport.analysis.decision import decide
-from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, op_drifts
+from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, in_force, op_drifts
 from mapreport.analysis.environment import (
     EnvironmentCheck,
     check_environment,
     environments,
     sides_with_data,
 )
-from mapreport.analysis.history import History, RunKey, RunPoint, Stored, history_view
+from mapreport.analysis.history import (
+    History,
+    RunKey,
+    RunPoint,
+    Stored,
+    history_view,
+    with_stored_triggers,
+)
 from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
@@ -440,8 +447,10 @@ def history_step(
     diag: Diagnosis,
     actions: tuple[Action, ...],
     blocked: Blocking,
+    plans: tuple[PlanVersion, ...] = (),
 ) -> History | None:
-    """Trend, action states and regressions against the stored earlier nights."""
+    """Trend, action states and regressions against the stored earlier nights (`plans`: the
+    compile plan versions in force tonight)."""
     lat = sl.latency
     tonight = RunPoint(
         ctx.run.run_id,
@@ -459,8 +468,17 @@ def history_step(
     )
     quantiles = _quantiles(ctx)
     seed_key = (ctx.workload, ctx.slice)
+    versions = {m.shape: in_force(plans, m.plan_id) for m in diag.shapes}
     return history_view(
-        tonight, list(diag.shapes), actions, quantiles, ctx.stored, ctx.run, ctx.th, seed_key
+        tonight,
+        list(diag.shapes),
+        actions,
+        quantiles,
+        ctx.stored,
+        ctx.run,
+        ctx.th,
+        seed_key,
+        versions,
     )
 
 
@@ -525,7 +543,8 @@ def analyze(
         serving = serving_step(ctx)
         drifted = drift_step(ctx, diag.shapes, offline.operators)
         reviewed = review_step(ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check)
-        history = history_step(ctx, found, sl, diag, reviewed.actions, blocked)
+        history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans)
+        actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     finally:
         query.drop_slice(con)
     return SliceResult(
@@ -550,7 +569,7 @@ def analyze(
         tail=diag.tail,
         scheduling=sched,
         precision=reviewed.precision,
-        actions=reviewed.actions,
+        actions=actions,
         checklist=reviewed.checklist,
         pitfalls=reviewed.pitfalls,
         latency_quantiles=_quantiles(ctx),

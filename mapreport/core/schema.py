@@ -372,6 +372,9 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("rollback_threshold", _F),
             # the figures the action stated, typed (`action_params.encode`)
             pa.field("params", _S),
+            # what the threshold was fixed from on the proposal night (null on older nights)
+            pa.field("rollback_pre_change", _F),
+            pa.field("rollback_sla_us", _F),
         ]
     ),
     "history_op": pa.schema(

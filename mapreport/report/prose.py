@@ -176,17 +176,21 @@ def rollback_text(a: Action, name: str) -> str:
     t = a.rollback_trigger
     if t.runs == 0:
         return "not a runtime change: nothing to roll back"
-    if t.pre_change is None:
+    if t.threshold is None:
         return (
             f"{metric(t.metric)} of {name} is not measured (the requests record no arrival): "
             "record arrivals to bound a rollback"
         )
-    bound = (f"> SLA {duration(t.sla_us)} or " if t.sla_us is not None else "> ") + (
-        f"+10% over the pre-change {duration(t.pre_change)}"
-    )
+    on = f" on {t.since}" if t.since else ""
+    if t.sla_us is not None and t.threshold >= t.sla_us:
+        basis = f"the SLA; +10% over the {duration(t.pre_change)} measured{on} is above it"
+    elif t.pre_change is not None:
+        basis = f"+10% over the {duration(t.pre_change)} measured{on}, before the change"
+    else:
+        basis = f"fixed{on}, when it was proposed"
     what = metric(t.metric)
     at = "" if a.shape == SLICE_WIDE else f" at {a.shape}"
-    return f"{what} of {name}{at} {bound} for {rollback_window(t)}"
+    return f"{what} of {name}{at} > {duration(t.threshold)} ({basis}) for {rollback_window(t)}"
 
 
 def _offline(r: SliceResult) -> list[str]:
@@ -263,6 +267,13 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
     else:
         head = f"{r.name}: no per-request records; " + "; ".join(_offline(r)) + "."
     head += tail_sentence(r)
+    held = [a for a in (r.history.actions if r.history else ()) if a.held]
+    if held:
+        head += (
+            f" {plural(len(held), 'action')} rolled back earlier "
+            f"{'stays' if len(held) == 1 else 'stay'} rolled back: proposed again on the same "
+            f"compile plan ({', '.join(a.shape for a in held)})."
+        )
     if not r.actions:
         return head + " No action is called for."
     first = r.actions[0]
