@@ -173,6 +173,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.PredictionGap: decisions.PREDICTION_GAPS,
     kinds.AccuracyGap: decisions.ACCURACY_GAPS,
     kinds.FallbackCause: decisions.FALLBACK_CAUSES,
+    kinds.StatusReason: words.STATUS_REASONS,
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,

@@ -26,6 +26,7 @@ from mapreport.analysis.operators import Operators
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla
+from mapreport.analysis.status import SliceStatus
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import Telemetry
@@ -93,6 +94,8 @@ class SliceResult:
     sla: tuple[SlaCheck, ...] = ()
     """p95 and p99 against their targets, judged once (`common.sla_checks`): the headline,
     the verdict, the index's state and the rollback bounds read these."""
+    status: SliceStatus | None = None
+    """Failing, at risk or healthy, and what decided it (`status.slice_status`)."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property

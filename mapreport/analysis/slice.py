@@ -74,6 +74,7 @@ from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
+from mapreport.analysis.status import slice_status
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.tail import (
     TailDrivers,
@@ -547,6 +548,7 @@ def analyze(
         actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     finally:
         query.drop_slice(con)
+    checks = sla_checks(sl.latency, review, th)
     return SliceResult(
         workload=workload,
         slice=slice_,
@@ -559,7 +561,8 @@ def analyze(
         window_start_us=sl.window[0],
         window_end_us=sl.window[1],
         latency=sl.latency,
-        sla=sla_checks(sl.latency, review, th),
+        sla=checks,
+        status=slice_status(checks, history),
         over_sla=sl.over_sla,
         shapes=diag.shapes,
         coverage=found.coverage,

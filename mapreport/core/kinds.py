@@ -166,6 +166,30 @@ class Health(StrEnum):
     HEALTHY = "healthy"
 
 
+class Status(StrEnum):
+    """A slice's status on page 1 and the board, most severe first."""
+
+    FAILING = "failing"
+    AT_RISK = "at_risk"
+    HEALTHY = "healthy"
+
+
+class StatusReason(StrEnum):
+    """What decided a slice's status."""
+
+    SLA_MISSED = "sla_missed"
+    """A target the slice has the evidence to judge is missed."""
+    LITTLE_HEADROOM = "little_headroom"
+    """Met, but within AT_RISK_HEADROOM of the target."""
+    REGRESSED = "regressed"
+    """Met, but shapes' p95 rose beyond their CIs against the compared night."""
+    RISING = "rising"
+    """Met, but the tail shifted up at a change point of its history."""
+    WITHIN_SLA = "within_sla"
+    NO_SLA = "no_sla"
+    """No target it can be judged against (none configured, or too few samples)."""
+
+
 class RegressionKind(StrEnum):
     """A shape's p95 change against an earlier run, by its CI."""
 

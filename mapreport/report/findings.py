@@ -201,6 +201,8 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "workload": r.workload,
         "slice": r.slice,
         "summary": view.summary,
+        "status": r.status.status.value if r.status else None,
+        "status_reason": view.status_reason,
         "scope": {
             "requests": r.requests,
             "failed": r.failed,

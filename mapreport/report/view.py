@@ -10,6 +10,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Any
 
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
@@ -212,6 +213,8 @@ class ReportView:
     """Why no shape's prediction was checked ('' when one was)."""
     op_prediction_gap: str
     """Why no op has a prediction ('' when some have, or there is no per-op join)."""
+    status_reason: str
+    """Why the slice has its status, one line (`words.status_reason`)."""
     no_blocking: str
     """Why no request shows as blocked behind adaptation ('' when some do)."""
     ops_by_plan: bool
@@ -394,6 +397,20 @@ def blocking_lines(r: SliceResult) -> BlockingTable:
     return BlockingTable(lines, rest)
 
 
+def _reasons(r: SliceResult) -> dict[str, Any]:
+    """The one-line reasons the view states: why a figure is missing, why the status."""
+    ops = r.operators
+    return {
+        "accuracy_gap": decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
+        "ops_by_plan": bool(ops and len(ops.plans) > 1),
+        "op_prediction_gap": decisions.PREDICTION_GAPS_SHORT[ops.prediction_gap]
+        if ops and ops.prediction_gap
+        else "",
+        "no_blocking": "" if r.blocking.events else words.no_blocking(r),
+        "status_reason": words.status_reason(r),
+    }
+
+
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
     cores = core_evidence(r)
@@ -485,12 +502,7 @@ def build(r: SliceResult) -> ReportView:
         sections=shown,
         not_measured=missing,
         glossary=words.GLOSSARY,
-        accuracy_gap=decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
-        ops_by_plan=bool(ops and len(ops.plans) > 1),
-        no_blocking="" if r.blocking.events else words.no_blocking(r),
-        op_prediction_gap=decisions.PREDICTION_GAPS_SHORT[ops.prediction_gap]
-        if ops and ops.prediction_gap
-        else "",
+        **_reasons(r),
         mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
     )

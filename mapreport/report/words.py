@@ -14,6 +14,7 @@ from mapreport.analysis.history import History
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
+from mapreport.analysis.status import AT_RISK_HEADROOM
 from mapreport.core.kinds import (
     AccuracyState,
     ActionKind,
@@ -34,6 +35,8 @@ from mapreport.core.kinds import (
     PitfallKind,
     PredictionGap,
     RegressionKind,
+    Status,
+    StatusReason,
 )
 from mapreport.report.causes import adaptations, shape_list
 from mapreport.report.filters import (
@@ -42,6 +45,7 @@ from mapreport.report.filters import (
     duration,
     metric_value,
     pct,
+    pct_whole,
     plural,
     plural_word,
     signed_pct,
@@ -49,6 +53,7 @@ from mapreport.report.filters import (
 from mapreport.report.sections import Section
 
 LABELLED = (
+    Status,
     Decision,
     BottleneckClass,
     Driver,
@@ -435,6 +440,38 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
     if c.passed:
         return "signed by " + ", ".join(f"{k}: {v}" for k, v in sorted(rv.signoffs.items()))
     return "missing sign-off: " + ", ".join(c.roles)
+
+
+STATUS_REASONS: dict[StatusReason, str] = {
+    StatusReason.SLA_MISSED: "{q} {value} misses its SLA of {target} by {over}",
+    StatusReason.LITTLE_HEADROOM: "{q} {value} meets its SLA of {target} with {headroom} to "
+    "spare, under {limit}",
+    StatusReason.REGRESSED: "{q} meets its SLA, but {shapes} regressed beyond their CIs "
+    "since {night}",
+    StatusReason.RISING: "{q} meets its SLA, but its tail shifted up {shift} on {night}",
+    StatusReason.WITHIN_SLA: "{q} {value} meets its SLA of {target} with {headroom} to spare",
+    StatusReason.NO_SLA: "no SLA target it has the evidence to be judged against",
+}
+"""Why a slice has its status, in one line."""
+
+
+def status_reason(r: SliceResult) -> str:
+    """The one line that says why the slice has its status."""
+    st = r.status
+    if st is None:
+        return ""
+    c = st.check
+    return STATUS_REASONS[st.reason].format(
+        q=c.quantile if c else "",
+        value=duration(c.value_us) if c else "",
+        target=duration(c.target_us) if c else "",
+        over=pct(c.excess) if c else "",
+        headroom=pct(st.headroom),
+        limit=pct_whole(AT_RISK_HEADROOM),
+        shapes=shape_list(st.regressed) if st.regressed else "",
+        night=st.compared_night or "",
+        shift="",
+    )
 
 
 def no_blocking(r: SliceResult) -> str:
