@@ -8,16 +8,28 @@ Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input d
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import sys
-from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from mapreport import __version__
+from mapreport.app.options import (
+    date_opt,
+    engine_opt,
+    force_opt,
+    jobs_opt,
+    no_wait_opt,
+    pdf_form_opt,
+    quiet_opt,
+    run_date_opt,
+    verbose_opt,
+    window_opt,
+    with_engine,
+    with_pdf,
+)
 from mapreport.app.terminal import (
     SYSTEM_ERROR_EXIT,
     domain_errors,
@@ -43,7 +55,7 @@ from mapreport.core.window import (
 )
 from mapreport.engine.engines import open_engine
 from mapreport.engine.settings import EngineName, EngineSettings
-from mapreport.run.config import MAX_JOBS, Config, default_config, load_config
+from mapreport.run.config import default_config, load_config
 
 if TYPE_CHECKING:
     from mapreport.ingest import IngestResult
@@ -96,63 +108,6 @@ def _summarise_reports(outcomes: list[SliceOutcome], out: Path, quiet: bool) -> 
         if any(o.refused_by_system for o in failed):
             e.exit_code = SYSTEM_ERROR_EXIT  # the system refused a write, as for any OSError
         raise e
-
-
-quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-no_wait_opt = click.option(
-    "--no-wait",
-    is_flag=True,
-    help="Fail at once (exit 5) when another mapreport is writing the dataset, instead of "
-    "waiting for it.",
-)
-force_opt = click.option(
-    "--force",
-    is_flag=True,
-    help="Redo every slice's report, even one whose inputs (source files, configuration, "
-    "history, run date, code) are those its folder's report was made from.",
-)
-date_opt = click.option(
-    "--date",
-    "night",
-    metavar="YYYY-MM-DD",
-    help="The night to report: its calendar day in run.timezone (UTC without a config). The "
-    "history records it under this date; running a night again replaces it.",
-)
-run_date_opt = click.option("--run-date", "run_date", hidden=True, help="Old name of --date.")
-window_opt = click.option(
-    "--window",
-    metavar="day|all|DURATION",
-    help="What the night's report covers: its calendar day (day), a duration ending at its end "
-    "(6h, 7d), or everything in the dataset (all).",
-)
-verbose_opt = click.option("--verbose", "-v", is_flag=True, help="Log each step.")
-engine_opt = click.option(
-    "--engine",
-    type=click.Choice([e.value for e in EngineName]),
-    help="Where the analysis SQL runs: duckdb, in this process, or spark (the [engine] "
-    "section's master and conf; needs the spark extra and Java 17) [default: engine.name of "
-    "the config, else duckdb].",
-)
-
-
-def jobs_opt(help: str, default: int | None = 1) -> Callable[[Callable[..., Any]], Any]:
-    """`--jobs N`, 1..MAX_JOBS, with what the command does with its processes."""
-    return click.option(
-        "--jobs",
-        type=click.IntRange(1, MAX_JOBS),
-        default=default,
-        show_default=default is not None,
-        help=help,
-    )
-
-
-def _with_engine(config: Config, engine: str | None) -> Config:
-    """The config with --engine's choice, when one is given."""
-    if engine is None:
-        return config
-    return dataclasses.replace(
-        config, engine=dataclasses.replace(config.engine, name=EngineName(engine))
-    )
 
 
 class _FormatChoice(click.Choice[str]):
@@ -317,6 +272,7 @@ def ingest_cmd(
     help="Regenerate only this slice (all slices of WORKLOAD without /SLICE).",
 )
 @click.option("--no-pdf", is_flag=True, help="Write HTML and findings.json only.")
+@pdf_form_opt
 @click.option(
     "--record-history",
     is_flag=True,
@@ -342,6 +298,7 @@ def report_cmd(
     config_path: Path | None,
     only: str | None,
     no_pdf: bool,
+    pdf_form: str | None,
     record_history: bool,
     night: str | None,
     run_date: str | None,
@@ -360,7 +317,8 @@ def report_cmd(
     from mapreport.run.reporting import report
 
     setup_logging(verbose)
-    config = _with_engine(load_config(config_path) if config_path else default_config(), engine)
+    config = with_engine(load_config(config_path) if config_path else default_config(), engine)
+    config = with_pdf(config, pdf_form)
     chosen = _report_window(night or run_date, window, since, until, config.timezone)
     outcomes = report(
         dataset,
@@ -417,6 +375,7 @@ def _moment(text: str | None, what: str) -> datetime | None:
 )
 @engine_opt
 @no_wait_opt
+@pdf_form_opt
 @quiet_opt
 @verbose_opt
 @domain_errors
@@ -429,6 +388,7 @@ def run_cmd(
     jobs: int | None,
     engine: str | None,
     no_wait: bool,
+    pdf_form: str | None,
     quiet: bool,
     verbose: bool,
 ) -> None:
@@ -442,7 +402,7 @@ def run_cmd(
     from mapreport.run.nightly import run
 
     setup_logging(verbose)
-    config = _with_engine(load_config(config_path), engine)
+    config = with_pdf(with_engine(load_config(config_path), engine), pdf_form)
     day = night or run_date
     if not quiet:
         echo(f"config    {config.path}")

@@ -20,7 +20,7 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.tail import DRIVERS
 from mapreport.core.files import atomic_write, replacing
 from mapreport.report import charts as chart_builders
-from mapreport.report import html
+from mapreport.report import html, packet
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings, strict
 from mapreport.report.view import ReportView, build
@@ -143,9 +143,11 @@ def write_slice_report(
     pdf: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     index: Path | None = None,
+    full: bool = False,
 ) -> Written:
     """Write report.html, report.pdf and findings.json for one slice into `folder`; the HTML
-    links back to `index` (the run's index.html) when given."""
+    links back to `index` (the run's index.html) when given. The PDF is the design-review
+    packet (`packet.html.j2`), or with `full` every section."""
     from mapreport.report.pdf import write_pdf  # WeasyPrint is slow to import
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -178,16 +180,18 @@ def write_slice_report(
         notes.append(
             f"Charts are missing from this PDF because chart export failed: {exporter.failure}"
         )
-    printable = html.render(
-        "report.html.j2",
-        **_context(
-            r,
-            v,
-            generated_at,
-            "print",
-            {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
-            notes,
-        ),
+    context = _context(
+        r,
+        v,
+        generated_at,
+        "print",
+        {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
+        notes,
+    )
+    printable = (
+        html.render("report.html.j2", **context)
+        if full
+        else html.render("packet.html.j2", **context, p=packet.build(r, v))
     )
     with replacing(folder / "report.pdf") as tmp:
         blocked = write_pdf(printable, tmp)

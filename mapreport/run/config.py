@@ -13,7 +13,7 @@ import tomllib
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -36,6 +36,7 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     slice: str | None = None
     sequence_buckets: list[int] | None = None
     request_span: str | None = None
+    pdf: Literal["packet", "full"] = "packet"
 
 
 MAX_JOBS = 64
@@ -108,6 +109,9 @@ class Config:
     hints: dict[str, str] = dataclasses.field(default_factory=dict)
     """run.workload and run.slice: the slice of every source whose format names none (a
     profiler trace, a TORCH_TRACE log), as `ingest --workload/--slice` gives it."""
+    pdf_form: str = "packet"
+    """`packet`: the PDF is the design review, five pages and an appendix; `full`: every
+    section, as the HTML report has them."""
     engine: EngineSettings = dataclasses.field(default_factory=EngineSettings, repr=False)
     """Where the analysis SQL runs. Not in the repr (a report's fingerprint): both engines
     give the same findings."""
@@ -220,6 +224,7 @@ def _build(raw: _File, path: Path | None) -> Config:
         timezone=raw.run.timezone,
         retain_days=raw.run.retain_days,
         hints=_hints(path, raw.run),
+        pdf_form=raw.run.pdf,
         engine=EngineSettings(
             raw.engine.name, raw.engine.master, dict(raw.engine.conf), raw.engine.dataset_uri
         ),

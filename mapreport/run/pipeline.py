@@ -197,7 +197,12 @@ class SliceReporter:
                 con, workload, slice_, run.config.thresholds, review, stored, key
             )
             written = write_slice_report(
-                result, folder, self.exporter, run.pdf, index=run.out / "index.html"
+                result,
+                folder,
+                self.exporter,
+                run.pdf,
+                index=run.out / "index.html",
+                full=run.config.pdf_form == "full",
             )
             write_packs(con, result, folder / PACKS, ds.root / PACKS)
             later: tuple[str, ...] = ()

@@ -1,0 +1,212 @@
+"""The design-review packet (the PDF): five pages that decide, and an appendix. Its view and
+its words; the template `packet.html.j2` loops and prints. Facts come from the analysis and
+the report's view (`view.ReportView`), read once; nothing here is computed anew."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.actions import SLICE_WIDE, class_id
+from mapreport.analysis.common import SlaCheck
+from mapreport.analysis.observe import MATERIAL_TRAFFIC
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.shape import ShapeMetrics
+from mapreport.core.kinds import ActionState, BottleneckClass
+from mapreport.report import words
+from mapreport.report.filters import duration, pct, ratio, signed_pct
+from mapreport.report.lines import ActionView
+from mapreport.report.sections import SECTIONS, Section
+from mapreport.report.view import ReportView
+
+DECISIONS = 3
+"""Decisions page 1 asks for, at most."""
+SHORT_WORDS = 15
+"""An action's short imperative, at most this many words."""
+NIGHTS = 5
+"""Nights of the SLA quantile page 1 shows beside tonight's."""
+APPENDIX = ("environment", "coverage", "blocking", "method", "data", "glossary")
+"""The sections the appendix holds (the environment only when it is not locked)."""
+
+
+@dataclass(frozen=True)
+class ActionLine:
+    """One action as the packet prints it: its imperative, effect, rollback and main rule."""
+
+    av: ActionView
+    short: str
+    effect: str
+    rollback: str
+    rule: str
+    state: str
+
+
+@dataclass(frozen=True)
+class ShapeTail:
+    """A shape of page 2: its figures and what drives its tail."""
+
+    m: ShapeMetrics
+    driver: str
+
+
+@dataclass(frozen=True)
+class PacketView:
+    """What the packet prints beyond the report's view."""
+
+    sla_rows: tuple[tuple[SlaCheck, str, str], ...]
+    """(check, headroom, the last nights' values of its quantile)."""
+    cards: tuple[tuple[str, str], ...]
+    changes: tuple[str, ...]
+    """What changed since the compared night, by name."""
+    decisions: tuple[tuple[int, ActionLine], ...]
+    actions: tuple[ActionLine, ...]
+    shapes: tuple[ShapeTail, ...]
+    other_shapes: int
+    tail_pack: str | None
+    appendix: tuple[Section, ...]
+
+
+def short(title: str) -> str:
+    """An action's imperative: its title up to the colon, at most SHORT_WORDS words."""
+    head = title.split(":", 1)[0].strip()
+    said = head.split()
+    return head if len(said) <= SHORT_WORDS else " ".join(said[:SHORT_WORDS]) + " …"
+
+
+def _effect(av: ActionView) -> str:
+    """What the action's evidence says it acts on: the share of the tail excess its driver
+    holds, or the net gain at stake; a blocker makes the result trustworthy."""
+    e = av.a.evidence
+    where = "the slice's" if av.a.shape == SLICE_WIDE else "its shape's"
+    if e.metric.startswith("tail_share.") and e.value is not None:
+        return f"up to {pct(e.value)} of {where} tail excess above p95"
+    if e.metric == "net_gain_p50" and e.value is not None:
+        return f"{signed_pct(e.value)} net p50 compute on its shape"
+    if av.a.impact <= 0:
+        return "a result that can be trusted"
+    return words.evidence(e)
+
+
+def _rollback(av: ActionView) -> str:
+    t = av.a.rollback_trigger
+    if t.threshold is None:
+        return "not a runtime change" if t.runs == 0 else "not measurable"
+    on = f", fixed {t.since}" if t.since else ""
+    return f"{words.metric(t.metric)} > {duration(t.threshold)}{on}"
+
+
+def _rule(av: ActionView) -> str:
+    matrix = av.a.validation_matrix
+    if not matrix:
+        return "–"
+    x = matrix[0]
+    return f"{words.metric(x.metric)}: {words.criterion(x)}"
+
+
+def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
+    rows = []
+    for s in v.verdict.sla:
+        headroom = "–" if s.excess is None else signed_pct(-s.excess)
+        key = f"latency_{s.quantile}_us"
+        nights = " → ".join(duration(getattr(p, key)) for p in v.recent_runs[-NIGHTS:])
+        rows.append((s, headroom, nights or "first night"))
+    return tuple(rows)
+
+
+def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
+    """Page 1's figures by the slice's kind: a served LLM's token timing and restarts, a
+    compiled slice's coverage and accuracy."""
+    cards = [("Requests", f"{r.requests:,}"), ("Shapes", f"{len(r.shapes):,}")]
+    share = {m.shape: m.traffic_share for m in r.shapes}
+    busiest = max(r.tokens, key=lambda t: share.get(t.shape, 0.0), default=None)
+    if busiest is not None:
+        cards += [
+            (f"TTFT p95 ({busiest.shape})", duration(busiest.ttft.p95)),
+            (f"ITL p95 ({busiest.shape})", duration(busiest.itl.p95)),
+        ]
+    if r.telemetry is not None:
+        cards.append(("Server restarts", f"{r.telemetry.resets:,}"))
+    if r.coverage.plans:
+        cards += [
+            ("Covered traffic", pct(r.coverage.covered_traffic_share)),
+            ("Within tolerance", pct(r.accuracy.within_tolerance_share)),
+            (
+                "Kendall τ",
+                ratio(r.accuracy.kendall_tau),
+            ),
+        ]
+    env = r.environment
+    cards.append(
+        (
+            "Environment",
+            "locked" if env.locked else "not comparable" if not env.comparable else "not locked",
+        )
+    )
+    return tuple(cards)
+
+
+def _changes(r: SliceResult, v: ReportView) -> tuple[str, ...]:
+    """State changes since the compared night, each named."""
+    h = r.history
+    if h is None or not h.compared_to:
+        return ()
+    out = []
+    for sv in v.states:
+        s = sv.s
+        if s.state == ActionState.OPEN and not s.held:
+            continue
+        what = f"{words.label(s.kind)} at {words.shape_name(s.shape)}"
+        state = "stays rolled back" if s.held else words.label(s.state)
+        out.append(f"{what} {state}")
+    if v.moved:
+        out.append(
+            "p95 moved beyond its CI at "
+            + ", ".join(f"{g.shape} ({signed_pct(g.change)})" for g in v.moved)
+        )
+    return tuple(out)
+
+
+def _driver(m: ShapeMetrics) -> str:
+    t = m.tail
+    if t is None:
+        return f"too few requests (n = {m.n})"
+    if not t.material:
+        return "no material tail (noise)"
+    cls = m.diagnosis.cls
+    if cls == BottleneckClass.INSUFFICIENT_EVIDENCE:
+        return "undecided: evidence too thin"
+    return words.label(cls)
+
+
+def build(r: SliceResult, v: ReportView) -> PacketView:
+    """The packet's view of one slice."""
+    states = {sv.s.action_id: words.label(sv.s.state) for sv in v.states}
+    lines = tuple(
+        ActionLine(
+            av, short(av.title), _effect(av), _rollback(av), _rule(av), states.get(av.a.id, "new")
+        )
+        for av in v.actions
+    )
+    shown = tuple(
+        ShapeTail(x.m, _driver(x.m))
+        for x in v.shapes
+        if x.m.traffic_share >= MATERIAL_TRAFFIC or (x.m.tail is not None and x.m.tail.material)
+    )
+    by_id = {s.id: s for s in SECTIONS}
+    appendix = tuple(
+        by_id[i]
+        for i in APPENDIX
+        if i in {s.id for s in v.sections} and (i != "environment" or not r.environment.locked)
+    )
+    pooled = r.tail_class is not None and r.tail_class.evidence is not None
+    pack = class_id(r.workload, r.slice, SLICE_WIDE) if pooled else None
+    return PacketView(
+        sla_rows=_sla_rows(r, v),
+        cards=_cards(r),
+        changes=_changes(r, v),
+        decisions=tuple(enumerate(lines[:DECISIONS], start=1)),
+        actions=lines,
+        shapes=shown,
+        other_shapes=len(v.shapes) - len(shown),
+        tail_pack=pack,
+        appendix=appendix,
+    )
