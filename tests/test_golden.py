@@ -363,6 +363,19 @@ def test_one_rollback_threshold_per_action_everywhere(case: Case) -> None:
             assert f"on {st['first_run_date']}" in t["text"], t["text"]
 
 
+def test_a_rolled_back_action_is_not_proposed(case: Case) -> None:
+    """Issue 35: the loop never says "rolled back" and "do this" of one action on one night
+    (resnet's specialise at batch=4,hw=224 fired and was decision #3)."""
+    for folder in case.folders:
+        doc = json.loads((case.out / folder / "findings.json").read_text())
+        rolled = {
+            a["action_id"]
+            for a in (doc["history"] or {}).get("actions", [])
+            if a["state"] == "rolled_back"
+        }
+        assert not rolled & {a["id"] for a in doc["actions"]}, (case.name, folder)
+
+
 def test_every_golden_dataset_checks_clean(case: Case) -> None:
     """`mapreport check` finds nothing damaged in any dataset the nightly job wrote (commit
     records, data and history files, evidence specs)."""

@@ -419,13 +419,14 @@ def with_stored_triggers(
 ) -> tuple[Action, ...]:
     """Tonight's actions as the loop holds them: each with the rollback trigger fixed on the
     night it was proposed (the one every page prints, and the one that fires), and without
-    those that stay rolled back (`ActionState.held`)."""
+    those rolled back (tonight, or held: `ActionState.held`): a rolled-back change is not
+    proposed in the same breath."""
     states = {a.action_id: a for a in h.actions} if h is not None else {}
     out = []
     for a in actions:
         st = states.get(a.id)
-        if st is not None and st.held:
-            continue
+        if st is not None and st.state == State.ROLLED_BACK:
+            continue  # rolled back tonight, or held: not proposed again
         t = a.rollback_trigger
         if st is not None and st.first_run_date and t.metric != "none":
             t = replace(
