@@ -11,6 +11,7 @@ import numpy as np
 
 from mapreport.analysis.action_params import ActionParams, decode
 from mapreport.analysis.actions import SLICE_WIDE, Action
+from mapreport.analysis.changepoints import ChangePoint, change_points
 from mapreport.analysis.common import Interval, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, seed_for
 from mapreport.core.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
@@ -120,6 +121,18 @@ class History:
     """The configured baseline run (named when it is not in the history)."""
     compared_night: str | None = None
     """The night of the run `compared_to` names."""
+    change_points: tuple[ChangePoint, ...] = ()
+    """Shifts of the slice's p95 and p99 (`*`) and of each shape's p95 across every night."""
+
+    @property
+    def rising(self) -> ChangePoint | None:
+        """The slice's tail shifted up at its latest change point, and stays there tonight."""
+        last: dict[str, ChangePoint] = {}
+        for c in self.change_points:
+            if c.series == "*":
+                last[c.metric] = c
+        ups = [c for c in last.values() if c.change > 0]
+        return max(ups, key=lambda c: c.change) if ups else None
 
 
 TERMINAL = (State.VERIFIED, State.ROLLED_BACK, State.DROPPED)
@@ -264,7 +277,32 @@ def history_view(
             now = float(m.latency.p95 or 0.0)
             regressions.append(Regression(shape, against, ref_date, before, now, change, ci, kind))
     night = ref_run["run_date"] if ref_run else None
-    return History(tuple(runs), tuple(states), tuple(regressions), against, note, baseline, night)
+    shifts = _shifts(runs, prev_shapes, shapes_now, key.run_date)
+    return History(
+        tuple(runs), tuple(states), tuple(regressions), against, note, baseline, night, shifts
+    )
+
+
+def _shifts(
+    runs: Sequence[RunPoint],
+    prev_shapes: Sequence[dict[str, Any]],
+    shapes_now: dict[str, ShapeMetrics],
+    run_date: str,
+) -> tuple[ChangePoint, ...]:
+    """Change points of the slice's p95 and p99 and of each shape's p95, every night."""
+    nights = [p.run_date for p in runs]
+    out = [
+        *change_points(nights, [p.latency_p95_us for p in runs], SLICE_WIDE, "latency_p95_us"),
+        *change_points(nights, [p.latency_p99_us for p in runs], SLICE_WIDE, "latency_p99_us"),
+    ]
+    by_shape: dict[str, dict[str, float | None]] = {}
+    for row in prev_shapes:
+        by_shape.setdefault(row["shape"], {})[row["run_date"]] = row.get("latency_p95_us")
+    for shape, m in shapes_now.items():
+        series = {**by_shape.get(shape, {}), run_date: m.latency.p95}
+        dates = sorted(series)
+        out += change_points(dates, [series[d] for d in dates], shape, "latency_p95_us")
+    return tuple(out)
 
 
 def _point(p: dict[str, Any]) -> RunPoint:

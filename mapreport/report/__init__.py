@@ -73,6 +73,8 @@ class IndexEntry(msgspec.Struct, frozen=True):
     tail_us: float | None = None
     sla_us: float | None = None
     tail_change: float | None = None
+    tail_since: str = ""
+    """The baseline night of `tail_change`, with `(within SLA)` when it met its target."""
     """The headline quantile against the previous recorded night (None on a first night)."""
     top_action: str = ""
     top_owner: str = ""
@@ -128,7 +130,12 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         tail_quantile=v.headline[0],
         tail_us=v.headline[1],
         sla_us=v.headline[2],
-        tail_change=v.tail_change,
+        tail_change=v.tail_change.change if v.tail_change else None,
+        tail_since=(
+            f"{v.tail_change.night}{' (within SLA)' if v.tail_change.within_sla else ''}"
+            if v.tail_change
+            else ""
+        ),
         top_action=v.actions[0].title if v.actions else "",
         top_owner=(v.actions[0].a.owner or "unassigned") if v.actions else "",
         period=v.period,

@@ -73,6 +73,13 @@ def ratio(x: float | None, digits: int = 2) -> str:
     return DASH if missing(x) else f"{x:.{digits}f}"
 
 
+def p_value(p: float | None) -> str:
+    """A test's p-value after its `p`: `= 0.012`, or `< 0.001`."""
+    if p is None or missing(p):
+        return DASH
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
 def size(n: float | None) -> str:
     """Bytes in binary units: 512 B, 3.4 MiB."""
     if n is None or missing(n):
@@ -152,6 +159,7 @@ FILTERS: dict[str, Callable[..., str]] = {
     "clock": clock,
     "plural": plural,
     "pct_whole": pct_whole,
+    "p_value": p_value,
     "index": index,
     "num1": num1,
     "num2": num2,

@@ -188,6 +188,7 @@ def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
             for sv in view.states
         ],
         "regressions": plain(h.regressions),
+        "change_points": plain(h.change_points),
     }
 
 

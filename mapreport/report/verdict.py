@@ -8,16 +8,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mapreport.analysis.common import SlaCheck
+from mapreport.analysis.common import SlaCheck, TailQuantile
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.sla import OverSla, OverTarget
+from mapreport.analysis.status import TailChange
+from mapreport.analysis.status import tail_change as status_tail_change
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.core.kinds import ActionState as State
 from mapreport.report import prose, words
 from mapreport.report.lines import ActionView, Row
 
 if TYPE_CHECKING:
-    from mapreport.analysis.history import RunPoint
+    pass
 
 
 @dataclass(frozen=True)
@@ -74,19 +76,9 @@ def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]) -
     return Health.HEALTHY
 
 
-def tail_change(r: SliceResult, q: str) -> float | None:
-    """Tonight's headline quantile against the last earlier recorded night's."""
-    runs = r.history.runs if r.history else ()
-    tonight = [p for p in runs if p.current]
-    earlier = [p for p in runs if not p.current]
-    if not tonight or not earlier:
-        return None
-
-    def pick(p: RunPoint) -> float | None:
-        return p.latency_p99_us if q == "p99" else p.latency_p95_us
-
-    now, before = pick(tonight[-1]), pick(earlier[-1])
-    return None if not now or not before else now / before - 1
+def tail_change(r: SliceResult, q: TailQuantile) -> TailChange | None:
+    """Tonight's headline quantile against its baseline night (`status.tail_change`)."""
+    return status_tail_change(r.history, q, r.review.sla(q))
 
 
 VERDICT_ACTIONS = 3

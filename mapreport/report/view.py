@@ -10,18 +10,19 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import Any, cast
 
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import SlaCheck
+from mapreport.analysis.common import SlaCheck, TailQuantile
 from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import JAIN_IMBALANCE, CoreCompute
 from mapreport.analysis.shape import ShapeMetrics
+from mapreport.analysis.status import TailChange
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,
@@ -145,7 +146,7 @@ class ReportView:
     health: Health
     headline: tuple[str, float | None, float | None, bool | None]
     """The tail quantile the slice has the evidence for, its value, SLA and whether met."""
-    tail_change: float | None
+    tail_change: TailChange | None
     """That quantile against the previous recorded night (None on a first night)."""
     window: str
     """From the slice's first arrival to its last completion."""
@@ -443,7 +444,7 @@ def build(r: SliceResult) -> ReportView:
         verdict=verdict(r, sla, actions, checks),
         health=health(r, sla, checks),
         headline=head,
-        tail_change=tail_change(r, head[0]),
+        tail_change=tail_change(r, cast(TailQuantile, head[0])),
         recent_runs=runs[-HISTORY_ROWS:],
         older_runs=max(0, len(runs) - HISTORY_ROWS),
         window=data_span(r),

@@ -469,8 +469,8 @@ def status_reason(r: SliceResult) -> str:
         headroom=pct(st.headroom),
         limit=pct_whole(AT_RISK_HEADROOM),
         shapes=shape_list(st.regressed) if st.regressed else "",
-        night=st.compared_night or "",
-        shift="",
+        night=st.shift.night if st.shift else st.compared_night or "",
+        shift=signed_pct(st.shift.change) if st.shift else "",
     )
 
 

@@ -1,0 +1,95 @@
+"""Change points across a slice's nights: where a tail shifted to a new level, when, and by
+how much. PELT (`ruptures`) over the log of each night's value finds the candidate shifts;
+each is kept only when the nights before and after it differ by a Welch t-test (as Apache
+Otava and MongoDB's E-Divisive follow-up test do) and by at least SHIFT_MIN."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import ruptures as rpt
+from scipy import stats
+
+MIN_SIDE = 2
+"""Nights on each side of a shift: one night is a blip, not a level."""
+SHIFT_MIN = 0.10
+"""A shift of the level smaller than this share is not reported."""
+P_MAX = 0.05
+"""The t-test's p-value under which the two sides differ."""
+NOISE_FLOOR = 0.01
+"""The least night-to-night noise assumed (1% of the level): a flat series has some."""
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A series' shift to a new level from one night on."""
+
+    series: str
+    """A shape, or `*` for the slice."""
+    metric: str
+    night: str
+    """The first night of the new level."""
+    before_us: float
+    """The level (geometric mean) of the nights since the previous shift."""
+    after_us: float
+    """The level of the nights from this one to the next shift."""
+    change: float
+    """after / before - 1."""
+    p_value: float
+    nights: int
+    """Nights in the series."""
+
+
+def change_points(
+    nights: Sequence[str], values: Sequence[float | None], series: str, metric: str
+) -> tuple[ChangePoint, ...]:
+    """The shifts of one nightly series, oldest first (none under 2 x MIN_SIDE nights)."""
+    pts = [(n, float(v)) for n, v in zip(nights, values, strict=True) if v is not None and v > 0]
+    if len(pts) < 2 * MIN_SIDE:
+        return ()
+    x = np.log(np.array([v for _, v in pts]))
+    n = len(x)
+    # the noise of one night about its level, from night-to-night differences (robust: a
+    # shift is one large difference among small ones)
+    sigma = max(float(np.median(np.abs(np.diff(x)))) / 0.6745 / math.sqrt(2), NOISE_FLOOR)
+    penalty = 2 * sigma**2 * math.log(n) * 2
+    breaks = rpt.Pelt(model="l2", min_size=MIN_SIDE, jump=1).fit(x.reshape(-1, 1))
+    bounds = [0, *breaks.predict(pen=penalty)]
+    out = []
+    for k in range(1, len(bounds) - 1):
+        before, after = x[bounds[k - 1] : bounds[k]], x[bounds[k] : bounds[k + 1]]
+        change = math.exp(float(after.mean() - before.mean())) - 1
+        if abs(change) < SHIFT_MIN:
+            continue
+        p = _p_value(before, after)
+        if p >= P_MAX:
+            continue
+        out.append(
+            ChangePoint(
+                series,
+                metric,
+                pts[bounds[k]][0],
+                math.exp(float(before.mean())),
+                math.exp(float(after.mean())),
+                change,
+                p,
+                n,
+            )
+        )
+    return tuple(out)
+
+
+def _p_value(before: np.ndarray, after: np.ndarray) -> float:
+    """Welch's t-test of two sides; sides without spread differ when their means do."""
+    if float(np.var(before)) == 0.0 and float(np.var(after)) == 0.0:
+        return 0.0 if float(before.mean()) != float(after.mean()) else 1.0
+    with warnings.catch_warnings():
+        # nearly identical nights: scipy warns of precision loss, and the p-value stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = stats.ttest_ind(before, after, equal_var=False)
+    p = float(result.pvalue)
+    return 1.0 if math.isnan(p) else p
