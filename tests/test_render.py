@@ -230,30 +230,38 @@ def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_html: Path) ->
 
 
 def test_index_is_a_health_board(demo_html: Path) -> None:
-    """Each slice's state is the first of SLA missed, environment unlocked, checklist failing,
-    healthy, as findings.json has the facts (before: a green "ok" for every generated report,
-    two of which missed their SLA); names link to the reports; the table sorts."""
+    """Issue 35: the board lists slices most severe first (failing, at risk, healthy), each
+    with its status as findings.json has it and every other state that holds (SLA missed,
+    environment unlocked, checklist failing); names link to the reports; the top action's
+    whole title is one click away; counts per status head the page; the table sorts."""
     index = (demo_html / "index.html").read_text()
-    rows = re.findall(r"<tr>(.*?)</tr>", index.split("<tbody>")[1], re.S)
+    body = index.split("<tbody>")[1]
+    rows = re.findall(r'<tr data-status="([^"]*)"[^>]*>(.*?)</tr>', body, re.S)
     assert len(rows) == len(SLICES)
+    order = {"failing": 0, "at risk": 1, "healthy": 2}
+    assert [order[s] for s, _ in rows] == sorted(order[s] for s, _ in rows)
     for name in SLICES:
         doc = json.loads((demo_html / name / "findings.json").read_text())
         scope = doc["scope"]
-        missed = any(
+        states = []
+        if any(
             scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
             for q in ("p95", "p99")
+        ):
+            states.append("sla missed")
+        if not doc["environment"]["locked"]:
+            states.append("environment unlocked")
+        if not all(c["passed"] for c in doc["checklist"]):
+            states.append("checklist failing")
+        (status, row) = next(
+            (st, r) for st, r in rows if f'<a href="{name}/report.html">{name}</a>' in r
         )
-        if missed:
-            state = "sla missed"
-        elif not doc["environment"]["locked"]:
-            state = "environment unlocked"
-        elif not all(c["passed"] for c in doc["checklist"]):
-            state = "checklist failing"
-        else:
-            state = "healthy"
-        (row,) = [r for r in rows if f'<a href="{name}/report.html">{name}</a>' in r]
-        assert f">{state}</td>" in row, (name, state)
+        assert status == doc["status"].replace("_", " "), name
+        for state in states:
+            assert state in row, (name, state)
         assert str(escape(doc["actions"][0]["title"])) in row  # as autoescape writes it
+    for words in ("failing", "at risk", "healthy"):
+        assert f"</strong> {words}</button>" in index
     assert "table.sortable" in index  # the inline sort script, no CDN
 
 

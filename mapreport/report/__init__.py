@@ -21,8 +21,10 @@ from mapreport.analysis.tail import DRIVERS
 from mapreport.core.files import atomic_write, replacing
 from mapreport.report import charts as chart_builders
 from mapreport.report import html, packet
+from mapreport.report.board import board
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings, strict
+from mapreport.report.verdict import holding
 from mapreport.report.view import ReportView, build
 
 
@@ -75,7 +77,16 @@ class IndexEntry(msgspec.Struct, frozen=True):
     tail_change: float | None = None
     tail_since: str = ""
     """The baseline night of `tail_change`, with `(within SLA)` when it met its target."""
-    """The headline quantile against the previous recorded night (None on a first night)."""
+    status: str = ""
+    """`kinds.Status` (failing, at_risk, healthy; empty for a failed report)."""
+    status_reason: str = ""
+    states: list[str] = []
+    """Every `kinds.Health` state that holds (not only the first)."""
+    workload: str = ""
+    trend: list[float] = []
+    """The headline quantile over the recorded nights, tonight's last (the sparkline)."""
+    top_short: str = ""
+    """The top action's imperative (`packet.short`); `top_action` has the whole title."""
     top_action: str = ""
     top_owner: str = ""
     period: str = ""
@@ -130,6 +141,16 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         tail_quantile=v.headline[0],
         tail_us=v.headline[1],
         sla_us=v.headline[2],
+        status=r.status.status.value if r.status else "",
+        status_reason=v.status_reason,
+        states=list(holding(r, v.verdict.sla, v.checklist)),
+        workload=r.workload,
+        trend=[
+            x
+            for p in v.recent_runs
+            if (x := p.latency_p99_us if v.headline[0] == "p99" else p.latency_p95_us)
+        ],
+        top_short=packet.short(v.actions[0].title) if v.actions else "",
         tail_change=v.tail_change.change if v.tail_change else None,
         tail_since=(
             f"{v.tail_change.night}{' (within SLA)' if v.tail_change.within_sla else ''}"
@@ -218,6 +239,7 @@ def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
     page = html.render(
         "index.html.j2",
         entries=entries,
+        b=board(entries),
         periods=periods,
         mixed_periods=len(periods) > 1,
         dataset=dataset,

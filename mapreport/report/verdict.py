@@ -64,16 +64,26 @@ def sla_missed(sla: tuple[SlaCheck, ...]) -> bool:
     return any(s.judged is False for s in sla)
 
 
+def holding(
+    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]
+) -> tuple[Health, ...]:
+    """Every state that holds of the slice, most severe first (healthy when none does)."""
+    held = [
+        h
+        for h, holds in (
+            (Health.SLA_MISSED, sla_missed(sla)),
+            (Health.ENVIRONMENT_UNLOCKED, not r.environment.locked),
+            (Health.CHECKLIST_FAILING, any(not c.flag for c in checks)),
+        )
+        if holds
+    ]
+    return tuple(held) or (Health.HEALTHY,)
+
+
 def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
-    if sla_missed(sla):
-        return Health.SLA_MISSED
-    if not r.environment.locked:
-        return Health.ENVIRONMENT_UNLOCKED
-    if any(not c.flag for c in checks):
-        return Health.CHECKLIST_FAILING
-    return Health.HEALTHY
+    return holding(r, sla, checks)[0]
 
 
 def tail_change(r: SliceResult, q: TailQuantile) -> TailChange | None:

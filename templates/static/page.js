@@ -51,3 +51,37 @@ document.querySelectorAll("button.copy-ticket").forEach(function (button) {
     }
   });
 });
+
+// Sorting by keyboard: a sortable header is focusable and Enter or Space sorts it.
+document.querySelectorAll("table.sortable thead th").forEach(function (th) {
+  th.tabIndex = 0;
+  th.setAttribute("role", "button");
+  th.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter" || ev.key === " ") { ev.preventDefault(); th.click(); }
+  });
+});
+
+// The board's filters: status, workload and owner; a status count sets the status filter.
+(function () {
+  var selects = document.querySelectorAll("form.filters select[data-filter]");
+  var rows = document.querySelectorAll("table.board tbody tr");
+  if (!selects.length) return;
+  function apply() {
+    var want = {};
+    selects.forEach(function (s) { want[s.getAttribute("data-filter")] = s.value; });
+    rows.forEach(function (r) {
+      var shown = Object.keys(want).every(function (k) {
+        return !want[k] || r.getAttribute("data-" + k) === want[k];
+      });
+      r.hidden = !shown;
+    });
+  }
+  selects.forEach(function (s) { s.addEventListener("change", apply); });
+  document.querySelectorAll("button[data-filter-status]").forEach(function (b) {
+    b.addEventListener("click", function () {
+      var s = document.querySelector('select[data-filter="status"]');
+      s.value = s.value === b.getAttribute("data-filter-status") ? "" : b.getAttribute("data-filter-status");
+      apply();
+    });
+  });
+})();
