@@ -216,6 +216,8 @@ class ReportView:
     """Why no op has a prediction ('' when some have, or there is no per-op join)."""
     status_reason: str
     """Why the slice has its status, one line (`words.status_reason`)."""
+    open_sections: frozenset[str]
+    """The sections the HTML report opens on (the packet's first pages); the rest fold."""
     no_blocking: str
     """Why no request shows as blocked behind adaptation ('' when some do)."""
     ops_by_plan: bool
@@ -398,6 +400,11 @@ def blocking_lines(r: SliceResult) -> BlockingTable:
     return BlockingTable(lines, rest)
 
 
+OPEN_SECTIONS = frozenset({"summary", "tail", "blocking", "shapes", "decisions", "actions"})
+"""What the HTML report opens on: the decision and why the tail (the packet's pages 1-2), the
+decisions and the actions; every other section folds."""
+
+
 def _reasons(r: SliceResult) -> dict[str, Any]:
     """The one-line reasons the view states: why a figure is missing, why the status."""
     ops = r.operators
@@ -409,6 +416,7 @@ def _reasons(r: SliceResult) -> dict[str, Any]:
         else "",
         "no_blocking": "" if r.blocking.events else words.no_blocking(r),
         "status_reason": words.status_reason(r),
+        "open_sections": OPEN_SECTIONS,
     }
 
 

@@ -85,3 +85,19 @@ document.querySelectorAll("table.sortable thead th").forEach(function (th) {
     });
   });
 })();
+
+// Folded sections: a link to something inside one (an action, a shape) opens it first.
+function openTo(hash) {
+  if (!hash || hash.length < 2) return;
+  var target = document.getElementById(decodeURIComponent(hash.slice(1)));
+  for (var el = target; el; el = el.parentElement) {
+    if (el.tagName === "DETAILS") el.open = true;
+  }
+  if (target) target.scrollIntoView();
+}
+document.addEventListener("click", function (ev) {
+  var a = ev.target.closest && ev.target.closest('a[href^="#"]');
+  if (a) { ev.preventDefault(); history.pushState(null, "", a.getAttribute("href")); openTo(a.getAttribute("href")); }
+});
+window.addEventListener("hashchange", function () { openTo(location.hash); });
+openTo(location.hash);
