@@ -172,23 +172,23 @@ PITFALLS: dict[PitfallKind, str] = {
 
 CRITERIA: dict[Criterion, str] = {
     Criterion.HALVED: "at most half the current value",
-    Criterion.TENTH_LOWER: "<= 0.9 x current",
-    Criterion.TENTH_LOWER_IN_BUDGET: "<= 0.9 x current, no request over budget",
+    Criterion.TENTH_LOWER: "≤ 0.9 × now",
+    Criterion.TENTH_LOWER_IN_BUDGET: "≤ 0.9 × now, no request over its memory budget",
     Criterion.NO_FALLBACK: "0 requests on the fallback path",
-    Criterion.APE_WITHIN: "<= {limit}",
-    Criterion.APE_WITHIN_AFTER_UPDATE: "<= {limit} after the cost model update",
+    Criterion.APE_WITHIN: "≤ {limit}",
+    Criterion.APE_WITHIN_AFTER_UPDATE: "≤ {limit} after the cost model update",
     Criterion.BACK_WITHIN_TOLERANCE: "within {limit} of its first nights' {reference} after "
     "the cost model is re-fitted",
-    Criterion.NOT_WORSE_THAN_STATIC: "<= {limit}, the static plan's p50 tonight",
-    Criterion.AT_MOST_ADAPTED: "<= {limit}, the adapted mapping's p50 tonight (no adaptation "
+    Criterion.NOT_WORSE_THAN_STATIC: "≤ {limit}, the static plan's p50 tonight",
+    Criterion.AT_MOST_ADAPTED: "≤ {limit}, the adapted mapping's p50 tonight (no adaptation "
     "needed)",
     Criterion.NO_WORSE: "no worse than before (CI of the change includes or is below zero)",
     Criterion.NO_ERROR_INCREASE: "no increase",
     Criterion.GUARDS_NEIGHBOUR: "no regression > 2% (guards the neighbours)",
-    Criterion.QUALITY_GUARD: "drop from the baseline {reference} <= {limit} (the quality "
-    "record's max_drop)",
-    Criterion.QUALITY_MAX_DROP: "a quality record exists and its drop versus baseline <= its "
-    "max_drop",
+    Criterion.QUALITY_GUARD: "drop from the baseline {reference} ≤ {limit} (the largest drop "
+    "the quality record allows)",
+    Criterion.QUALITY_MAX_DROP: "a quality record exists and its drop from the baseline is within "
+    "the largest drop it allows",
     Criterion.PRESENT_IN_EVERY_FILE: "present in every file",
     Criterion.AGREES_WITHIN: "records and server counters within {limit} of each other",
     Criterion.PRESENT_ON_EVERY_REQUEST: "present on every request",
@@ -435,11 +435,14 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
                 f"{plural(len(r.actions), 'action')}, each with an owner, a rollback trigger and a "
                 "validation matrix"
             )
-        roles = f"{plural_word(len(c.roles), 'role')} {', '.join(c.roles)}"
+        roles = f"{plural_word(len(c.roles), 'role')} {', '.join(label(x) for x in c.roles)}"
         return f"no owner configured for the {roles} ([owners] in the config)"
     if c.passed:
-        return "signed by " + ", ".join(f"{k}: {v}" for k, v in sorted(rv.signoffs.items()))
-    return "missing sign-off: " + ", ".join(c.roles)
+        return "signed by " + ", ".join(
+            f"{label(OwnerRole(k)) if k in set(OwnerRole) else k}: {v}"
+            for k, v in sorted(rv.signoffs.items())
+        )
+    return "missing sign-off: " + ", ".join(label(x) for x in c.roles)
 
 
 STATUS_REASONS: dict[StatusReason, str] = {
@@ -519,7 +522,7 @@ def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
     return (
         "; ".join(
             [f"{x}: no quality record" for x in q.missing]
-            + [f"{x}: quality drop exceeds max_drop" for x in q.failing]
+            + [f"{x}: the quality drop exceeds the largest drop allowed" for x in q.failing]
         )
         or "every precision change has passing quality evidence"
     )
