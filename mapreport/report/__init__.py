@@ -51,6 +51,7 @@ def _context(
         "version": __version__,
         "notes": notes,
         "drivers": DRIVERS,
+        "used_terms": None,
     }
 
 
@@ -216,11 +217,12 @@ def write_slice_report(
         {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
         notes,
     )
-    printable = (
-        html.render("report.html.j2", **context)
-        if full
-        else html.render("packet.html.j2", **context, p=packet.build(r, v))
+    template, extra = (
+        ("report.html.j2", {}) if full else ("packet.html.j2", {"p": packet.build(r, v)})
     )
+    # the PDF's glossary holds the terms its pages use: a first rendering finds them
+    first = html.render(template, **context, **extra, used_terms=None)
+    printable = html.render(template, **context, **extra, used_terms=html.terms_used(first))
     with replacing(folder / "report.pdf") as tmp:
         blocked = write_pdf(printable, tmp)
     atomic_write(folder / ENTRY, msgspec.json.encode(entry))

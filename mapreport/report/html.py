@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -101,3 +102,11 @@ def static_chart(chart_id: str, svg: bytes | None, failure: str | None) -> Marku
 def render(template: str, **context: Any) -> str:
     """Render a template with the shared environment."""
     return environment().get_template(template).render(**context)
+
+
+_TERM_LINK = re.compile(r'href="#term-([A-Za-z0-9_-]{1,80})"')
+
+
+def terms_used(page: str) -> frozenset[str]:
+    """The glossary terms a rendered page links to."""
+    return frozenset(_TERM_LINK.findall(page))

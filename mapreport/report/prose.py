@@ -337,13 +337,22 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     the tracker, never markup."""
     files = {s.source_id: s.path for s in r.sources}
     owner = md_text(a.owner or "unassigned")
+    h = r.history
+    run = next((p.run_id for p in h.runs if p.current), None) if h else None
+    state = next((s.state for s in h.actions if s.action_id == a.id), None) if h else None
+    night = r.period.night or r.period.spec
+    pack = f"evidence/{a.id}.sql"
     lines = [
         f"### {md_text(title)}",
         "",
         f"- Slice: {md_code(r.name)}; shape: {md_code(shape_name(a.shape))}; action "
         f"{md_code(a.id)} ({md_text(label(a.kind))})",
+        f"- Night: {md_text(str(night))}; run {md_code(run or 'not recorded')}; state: "
+        f"{md_text(label(state) if state else 'new')}",
         f"- Owner: {owner} ({md_text(label(a.owner_role))})",
         f"- Evidence: {md_text(evidence(a.evidence))}",
+        f"- Evidence pack: [{pack}]({pack}) (its rows: `evidence/{a.id}.parquet`), beside "
+        "the report",
         *(f"  - file {md_code(files.get(sid, sid))}" for sid in a.evidence.sources),
         f"- Rollback trigger: {md_text(rollback)}",
         "",

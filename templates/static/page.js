@@ -1,6 +1,6 @@
 // Sortable tables: click a header to sort its column (again: the other way). Cells sort by
 // their data-sort attribute when they have one (numbers), else by their text.
-document.querySelectorAll("table.sortable").forEach(function (table) {
+document.querySelectorAll("table.sortable, table.grid").forEach(function (table) {
   table.querySelectorAll("thead th").forEach(function (th, col) {
     th.style.cursor = "pointer";
     th.title = "Sort by this column";
@@ -53,7 +53,7 @@ document.querySelectorAll("button.copy-ticket").forEach(function (button) {
 });
 
 // Sorting by keyboard: a sortable header is focusable and Enter or Space sorts it.
-document.querySelectorAll("table.sortable thead th").forEach(function (th) {
+document.querySelectorAll("table.sortable thead th, table.grid thead th").forEach(function (th) {
   th.tabIndex = 0;
   th.setAttribute("role", "button");
   th.addEventListener("keydown", function (ev) {
