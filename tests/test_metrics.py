@@ -17,7 +17,6 @@ from mapreport.analysis import SliceResult
 from mapreport.analysis.adaptation import shape_gain
 from mapreport.analysis.blocking import Blocking, BlockingEvent
 from mapreport.analysis.common import Thresholds
-from mapreport.analysis.slice import caused_waits
 from mapreport.analysis.stats import SortedArray, bootstrap_ratio_gain, kendall_tau_b
 from mapreport.demo import synth, truth
 
@@ -304,7 +303,7 @@ def test_the_net_gain_charges_the_wait_the_adaptation_caused_others() -> None:
             event("b=4", "recompile", None),
         )
     )
-    assert caused_waits(blocked) == {"b=8": 8000.0}
+    assert blocked.caused_waits() == {"b=8": 8000.0}
 
 
 def test_nothing_compared_is_not_locked() -> None:
@@ -343,13 +342,21 @@ def test_a_check_with_nothing_to_check_says_so(demo_results: dict[str, SliceResu
     from mapreport.core.kinds import CheckItem, Driver
     from mapreport.report import words
 
-    golden = Path(__file__).parent / "golden" / "demo" / "expected" / "qwen-chat.json"
-    qwen = json.loads(golden.read_text())
-    reasons = {c["item"]: c["reason"] for c in qwen["checklist"]}
+    golden = Path(__file__).parent / "golden" / "demo" / "expected"
+    # torch-eager's only action asks for an environment record: nothing rests on evidence
+    limit = json.loads(
+        (golden.parent.parent / "torch-eager" / "expected" / "torch-serving.json").read_text()
+    )
+    reasons = {c["item"]: c["reason"] for c in limit["checklist"]}
     assert reasons[words.CHECK_ITEMS[CheckItem.EVIDENCE]].startswith("not applicable")
+    qwen = json.loads((golden / "qwen-chat.json").read_text())
     details = {p["name"]: p["detail"] for p in qwen["pitfalls"]}
     assert "not applicable: no compiled bucket to check" in details.values()
     assert all(i["shape"] != "unknown" for i in qwen["profile_next"])
+    # its two regressed shapes are actions with an owner (issue 35)
+    regressed = [a for a in qwen["actions"] if a["class"] == "latency_regression"]
+    assert [a["shape"] for a in regressed] == ["isl=1024,osl=256", "isl=4096,osl=256"]
+    assert all(a["owner"] == "Runtime team (J. Okafor)" for a in regressed)
     resnet = demo_results["resnet50-int8/prod"]
     held_no_one = replace(resnet, blocking=Blocking((), adapting=7))
     assert words.no_blocking(held_no_one).startswith("7 requests adapted, and no request")
@@ -369,8 +376,8 @@ def test_status_failing_at_risk_healthy() -> None:
     """Issue 35: a missed judged target fails; a met one with under 10% headroom, or with
     shapes regressed beyond their CIs since the compared night, is at risk; qwen-chat (p95
     5.88 s against 6.00 s) is at risk, not a green "met"."""
-    from mapreport.analysis.common import Interval, SlaCheck
-    from mapreport.analysis.history import History, Regression
+    from mapreport.analysis.common import Interval, Regression, SlaCheck
+    from mapreport.analysis.history import History
     from mapreport.analysis.status import slice_status
     from mapreport.core.kinds import RegressionKind, Status, StatusReason
 

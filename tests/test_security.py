@@ -24,7 +24,8 @@ from mapreport.app.cli import main
 from mapreport.core.kinds import Driver
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import duckdb_connection
-from mapreport.run.evidence import (
+from mapreport.run.evidence import explain, pack_sql
+from mapreport.run.pack_params import (
     PARAMS,
     NoParams,
     QueueParams,
@@ -32,8 +33,6 @@ from mapreport.run.evidence import (
     SampleParams,
     SourceParams,
     TailParams,
-    explain,
-    pack_sql,
 )
 
 FRAGMENTS = [

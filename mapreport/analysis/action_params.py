@@ -90,6 +90,18 @@ class Drift:
 
 
 @dataclass(frozen=True)
+class Regressed:
+    """A shape's p95 rose beyond its bootstrap CI against an earlier night."""
+
+    night: str
+    before_us: float
+    now_us: float
+    change: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
 class Blocking:
     """Requests waited behind serving-time adaptation: what held the worker, for how long,
     who waited, and the remedy."""
@@ -168,6 +180,7 @@ ActionParams = (
     | Overhead
     | GainDecision
     | Drift
+    | Regressed
     | Blocking
     | MissingSide
     | MissingField
@@ -187,6 +200,7 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.SPECIALISE: (GainDecision,),
     ActionKind.CLOSE_THE_LOOP: (GainDecision,),
     ActionKind.COST_MODEL_DRIFT: (Drift,),
+    ActionKind.LATENCY_REGRESSION: (Regressed,),
     ActionKind.ADAPTATION_BLOCKING: (Blocking,),
     ActionKind.OBSERVABILITY: (MissingSide, MissingField, Consistency),
     ActionKind.ENVIRONMENT_MISMATCH: (Mismatch,),

@@ -27,20 +27,19 @@ from mapreport.analysis.common import (
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.core.kinds import (
-    BLOCKERS,
     ActionKind,
     BlockingRemedy,
     BottleneckClass,
     ClassBasis,
     Criterion,
     Decision,
-    Driver,
     GainState,
     OwnerRole,
 )
 
 if TYPE_CHECKING:
     from mapreport.analysis.classify import ShapeClass
+    from mapreport.analysis.common import Regression
     from mapreport.analysis.drift import ShapeDrift
     from mapreport.analysis.shape import ShapeMetrics
 
@@ -53,6 +52,7 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD,
     ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD,
     ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD,
+    ActionKind.LATENCY_REGRESSION: OwnerRole.RUNTIME_LEAD,
     ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
     ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
     ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER,
@@ -173,6 +173,8 @@ class Scope:
     sla_driver: str | None = None
     """The shape that breaks the SLA (`sla.sla_driver`): its actions rank first after the
     blockers."""
+    regressions: tuple[Regression, ...] = ()
+    """Shapes' p95 against the compared night (`history.regressions_of`)."""
 
 
 def action_id(workload: str, slice_: str, shape: str, kind: str) -> str:
@@ -389,6 +391,25 @@ def drift_action(s: Scope, m: ShapeMetrics, d: ShapeDrift) -> Action:
     )
 
 
+def regression_action(s: Scope, m: ShapeMetrics, g: Regression) -> Action:
+    """Find what slowed a shape whose p95 rose beyond its CI since the compared night: the
+    runtime's to bisect (the builds, configs and inputs between the two nights)."""
+    ev = Evidence("latency_p95_change", g.change, m.n, g.ci, m.sources)
+    target = ValidationRow(
+        m.shape, "latency_p95_us", m.latency.p95, Criterion.BACK_TO_BEFORE, g.before_us
+    )
+    return _make(
+        s,
+        m.shape,
+        ActionKind.LATENCY_REGRESSION,
+        ev,
+        _rollback(s, m),
+        _matrix(s, m, target),
+        m.traffic_share * g.change,
+        P.Regressed(g.against_run_date, g.before_us, g.now_us, g.change, g.ci.low, g.ci.high),
+    )
+
+
 BLOCKING_GUARDS = 2
 """The shapes most blocked, and the triggering shapes most blocking, a blocking action's
 validation matrix names."""
@@ -514,72 +535,3 @@ def consistency_action(s: Scope, q: QueueCheck, sources: tuple[str, ...]) -> Act
             "queue_mean_us", q.records_mean_us, q.metrics_mean_us, q.difference, q.tolerance
         ),
     )
-
-
-UNMEASURED_FIELDS = {
-    Driver.BLOCKED_BEHIND_ADAPTATION: "queue_start_us",
-    Driver.QUEUEING: "queue_start_us",
-    Driver.MAPPING_FALLBACK: "compute_start_us",
-    Driver.CORE_IMBALANCE: "core",
-    Driver.MEMORY_BURST: "mem_peak_bytes",
-}
-"""The request field a tail driver needs, when it could not be measured (client-side timing
-has no server-side queue start or compute start)."""
-
-
-def _unmeasured(shapes: Sequence[ShapeMetrics]) -> list[tuple[str, str]]:
-    """(shape, field) of the request fields whose absence leaves a material tail unexplained;
-    a field no shape with a tail carries is one slice-wide finding (the source never records
-    it), not one per shape."""
-    pairs = list(
-        dict.fromkeys(
-            (m.shape, UNMEASURED_FIELDS[u])
-            for m in shapes
-            if m.tail is not None
-            and m.tail.material
-            and m.diagnosis.cls == BottleneckClass.INSUFFICIENT_EVIDENCE
-            for u in m.tail.unmeasured
-        )
-    )
-    with_tail = [m for m in shapes if m.tail is not None]
-    out: list[tuple[str, str]] = []
-    for field in dict.fromkeys(f for _, f in pairs):
-        shapes_missing = [sh for sh, f in pairs if f == field]
-        drivers = [d for d, f in UNMEASURED_FIELDS.items() if f == field]
-        nowhere = all(
-            m.tail is not None and any(d in m.tail.unmeasured for d in drivers) for m in with_tail
-        )
-        if len(shapes_missing) > 1 and nowhere:
-            out.append((SLICE_WIDE, field))
-        else:
-            out += [(sh, field) for sh in shapes_missing]
-    return out
-
-
-def plan_actions(
-    s: Scope,
-    env: EnvironmentCheck,
-    missing_quality: Sequence[str],
-    slowest: dict[str, tuple[int, float]],
-    sources: tuple[str, ...],
-    queue: QueueCheck | None = None,
-) -> tuple[Action, ...]:
-    """Every action of a slice: blockers first (`BLOCKERS`, in that order), then those on the
-    shape that breaks the SLA, then the other tuning actions, most impact first (ties: shape,
-    kind)."""
-    actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
-    unmeasured = _unmeasured(s.shapes)
-    actions += slice_actions(s, env, missing_quality, unmeasured, sources)
-    if queue is not None and queue.disagrees:
-        actions.append(consistency_action(s, queue, sources))
-    blocked = blocking_action(s, sources)
-    if blocked is not None:
-        actions.append(blocked)
-    by_shape = {m.shape: m for m in s.shapes}
-    actions += [drift_action(s, by_shape[d.shape], d) for d in s.drifts if d.drifting]
-    return tuple(sorted(actions, key=lambda a: _rank(a, s.sla_driver)))
-
-
-def _rank(a: Action, sla_driver: str | None) -> tuple[int, bool, float, str, str]:
-    blocker = BLOCKERS.index(a.kind) if a.kind in BLOCKERS else len(BLOCKERS)
-    return blocker, a.shape != sla_driver, -a.impact, a.shape, a.kind

@@ -217,6 +217,16 @@ class Blocking:
     adapting: int = 0
     """Requests that adapted (blocking anyone or not): 0 means nothing could block."""
 
+    def caused_waits(self) -> dict[str, float]:
+        """Per shape: the queue wait its adapting requests held others of their worker in
+        (where arrivals are recorded). Fallback runs are the baseline of an uncovered shape,
+        not an adaptation: their waits are not charged to its gain."""
+        waits: dict[str, float] = {}
+        for e in self.events:
+            if e.how not in FALLBACK_HOWS and e.wait_us is not None:
+                waits[e.shape] = waits.get(e.shape, 0.0) + e.wait_us
+        return waits
+
     @property
     def blocked(self) -> int:
         """Requests blocked behind any adapting request."""

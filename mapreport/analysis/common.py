@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from mapreport.core.kinds import OwnerRole
+from mapreport.core.kinds import OwnerRole, RegressionKind
 
 TailQuantile = Literal["p95", "p99"]
 
@@ -149,3 +149,20 @@ class SourceFile:
     rejected: int
     rejections: tuple[dict[str, object], ...] = ()
     """The first rejected records (line, field, reason); all of them are in `quarantine`."""
+
+
+@dataclass(frozen=True)
+class Regression:
+    """A shape's p95 latency change against an earlier run, with its bootstrap CI."""
+
+    shape: str
+    against_run_id: str
+    against_run_date: str
+    before_us: float
+    now_us: float
+    change: float
+    ci: Interval
+    kind: RegressionKind
+    reference_quantiles: tuple[float, ...] = ()
+    """The reference night's 101 latency quantiles (what the change is resampled from)."""
+    reference_n: int = 0

@@ -12,7 +12,7 @@ import numpy as np
 from mapreport.analysis.action_params import ActionParams, decode
 from mapreport.analysis.actions import SLICE_WIDE, Action
 from mapreport.analysis.changepoints import ChangePoint, change_points
-from mapreport.analysis.common import Interval, Thresholds
+from mapreport.analysis.common import Interval, Regression, Thresholds
 from mapreport.analysis.stats import CI_LEVEL, seed_for
 from mapreport.core.kinds import ActionKind, HistoryNote, OwnerRole, RegressionKind
 from mapreport.core.kinds import ActionState as State
@@ -92,20 +92,6 @@ class ActionState:
     not proposed."""
     """The figures the action stated: tonight's, or those of the night it was first proposed
     (None for a night recorded before they were kept: `title` holds its words then)."""
-
-
-@dataclass(frozen=True)
-class Regression:
-    """A shape's p95 latency change against an earlier run, with its bootstrap CI."""
-
-    shape: str
-    against_run_id: str
-    against_run_date: str
-    before_us: float
-    now_us: float
-    change: float
-    ci: Interval
-    kind: RegressionKind
 
 
 @dataclass(frozen=True)
@@ -236,46 +222,14 @@ def history_view(
     states = _action_states(actions, values, last_values, prev_actions, versions_now, prev_shapes)
     baseline = key.baseline_run
     named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None
-    ref_run = named or last
+    ref_run = reference_run(stored, key)
     against = ref_run["run_id"] if ref_run else None
     note = None
     if baseline and named is None:
         note = HistoryNote.BASELINE_MISSING
     if not prev_runs:
         note = HistoryNote.FIRST_RUN
-    regressions = []
-    if ref_run is not None and against is not None:
-        ref_date = ref_run["run_date"]
-        ref = {s["shape"]: s for s in prev_shapes if s["run_date"] == ref_date}
-        for shape, m in shapes_now.items():
-            old = ref.get(shape)
-            q = quantiles.get(shape)
-            if (
-                old is None
-                or not old["latency_quantiles_us"]
-                or not q
-                or old["n"] < th.min_samples_p95
-                or m.n < th.min_samples_p95
-            ):
-                continue
-            change, ci = p95_change(
-                old["latency_quantiles_us"],
-                old["n"],
-                q,
-                m.n,
-                th.bootstrap_resamples,
-                seed_for(th.seed, *seed_key, shape, "history"),
-            )
-            kind = (
-                RegressionKind.REGRESSION
-                if ci.low > 0
-                else RegressionKind.IMPROVEMENT
-                if ci.high < 0
-                else RegressionKind.NO_CHANGE
-            )
-            before = quantile_of(old["latency_quantiles_us"], 0.95)
-            now = float(m.latency.p95 or 0.0)
-            regressions.append(Regression(shape, against, ref_date, before, now, change, ci, kind))
+    regressions = regressions_of(ref_run, prev_shapes, shapes_now, quantiles, th, seed_key)
     night = ref_run["run_date"] if ref_run else None
     shifts = _shifts(runs, prev_shapes, shapes_now, key.run_date)
     return History(
@@ -479,3 +433,85 @@ def with_stored_triggers(
             t = replace(t, since=run_date)
         out.append(replace(a, rollback_trigger=t))
     return tuple(out)
+
+
+def reference_run(stored: Stored, key: RunKey) -> dict[str, Any] | None:
+    """The night tonight is compared with: the configured baseline run, else the last
+    recorded night before tonight."""
+    prev_runs = [p for p in stored.runs if p["run_date"] < key.run_date]
+    baseline = key.baseline_run
+    named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None
+    return named or (prev_runs[-1] if prev_runs else None)
+
+
+def tonight_regressions(
+    shapes: Sequence[ShapeMetrics],
+    quantiles: dict[str, tuple[float, ...]],
+    stored: Stored,
+    key: RunKey,
+    th: Thresholds,
+    seed_key: tuple[str, str],
+) -> list[Regression]:
+    """Each shape's p95 against the reference night (`reference_run`)."""
+    ref = reference_run(stored, key)
+    shapes_then = [s for s in stored.shapes if ref is not None and s["run_date"] == ref["run_date"]]
+    return regressions_of(ref, shapes_then, {m.shape: m for m in shapes}, quantiles, th, seed_key)
+
+
+def regressions_of(
+    ref_run: dict[str, Any] | None,
+    prev_shapes: Sequence[dict[str, Any]],
+    shapes_now: dict[str, ShapeMetrics],
+    quantiles: dict[str, tuple[float, ...]],
+    th: Thresholds,
+    seed_key: tuple[str, str],
+) -> list[Regression]:
+    """Each shape's p95 tonight against the reference night's, with its bootstrap CI."""
+    against = ref_run["run_id"] if ref_run else None
+    regressions = []
+    if ref_run is not None and against is not None:
+        ref_date = ref_run["run_date"]
+        ref = {s["shape"]: s for s in prev_shapes if s["run_date"] == ref_date}
+        for shape, m in shapes_now.items():
+            old = ref.get(shape)
+            q = quantiles.get(shape)
+            if (
+                old is None
+                or not old["latency_quantiles_us"]
+                or not q
+                or old["n"] < th.min_samples_p95
+                or m.n < th.min_samples_p95
+            ):
+                continue
+            change, ci = p95_change(
+                old["latency_quantiles_us"],
+                old["n"],
+                q,
+                m.n,
+                th.bootstrap_resamples,
+                seed_for(th.seed, *seed_key, shape, "history"),
+            )
+            kind = (
+                RegressionKind.REGRESSION
+                if ci.low > 0
+                else RegressionKind.IMPROVEMENT
+                if ci.high < 0
+                else RegressionKind.NO_CHANGE
+            )
+            before = quantile_of(old["latency_quantiles_us"], 0.95)
+            now = float(m.latency.p95 or 0.0)
+            regressions.append(
+                Regression(
+                    shape,
+                    against,
+                    ref_date,
+                    before,
+                    now,
+                    change,
+                    ci,
+                    kind,
+                    tuple(old["latency_quantiles_us"]),
+                    int(old["n"]),
+                )
+            )
+    return regressions

@@ -12,14 +12,14 @@ from dataclasses import dataclass, replace
 
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
-from mapreport.analysis.actions import Action, Scope, plan_actions
+from mapreport.analysis.actions import Action, Scope
 from mapreport.analysis.adaptation import (
     adaptation_costs,
     compute_samples,
     other_paths,
     shape_gain,
 )
-from mapreport.analysis.blocking import FALLBACK_HOWS, Blocking, blocking, load_blocking
+from mapreport.analysis.blocking import Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
     ChecklistItem,
     Pitfall,
@@ -64,11 +64,13 @@ from mapreport.analysis.history import (
     RunPoint,
     Stored,
     history_view,
+    tonight_regressions,
     with_stored_triggers,
 )
 from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
+from mapreport.analysis.planning import plan_actions
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
@@ -208,23 +210,12 @@ def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
     return tuple(out)
 
 
-def caused_waits(blocked: Blocking) -> dict[str, float]:
-    """Per shape: the queue wait its adapting requests held others of their worker in (where
-    arrivals are recorded). Fallback runs are the baseline of an uncovered shape, not an
-    adaptation: their waits are not charged to its gain."""
-    waits: dict[str, float] = {}
-    for e in blocked.events:
-        if e.how not in FALLBACK_HOWS and e.wait_us is not None:
-            waits[e.shape] = waits.get(e.shape, 0.0) + e.wait_us
-    return waits
-
-
 def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
     """Coverage, accuracy, adaptation gain (net of compile time and of the wait it caused
     others, `blocked`) and the decision of every shape."""
     shapes: list[ShapeMetrics] = []
     costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
-    waits = caused_waits(blocked)
+    waits = blocked.caused_waits()
     eager = fallback_causes(ctx.con, ctx.workload, ctx.slice)
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
@@ -429,6 +420,16 @@ def review_step(
         diag.tail_class,
         drifted.drifts,
         sla_driver(sl.over_sla, sl.latency, ctx.th),
+        tuple(
+            tonight_regressions(
+                diag.shapes,
+                _quantiles(ctx),
+                ctx.stored,
+                ctx.run,
+                ctx.th,
+                (ctx.workload, ctx.slice),
+            )
+        ),
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)

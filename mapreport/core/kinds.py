@@ -92,6 +92,8 @@ class ActionKind(StrEnum):
     ADAPTATION_OVERHEAD = "adaptation_overhead"
     COST_MODEL_DRIFT = "cost_model_drift"
     """A shape's signed error moved beyond tolerance from its plan's first nights."""
+    LATENCY_REGRESSION = "latency_regression"
+    """A shape's p95 rose beyond its CI against the compared night."""
     SPECIALISE = "specialise"
     CLOSE_THE_LOOP = "close_the_loop"
     OBSERVABILITY = "observability"
@@ -219,6 +221,7 @@ class Criterion(StrEnum):
     PRESENT_ON_EVERY_REQUEST = "present_on_every_request"
     SAME_ON_BOTH_SIDES = "same_on_both_sides"
     AGREES_WITHIN = "agrees_within"
+    BACK_TO_BEFORE = "back_to_before"
 
 
 class CheckItem(StrEnum):

@@ -221,8 +221,9 @@ def write_slice_report(
         ("report.html.j2", {}) if full else ("packet.html.j2", {"p": packet.build(r, v)})
     )
     # the PDF's glossary holds the terms its pages use: a first rendering finds them
-    first = html.render(template, **context, **extra, used_terms=None)
-    printable = html.render(template, **context, **extra, used_terms=html.terms_used(first))
+    first = html.render(template, **{**context, **extra})
+    used = {"used_terms": html.terms_used(first)}
+    printable = html.render(template, **{**context, **extra, **used})
     with replacing(folder / "report.pdf") as tmp:
         blocked = write_pdf(printable, tmp)
     atomic_write(folder / ENTRY, msgspec.json.encode(entry))

@@ -82,6 +82,13 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
         )
     if isinstance(p, P.Drift):
         return drift_title(p, shape)
+    if isinstance(p, P.Regressed):
+        return (
+            f"Find what slowed {shape}: its p95 rose {signed_pct(p.change)} (95% CI "
+            f"{signed_pct(p.ci_low)} to {signed_pct(p.ci_high)}) since {p.night}, from "
+            f"{duration(p.before_us)} to {duration(p.now_us)}; bisect the builds, configs and "
+            "inputs between the two nights"
+        )
     if isinstance(p, P.GainDecision) and k == ActionKind.SPECIALISE:
         return (
             f"Add a compile bucket for {shape}: the cost model is right "

@@ -15,9 +15,9 @@ from typing import Any, cast
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import SlaCheck, TailQuantile
+from mapreport.analysis.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.drift import OpDrift
-from mapreport.analysis.history import IMPROVEMENT, ActionState, Regression, RunPoint
+from mapreport.analysis.history import IMPROVEMENT, ActionState, RunPoint
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import JAIN_IMBALANCE, CoreCompute

@@ -191,6 +191,7 @@ CRITERIA: dict[Criterion, str] = {
     "the largest drop it allows",
     Criterion.PRESENT_IN_EVERY_FILE: "present in every file",
     Criterion.AGREES_WITHIN: "records and server counters within {limit} of each other",
+    Criterion.BACK_TO_BEFORE: "≤ {limit}, its value before the regression",
     Criterion.PRESENT_ON_EVERY_REQUEST: "present on every request",
     Criterion.SAME_ON_BOTH_SIDES: "same on both sides",
 }
@@ -315,6 +316,7 @@ METRIC_NAMES: dict[str, str] = {
     "compute": "compute",
 }
 METRIC_WORDS: dict[str, str] = {
+    "latency_p95_change": "p95 latency change against the compared night",
     "ape": "APE (|predicted - measured| / measured)",
     "error_rate": "error rate",
     "fallback_share": "share of requests on the fallback path",

@@ -18,7 +18,6 @@ import dataclasses
 import json
 import re
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Evidence, Thresholds
 from mapreport.analysis.consistency import difference
 from mapreport.analysis.environment import check_environment
+from mapreport.analysis.history import p95_change
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
     SAMPLES,
@@ -78,34 +78,21 @@ from mapreport.core.kinds import Driver
 from mapreport.core.window import Window
 from mapreport.dataset.store import Dataset
 from mapreport.report.words import metric
+from mapreport.run.pack_params import (
+    PARAMS,
+    NoParams,
+    QueueParams,
+    Reduction,
+    RegressionParams,
+    SampleParams,
+    SourceParams,
+    TailParams,
+)
 
 PACKS = "evidence"
 """The folder of a slice's packs (under its report folder) and of their specs in the dataset."""
 MATCH = 1e-12
 """Relative difference up to which a recomputed figure is the stated one (float summation)."""
-
-
-class Reduction(StrEnum):
-    """How a pack's figure follows from its rows."""
-
-    TAIL_SHARE = "tail_share"
-    """A driver's share of the tail excess (`attribute`, `shares`, `share_intervals`)."""
-    NET_GAIN = "net_gain"
-    """The net p50 gain of adaptation (`shape_gain`)."""
-    APE = "ape"
-    """The prediction's APE, with the signed error's CI (`shape_accuracy`)."""
-    DRIFT = "drift"
-    """Tonight's signed error minus the plan's first nights' (`shape_accuracy`, the same
-    bootstrap, the baseline from the history)."""
-    BLOCKED_SHARE = "blocked_share"
-    """Requests blocked behind adaptation over ok requests (Wilson interval)."""
-    ENVIRONMENT = "environment"
-    """Keys whose values differ between the environment records (`check_environment`)."""
-    QUEUE_CHECK = "queue_check"
-    """The records' mean queue wait against the server counters' over one window
-    (`telemetry.queue_check`)."""
-    RECORDS = "records"
-    """No figure: the records (files) whose content or absence the finding states."""
 
 
 @dataclass(frozen=True)
@@ -154,61 +141,6 @@ def _tables(workload: str, slice_: str) -> str:
             ("TABLE", BLOCKED_TABLE, blocked_select(workload, slice_)),
         ]
     )
-
-
-@dataclass(frozen=True)
-class TailParams:
-    """A tail share's pack: the driver, the shapes pooled, the bootstrap's seed key and the
-    memory budgets the plan states (the tail query's literals)."""
-
-    driver: Driver
-    shapes: list[str]
-    seed_key: list[str]
-    budgets: dict[str, float]
-
-
-@dataclass(frozen=True)
-class SampleParams:
-    """A compute-sample pack: whether the shape is covered (gain), its prediction (APE,
-    drift) and the drift's baseline."""
-
-    covered: bool | None = None
-    predicted_us: float | None = None
-    baseline: float | None = None
-
-
-@dataclass(frozen=True)
-class QueueParams:
-    """A queue check's pack: the server whose counters are compared, and the window."""
-
-    server: str
-    start_us: float
-    end_us: float
-
-
-@dataclass(frozen=True)
-class SourceParams:
-    """A pack of records: the files (source ids) the finding names."""
-
-    sources: list[str]
-
-
-@dataclass(frozen=True)
-class NoParams:
-    """A pack whose query needs only its slice."""
-
-
-PARAMS: dict[Reduction, type] = {
-    Reduction.TAIL_SHARE: TailParams,
-    Reduction.NET_GAIN: SampleParams,
-    Reduction.APE: SampleParams,
-    Reduction.DRIFT: SampleParams,
-    Reduction.BLOCKED_SHARE: NoParams,
-    Reduction.ENVIRONMENT: SourceParams,
-    Reduction.QUEUE_CHECK: QueueParams,
-    Reduction.RECORDS: SourceParams,
-}
-"""The parameters each reduction's query and figure are built from (a spec's `params`)."""
 
 
 def _samples_sql(workload: str, slice_: str, shape: str, events: bool) -> str:
@@ -260,6 +192,13 @@ def pack_sql(reduction: Reduction, workload: str, slice_: str, shape: str, param
         return f"{_tables(workload, slice_)}\nSELECT * FROM ({select}){where if pooled else ''}"
     if reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
         return _samples_sql(workload, slice_, shape, events=reduction == Reduction.NET_GAIN)
+    if reduction == Reduction.REGRESSION:
+        select = inline(
+            f"SELECT latency_us AS value, source_id, line FROM {SLICE_TABLE} "
+            "WHERE shape = $shape AND status = 'ok' ORDER BY value, source_id, line",
+            {"shape": shape},
+        )
+        return f"{_tables(workload, slice_)}\n{select}"
     if reduction == Reduction.BLOCKED_SHARE:
         return (
             f"{_tables(workload, slice_)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} "
@@ -340,6 +279,10 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
         return _spec(r, pid, subject, shape, ev, Reduction.DRIFT, params)
     if ev.metric == "blocked_share":
         return _spec(r, pid, subject, shape, ev, Reduction.BLOCKED_SHARE, NoParams())
+    moved = [g for g in (r.history.regressions if r.history else ()) if g.shape == shape]
+    if ev.metric == "latency_p95_change" and moved:
+        reg = RegressionParams(list(moved[0].reference_quantiles), moved[0].reference_n)
+        return _spec(r, pid, subject, shape, ev, Reduction.REGRESSION, reg)
     if ev.metric == "consistency.queue_mean_us" and r.queue_check and r.telemetry:
         c = r.queue_check
         queue = QueueParams(r.telemetry.server, c.start_us, c.end_us)
@@ -444,6 +387,16 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
         return Recomputed(blocked / ok if ok else None, ok, wilson, blocked, files)
     if p.reduction == Reduction.QUEUE_CHECK:
         return _queue_check(params, rows, files)
+    if p.reduction == Reduction.REGRESSION:
+        lat = [v for v in rows["value"].to_pylist() if v is not None]
+        if not lat:
+            return Recomputed(None, rows.num_rows, None, rows.num_rows, files)
+        now = np.quantile(np.array(lat), np.linspace(0, 1, 101)).tolist()
+        seed = seed_for(th.seed, p.workload, p.slice, p.shape, "history")
+        change, ci = p95_change(
+            params.reference, params.n_ref, now, rows.num_rows, th.bootstrap_resamples, seed
+        )
+        return Recomputed(change, rows.num_rows, (ci.low, ci.high), rows.num_rows, files)
     if p.reduction == Reduction.ENVIRONMENT:
         check = check_environment(rows.to_pylist())
         return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)
