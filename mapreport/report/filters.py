@@ -38,12 +38,15 @@ EXACT = 1e-9
 
 
 def pct(x: float | None, digits: int = 1) -> str:
-    """A share as a percentage: 0.923 -> 92.3%; never a rounded 100% or 0% (99.6%)."""
+    """A share as a percentage: 0.923 -> 92.3%; never a rounded 100% or 0%: a share that
+    rounds to either says which side it is on (`> 99.9%`, `< 0.1%`), with one decimal."""
     if x is None or missing(x):
         return DASH
-    # "drives 100%" beside evidence of 99.6% is a contradiction: add digits until it is not
-    while digits < 3 and (EXACT < x < 1 - EXACT) and round(x * 100, digits) in (0, 100):
-        digits += 1
+    # "drives 100%" beside evidence of 99.96% is a contradiction, and "99.995%" is noise
+    if EXACT < x < 1 - EXACT and round(x * 100, digits) in (0, 100):
+        if round(x * 100, 1) not in (0, 100):
+            return f"{x * 100:.1f}%"
+        return "> 99.9%" if x > 0.5 else "< 0.1%"
     return f"{x * 100:.{digits}f}%"
 
 
