@@ -248,7 +248,7 @@ def test_index_is_a_health_board(demo_html: Path) -> None:
             scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
             for q in ("p95", "p99")
         ):
-            states.append("sla missed")
+            states.append("SLA missed")
         if not doc["environment"]["locked"]:
             states.append("environment unlocked")
         if not all(c["passed"] for c in doc["checklist"]):

@@ -68,7 +68,8 @@ LABELLED = (
     IngestStatus,
     Health,
 )
-LABELS: dict[str, str] = {m: m.value.replace("_", " ") for e in LABELLED for m in e}
+LABELS: dict[str, str] = {str(m): m.value.replace("_", " ") for e in LABELLED for m in e}
+LABELS[Health.SLA_MISSED] = "SLA missed"
 
 
 """Short names of the categories shown in tables (the `label` filter)."""
