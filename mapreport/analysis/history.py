@@ -204,6 +204,7 @@ def history_view(
     th: Thresholds,
     seed_key: tuple[str, str],
     versions_now: dict[str, str | None] | None = None,
+    moved: Sequence[Regression] | None = None,
 ) -> History:
     """Trend, action states and regressions of this run against the stored nights before it
     (each night is one recording, keyed by its run date). `versions_now`: each shape's compile
@@ -229,7 +230,11 @@ def history_view(
         note = HistoryNote.BASELINE_MISSING
     if not prev_runs:
         note = HistoryNote.FIRST_RUN
-    regressions = regressions_of(ref_run, prev_shapes, shapes_now, quantiles, th, seed_key)
+    regressions = (
+        list(moved)
+        if moved is not None
+        else regressions_of(ref_run, prev_shapes, shapes_now, quantiles, th, seed_key)
+    )
     night = ref_run["run_date"] if ref_run else None
     shifts = _shifts(runs, prev_shapes, shapes_now, key.run_date)
     return History(

@@ -33,6 +33,7 @@ from mapreport.analysis.classify import ShapeClass, classify, read_blocked_share
 from mapreport.analysis.common import (
     Interval,
     Percentiles,
+    Regression,
     Review,
     SourceFile,
     Thresholds,
@@ -403,6 +404,7 @@ def review_step(
     sched: Scheduling | None,
     drifted: Drifts,
     check: QueueCheck | None,
+    moved: tuple[Regression, ...] = (),
 ) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
     precisions = [b.precision for b in ctx.buckets if b.precision]
@@ -420,16 +422,7 @@ def review_step(
         diag.tail_class,
         drifted.drifts,
         sla_driver(sl.over_sla, sl.latency, ctx.th),
-        tuple(
-            tonight_regressions(
-                diag.shapes,
-                _quantiles(ctx),
-                ctx.stored,
-                ctx.run,
-                ctx.th,
-                (ctx.workload, ctx.slice),
-            )
-        ),
+        moved,
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)
@@ -450,6 +443,7 @@ def history_step(
     actions: tuple[Action, ...],
     blocked: Blocking,
     plans: tuple[PlanVersion, ...] = (),
+    moved: tuple[Regression, ...] | None = None,
 ) -> History | None:
     """Trend, action states and regressions against the stored earlier nights (`plans`: the
     compile plan versions in force tonight)."""
@@ -481,6 +475,7 @@ def history_step(
         ctx.th,
         seed_key,
         versions,
+        moved,
     )
 
 
@@ -544,8 +539,18 @@ def analyze(
         offline = offline_step(ctx, diag.shapes)
         serving = serving_step(ctx)
         drifted = drift_step(ctx, diag.shapes, offline.operators)
-        reviewed = review_step(ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check)
-        history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans)
+        # each shape's p95 against the compared night: once, for its actions and the loop
+        moved = tuple(
+            tonight_regressions(
+                diag.shapes, _quantiles(ctx), ctx.stored, ctx.run, ctx.th, (workload, slice_)
+            )
+        )
+        reviewed = review_step(
+            ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved
+        )
+        history = history_step(
+            ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans, moved
+        )
         actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     finally:
         query.drop_slice(con)
