@@ -19,7 +19,7 @@ from mapreport.core.window import UNDATED
 from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
-from mapreport.ingest.base import Head, Reader
+from mapreport.ingest.base import FileSniffer, Head, Reader
 from mapreport.ingest.digest import Digest, file_sha256
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.mlperf_detail import MlperfDetailReader
@@ -85,6 +85,10 @@ def detect(path: Path) -> Reader:
     for reader in READERS.values():
         if reader.sniff(head):
             return reader
+    if data.lstrip().startswith(b"{") and not broken:
+        for reader in READERS.values():
+            if isinstance(reader, FileSniffer) and reader.sniff_file(path):
+                return reader
     raise InputError(path, None, None, f"format not recognised (known: {', '.join(READERS)})")
 
 

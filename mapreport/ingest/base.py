@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from mapreport.core.errors import ErrorPolicy
 
@@ -56,4 +56,14 @@ class Reader(Protocol):
 
     def read(self, path: Path, sink: Sink) -> None:
         """Stream the file's records into the sink; bad records go to `sink.reject`."""
+        ...
+
+
+@runtime_checkable
+class FileSniffer(Protocol):
+    """A reader whose marker may sit anywhere in the file: asked when no reader's `sniff`
+    accepted the head."""
+
+    def sniff_file(self, path: Path) -> bool:
+        """True when the file is in this format, from its content read as far as needed."""
         ...

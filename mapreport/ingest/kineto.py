@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mapreport.core.errors import ErrorPolicy
 from mapreport.ingest.base import Head
+from mapreport.ingest.jsonkeys import TopKeys, file_keys
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -29,12 +30,16 @@ class KinetoReader:
     deprecated: str | None = None
 
     def sniff(self, head: Head) -> bool:
-        """A JSON object whose first keys include traceEvents or Kineto's schema header."""
-        start = head.data.lstrip()[:4096]
-        return start.startswith(b"{") and (
-            b'"traceEvents"' in start
-            or (b'"schemaVersion"' in start and b'"deviceProperties"' in start)
-        )
+        """A JSON object whose top-level keys in the head include traceEvents or Kineto's
+        schema header (`schemaVersion` with `deviceProperties`)."""
+        scan = TopKeys()
+        scan.feed(head.data)
+        return _is_trace(scan.keys)
+
+    def sniff_file(self, path: Path) -> bool:
+        """The same test on the keys of the whole file, streamed: `traceEvents` may follow a
+        `metadata` object of any size."""
+        return _is_trace(file_keys(path, wanted="traceEvents"))
 
     def read(self, path: Path, sink: Sink) -> None:
         """Stream the events into columns, link kernels to their operators, write op_exec (and
@@ -42,3 +47,7 @@ class KinetoReader:
         from mapreport.ingest import kineto_events
 
         kineto_events.read(path, sink)
+
+
+def _is_trace(keys: list[str]) -> bool:
+    return "traceEvents" in keys or ("schemaVersion" in keys and "deviceProperties" in keys)
