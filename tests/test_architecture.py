@@ -18,7 +18,7 @@ from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import causes, decisions, prose, words
+from mapreport.report import causes, decisions, devicetime, prose, words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
 from tests.conftest import REALDATA, SAMPLE_DATA
@@ -179,6 +179,10 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.HistoryNote: words.HISTORY_NOTES,
     kinds.BlockingRemedy: causes.REMEDIES,
     kinds.Collect: causes.COLLECT,
+    kinds.HeadroomRemedy: prose.HEADROOM_REMEDIES,
+    kinds.OpKind: devicetime.KIND_WORDS,
+    kinds.Bound: devicetime.BOUND_WORDS,
+    kinds.DeviceActivity: devicetime.ACTIVITY_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from mapreport.core.kinds import ActionKind, BlockingRemedy
+from mapreport.core.kinds import ActionKind, BlockingRemedy, HeadroomRemedy
 
 
 @dataclass(frozen=True)
@@ -171,6 +171,36 @@ class Quality:
     precision: str
 
 
+@dataclass(frozen=True)
+class Headroom:
+    """An op x shape far from its roofline: what it is, how far, and how much time that is."""
+
+    op: str
+    label: str
+    kind: str | None
+    bound: str | None
+    roofline_pct: float | None
+    calls: int
+    mean_us: float
+    roof_us: float | None
+    headroom_us: float | None
+    share: float | None
+    """Headroom over the trace's device time."""
+    remedy: HeadroomRemedy
+
+
+@dataclass(frozen=True)
+class Idle:
+    """The device idle for a material share of its span."""
+
+    idle_share: float
+    span_us: float
+    kernels: int
+    median_kernel_us: float | None
+    launch_bound: bool
+    """Kernels too short to hide their launch: the host cannot keep the device fed."""
+
+
 ActionParams = (
     TailShare
     | Queueing
@@ -187,6 +217,8 @@ ActionParams = (
     | Consistency
     | Mismatch
     | Quality
+    | Headroom
+    | Idle
 )
 """What an action states, by its kind."""
 
@@ -205,6 +237,8 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.OBSERVABILITY: (MissingSide, MissingField, Consistency),
     ActionKind.ENVIRONMENT_MISMATCH: (Mismatch,),
     ActionKind.PRECISION_WITHOUT_QUALITY: (Quality,),
+    ActionKind.ROOFLINE_HEADROOM: (Headroom,),
+    ActionKind.DEVICE_IDLE: (Idle,),
 }
 """The params each kind of action carries (a test holds every action to it)."""
 

@@ -58,6 +58,8 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER,
     ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT,
     ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD,
+    ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD,
+    ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD,
 }
 """Who owns each kind of action (METRICS.md roles); the configuration names the person."""
 REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
@@ -236,7 +238,7 @@ def _matrix(s: Scope, m: ShapeMetrics, target: ValidationRow) -> tuple[Validatio
     return tuple(rows)
 
 
-def _make(
+def make_action(
     s: Scope,
     shape: str,
     kind: ActionKind,
@@ -247,6 +249,7 @@ def _make(
     params: ActionParams,
     role: OwnerRole | None = None,
 ) -> Action:
+    """An action of a slice, its owner resolved from the configuration."""
     role = role or OWNERS[kind]
     # a slice may hold several findings of these kinds on one shape (both environment sides,
     # two missing fields, two precisions): what each asks for is part of its identity
@@ -342,7 +345,9 @@ def shape_actions(
     if by_class is not None and m.diagnosis.evidence is not None:
         kind, target, impact, params = by_class
         out.append(
-            _make(s, m.shape, kind, m.diagnosis.evidence, rb, _matrix(s, m, target), impact, params)
+            make_action(
+                s, m.shape, kind, m.diagnosis.evidence, rb, _matrix(s, m, target), impact, params
+            )
         )
     by_decision = _decision_action(s, m)
     if by_decision is not None:
@@ -352,7 +357,7 @@ def shape_actions(
             "net_gain_p50", gain.net_gain_p50, gain.n_adapted, gain.net_gain_p50_ci, m.sources
         )
         impact = m.traffic_share * (gain.net_gain_p50 or 0.0)
-        out.append(_make(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, params))
+        out.append(make_action(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, params))
     return out
 
 
@@ -372,7 +377,7 @@ def drift_action(s: Scope, m: ShapeMetrics, d: ShapeDrift) -> Action:
         s.thresholds.tolerance,
         d.baseline,
     )
-    return _make(
+    return make_action(
         s,
         m.shape,
         ActionKind.COST_MODEL_DRIFT,
@@ -398,7 +403,7 @@ def regression_action(s: Scope, m: ShapeMetrics, g: Regression) -> Action:
     target = ValidationRow(
         m.shape, "latency_p95_us", m.latency.p95, Criterion.BACK_TO_BEFORE, g.before_us
     )
-    return _make(
+    return make_action(
         s,
         m.shape,
         ActionKind.LATENCY_REGRESSION,
@@ -451,7 +456,7 @@ def blocking_action(s: Scope, sources: tuple[str, ...]) -> Action | None:
     excess = (lat.p95 - lat.p50) / lat.p50 if lat.p95 and lat.p50 else 0.0
     events = b.material
     ev = replace(c.evidence, sources=sources)
-    return _make(
+    return make_action(
         s,
         SLICE_WIDE,
         ActionKind.ADAPTATION_BLOCKING,
@@ -493,11 +498,13 @@ def slice_actions(
         row = ValidationRow(
             SLICE_WIDE, f"environment.{side}", None, Criterion.PRESENT_IN_EVERY_FILE
         )
-        out.append(_make(s, SLICE_WIDE, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingSide(side)))
+        out.append(
+            make_action(s, SLICE_WIDE, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingSide(side))
+        )
     for shape, field in unmeasured:
         ev = Evidence(f"missing.{field}", None, 0, None, sources)
         row = ValidationRow(shape, field, None, Criterion.PRESENT_ON_EVERY_REQUEST)
-        out.append(_make(s, shape, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingField(field)))
+        out.append(make_action(s, shape, obs, ev, NO_ROLLBACK, (row,), 0.0, P.MissingField(field)))
     if env.mismatches:
         ev = Evidence("environment.mismatches", float(len(env.mismatches)), 0, None, sources)
         rows = tuple(
@@ -506,13 +513,13 @@ def slice_actions(
         )
         kind = ActionKind.ENVIRONMENT_MISMATCH
         differ = tuple((m.key, m.compile, m.runtime) for m in env.mismatches)
-        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0, P.Mismatch(differ)))
+        out.append(make_action(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, rows, 0.0, P.Mismatch(differ)))
     for precision in missing_quality:
         ev = Evidence(f"quality.{precision}", None, 0, None, sources)
         row = ValidationRow(SLICE_WIDE, f"quality ({precision})", None, Criterion.QUALITY_MAX_DROP)
         kind = ActionKind.PRECISION_WITHOUT_QUALITY
         quality = P.Quality(precision)
-        out.append(_make(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, (row,), 0.0, quality))
+        out.append(make_action(s, SLICE_WIDE, kind, ev, NO_ROLLBACK, (row,), 0.0, quality))
     return out
 
 
@@ -523,7 +530,7 @@ def consistency_action(s: Scope, q: QueueCheck, sources: tuple[str, ...]) -> Act
     row = ValidationRow(
         SLICE_WIDE, "queue_mean_us", q.difference, Criterion.AGREES_WITHIN, q.tolerance
     )
-    return _make(
+    return make_action(
         s,
         SLICE_WIDE,
         ActionKind.OBSERVABILITY,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from mapreport.core.devices import DeviceConfig
 from mapreport.core.kinds import OwnerRole, RegressionKind
 
 TailQuantile = Literal["p95", "p99"]
@@ -58,6 +59,9 @@ class Review:
     description: str = ""
     sla_from: str | None = None
     """Where the SLA came from when the configuration sets none (an MLPerf run's target)."""
+    device: DeviceConfig | None = None
+    """The configuration's `[device]`: the roofline's limits where the trace's device is not
+    in the declared table, or figures that replace the table's."""
 
     def sla(self, q: TailQuantile) -> float | None:
         """The SLA target of one tail quantile (None when none is configured)."""

@@ -366,10 +366,9 @@ def _action_states(
             role = OwnerRole(first["owner_role"])
             params = decode(first.get("params"))  # the facts it was first proposed with
             title = first["title"] if params is None else None  # older nights kept words
-        m = shapes_now.get(shape)
-        t_now = m.metric(t_metric) if m is not None and t_metric else None
-        rb_now = m.metric(rb_metric) if m is not None and rb_metric else None
-        rb_prev = last_shapes.get(shape, {}).get(rb_metric or "") if rb_metric else None
+        t_now, rb_now, rb_prev = _values(
+            now, shapes_now.get(shape), last_shapes, rows, shape, t_metric, rb_metric
+        )
         fired = (
             first is not None
             and rb_threshold is not None
@@ -409,6 +408,36 @@ def _action_states(
         )
     order = [State.ROLLED_BACK, State.NEW, State.OPEN, State.VERIFIED, State.DROPPED]
     return sorted(out, key=lambda a: (order.index(a.state), a.shape, a.kind))
+
+
+def _values(
+    now: Action | None,
+    m: ShapeMetrics | RunPoint | None,
+    last_shapes: dict[str, dict[str, Any]],
+    rows: list[dict[str, Any]],
+    shape: str,
+    t_metric: str | None,
+    rb_metric: str | None,
+) -> tuple[float | None, float | None, float | None]:
+    """An action's target and rollback metrics tonight, and the rollback metric last night:
+    from its shape's (or the run's) figures, or, for a metric neither holds (an op x shape's,
+    the device's), from the action's own figures and the row the history kept of it."""
+    t_now = m.metric(t_metric) if m is not None and t_metric else None
+    rb_now = m.metric(rb_metric) if m is not None and rb_metric else None
+    rb_prev = last_shapes.get(shape, {}).get(rb_metric or "") if rb_metric else None
+    if now is not None and t_now is None and rb_now is None:
+        t_now, rb_now = _own_figures(now)
+        last_night = last_shapes.get(SLICE_WIDE, {}).get("run_date")
+        kept = rows[-1] if rows and rows[-1]["run_date"] == last_night else {}
+        rb_prev = kept.get("rollback_now")
+    return t_now, rb_now, rb_prev
+
+
+def _own_figures(a: Action) -> tuple[float | None, float | None]:
+    """Tonight's values of an action's target and rollback metrics, as the action states
+    them (its target row's baseline, its trigger's pre-change value)."""
+    target = a.validation_matrix[0].baseline if a.validation_matrix else None
+    return target, a.rollback_trigger.pre_change
 
 
 def with_stored_triggers(

@@ -68,11 +68,12 @@ def plan_actions(
     slowest: dict[str, tuple[int, float]],
     sources: tuple[str, ...],
     queue: QueueCheck | None = None,
+    device: Sequence[Action] = (),
 ) -> tuple[Action, ...]:
     """Every action of a slice: blockers first (`BLOCKERS`, in that order), then those on the
     shape that breaks the SLA, then the other tuning actions, most impact first (ties: shape,
-    kind)."""
-    actions = [a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape))]
+    kind). `device`: the actions of the slice's device time (`device_actions`)."""
+    actions = [*device, *(a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape)))]
     unmeasured = _unmeasured(s.shapes)
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
     if queue is not None and queue.disagrees:

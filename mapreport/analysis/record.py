@@ -102,6 +102,8 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
                 "rollback_threshold": a.rollback_threshold,
                 "rollback_pre_change": a.rollback_pre_change,
                 "rollback_sla_us": a.rollback_sla_us,
+                "target_now": a.target_now,
+                "rollback_now": a.rollback_now,
                 "params": None if a.params is None else encode(a.params),
             }
             for a in h.actions

@@ -23,6 +23,7 @@ from mapreport.analysis.history import History
 from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.operators import Operators
+from mapreport.analysis.roofline import Roofline
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla
@@ -30,6 +31,7 @@ from mapreport.analysis.status import SliceStatus
 from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import Telemetry
+from mapreport.analysis.timeline import Timeline
 from mapreport.analysis.tokens import TokenTiming
 from mapreport.core.kinds import BottleneckClass, Decision
 from mapreport.core.window import Window
@@ -96,6 +98,10 @@ class SliceResult:
     the verdict, the index's state and the rollback bounds read these."""
     status: SliceStatus | None = None
     """Failing, at risk or healthy, and what decided it (`status.slice_status`)."""
+    roofline: Roofline | None = None
+    """A profiler trace's device time per op x shape against the device's roofline."""
+    timeline: Timeline | None = None
+    """Where the devices' time went: compute, communication, copies, idle."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property

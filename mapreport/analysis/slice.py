@@ -39,8 +39,8 @@ from mapreport.analysis.common import (
     Thresholds,
     sla_checks,
 )
-from mapreport.analysis.compiles import Compiles, compiles, fallback_causes, varying_dims
-from mapreport.analysis.consistency import QueueCheck, queue_check
+from mapreport.analysis.compiles import fallback_causes, varying_dims
+from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.coverage import (
     BucketRow,
     Coverage,
@@ -52,6 +52,7 @@ from mapreport.analysis.coverage import (
     plan_versions,
 )
 from mapreport.analysis.decision import decide
+from mapreport.analysis.device_actions import device_actions
 from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, in_force, op_drifts
 from mapreport.analysis.environment import (
     EnvironmentCheck,
@@ -70,7 +71,8 @@ from mapreport.analysis.history import (
 )
 from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
-from mapreport.analysis.operators import Operators, operators, plan_compute_p50
+from mapreport.analysis.offline import Offline, offline, served
+from mapreport.analysis.operators import Operators
 from mapreport.analysis.planning import plan_actions
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
@@ -78,7 +80,6 @@ from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
 from mapreport.analysis.status import slice_status
-from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.tail import (
     TailDrivers,
     attribute,
@@ -87,8 +88,6 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
-from mapreport.analysis.telemetry import Telemetry, telemetry
-from mapreport.analysis.tokens import TokenTiming, token_timing
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
 from mapreport.core.shapes import sort_key
@@ -150,24 +149,6 @@ class Diagnosis:
     budgets: dict[str, float]
     tail: TailDrivers | None
     tail_class: ShapeClass | None
-
-
-@dataclass(frozen=True)
-class Offline:
-    """`offline_step`: the families that need no request telemetry."""
-
-    operators: Operators | None
-    compiles: Compiles | None
-    sweep: LoadSweep | None
-
-
-@dataclass(frozen=True)
-class Serving:
-    """`serving_step`: the server's own metrics, their agreement with the records, tokens."""
-
-    telemetry: Telemetry | None
-    queue_check: QueueCheck | None
-    tokens: tuple[TokenTiming, ...]
 
 
 @dataclass(frozen=True)
@@ -354,18 +335,9 @@ def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Schedulin
 
 
 def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
-    """The families that need no request telemetry: per-op mapping, compiles, load sweep."""
-    con, w, s = ctx.con, ctx.workload, ctx.slice
-    ops = operators(con, w, s, ctx.th, plan_compute_p50(con))
+    """The families that need no request telemetry (`offline.offline`)."""
     savings = {m.shape: v for m in shapes if (v := m.gain.saving_p50_us) is not None}
-    return Offline(ops, compiles(con, w, s, savings), load_sweep(con, w, s, ctx.review))
-
-
-def serving_step(ctx: Context) -> Serving:
-    """The model server's own metrics, their agreement with the records, token timing."""
-    server = telemetry(ctx.con, ctx.workload, ctx.slice)
-    check = queue_check(ctx.con, server, ctx.th.min_samples_p95, query.SLICE_TABLE)
-    return Serving(server, check, token_timing(ctx.con))
+    return offline(ctx.con, ctx.workload, ctx.slice, ctx.th, ctx.review, savings)
 
 
 def _slowest_cores(
@@ -405,6 +377,7 @@ def review_step(
     drifted: Drifts,
     check: QueueCheck | None,
     moved: tuple[Regression, ...] = (),
+    offline: Offline | None = None,
 ) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
     precisions = [b.precision for b in ctx.buckets if b.precision]
@@ -426,7 +399,10 @@ def review_step(
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)
-    actions = plan_actions(scope, sl.environment, precision.missing, slowest, sources, check)
+    device = device_actions(scope, offline.roofline, offline.timeline, sources) if offline else []
+    actions = plan_actions(
+        scope, sl.environment, precision.missing, slowest, sources, check, device
+    )
     return Reviewed(
         precision,
         actions,
@@ -497,6 +473,38 @@ def analyze_slice(
     return analyze(con, workload, slice_, th, review or Review(), stored or Stored(), key)
 
 
+def _context(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review,
+    stored: Stored,
+    run: RunKey,
+    runs: tuple[LoadgenRun, ...],
+) -> Context:
+    """The slice's context: its per-shape rows and buckets from SQL, their placements, the
+    compute samples and per-core medians (the slice's requests loaded)."""
+    targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
+    rows = sorted(query.shape_rows(con, targets), key=lambda r: sort_key(r.shape))
+    buckets = bucket_rows(con, workload, slice_)
+    return Context(
+        con=con,
+        workload=workload,
+        slice=slice_,
+        th=th,
+        review=review,
+        stored=stored,
+        run=run,
+        rows=rows,
+        buckets=buckets,
+        placements=place(rows, buckets),
+        samples=compute_samples(con, [r for r in rows if r.variants]),
+        cores=core_medians(con),
+        runs=runs,
+    )
+
+
 def analyze(
     con: Connection,
     workload: str,
@@ -512,24 +520,7 @@ def analyze(
     review = sla_from_runs(review, runs)
     query.load_slice(con, workload, slice_)
     try:
-        targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
-        rows = sorted(query.shape_rows(con, targets), key=lambda r: sort_key(r.shape))
-        buckets = bucket_rows(con, workload, slice_)
-        ctx = Context(
-            con=con,
-            workload=workload,
-            slice=slice_,
-            th=th,
-            review=review,
-            stored=stored,
-            run=run,
-            rows=rows,
-            buckets=buckets,
-            placements=place(rows, buckets),
-            samples=compute_samples(con, [r for r in rows if r.variants]),
-            cores=core_medians(con),
-            runs=runs,
-        )
+        ctx = _context(con, workload, slice_, th, review, stored, run, runs)
         # the families in order, each given what the ones before it found
         blocked = blocking_step(ctx)
         found = shapes_step(ctx, blocked)
@@ -537,7 +528,7 @@ def analyze(
         diag = diagnosis_step(ctx, found.shapes, sl, blocked)
         sched = scheduling_step(ctx, diag.shapes)
         offline = offline_step(ctx, diag.shapes)
-        serving = serving_step(ctx)
+        serving = served(con, workload, slice_, th)
         drifted = drift_step(ctx, diag.shapes, offline.operators)
         # each shape's p95 against the compared night: once, for its actions and the loop
         moved = tuple(
@@ -546,7 +537,7 @@ def analyze(
             )
         )
         reviewed = review_step(
-            ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved
+            ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved, offline
         )
         history = history_step(
             ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans, moved
@@ -568,7 +559,7 @@ def analyze(
         window_end_us=sl.window[1],
         latency=sl.latency,
         sla=checks,
-        status=slice_status(checks, history),
+        status=slice_status(checks, history, sl.requests),
         over_sla=sl.over_sla,
         shapes=diag.shapes,
         coverage=found.coverage,
@@ -586,6 +577,8 @@ def analyze(
         operators=offline.operators,
         compiles=offline.compiles,
         sweep=offline.sweep,
+        roofline=offline.roofline,
+        timeline=offline.timeline,
         blocking=blocked,
         tail_class=diag.tail_class,
         budgets=diag.budgets,

@@ -35,7 +35,9 @@ class SliceStatus:
         return None if excess is None else -excess
 
 
-def slice_status(sla: tuple[SlaCheck, ...], history: History | None) -> SliceStatus:
+def slice_status(
+    sla: tuple[SlaCheck, ...], history: History | None, requests: int = 1
+) -> SliceStatus:
     """Failing when a judged target is missed; at risk when a met one has under
     AT_RISK_HEADROOM of headroom, when shapes regressed beyond their CIs since the compared
     night, or when the slice's tail shifted up at its latest change point; else healthy (or,
@@ -60,6 +62,8 @@ def slice_status(sla: tuple[SlaCheck, ...], history: History | None) -> SliceSta
     if rising is not None and closest is not None:
         return SliceStatus(Status.AT_RISK, StatusReason.RISING, closest, regressed, night, rising)
     reason = StatusReason.WITHIN_SLA if closest is not None else StatusReason.NO_SLA
+    if closest is None and not requests:
+        reason = StatusReason.NO_REQUESTS
     return SliceStatus(Status.HEALTHY, reason, closest, regressed, night)
 
 

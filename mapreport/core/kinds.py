@@ -99,6 +99,22 @@ class ActionKind(StrEnum):
     OBSERVABILITY = "observability"
     PRECISION_WITHOUT_QUALITY = "precision_without_quality"
     ENVIRONMENT_MISMATCH = "environment_mismatch"
+    ROOFLINE_HEADROOM = "roofline_headroom"
+    """An op x shape spends material device time above its roofline bound (a trace alone)."""
+    DEVICE_IDLE = "device_idle"
+    """The device sat idle for a material share of its span: launch and scheduling."""
+
+
+class HeadroomRemedy(StrEnum):
+    """What brings an op x shape toward its roofline, by what keeps it from it."""
+
+    FUSE_OR_BATCH = "fuse_or_batch"
+    """Each call is too small to fill the device (microseconds against a sub-microsecond
+    roof): fewer, larger launches."""
+    FUSE_OR_LAYOUT = "fuse_or_layout"
+    """Memory-bound and short of bandwidth: less traffic (fusion) or better access (layout)."""
+    TUNE_KERNEL = "tune_kernel"
+    """Compute-bound and short of the peak: another kernel or tiling."""
 
 
 BLOCKERS: tuple[ActionKind, ...] = (
@@ -190,6 +206,8 @@ class StatusReason(StrEnum):
     WITHIN_SLA = "within_sla"
     NO_SLA = "no_sla"
     """No target it can be judged against (none configured, or too few samples)."""
+    NO_REQUESTS = "no_requests"
+    """No per-request latency at all (a profiler trace, a compile log alone)."""
 
 
 class RegressionKind(StrEnum):
@@ -341,3 +359,38 @@ class HistoryNote(StrEnum):
 
     FIRST_RUN = "first_run"
     BASELINE_MISSING = "baseline_missing"
+
+
+class OpKind(StrEnum):
+    """How an op's work is counted (and whether it runs on the matrix units)."""
+
+    GEMM = "gemm"
+    CONV = "conv"
+    ATTENTION = "attention"
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    NORM = "norm"
+    COPY = "copy"
+
+    @property
+    def matrix(self) -> bool:
+        """Runs on the matrix units (its peak is the dtype's matrix peak)."""
+        return self in (OpKind.GEMM, OpKind.CONV, OpKind.ATTENTION)
+
+
+class Bound(StrEnum):
+    """Which roof limits an op x shape: arithmetic intensity below the device's ridge point is
+    memory-bound."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+
+
+class DeviceActivity(StrEnum):
+    """What a device was doing."""
+
+    COMPUTE = "compute"
+    COMMUNICATION = "communication"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    IDLE = "idle"

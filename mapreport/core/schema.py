@@ -375,6 +375,10 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             # what the threshold was fixed from on the proposal night (null on older nights)
             pa.field("rollback_pre_change", _F),
             pa.field("rollback_sla_us", _F),
+            # tonight's values of the target and rollback metrics: the next night's "before"
+            # for metrics no shape or run row holds (an op x shape's, the device's)
+            pa.field("target_now", _F),
+            pa.field("rollback_now", _F),
         ]
     ),
     "history_op": pa.schema(

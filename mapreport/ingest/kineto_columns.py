@@ -9,6 +9,7 @@ by event, so the bad event is rejected by its index without losing the others.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
@@ -37,6 +38,8 @@ class Args(msgspec.Struct, gc=False):
     stream: int | str | None = None
     device: int | str | None = None
     input_dims: msgspec.Raw = msgspec.field(default=_NONE, name="Input Dims")
+    input_types: msgspec.Raw = msgspec.field(default=_NONE, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=_NONE, name="Concrete Inputs")
     grid: msgspec.Raw = _NONE
     block: msgspec.Raw = _NONE
 
@@ -153,6 +156,11 @@ def _invalid(ev: Event) -> tuple[str, str] | None:
     return None
 
 
+def _of_ops(cats: list[str | None], raws: Iterable[msgspec.Raw]) -> list[msgspec.Raw]:
+    """An operator's raw value; null for other events (only operators have inputs)."""
+    return [r if c == "cpu_op" else _NONE for c, r in zip(cats, raws, strict=True)]
+
+
 @dataclass
 class Run:
     """One decoded run of events; an event that did not decode is None with its error."""
@@ -198,9 +206,12 @@ COLUMNS = pa.schema(
         ("tid", pa.string()),
         ("grid", pa.string()),
         ("block", pa.string()),
+        ("types", pa.string()),
+        ("concrete", pa.string()),
     ]
 )
-"""A run's complete events as columns, before linking (pid, tid, grid, block as JSON text)."""
+"""A run's complete events as columns, before linking (pid, tid, grid, block, and an
+operator's `Input type` and `Concrete Inputs` as JSON text)."""
 
 
 class Reject(NamedTuple):
@@ -291,6 +302,8 @@ def run_columns(run: Run, first: int, rejects: list[Reject], memo: RunMemo) -> p
             text_array(list(map(_get.tid, xe)), as_json=True),
             memo.texts(list(map(_get.grid, args))),
             memo.texts(list(map(_get.block, args))),
+            memo.texts(_of_ops(cats, map(_get.input_types, args))),
+            memo.texts(_of_ops(cats, map(_get.concrete, args))),
         ],
         schema=COLUMNS,
     )

@@ -248,8 +248,11 @@ def read(path: Path, sink: Sink) -> None:
     rows = pa.concat_tables(tables) if tables else COLUMNS.empty_table()
     del tables
     rows = on_wall_clock(rows, header)
-    shapes, ops = link(rows)
-    rows = rows.set_column(rows.schema.get_field_index("shape"), "shape", shapes)
+    linked = link(rows)
+    ops = linked.ops
+    for name in ("shape", "types", "concrete"):
+        column = linked.shapes if name == "shape" else getattr(linked, name)
+        rows = rows.set_column(rows.schema.get_field_index(name), name, column)
     rows = rows.append_column("plan_id", region_plans(rows))
     workload = sink.hints.get("workload") or path.name.split(".")[0]
     slice_ = sink.hints.get("slice", "")
@@ -385,11 +388,21 @@ def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Hea
     return doc
 
 
+_DEVICE_KEYS = frozenset(
+    {"name", "totalGlobalMem", "computeMajor", "computeMinor", "numSms", "warpSize", "gcnArchName"}
+)
+
+
 def _environment(sink: Sink, trace: Header) -> None:
     devices = trace.deviceProperties or []
     names = sorted({str(d.get("name")) for d in devices if d.get("name")})
     extra = {
         "device_count": len(devices),
+        # what recognises the device for its roofline (name, units, memory, architecture)
+        "device_properties": {
+            k: v for k, v in (devices[0] if devices else {}).items() if k in _DEVICE_KEYS
+        }
+        or None,
         "schemaVersion": trace.schemaVersion,
         "distributedInfo": trace.distributedInfo,
     }

@@ -3,6 +3,8 @@ of the CPU span that holds each runtime launch), and the `extra` column of each 
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,9 +35,18 @@ def _lookup(sorted_keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np
     return safe, found
 
 
-def link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
-    """Per row: the shape (operators: their own; kernels, copies and sets: their launching
-    operator's) and the launching operator's name as JSON text (launched rows only).
+class Linked(NamedTuple):
+    """Per row: the shape and inputs (operators: their own; kernels, copies and sets: their
+    launching operator's) and the launching operator's name as JSON text (launched rows)."""
+
+    shapes: pa.ChunkedArray
+    types: pa.ChunkedArray
+    concrete: pa.ChunkedArray
+    ops: pa.Array
+
+
+def link(rows: pa.Table) -> Linked:
+    """Each row's shape, input types and concrete inputs, and its launching operator.
 
     A launch names its operator by `External id` when an operator carries the same id; older
     traces give launches their own ids, so there the operator is the innermost cpu_op on the
@@ -73,13 +84,19 @@ def link(rows: pa.Table) -> tuple[pa.ChunkedArray, pa.Array]:
     shape_src = np.full(n, -1, np.int64)
     shape_src[cpu_idx] = cpu_idx
     shape_src[launched] = src
-    shapes = pc.take(rows["shape"], pa.array(shape_src, mask=shape_src < 0))
+    source = pa.array(shape_src, mask=shape_src < 0)
+    shapes = pc.take(rows["shape"], source)
     op_src = np.full(n, -1, np.int64)
     op_src[launched] = src
     names = pc.take(rows["name"], pa.array(op_src, mask=op_src < 0)).combine_chunks()
     coded = names.dictionary_encode()
     texts = pa.array([ENCODE(v).decode() for v in coded.dictionary.to_pylist()], pa.string())
-    return shapes, pc.take(texts, coded.indices)
+    return Linked(
+        shapes,
+        pc.take(rows["types"], source),
+        pc.take(rows["concrete"], source),
+        pc.take(texts, coded.indices),
+    )
 
 
 def _sweep(
@@ -135,7 +152,8 @@ def _sweep(
 
 
 def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
-    """The `extra` JSON object of each row: grid, block, op, external_id, pid, tid where set."""
+    """The `extra` JSON object of each row: grid, block, op, types, concrete, external_id,
+    pid, tid where set."""
 
     def member(name: str, values: pa.Array) -> pa.Array:
         # `"name":value,` or "" where null: pyarrow's null_handling="skip" drops the rows
@@ -146,6 +164,8 @@ def extra(rows: pa.Table, ops: pa.Array) -> pa.Array:
         member("grid", rows["grid"]),
         member("block", rows["block"]),
         member("op", ops),
+        member("types", rows["types"]),
+        member("concrete", rows["concrete"]),
         member("external_id", rows["external_id"].cast(pa.string())),
         member("pid", rows["pid"]),
         member("tid", rows["tid"]),

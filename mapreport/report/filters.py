@@ -21,6 +21,8 @@ def duration(us: float | None) -> str:
     if us is None or missing(us):
         return DASH
     a = abs(us)
+    if a < 10 and us:  # a kernel's few microseconds, or a roofline bound below one
+        return f"{us:.2f} µs"
     if a < 1000:
         return f"{us:.0f} µs"
     if a < 1_000_000:

@@ -17,15 +17,16 @@ from mapreport.analysis.common import Evidence, Percentiles
 from mapreport.analysis.history import History
 from mapreport.analysis.query import CDF_GRID
 from mapreport.analysis.results import SliceResult
+from mapreport.analysis.roofline import OpShape
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
-from mapreport.report import prose, words
+from mapreport.report import devicetime, prose, words
 from mapreport.report.lines import ActionView
 from mapreport.report.view import ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.8"
+FINDINGS_SCHEMA_VERSION = "1.9"
 
 
 def strict(doc: Any) -> Any:
@@ -53,6 +54,67 @@ def _evidence(e: Evidence | None) -> dict[str, Any] | None:
     if e is None:
         return None
     return {**plain(e), "note": words.evidence_note(e)}
+
+
+def _op(x: OpShape) -> dict[str, Any]:
+    """One op x shape as findings.json states it (docs/findings.md, `ops`)."""
+    return {
+        "op": x.op,
+        "shape": x.shape,
+        "label": x.label,
+        "dtype": x.dtype,
+        "category": x.category,
+        "kind": x.kind.value if x.kind else None,
+        "count": x.calls,
+        "kernels": x.kernels,
+        "total_us": x.total_us,
+        "mean_us": x.mean_us,
+        "p50_us": x.p50_us,
+        "p95_us": x.p95_us,
+        "gpu_share": x.gpu_share,
+        "flops": x.flops,
+        "bytes": x.bytes,
+        "gemm_mnk": list(x.gemm) if x.gemm else None,
+        "tflops": x.tflops,
+        "gbps": x.gbps,
+        "intensity": x.intensity,
+        "bound": x.bound.value if x.bound else None,
+        "roofline_pct": x.roofline_pct,
+        "roof_us": x.roof_us,
+        "headroom_us": x.headroom_us,
+        "headroom_share": x.headroom_share,
+    }
+
+
+def _device_time(r: SliceResult) -> dict[str, Any]:
+    """`ops`, `device` and `timeline`: a profiler trace's device time (empty without one)."""
+    rf, t = r.roofline, r.timeline
+    device = None
+    if rf is not None:
+        limits = rf.device.as_dict() if rf.device else None
+        device = {
+            "limits": limits,
+            "names": list(rf.device_names),
+            "text": devicetime.device_line(rf),
+            "gpu_time_us": rf.gpu_time_us,
+            "headroom_us": rf.headroom_us,
+            "counted_share": rf.counted_share,
+        }
+    timeline = None
+    if t is not None:
+        timeline = {
+            "devices": t.devices,
+            "span_us": t.span_us,
+            "shares": {a.value: v for a, v in t.shares.items()},
+            "exposed_communication": t.exposed_communication,
+            "kernels": t.kernels,
+            "median_kernel_us": t.median_kernel_us,
+        }
+    return {
+        "ops": [_op(x) for x in rf.rows] if rf else [],
+        "device": device,
+        "timeline": timeline,
+    }
 
 
 TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
@@ -264,4 +326,5 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "token_timing": plain(r.tokens),
         "loadgen": plain(r.loadgen),
         "sources": plain(r.sources),
+        **_device_time(r),
     }

@@ -11,8 +11,8 @@ from mapreport.analysis.common import SlaCheck
 from mapreport.analysis.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.shape import ShapeMetrics
-from mapreport.core.kinds import ActionState, BottleneckClass
-from mapreport.report import words
+from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
+from mapreport.report import devicetime, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
 from mapreport.report.sections import SECTIONS, Section
@@ -24,6 +24,10 @@ SHORT_WORDS = 15
 """An action's short imperative, at most this many words."""
 NIGHTS = 5
 """Nights of the SLA quantile page 1 shows beside tonight's."""
+OP_ROWS = 5
+"""Op x shape rows page 3 prints beside a compile plan's table."""
+OP_ROWS_ALONE = 12
+"""Op x shape rows page 3 prints when the roofline is the only mapping to hold a slice to."""
 APPENDIX = ("environment", "coverage", "blocking", "method", "data", "glossary")
 """The sections the appendix holds (the environment only when it is not locked)."""
 
@@ -63,11 +67,16 @@ class PacketView:
     other_shapes: int
     tail_pack: str | None
     appendix: tuple[Section, ...]
+    device_summary: str
+    """Where a trace's device time went, in one sentence ('' without device time)."""
+    op_rows: int
+    """Op x shape rows page 3 prints."""
 
 
 def short(title: str) -> str:
-    """An action's imperative: its title up to the colon, at most SHORT_WORDS words."""
-    head = title.split(":", 1)[0].strip()
+    """An action's imperative: its title up to the colon that ends it (`: `; an op's `::`
+    is part of its name), at most SHORT_WORDS words."""
+    head = title.split(": ", 1)[0].strip()
     said = head.split()
     return head if len(said) <= SHORT_WORDS else " ".join(said[:SHORT_WORDS]) + " …"
 
@@ -81,6 +90,10 @@ def _effect(av: ActionView) -> str:
         return f"up to {pct(e.value)} of {where} tail excess above p95"
     if e.metric == "net_gain_p50" and e.value is not None:
         return f"{signed_pct(e.value)} net p50 compute on its shape"
+    if e.metric == "headroom_us" and e.value is not None:
+        return f"up to {duration(e.value)} of device time ({pct(av.a.impact)})"
+    if e.metric == "device_idle_share" and e.value is not None:
+        return f"up to {pct(e.value)} of the device's span, now idle"
     if av.a.impact <= 0:
         return "a result that can be trusted"
     return words.evidence(e)
@@ -116,6 +129,8 @@ def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
     """Page 1's figures by the slice's kind: a served LLM's token timing and restarts, a
     compiled slice's coverage and accuracy."""
     cards = [("Requests", f"{r.requests:,}"), ("Shapes", f"{len(r.shapes):,}")]
+    if not r.requests and r.roofline is not None:  # a trace alone: its device, not requests
+        cards = [("Ops x shapes", f"{len(r.roofline.rows):,}")]
     share = {m.shape: m.traffic_share for m in r.shapes}
     busiest = max(r.tokens, key=lambda t: share.get(t.shape, 0.0), default=None)
     if busiest is not None:
@@ -133,6 +148,14 @@ def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
                 "Kendall τ",
                 ratio(r.accuracy.kendall_tau),
             ),
+        ]
+    rf, t = r.roofline, r.timeline
+    if t is not None:
+        cards.append(("Device idle", pct(t.shares[DeviceActivity.IDLE])))
+    if rf is not None:
+        cards += [
+            ("Device time", duration(rf.gpu_time_us)),
+            ("Above the roofline", duration(rf.headroom_us) if rf.device else "no device"),
         ]
     env = r.environment
     cards.append(
@@ -209,4 +232,6 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
         other_shapes=len(v.shapes) - len(shown),
         tail_pack=pack,
         appendix=appendix,
+        device_summary=devicetime.summary(r) or "",
+        op_rows=OP_ROWS if r.coverage.plans else OP_ROWS_ALONE,
     )

@@ -9,8 +9,15 @@ from typing import assert_never
 from mapreport.analysis import action_params as P
 from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
 from mapreport.analysis.results import SliceResult
-from mapreport.core.kinds import BLOCKERS, AccuracyGap, ActionKind, BottleneckClass, ClassBasis
-from mapreport.report import decisions
+from mapreport.core.kinds import (
+    BLOCKERS,
+    AccuracyGap,
+    ActionKind,
+    BottleneckClass,
+    ClassBasis,
+    HeadroomRemedy,
+)
+from mapreport.report import decisions, devicetime
 from mapreport.report.causes import REMEDIES, adaptations, dims_text, shape_list
 from mapreport.report.filters import (
     DASH,
@@ -122,7 +129,52 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
             f"Run the quality evaluation of the {p.precision} plan on {name} before relying "
             "on it: there is no quality evidence for this precision change"
         )
+    if isinstance(p, P.Headroom):
+        return headroom_title(p)
+    if isinstance(p, P.Idle):
+        return idle_title(p, name)
     assert_never(p)  # mypy checks that every kind of params has its title
+
+
+HEADROOM_REMEDIES = {
+    HeadroomRemedy.FUSE_OR_BATCH: "each call is too small to fill the device: fuse it with "
+    "its neighbours or batch more work per launch",
+    HeadroomRemedy.FUSE_OR_LAYOUT: "fuse it with its neighbours to cut its memory traffic, "
+    "or change its layout",
+    HeadroomRemedy.TUNE_KERNEL: "pick another kernel or tiling (autotune this shape)",
+}
+HEADROOM_VERBS = {
+    HeadroomRemedy.FUSE_OR_BATCH: "Fuse or batch",
+    HeadroomRemedy.FUSE_OR_LAYOUT: "Cut the memory traffic of",
+    HeadroomRemedy.TUNE_KERNEL: "Tune the kernel of",
+}
+
+
+def headroom_title(p: P.Headroom) -> str:
+    """An op x shape far from its roofline: how far, what it costs, what to change."""
+    bound = f"{p.bound}-bound, " if p.bound else ""
+    return (
+        f"{HEADROOM_VERBS[p.remedy]} {p.label}: {duration(p.mean_us)} a call against a "
+        f"roofline bound of {duration(p.roof_us)} ({bound}{pct(p.roofline_pct)} of the roof), "
+        f"{duration(p.headroom_us)} above it over {p.calls:,} calls ({pct(p.share)} of device "
+        f"time); {HEADROOM_REMEDIES[p.remedy]}"
+    )
+
+
+def idle_title(p: P.Idle, name: str) -> str:
+    """A device that sat idle: how much, and what keeps it waiting."""
+    why = (
+        "its kernels are too short to hide their launches: capture the step in a CUDA or HIP "
+        'graph (torch.compile mode="reduce-overhead") or batch more work per launch'
+        if p.launch_bound
+        else "the host or the input pipeline stalls it: overlap data loading and remove "
+        "synchronisations between steps"
+    )
+    median = f", median kernel {duration(p.median_kernel_us)}" if p.median_kernel_us else ""
+    return (
+        f"Keep the device of {name} fed: it sat idle {pct(p.idle_share)} of its "
+        f"{duration(p.span_us)} span ({p.kernels:,} kernels{median}); {why}"
+    )
 
 
 def drift_title(p: P.Drift, shape: str) -> str:
@@ -219,6 +271,9 @@ def _offline(r: SliceResult) -> list[str]:
         )
     if r.accuracy.gap == AccuracyGap.NO_RUNS:
         parts.append(decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples))
+    device = devicetime.summary(r)
+    if device is not None:
+        parts.append(device)
     w = r.sweep
     if w is not None:
         parts.append(
@@ -271,6 +326,8 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
     )
     if r.requests:
         head = f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; {mapping}."
+        device = devicetime.summary(r)
+        head += f" On the device, {device}." if device else ""
     else:
         head = f"{r.name}: no per-request records; " + "; ".join(_offline(r)) + "."
     head += tail_sentence(r)

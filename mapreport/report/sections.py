@@ -7,6 +7,10 @@ empty but named, with the input that would add it, in the one "Not measured" sec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from mapreport.analysis.results import SliceResult
 
 
 @dataclass(frozen=True)
@@ -24,8 +28,8 @@ class Section:
     """Not measured when no compile plan names the slice (served traffic alone: nothing to
     compare the runtime with)."""
     needs: str = ""
-    """The result field (operators, compiles, sweep, telemetry, tokens, loadgen) that is None
-    or empty when there is nothing to show."""
+    """The result field (operators, roofline, compiles, sweep, telemetry, tokens, loadgen) that
+    is None or empty when there is nothing to show."""
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -56,6 +60,10 @@ SECTIONS: tuple[Section, ...] = (
         ("op_times",),
         needs="operators",
     ),
+    Section(
+        "roofline", "Device time per op and shape", "sections/roofline.html.j2", needs="roofline"
+    ),
+    Section("timeline", "Device timeline", "sections/timeline.html.j2", needs="timeline"),
     Section("compiles", "Compile cost per shape", "sections/compiles.html.j2", needs="compiles"),
     Section(
         "decisions",
@@ -106,3 +114,59 @@ SECTIONS: tuple[Section, ...] = (
     Section("method", "Method and evidence rules", "sections/method.html.j2"),
     Section("glossary", "Glossary", "sections/glossary.html.j2"),
 )
+
+
+def not_measured(s: Section, r: SliceResult, formats: str) -> str:
+    """Why a section has nothing to show for this slice and which input would add it."""
+    if s.needs_requests and not r.requests:
+        return (
+            f"no per-request records (this slice holds {formats} data only); a native request "
+            "log, a PyTorch profiler trace with request annotations, Triton trace files or "
+            "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
+        )
+    if s.needs_plan and not r.coverage.plans:
+        return (
+            "no compile plan names this slice, so there is no prediction to hold the runtime "
+            "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
+            "records add one"
+        )
+    if s.needs == "operators":
+        has = (
+            "a compile plan but no per-op runtime timings"
+            if r.coverage.plans
+            else "no per-op compile plan"
+        )
+        return (
+            f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
+            "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
+            "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
+        )
+    if s.needs in ("roofline", "timeline"):
+        return (
+            "no device time; a PyTorch profiler trace with CUDA or HIP activities adds it "
+            "(record_shapes on gives each op its input shapes, FLOPs and bytes)"
+        )
+    if s.needs == "compiles":
+        return "no compile events; TORCH_TRACE logs or TVM tuning records add them"
+    if s.needs == "sweep":
+        return (
+            "no load sweep; perf_analyzer -f CSVs or AIPerf aggregate exports at several loads "
+            "add one (so do Triton Model Analyzer checkpoints, a tool its authors deprecated; "
+            "the request-level batch impact is under “Scheduling quality”)"
+        )
+    if s.needs == "telemetry":
+        return (
+            "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
+            "several with their times give per-interval figures) or OTLP metrics add them"
+        )
+    if s.needs == "scheduling_measured":
+        return (
+            "the requests state no queue wait, batch size, core or stream (client-side timing); "
+            "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
+            "add them"
+        )
+    if s.needs == "tokens":
+        return "no token timing; an AIPerf profile export adds time to first token and ITL"
+    if s.needs == "loadgen":
+        return "no MLPerf run; its mlperf_log_summary.txt or mlperf_log_detail.txt adds one"
+    return ""

@@ -33,11 +33,12 @@ from mapreport.core.kinds import (
 )
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
-from mapreport.report import causes, decisions, prose, words
+from mapreport.report import causes, decisions, devicetime, prose, words
+from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
 from mapreport.report.lines import ActionView, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
-from mapreport.report.sections import SECTIONS, Section
+from mapreport.report.sections import SECTIONS, Section, not_measured
 from mapreport.report.serving import ServingView, serving_view
 from mapreport.report.verdict import (
     Verdict,
@@ -226,6 +227,7 @@ class ReportView:
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
     serving: ServingView
+    device_time: DeviceTimeView | None
     """The token, server-metrics and benchmark-run sections' lines."""
 
 
@@ -296,7 +298,7 @@ def measured_sections(
 ) -> tuple[tuple[Section, ...], tuple[tuple[Section, str], ...]]:
     """The sections that have data for this slice, and the others with why they have none."""
     missing = tuple(
-        (s, words.not_measured(s, r, formats))
+        (s, not_measured(s, r, formats))
         for s in SECTIONS
         if (s.needs_requests and not r.requests)
         or (s.needs_plan and not r.coverage.plans)
@@ -514,4 +516,5 @@ def build(r: SliceResult) -> ReportView:
         **_reasons(r),
         mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
+        device_time=devicetime.view(r),
     )

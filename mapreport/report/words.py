@@ -50,7 +50,6 @@ from mapreport.report.filters import (
     plural_word,
     signed_pct,
 )
-from mapreport.report.sections import Section
 
 LABELLED = (
     Status,
@@ -70,6 +69,8 @@ LABELLED = (
 )
 LABELS: dict[str, str] = {str(m): m.value.replace("_", " ") for e in LABELLED for m in e}
 LABELS[Health.SLA_MISSED] = "SLA missed"
+LABELS[ActionKind.ROOFLINE_HEADROOM] = "roofline headroom"
+LABELS[ActionKind.DEVICE_IDLE] = "device idle"
 
 
 """Short names of the categories shown in tables (the `label` filter)."""
@@ -325,6 +326,10 @@ METRIC_WORDS: dict[str, str] = {
     "signed_error": "signed prediction error",
     "signed_error_drift": "signed prediction error's move from the plan's first nights",
     "cost_per_request_us": "adaptation cost per request",
+    "headroom_us": "time above the roofline bound",
+    "device_time_us": "device time",
+    "op_device_time_us": "the op's device time",
+    "device_idle_share": "share of the device's span idle",
 }
 
 
@@ -351,7 +356,9 @@ def evidence(e: Evidence | None) -> str:
     if e is None:
         return DASH
     parts = [f"{metric(e.metric)} = {metric_value(e.value, e.metric)}"]
-    if e.ci is not None:
+    if e.ci is not None and e.metric.endswith("_us"):
+        parts.append(f"95% CI [{duration(e.ci.low)}, {duration(e.ci.high)}]")
+    elif e.ci is not None:
         parts.append(
             f"95% CI {ci(e.ci)}"
             if "gain" in e.metric or "error" in e.metric or e.metric == "ape"
@@ -377,6 +384,10 @@ def evidence_note(e: Evidence) -> str:
         return "no quality record"
     if e.metric.startswith("consistency."):
         return "records against the server's counters, same window"
+    if e.metric == "headroom_us":
+        return "the CI spans its calls in this trace: op variance, not run-to-run noise"
+    if e.metric == "device_idle_share":
+        return "measured over the whole trace, no sample"
     return ""
 
 
@@ -457,6 +468,8 @@ STATUS_REASONS: dict[StatusReason, str] = {
     StatusReason.RISING: "{q} meets its SLA, but its tail shifted up {shift} on {night}",
     StatusReason.WITHIN_SLA: "{q} {value} meets its SLA of {target} with {headroom} to spare",
     StatusReason.NO_SLA: "no SLA target it has the evidence to be judged against",
+    StatusReason.NO_REQUESTS: "no request latency to judge against an SLA (no per-request "
+    "records in this slice)",
 }
 """Why a slice has its status, in one line."""
 
@@ -541,54 +554,3 @@ def fusion_note(s: Scheduling) -> str:
 def history_note(h: History) -> str:
     """What limits tonight's comparison with earlier nights ('' when nothing does)."""
     return "" if h.note is None else HISTORY_NOTES[h.note].format(baseline=h.baseline_run)
-
-
-def not_measured(s: Section, r: SliceResult, formats: str) -> str:
-    """Why a section has nothing to show for this slice and which input would add it."""
-    if s.needs_requests and not r.requests:
-        return (
-            f"no per-request records (this slice holds {formats} data only); a native request "
-            "log, a PyTorch profiler trace with request annotations, Triton trace files or "
-            "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
-        )
-    if s.needs_plan and not r.coverage.plans:
-        return (
-            "no compile plan names this slice, so there is no prediction to hold the runtime "
-            "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
-            "records add one"
-        )
-    if s.needs == "operators":
-        has = (
-            "a compile plan but no per-op runtime timings"
-            if r.coverage.plans
-            else "no per-op compile plan"
-        )
-        return (
-            f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
-            "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
-            "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
-        )
-    if s.needs == "compiles":
-        return "no compile events; TORCH_TRACE logs or TVM tuning records add them"
-    if s.needs == "sweep":
-        return (
-            "no load sweep; perf_analyzer -f CSVs or AIPerf aggregate exports at several loads "
-            "add one (so do Triton Model Analyzer checkpoints, a tool its authors deprecated; "
-            "the request-level batch impact is under “Scheduling quality”)"
-        )
-    if s.needs == "telemetry":
-        return (
-            "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
-            "several with their times give per-interval figures) or OTLP metrics add them"
-        )
-    if s.needs == "scheduling_measured":
-        return (
-            "the requests state no queue wait, batch size, core or stream (client-side timing); "
-            "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
-            "add them"
-        )
-    if s.needs == "tokens":
-        return "no token timing; an AIPerf profile export adds time to first token and ITL"
-    if s.needs == "loadgen":
-        return "no MLPerf run; its mlperf_log_summary.txt or mlperf_log_detail.txt adds one"
-    return ""

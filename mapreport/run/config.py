@@ -18,6 +18,7 @@ from typing import Any, Literal
 import msgspec
 
 from mapreport.analysis.common import Thresholds
+from mapreport.core.devices import KNOWN, DeviceConfig, Dtype, by_name
 from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.core.window import parse_duration_us, zone
 from mapreport.engine.settings import EngineName, EngineSettings
@@ -72,6 +73,13 @@ class _Engine(msgspec.Struct, forbid_unknown_fields=True):
     dataset_uri: str | None = None
 
 
+class _Device(msgspec.Struct, forbid_unknown_fields=True):
+    name: str | None = None
+    memory_gbps: float | None = None
+    vector_tflops: float | None = None
+    matrix_tflops: dict[str, float] = {}
+
+
 class _File(msgspec.Struct, forbid_unknown_fields=True):
     run: _Run = msgspec.field(default_factory=_Run)
     engine: _Engine = msgspec.field(default_factory=_Engine)
@@ -80,6 +88,7 @@ class _File(msgspec.Struct, forbid_unknown_fields=True):
     slices: list[SliceConfig] = []
     owners: _Owners = msgspec.field(default_factory=_Owners)
     signoffs: _Owners = msgspec.field(default_factory=_Owners)
+    device: _Device | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,9 @@ class Config:
     pdf_form: str = "packet"
     """`packet`: the PDF is the design review, five pages and an appendix; `full`: every
     section, as the HTML report has them."""
+    device: DeviceConfig | None = None
+    """`[device]`: the accelerator the roofline holds traces to, where the trace does not
+    name one the table knows, or figures that replace the table's."""
     engine: EngineSettings = dataclasses.field(default_factory=EngineSettings, repr=False)
     """Where the analysis SQL runs. Not in the repr (a report's fingerprint): both engines
     give the same findings."""
@@ -225,10 +237,38 @@ def _build(raw: _File, path: Path | None) -> Config:
         retain_days=raw.run.retain_days,
         hints=_hints(path, raw.run),
         pdf_form=raw.run.pdf,
+        device=_device(raw.device, path),
         engine=EngineSettings(
             raw.engine.name, raw.engine.master, dict(raw.engine.conf), raw.engine.dataset_uri
         ),
     )
+
+
+def _device(raw: _Device | None, path: Path | None) -> DeviceConfig | None:
+    """`[device]` checked: a name the table knows, or bandwidth and a vector peak; positive
+    figures; matrix peaks keyed by a known data type."""
+    if raw is None:
+        return None
+    known = {str(d) for d in Dtype}
+    for key, value in raw.matrix_tflops.items():
+        if key not in known:
+            raise ConfigError(
+                f"{path}: device.matrix_tflops: unknown data type {key!r} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        if not value > 0:
+            raise ConfigError(f"{path}: device.matrix_tflops.{key} must be > 0, got {value}")
+    for key in ("memory_gbps", "vector_tflops"):
+        value = getattr(raw, key)
+        if value is not None and not value > 0:
+            raise ConfigError(f"{path}: device.{key} must be > 0, got {value}")
+    if raw.name and by_name(raw.name) is None and (not raw.memory_gbps or not raw.vector_tflops):
+        names = ", ".join(k.limits.name for k in KNOWN)
+        raise ConfigError(
+            f"{path}: device.name {raw.name!r} is not in the table ({names}): "
+            "set device.memory_gbps and device.vector_tflops (and matrix_tflops) for it"
+        )
+    return DeviceConfig(raw.name, raw.memory_gbps, raw.vector_tflops, dict(raw.matrix_tflops))
 
 
 def _hints(path: Path | None, run: _Run) -> dict[str, str]:

@@ -31,6 +31,11 @@ class Reduction(StrEnum):
     REGRESSION = "regression"
     """A shape's p95 change against a reference night (`p95_change`, the reference night's
     quantiles in the spec, tonight's from the rows)."""
+    HEADROOM = "headroom"
+    """An op x shape's time above its roofline bound over its calls, the CI by bootstrapping
+    the calls' mean (`roofline.headroom_of`)."""
+    DEVICE_IDLE = "device_idle"
+    """The share of the devices' span idle (`timeline.of_rows`)."""
     RECORDS = "records"
     """No figure: the records (files) whose content or absence the finding states."""
 
@@ -81,6 +86,20 @@ class RegressionParams:
 
 
 @dataclass(frozen=True)
+class HeadroomParams:
+    """A headroom's pack: the op x shape's selection, its roofline bound per call, and the
+    bootstrap's seed key."""
+
+    op: str
+    category: str
+    shape: str
+    types: str
+    concrete: str
+    roof_us: float
+    seed_key: list[str]
+
+
+@dataclass(frozen=True)
 class NoParams:
     """A pack whose query needs only its slice."""
 
@@ -94,6 +113,8 @@ PARAMS: dict[Reduction, type] = {
     Reduction.ENVIRONMENT: SourceParams,
     Reduction.QUEUE_CHECK: QueueParams,
     Reduction.REGRESSION: RegressionParams,
+    Reduction.HEADROOM: HeadroomParams,
+    Reduction.DEVICE_IDLE: NoParams,
     Reduction.RECORDS: SourceParams,
 }
 """The parameters each reduction's query and figure are built from (a spec's `params`)."""

@@ -28,6 +28,7 @@ def review_of(config: Config, workload: str, slice_: str) -> Review:
         owners={OwnerRole(k): v for k, v in config.owners.items()},
         signoffs={OwnerRole(k): v for k, v in config.signoffs.items()},
         description=sla.description if sla else "",
+        device=config.device,
     )
 
 

@@ -1,0 +1,112 @@
+"""The actions a profiler trace's device time calls for, with or without a compile plan: an op x
+shape far above its roofline bound (the compiler's: fusion, layout, kernel choice) and a device
+that sat idle (the runtime's: launch and scheduling)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from mapreport.analysis import action_params as P
+from mapreport.analysis.actions import (
+    NO_ROLLBACK,
+    ROLLBACK_MARGIN,
+    ROLLBACK_RUNS,
+    SLICE_WIDE,
+    Action,
+    RollbackTrigger,
+    Scope,
+    ValidationRow,
+    make_action,
+)
+from mapreport.analysis.common import Evidence, Interval, Thresholds
+from mapreport.analysis.roofline import HeadroomFinding, OpShape, Roofline
+from mapreport.analysis.stats import seed_for
+from mapreport.analysis.timeline import Timeline, idle_interval
+from mapreport.core.kinds import ActionKind, Bound, Criterion, DeviceActivity, HeadroomRemedy
+
+IDLE_MATERIAL = 0.3
+"""A device idle for this share of its span is a finding (HTA's idle-time breakdown reads
+the same span)."""
+LAUNCH_BOUND_US = 10.0
+"""A call (or a median kernel) shorter than this does not hide its launch and scheduling
+(a few microseconds each on current GPUs and runtimes)."""
+SMALL_ROOF_US = 1.0
+"""A call whose roofline bound is under this is too small to fill the device."""
+
+
+def remedy(x: OpShape) -> HeadroomRemedy:
+    """What keeps an op x shape from its roofline, and so what brings it closer."""
+    if x.mean_us < LAUNCH_BOUND_US and (x.roof_us or 0.0) < SMALL_ROOF_US:
+        return HeadroomRemedy.FUSE_OR_BATCH
+    if x.bound == Bound.COMPUTE:
+        return HeadroomRemedy.TUNE_KERNEL
+    return HeadroomRemedy.FUSE_OR_LAYOUT
+
+
+def headroom_action(s: Scope, f: HeadroomFinding, device_us: float) -> Action:
+    """Bring an op x shape toward its roofline: the validation halves its headroom without
+    adding device time elsewhere."""
+    x = f.row
+    rows = (
+        ValidationRow(x.label, "headroom_us", x.headroom_us, Criterion.HALVED),
+        ValidationRow(SLICE_WIDE, "device_time_us", device_us, Criterion.NO_WORSE),
+    )
+    rollback = RollbackTrigger(
+        "op_device_time_us", x.total_us * (1 + ROLLBACK_MARGIN), ROLLBACK_RUNS, x.total_us
+    )
+    return make_action(
+        s,
+        x.label,
+        ActionKind.ROOFLINE_HEADROOM,
+        f.evidence,
+        rollback,
+        rows,
+        x.headroom_share or 0.0,
+        P.Headroom(
+            x.op,
+            x.label,
+            x.kind.value if x.kind else None,
+            x.bound.value if x.bound else None,
+            x.roofline_pct,
+            x.calls,
+            x.mean_us,
+            x.roof_us,
+            x.headroom_us,
+            x.headroom_share,
+            remedy(x),
+        ),
+    )
+
+
+def idle_evidence(t: Timeline, th: Thresholds, seed: int) -> Evidence:
+    """The idle share with its block-bootstrap CI over the timeline's windows (n: windows)."""
+    ci = idle_interval(t, th.bootstrap_resamples, seed)
+    interval = Interval(*ci) if ci else None
+    return Evidence(
+        "device_idle_share", t.shares[DeviceActivity.IDLE], len(t.windows), interval, ()
+    )
+
+
+def idle_action(s: Scope, t: Timeline, sources: tuple[str, ...]) -> Action | None:
+    """Keep the device fed when it sat idle for a material share of its span, its CI above
+    the materiality bound."""
+    idle = t.shares[DeviceActivity.IDLE]
+    seed = seed_for(s.thresholds.seed, s.workload, s.slice, "device_idle")
+    ev = replace(idle_evidence(t, s.thresholds, seed), sources=sources)
+    if idle < IDLE_MATERIAL or ev.ci is None or ev.ci.low < IDLE_MATERIAL:
+        return None
+    row = ValidationRow(SLICE_WIDE, "device_idle_share", idle, Criterion.HALVED)
+    median = t.median_kernel_us
+    params = P.Idle(
+        idle, t.span_us, t.kernels, median, median is not None and median < LAUNCH_BOUND_US
+    )
+    return make_action(s, SLICE_WIDE, ActionKind.DEVICE_IDLE, ev, NO_ROLLBACK, (row,), idle, params)
+
+
+def device_actions(
+    s: Scope, rf: Roofline | None, t: Timeline | None, sources: tuple[str, ...]
+) -> list[Action]:
+    """Every action of a slice's device time."""
+    out = [headroom_action(s, f, rf.gpu_time_us) for f in rf.findings] if rf else []
+    idle = idle_action(s, t, sources) if t is not None else None
+    return out + ([idle] if idle is not None else [])

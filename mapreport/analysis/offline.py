@@ -1,0 +1,66 @@
+"""The families over their own tables, beside the request telemetry: the per-op join with a
+compile plan, the compiles, a load sweep, a profiler trace's device time (op x shape roofline,
+timeline), and the model server's own metrics."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.common import Review, Thresholds
+from mapreport.analysis.compiles import Compiles, compiles
+from mapreport.analysis.consistency import QueueCheck, queue_check
+from mapreport.analysis.operators import Operators, operators, plan_compute_p50
+from mapreport.analysis.query import SLICE_TABLE
+from mapreport.analysis.roofline import Roofline, roofline
+from mapreport.analysis.sweep import LoadSweep, load_sweep
+from mapreport.analysis.telemetry import Telemetry, telemetry
+from mapreport.analysis.timeline import Timeline, timeline
+from mapreport.analysis.tokens import TokenTiming, token_timing
+from mapreport.core.connection import Connection
+
+
+@dataclass(frozen=True)
+class Offline:
+    """What a slice's compile logs, per-op profiles, sweeps and traces hold."""
+
+    operators: Operators | None
+    compiles: Compiles | None
+    sweep: LoadSweep | None
+    roofline: Roofline | None
+    timeline: Timeline | None
+
+
+def offline(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review,
+    savings: dict[str, float],
+) -> Offline:
+    """Each family over its own tables (`savings`: each shape's adaptation saving, which a
+    recompile's cost is weighed against)."""
+    return Offline(
+        operators(con, workload, slice_, th, plan_compute_p50(con)),
+        compiles(con, workload, slice_, savings),
+        load_sweep(con, workload, slice_, review),
+        roofline(con, workload, slice_, th, review.device),
+        timeline(con, workload, slice_),
+    )
+
+
+@dataclass(frozen=True)
+class Serving:
+    """The server's own metrics, their agreement with the records, token timing."""
+
+    telemetry: Telemetry | None
+    queue_check: QueueCheck | None
+    tokens: tuple[TokenTiming, ...]
+
+
+def served(con: Connection, workload: str, slice_: str, th: Thresholds) -> Serving:
+    """The model server's own metrics, their agreement with the slice's records (loaded as
+    `query.SLICE_TABLE`), token timing."""
+    server = telemetry(con, workload, slice_)
+    check = queue_check(con, server, th.min_samples_p95, SLICE_TABLE)
+    return Serving(server, check, token_timing(con))

@@ -1,0 +1,318 @@
+"""Per op x input shape, from a profiler trace: how far the mapping that ran is from what the
+hardware allows (METRICS.md and docs/metrics.md, "Roofline").
+
+Device time belongs to the op that launched it (the reader links kernels to their operator by
+correlation id): an op call's time is the sum of its kernels', and the op x shape row holds
+the distribution over calls. With the op's FLOPs and bytes (`flops`) and the device's limits
+(`devices`), each row gets achieved TFLOP/s and GB/s, arithmetic intensity, its bound class,
+the share of the roofline it reached, and its headroom: the time above the roofline bound.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from mapreport.analysis.common import Evidence, Interval, Thresholds
+from mapreport.analysis.flops import Work, parse_dims, work
+from mapreport.analysis.stats import bootstrap_mean, seed_for
+from mapreport.core.connection import Connection
+from mapreport.core.devices import DeviceConfig, DeviceLimits, configured, recognise
+from mapreport.core.kinds import Bound, OpKind
+
+
+@dataclass(frozen=True)
+class OpShape:
+    """One op x input shape x dtype, measured on the device."""
+
+    op: str
+    category: str
+    """kernel, memcpy or memset."""
+    shape: str
+    dtype: str | None
+    kind: OpKind | None
+    calls: int
+    kernels: int
+    total_us: float
+    mean_us: float
+    p50_us: float
+    p95_us: float
+    gpu_share: float
+    """Share of the trace's device time (kernels, copies, sets)."""
+    flops: float | None
+    """Per call."""
+    bytes: float | None
+    """Per call."""
+    gemm: tuple[int, int, int] | None
+    tflops: float | None
+    gbps: float | None
+    intensity: float | None
+    """FLOPs per byte."""
+    bound: Bound | None
+    roofline_pct: float | None
+    """The roofline bound time over the measured mean time (1.0: at the roof)."""
+    headroom_us: float | None
+    """Total time above the roofline bound, over every call."""
+    headroom_share: float | None
+    """Headroom over the trace's device time."""
+    roof_us: float | None
+    """The roofline bound of one call."""
+    types: str = "[]"
+    """The launching op's `Input type` (JSON text): with op, shape and `concrete`, the row's
+    selection (its evidence pack's)."""
+    concrete: str = "[]"
+
+    @property
+    def label(self) -> str:
+        """The op x shape as a reader names it: `aten::addmm M=141 N=512 K=512 bf16` (a GEMM
+        by its M, N, K; other ops by their tensor inputs' dims: `aten::add 1x141x512,
+        1x141x512 bf16`)."""
+        if self.gemm is not None:
+            m, n, k = self.gemm
+            dims = f"M={m} N={n} K={k}"
+        else:  # the tensor inputs' dims; scalars and absent tensors (`()`) say nothing
+            dims = ", ".join(d for d in self.shape.split(";") if d not in ("", "()"))
+        what = f" ({self.category})" if self.category != "kernel" else ""
+        dtype = f" {self.dtype}" if self.dtype else ""
+        return f"{self.op}{what}" + (f" {dims}" if dims else "") + dtype
+
+    @property
+    def selection(self) -> tuple[str, str, str, str, str]:
+        """(op, category, shape, types, concrete): what selects this row's calls."""
+        return self.op, self.category, self.shape, self.types, self.concrete
+
+
+@dataclass(frozen=True)
+class HeadroomFinding:
+    """An op x shape whose time above the roofline is material and whose per-call mean is
+    above its roof beyond the bootstrap CI (METRICS.md evidence rules)."""
+
+    row: OpShape
+    evidence: Evidence
+    """metric `headroom_us`: the total above the roof, n calls, the CI of that total."""
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """The op x shape table of a slice's profiler traces, with the device it was held to."""
+
+    rows: tuple[OpShape, ...]
+    """Ranked by headroom (rows without a roofline by total time, after)."""
+    device: DeviceLimits | None
+    device_names: tuple[str, ...]
+    """The device names the traces recorded (for the message when none is recognised)."""
+    gpu_time_us: float
+    headroom_us: float
+    """Sum over rows with a roofline."""
+    counted_share: float
+    """Share of device time in ops whose work is counted (FLOPs and bytes known)."""
+    findings: tuple[HeadroomFinding, ...] = ()
+    """The op x shapes whose headroom is a finding, most first (at most FINDINGS)."""
+
+    def top(self, n: int) -> tuple[OpShape, ...]:
+        """The `n` rows with the most headroom (or time, where no roofline)."""
+        return self.rows[:n]
+
+
+_CALLS_CTE = """
+    WITH calls AS (
+        SELECT coalesce(json_extract_string(extra, '$.op'), name) AS op,
+            json_extract_string(extra, '$.op') IS NOT NULL AS launched,
+            category, coalesce(shape, '') AS shape,
+            coalesce(json_extract(extra, '$.types'), '[]') AS types,
+            coalesce(json_extract(extra, '$.concrete'), '[]') AS concrete,
+            coalesce(json_extract_string(extra, '$.external_id'),
+                     CAST(correlation AS VARCHAR), CAST(ts_us AS VARCHAR)) AS call,
+            count(*) AS kernels, sum(dur_us) AS dur, min(source_id) AS source_id,
+            min(line) AS line
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
+        GROUP BY ALL
+    )
+"""
+"""One row per op call: its launching op (or the kernel's own name when no op launched it),
+inputs, and device time summed over its kernels."""
+_DEVICE_TIME = (
+    _CALLS_CTE
+    + """
+    SELECT op, launched, category, shape, CAST(types AS VARCHAR), CAST(concrete AS VARCHAR),
+        count(*) AS calls, sum(kernels) AS kernels, sum(dur) AS total,
+        quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.95) AS p95
+    FROM calls GROUP BY op, launched, category, shape, types, concrete
+"""
+)
+HEADROOM_MATERIAL = 0.05
+"""An op x shape's headroom is material from this share of the device time."""
+FINDINGS = 3
+"""Headroom findings a slice gets, at most (the largest)."""
+CALLS = (
+    _CALLS_CTE
+    + """
+    SELECT dur, source_id, line FROM calls
+    WHERE op = $op AND category = $category AND shape = $shape
+        AND CAST(types AS VARCHAR) = $types AND CAST(concrete AS VARCHAR) = $concrete
+    ORDER BY dur, source_id, line
+"""
+)
+"""The calls of one op x shape (its headroom's rows: an evidence pack's query)."""
+_DEVICES = """
+    SELECT DISTINCT extra FROM environment
+    WHERE extra LIKE '%device_properties%' AND source_id IN (
+        SELECT DISTINCT source_id FROM op_exec WHERE workload = $w AND slice = $s)
+"""
+
+
+def _json_list(text: str | None) -> list[Any]:
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
+def trace_devices(con: Connection, workload: str, slice_: str) -> list[dict[str, Any]]:
+    """The `deviceProperties` entries the slice's traces recorded (first device of each)."""
+    out = []
+    for (extra,) in con.execute(_DEVICES, {"w": workload, "s": slice_}).fetchall():
+        try:
+            props = json.loads(extra).get("device_properties")
+        except (ValueError, AttributeError):
+            continue  # extra is ours, but an old or foreign dataset may hold anything
+        if isinstance(props, dict):
+            out.append(props)
+    return out
+
+
+def _row(
+    key: tuple[Any, ...], stats: tuple[Any, ...], gpu: float, device: DeviceLimits | None
+) -> OpShape:
+    op, launched, category, shape, types, concrete = key
+    calls, kernels, total, p50, p95 = stats
+    total, calls = float(total), int(calls)
+    mean = total / calls
+    w: Work | None = None
+    if launched and category == "kernel":  # a copy to or from the host is not held to HBM
+        w = work(op, parse_dims(shape), _json_list(types), _json_list(concrete))
+    tflops = gbps = intensity = pct = headroom = roof = None
+    bound = None
+    if w is not None and mean > 0:
+        tflops = w.flops / mean / 1e6
+        gbps = w.bytes / mean / 1e3
+        intensity = w.flops / w.bytes if w.bytes else None
+        peak = device.peak_tflops(w.dtype, w.kind.matrix) if device else None
+        if device is not None and peak and w.bytes:
+            compute_us = w.flops / (peak * 1e6)
+            memory_us = w.bytes / (device.memory_gbps * 1e3)
+            bound = Bound.COMPUTE if compute_us >= memory_us else Bound.MEMORY
+            roof_us = max(compute_us, memory_us)
+            pct = roof_us / mean
+            headroom = max(0.0, mean - roof_us) * calls
+            roof = roof_us
+    return OpShape(
+        op=op,
+        category=category,
+        shape=shape,
+        dtype=str(w.dtype) if w and w.dtype else None,
+        kind=w.kind if w else None,
+        calls=calls,
+        kernels=int(kernels),
+        total_us=total,
+        mean_us=mean,
+        p50_us=float(p50),
+        p95_us=float(p95),
+        gpu_share=total / gpu if gpu else 0.0,
+        flops=w.flops if w else None,
+        bytes=w.bytes if w else None,
+        gemm=w.gemm if w else None,
+        tflops=tflops,
+        gbps=gbps,
+        intensity=intensity,
+        bound=bound,
+        roofline_pct=pct,
+        headroom_us=headroom,
+        headroom_share=headroom / gpu if headroom is not None and gpu else None,
+        roof_us=roof,
+        types=types,
+        concrete=concrete,
+    )
+
+
+def calls_params(workload: str, slice_: str, row: OpShape) -> dict[str, str]:
+    """The bound parameters of `CALLS` for one op x shape."""
+    op, category, shape, types, concrete = row.selection
+    return {
+        "w": workload,
+        "s": slice_,
+        "op": op,
+        "category": category,
+        "shape": shape,
+        "types": types,
+        "concrete": concrete,
+    }
+
+
+def headroom_of(
+    durations: list[float], roof_us: float, th: Thresholds, seed: int
+) -> tuple[float, int, Interval]:
+    """(headroom, calls, 95% CI of the headroom) of an op x shape's call durations: the
+    calls' mean time above the roof times their count, its CI by bootstrapping the mean."""
+    n = len(durations)
+    mean = sum(durations) / n
+    lo, hi = bootstrap_mean(durations, th.bootstrap_resamples, seed)
+    return max(0.0, mean - roof_us) * n, n, Interval((lo - roof_us) * n, (hi - roof_us) * n)
+
+
+def headroom_seed(th: Thresholds, workload: str, slice_: str, row: OpShape) -> int:
+    """The bootstrap seed of an op x shape's headroom."""
+    return seed_for(th.seed, workload, slice_, row.op, row.shape, row.types, "headroom")
+
+
+def _finding(
+    con: Connection, workload: str, slice_: str, row: OpShape, th: Thresholds
+) -> HeadroomFinding | None:
+    """The row's headroom as a finding, when its calls are enough and the CI of their mean
+    lies above the roof."""
+    if row.roof_us is None or row.headroom_share is None or row.calls < th.min_samples:
+        return None
+    calls = con.execute(CALLS, calls_params(workload, slice_, row)).fetchall()
+    durations = [float(d) for d, _, _ in calls]
+    value, n, ci = headroom_of(durations, row.roof_us, th, headroom_seed(th, workload, slice_, row))
+    if ci.low <= 0:
+        return None
+    sources = tuple(sorted({str(s) for _, s, _ in calls}))
+    return HeadroomFinding(row, Evidence("headroom_us", value, n, ci, sources))
+
+
+def roofline(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    cfg: DeviceConfig | None = None,
+) -> Roofline | None:
+    """The op x shape table of a slice's device time; None when it has no device rows."""
+    p = {"w": workload, "s": slice_}
+    measured = con.execute(_DEVICE_TIME, p).fetchall()
+    if not measured:
+        return None
+    props = trace_devices(con, workload, slice_)
+    names = tuple(sorted({str(x.get("name") or "") for x in props} - {""}))
+    seen = [d for x in props if (d := recognise(x)) is not None]
+    recognised = seen[0] if seen and all(d.name == seen[0].name for d in seen) else None
+    device = configured(recognised, cfg or DeviceConfig())
+    gpu = sum(float(r[8]) for r in measured)
+    rows = [_row(tuple(r[:6]), tuple(r[6:]), gpu, device) for r in measured]
+    rows.sort(key=lambda r: (r.headroom_us is None, -(r.headroom_us or r.total_us), r.op, r.shape))
+    counted = sum(r.total_us for r in rows if r.flops is not None)
+    material = [r for r in rows if (r.headroom_share or 0.0) >= HEADROOM_MATERIAL]
+    found = [f for r in material if (f := _finding(con, workload, slice_, r, th)) is not None]
+    return Roofline(
+        rows=tuple(rows),
+        device=device,
+        device_names=names,
+        gpu_time_us=gpu,
+        headroom_us=sum(r.headroom_us or 0.0 for r in rows),
+        counted_share=counted / gpu if gpu else 0.0,
+        findings=tuple(found[:FINDINGS]),
+    )

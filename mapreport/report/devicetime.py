@@ -1,0 +1,140 @@
+"""The device-time sections' view and words: the op x shape table against the roofline, the
+device it was held to (or the key to set when none is known), and the device timeline."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.roofline import OpShape, Roofline
+from mapreport.analysis.timeline import Timeline
+from mapreport.core.devices import DeviceLimits
+from mapreport.core.kinds import Bound, DeviceActivity, OpKind
+from mapreport.report.filters import duration, pct
+
+SHOWN_ROWS = 25
+"""Op x shape rows the report prints (findings.json lists every one)."""
+ACTIVITY_WORDS = {
+    DeviceActivity.COMPUTE: "computing",
+    DeviceActivity.COMMUNICATION: "communicating",
+    DeviceActivity.MEMCPY: "copying memory",
+    DeviceActivity.MEMSET: "setting memory",
+    DeviceActivity.IDLE: "idle",
+}
+BOUND_WORDS = {Bound.COMPUTE: "compute", Bound.MEMORY: "memory"}
+KIND_WORDS = {
+    OpKind.GEMM: "GEMM",
+    OpKind.CONV: "convolution",
+    OpKind.ATTENTION: "attention",
+    OpKind.ELEMENTWISE: "elementwise",
+    OpKind.REDUCTION: "reduction",
+    OpKind.NORM: "normalisation",
+    OpKind.COPY: "copy",
+}
+DEVICE_KEY = "[device] name (or memory_gbps and vector_tflops) in the run configuration"
+"""What to set for a roofline when the trace's device is not in the table."""
+
+
+@dataclass(frozen=True)
+class OpLine:
+    """One printed op x shape row."""
+
+    row: OpShape
+    label: str
+    kind: str
+    bound: str
+
+
+@dataclass(frozen=True)
+class DeviceTimeView:
+    """What the roofline and timeline sections print."""
+
+    lines: tuple[OpLine, ...]
+    rows_total: int
+    device: DeviceLimits | None
+    device_line: str
+    timeline: tuple[tuple[str, float], ...]
+    """(activity in words, share of the span), busy activities first, only those seen."""
+
+
+def device_line(rf: Roofline) -> str:
+    """Which limits the roofline used and where they come from, or why there are none."""
+    d = rf.device
+    if d is None:
+        seen = ", ".join(rf.device_names) or "no device name"
+        return (
+            f"No roofline: the trace's device ({seen}) is not in the table of known devices; "
+            f"set {DEVICE_KEY} to add one. Times, counts, FLOPs and bytes stand without it."
+        )
+    peaks = ", ".join(f"{k} {v:,.0f}" for k, v in d.matrix_tflops.items())
+    how = f", recognised by {d.recognised_by}" if d.recognised_by else ""
+    return (
+        f"{d.name}{how}: memory {d.memory_gbps:,.0f} GB/s, matrix TFLOP/s {peaks}, vector "
+        f"{d.vector_tflops:,.1f} TFLOP/s (dense; {d.source})."
+    )
+
+
+def view(r: SliceResult) -> DeviceTimeView | None:
+    """The sections' view; None when the slice has no device time."""
+    rf = r.roofline
+    if rf is None:
+        return None
+    lines = tuple(
+        OpLine(
+            x,
+            x.label,
+            KIND_WORDS[x.kind] if x.kind else x.category,
+            BOUND_WORDS[x.bound] if x.bound else "–",
+        )
+        for x in rf.top(SHOWN_ROWS)
+    )
+    return DeviceTimeView(
+        lines=lines,
+        rows_total=len(rf.rows),
+        device=rf.device,
+        device_line=device_line(rf),
+        timeline=timeline_shares(r.timeline),
+    )
+
+
+def timeline_shares(t: Timeline | None) -> tuple[tuple[str, float], ...]:
+    """The timeline's activities in words with their shares (those that took any time)."""
+    if t is None:
+        return ()
+    return tuple((ACTIVITY_WORDS[a], v) for a, v in t.shares.items() if v > 0)
+
+
+def summary(r: SliceResult) -> str | None:
+    """Where a trace's device time went, in one sentence: busy and idle, and the op x shape
+    with the most time above its roofline (or the most time, without a roofline)."""
+    rf, t = r.roofline, r.timeline
+    if rf is None:
+        return None
+    parts = []
+    if t is not None:
+        idle = t.shares[DeviceActivity.IDLE]
+        parts.append(
+            f"the device was idle {pct(idle)} of its {duration(t.span_us)} span "
+            f"(computing {pct(t.shares[DeviceActivity.COMPUTE])}"
+            + (
+                f", communicating {pct(t.shares[DeviceActivity.COMMUNICATION])} of which "
+                f"{pct(t.exposed_communication)} exposed"
+                if t.shares[DeviceActivity.COMMUNICATION]
+                else ""
+            )
+            + ")"
+        )
+    top = rf.rows[0] if rf.rows else None
+    if top is not None and top.headroom_us is not None and top.roofline_pct is not None:
+        bound = f"{BOUND_WORDS[top.bound]}-bound " if top.bound else ""
+        parts.append(
+            f"the most time above the roofline is {top.label}: {pct(top.roofline_pct)} of "
+            f"its {bound}roofline over {top.calls:,} calls, {duration(top.headroom_us)} above "
+            f"it ({pct(top.headroom_share)} of device time)"
+        )
+    elif top is not None:
+        parts.append(
+            f"the largest op is {top.label} ({pct(top.gpu_share)} of device time; no "
+            f"roofline: {DEVICE_KEY if rf.device is None else 'its work is not counted'})"
+        )
+    return "; ".join(parts) if parts else None
