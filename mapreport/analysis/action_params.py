@@ -199,6 +199,20 @@ class Idle:
     median_kernel_us: float | None
     launch_bound: bool
     """Kernels too short to hide their launch: the host cannot keep the device fed."""
+    replays_graphs: bool = False
+    """The steps already replay CUDA/HIP graphs: the gaps are between them."""
+
+
+@dataclass(frozen=True)
+class Padding:
+    """Steps padded up to captured graph sizes: the waste, and the sizes that would cut it."""
+
+    share: float
+    waste_us: float
+    steps: int
+    sizes: tuple[int, ...]
+    saved_us: tuple[float, ...]
+    capture_us: float | None
 
 
 ActionParams = (
@@ -219,6 +233,7 @@ ActionParams = (
     | Quality
     | Headroom
     | Idle
+    | Padding
 )
 """What an action states, by its kind."""
 
@@ -239,6 +254,7 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.PRECISION_WITHOUT_QUALITY: (Quality,),
     ActionKind.ROOFLINE_HEADROOM: (Headroom,),
     ActionKind.DEVICE_IDLE: (Idle,),
+    ActionKind.GRAPH_PADDING: (Padding,),
 }
 """The params each kind of action carries (a test holds every action to it)."""
 

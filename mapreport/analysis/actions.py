@@ -60,6 +60,7 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD,
     ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD,
     ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD,
+    ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT,
 }
 """Who owns each kind of action (METRICS.md roles); the configuration names the person."""
 REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {

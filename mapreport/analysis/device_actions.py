@@ -19,6 +19,7 @@ from mapreport.analysis.actions import (
     make_action,
 )
 from mapreport.analysis.common import Evidence, Interval, Thresholds
+from mapreport.analysis.graphs import Graphs
 from mapreport.analysis.roofline import HeadroomFinding, OpShape, Roofline
 from mapreport.analysis.stats import seed_for
 from mapreport.analysis.timeline import Timeline, idle_interval
@@ -87,7 +88,9 @@ def idle_evidence(t: Timeline, th: Thresholds, seed: int) -> Evidence:
     )
 
 
-def idle_action(s: Scope, t: Timeline, sources: tuple[str, ...]) -> Action | None:
+def idle_action(
+    s: Scope, t: Timeline, sources: tuple[str, ...], replays_graphs: bool = False
+) -> Action | None:
     """Keep the device fed when it sat idle for a material share of its span, its CI above
     the materiality bound."""
     idle = t.shares[DeviceActivity.IDLE]
@@ -98,15 +101,51 @@ def idle_action(s: Scope, t: Timeline, sources: tuple[str, ...]) -> Action | Non
     row = ValidationRow(SLICE_WIDE, "device_idle_share", idle, Criterion.HALVED)
     median = t.median_kernel_us
     params = P.Idle(
-        idle, t.span_us, t.kernels, median, median is not None and median < LAUNCH_BOUND_US
+        idle,
+        t.span_us,
+        t.kernels,
+        median,
+        median is not None and median < LAUNCH_BOUND_US,
+        replays_graphs,
     )
     return make_action(s, SLICE_WIDE, ActionKind.DEVICE_IDLE, ev, NO_ROLLBACK, (row,), idle, params)
 
 
+def padding_action(s: Scope, g: Graphs) -> Action | None:
+    """Capture the batch sizes whose steps pay the most padding."""
+    f = g.finding
+    if f is None:
+        return None
+    waste = f.evidence.value
+    rows = (
+        ValidationRow(SLICE_WIDE, "padding_waste_us", waste, Criterion.HALVED),
+        ValidationRow(SLICE_WIDE, "graph_device_time_us", g.graph_us, Criterion.NO_WORSE),
+    )
+    rollback = RollbackTrigger(
+        "graph_device_time_us", g.graph_us * (1 + ROLLBACK_MARGIN), ROLLBACK_RUNS, g.graph_us
+    )
+    params = P.Padding(
+        f.share,
+        waste or 0.0,
+        f.evidence.n,
+        tuple(b for b, _ in f.sizes),
+        tuple(v for _, v in f.sizes),
+        f.capture_us,
+    )
+    kind = ActionKind.GRAPH_PADDING
+    return make_action(s, SLICE_WIDE, kind, f.evidence, rollback, rows, f.share, params)
+
+
 def device_actions(
-    s: Scope, rf: Roofline | None, t: Timeline | None, sources: tuple[str, ...]
+    s: Scope,
+    rf: Roofline | None,
+    t: Timeline | None,
+    sources: tuple[str, ...],
+    g: Graphs | None = None,
 ) -> list[Action]:
     """Every action of a slice's device time."""
     out = [headroom_action(s, f, rf.gpu_time_us) for f in rf.findings] if rf else []
-    idle = idle_action(s, t, sources) if t is not None else None
-    return out + ([idle] if idle is not None else [])
+    replays = g is not None and g.launches > 0
+    idle = idle_action(s, t, sources, replays) if t is not None else None
+    padding = padding_action(s, g) if g is not None else None
+    return out + [a for a in (idle, padding) if a is not None]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from mapreport.analysis.common import Review, Thresholds
 from mapreport.analysis.compiles import Compiles, compiles
 from mapreport.analysis.consistency import QueueCheck, queue_check
+from mapreport.analysis.graphs import Graphs, graphs
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.query import SLICE_TABLE
 from mapreport.analysis.roofline import Roofline, roofline
@@ -28,6 +29,7 @@ class Offline:
     sweep: LoadSweep | None
     roofline: Roofline | None
     timeline: Timeline | None
+    graphs: Graphs | None
 
 
 def offline(
@@ -46,6 +48,7 @@ def offline(
         load_sweep(con, workload, slice_, review),
         roofline(con, workload, slice_, th, review.device),
         timeline(con, workload, slice_),
+        graphs(con, workload, slice_, th),
     )
 
 

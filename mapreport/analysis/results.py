@@ -19,6 +19,7 @@ from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.coverage import Coverage, PlanVersion
 from mapreport.analysis.drift import OpDrift, ShapeDrift
 from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.graphs import Graphs
 from mapreport.analysis.history import History
 from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.observe import ProfileItem
@@ -102,6 +103,8 @@ class SliceResult:
     """A profiler trace's device time per op x shape against the device's roofline."""
     timeline: Timeline | None = None
     """Where the devices' time went: compute, communication, copies, idle."""
+    graphs: Graphs | None = None
+    """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property

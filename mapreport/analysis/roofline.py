@@ -58,6 +58,8 @@ class OpShape:
     """Headroom over the trace's device time."""
     roof_us: float | None
     """The roofline bound of one call."""
+    kernel_name: str | None = None
+    """The kernel's own name where no operator launched it (`op` is that name then)."""
     types: str = "[]"
     """The launching op's `Input type` (JSON text): with op, shape and `concrete`, the row's
     selection (its evidence pack's)."""
@@ -73,6 +75,8 @@ class OpShape:
             dims = f"M={m} N={n} K={k}"
         else:  # the tensor inputs' dims; scalars and absent tensors (`()`) say nothing
             dims = ", ".join(d for d in self.shape.split(";") if d not in ("", "()"))
+        if self.op == self.kernel_name:
+            return kernel_label(self.op)
         what = f" ({self.category})" if self.category != "kernel" else ""
         dtype = f" {self.dtype}" if self.dtype else ""
         return f"{self.op}{what}" + (f" {dims}" if dims else "") + dtype
@@ -163,6 +167,23 @@ _DEVICES = """
 """
 
 
+KERNEL_LABEL = 80
+"""Characters of a kernel's name a label keeps (C++ template names run to thousands)."""
+
+
+def kernel_label(name: str) -> str:
+    """A kernel's name as a label: without its argument list (`void f<...>(args)` -> `f<...>`),
+    cut to KERNEL_LABEL characters."""
+    head = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    depth = 0
+    for i, ch in enumerate(head):  # the `(` of the argument list is outside every template
+        depth += (ch == "<") - (ch == ">")
+        if ch == "(" and depth == 0 and i:
+            head = head[:i]
+            break
+    return head if len(head) <= KERNEL_LABEL else head[: KERNEL_LABEL - 1] + "…"
+
+
 def _json_list(text: str | None) -> list[Any]:
     try:
         value = json.loads(text or "[]")
@@ -233,6 +254,7 @@ def _row(
         headroom_us=headroom,
         headroom_share=headroom / gpu if headroom is not None and gpu else None,
         roof_us=roof,
+        kernel_name=None if launched else op,
         types=types,
         concrete=concrete,
     )

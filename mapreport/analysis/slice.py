@@ -399,7 +399,11 @@ def review_step(
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)
-    device = device_actions(scope, offline.roofline, offline.timeline, sources) if offline else []
+    device = (
+        device_actions(scope, offline.roofline, offline.timeline, sources, offline.graphs)
+        if offline
+        else []
+    )
     actions = plan_actions(
         scope, sl.environment, precision.missing, slowest, sources, check, device
     )
@@ -579,6 +583,7 @@ def analyze(
         sweep=offline.sweep,
         roofline=offline.roofline,
         timeline=offline.timeline,
+        graphs=offline.graphs,
         blocking=blocked,
         tail_class=diag.tail_class,
         budgets=diag.budgets,

@@ -22,6 +22,7 @@ class Timeline:
     busy categories overlap where streams ran at once, idle does not."""
 
     devices: int
+    """Distinct devices (a device traced in two files is one device with two spans)."""
     span_us: float
     shares: dict[DeviceActivity, float]
     exposed_communication: float
@@ -62,7 +63,17 @@ def idle_interval(t: Timeline, resamples: int, seed: int) -> tuple[float, float]
 
 
 ROWS = """
+    WITH traces AS (
+        SELECT DISTINCT source_id FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'kernel'
+    ),
+    captures AS (
+        SELECT DISTINCT source_id FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'runtime'
+            AND name LIKE '%StreamBeginCapture%'
+    )
     SELECT coalesce(CAST(device AS VARCHAR), json_extract_string(extra, '$.pid'), '') AS dev,
+        source_id AS trace,
         CASE WHEN category = 'kernel' AND regexp_matches(lower(name), $comm)
              THEN 'communication'
              WHEN category = 'kernel' THEN 'compute' ELSE category END AS activity,
@@ -70,7 +81,11 @@ ROWS = """
     FROM op_exec
     WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
         AND ts_us IS NOT NULL
-    ORDER BY dev, ts_us, source_id, line
+        -- a graph-capture trace is the server's start-up, not its serving: left out when
+        -- the slice has a trace that serves
+        AND (source_id NOT IN (SELECT source_id FROM captures)
+             OR NOT EXISTS (SELECT 1 FROM traces WHERE source_id NOT IN (SELECT * FROM captures)))
+    ORDER BY trace, dev, ts_us, line
 """
 """The device rows of a slice with their activity (a timeline's rows: an evidence pack's
 query)."""
@@ -121,25 +136,30 @@ def timeline(con: Connection, workload: str, slice_: str) -> Timeline | None:
     return of_rows(
         [str(r[0]) for r in rows],
         [str(r[1]) for r in rows],
-        [float(r[2]) for r in rows],
+        [str(r[2]) for r in rows],
         [float(r[3]) for r in rows],
+        [float(r[4]) for r in rows],
     )
 
 
 def of_rows(
-    devices: list[str], activities: list[str], starts: list[float], ends: list[float]
+    devices: list[str],
+    traces: list[str],
+    activities: list[str],
+    starts: list[float],
+    ends: list[float],
 ) -> Timeline:
-    """The timeline of device rows (`ROWS`'s columns): per device, each activity's union
-    over its span, idle the span less the union of everything."""
-    dev = np.array(devices, object)
+    """The timeline of device rows (`ROWS`'s columns): per device of each trace file, each
+    activity's union over its span, idle the span less the union of everything (two files
+    of one device are two spans: the time between them is not the device's idle time)."""
+    dev = np.array([f"{t}\x1f{d}" for t, d in zip(traces, devices, strict=True)], object)
     act = np.array(activities, object)
     ts = np.array(starts, float)
     end = np.array(ends, float)
     totals = dict.fromkeys(DeviceActivity, 0.0)
     span = exposed = 0.0
     windows: list[tuple[float, float]] = []
-    names = sorted(set(devices))
-    for d in names:
+    for d in sorted(set(dev.tolist())):
         mine = dev == d
         s, e = ts[mine], end[mine]
         width = float(e.max() - s.min())
@@ -167,7 +187,7 @@ def of_rows(
     shares = {a: (v / span if span else 0.0) for a, v in totals.items()}
     durations = (end - ts)[act == "compute"]
     return Timeline(
-        devices=len(names),
+        devices=len(set(devices)),
         span_us=span,
         shares=shares,
         exposed_communication=float(exposed / span) if span else 0.0,

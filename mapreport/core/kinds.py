@@ -103,6 +103,8 @@ class ActionKind(StrEnum):
     """An op x shape spends material device time above its roofline bound (a trace alone)."""
     DEVICE_IDLE = "device_idle"
     """The device sat idle for a material share of its span: launch and scheduling."""
+    GRAPH_PADDING = "graph_padding"
+    """Steps padded up to a captured graph size waste a material share of the replays."""
 
 
 class HeadroomRemedy(StrEnum):

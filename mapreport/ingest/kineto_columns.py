@@ -61,6 +61,8 @@ CATEGORIES = {
     "cpu_op": "cpu_op",
     "operator": "cpu_op",
     "kernel": "kernel",
+    # CUPTI's range profiler records each kernel as a range with its counters
+    "cuda_profiler_range": "kernel",
     "cuda_runtime": "runtime",
     "runtime": "runtime",
     "cuda_driver": "runtime",

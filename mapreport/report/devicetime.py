@@ -31,6 +31,8 @@ KIND_WORDS = {
     OpKind.NORM: "normalisation",
     OpKind.COPY: "copy",
 }
+COUNTED_LOW = 0.5
+"""Below this share of device time with counted work, the summary says how much is counted."""
 DEVICE_KEY = "[device] name (or memory_gbps and vector_tflops) in the run configuration"
 """What to set for a roofline when the trace's device is not in the table."""
 
@@ -136,5 +138,19 @@ def summary(r: SliceResult) -> str | None:
         parts.append(
             f"the largest op is {top.label} ({pct(top.gpu_share)} of device time; no "
             f"roofline: {DEVICE_KEY if rf.device is None else 'its work is not counted'})"
+        )
+    if rf.counted_share < COUNTED_LOW and top is not None and top.roofline_pct is not None:
+        parts.append(
+            f"FLOPs and bytes are counted for {pct(rf.counted_share)} of device time (the rest "
+            "ran in ops the roofline table does not count, or in kernels no recorded op "
+            "launched)"
+        )
+    g = r.graphs
+    if g is not None and g.launches:
+        sizes = ", ".join(f"{b.size:,}" for b in g.buckets if b.size is not None and b.steps)
+        parts.append(
+            f"{g.launches:,} graph launches replayed {duration(g.graph_us)} over "
+            f"{len(g.steps):,} steps at captured size {sizes or 'none'}, padding "
+            f"{pct(g.waste_share)} of it"
         )
     return "; ".join(parts) if parts else None

@@ -114,6 +114,7 @@ def _device_time(r: SliceResult) -> dict[str, Any]:
         "ops": [_op(x) for x in rf.rows] if rf else [],
         "device": device,
         "timeline": timeline,
+        "graph_buckets": plain(r.graphs.buckets) if r.graphs else [],
     }
 
 

@@ -94,6 +94,8 @@ def _effect(av: ActionView) -> str:
         return f"up to {duration(e.value)} of device time ({pct(av.a.impact)})"
     if e.metric == "device_idle_share" and e.value is not None:
         return f"up to {pct(e.value)} of the device's span, now idle"
+    if e.metric == "padding_waste_us" and e.value is not None:
+        return f"up to {duration(e.value)} of replay time ({pct(av.a.impact)})"
     if av.a.impact <= 0:
         return "a result that can be trusted"
     return words.evidence(e)

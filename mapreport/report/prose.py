@@ -133,6 +133,8 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
         return headroom_title(p)
     if isinstance(p, P.Idle):
         return idle_title(p, name)
+    if isinstance(p, P.Padding):
+        return padding_title(p)
     assert_never(p)  # mypy checks that every kind of params has its title
 
 
@@ -174,6 +176,22 @@ def idle_title(p: P.Idle, name: str) -> str:
     return (
         f"Keep the device of {name} fed: it sat idle {pct(p.idle_share)} of its "
         f"{duration(p.span_us)} span ({p.kernels:,} kernels{median}); {why}"
+    )
+
+
+def padding_title(p: P.Padding) -> str:
+    """Steps padded up to captured graph sizes: what it costs and which sizes to add."""
+    sizes = ", ".join(f"{b:,}" for b in p.sizes)
+    cost = (
+        f"; each more capture costs about {duration(p.capture_us)} at start-up (the mean of "
+        "those traced)"
+        if p.capture_us is not None
+        else ""
+    )
+    return (
+        f"Capture graphs at batch {sizes}: padding up to the captured sizes cost "
+        f"{pct(p.share)} of the replays' device time ({duration(p.waste_us)} over "
+        f"{p.steps:,} steps), most of it at these batches{cost}"
     )
 
 

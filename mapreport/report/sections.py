@@ -64,6 +64,7 @@ SECTIONS: tuple[Section, ...] = (
         "roofline", "Device time per op and shape", "sections/roofline.html.j2", needs="roofline"
     ),
     Section("timeline", "Device timeline", "sections/timeline.html.j2", needs="timeline"),
+    Section("graphs", "CUDA and HIP graph buckets", "sections/graphs.html.j2", needs="graphs"),
     Section("compiles", "Compile cost per shape", "sections/compiles.html.j2", needs="compiles"),
     Section(
         "decisions",
@@ -140,6 +141,12 @@ def not_measured(s: Section, r: SliceResult, formats: str) -> str:
             f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
             "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
             "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
+        )
+    if s.needs == "graphs":
+        return (
+            "no graph capture or replay in the traces; a profiler trace of a server that "
+            'captures CUDA or HIP graphs (vLLM, SGLang, torch.compile mode="reduce-overhead") '
+            "adds it, with its capture trace for the captured sizes"
         )
     if s.needs in ("roofline", "timeline"):
         return (

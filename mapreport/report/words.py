@@ -71,6 +71,7 @@ LABELS: dict[str, str] = {str(m): m.value.replace("_", " ") for e in LABELLED fo
 LABELS[Health.SLA_MISSED] = "SLA missed"
 LABELS[ActionKind.ROOFLINE_HEADROOM] = "roofline headroom"
 LABELS[ActionKind.DEVICE_IDLE] = "device idle"
+LABELS[ActionKind.GRAPH_PADDING] = "graph padding"
 
 
 """Short names of the categories shown in tables (the `label` filter)."""
@@ -330,6 +331,8 @@ METRIC_WORDS: dict[str, str] = {
     "device_time_us": "device time",
     "op_device_time_us": "the op's device time",
     "device_idle_share": "share of the device's span idle",
+    "padding_waste_us": "device time spent on graph padding",
+    "graph_device_time_us": "device time of the graph replays",
 }
 
 
@@ -387,7 +390,9 @@ def evidence_note(e: Evidence) -> str:
     if e.metric == "headroom_us":
         return "the CI spans its calls in this trace: op variance, not run-to-run noise"
     if e.metric == "device_idle_share":
-        return "measured over the whole trace, no sample"
+        return "CI over 20 equal windows of each device's span (block bootstrap)"
+    if e.metric == "padding_waste_us":
+        return "CI over the replayed steps"
     return ""
 
 

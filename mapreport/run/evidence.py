@@ -35,7 +35,6 @@ from mapreport.analysis.blocking import blocked_select
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Evidence, Thresholds
 from mapreport.analysis.consistency import difference
-from mapreport.analysis.device_actions import idle_evidence
 from mapreport.analysis.environment import check_environment
 from mapreport.analysis.history import p95_change
 from mapreport.analysis.query import (
@@ -48,7 +47,6 @@ from mapreport.analysis.query import (
     slice_definitions,
 )
 from mapreport.analysis.results import SliceResult
-from mapreport.analysis.roofline import CALLS, headroom_of
 from mapreport.analysis.stats import (
     Sample,
     SortedArray,
@@ -73,8 +71,6 @@ from mapreport.analysis.telemetry import (
     vocabulary_named,
     windows,
 )
-from mapreport.analysis.timeline import COMMUNICATION_KERNELS, of_rows
-from mapreport.analysis.timeline import ROWS as TIMELINE_ROWS
 from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
@@ -82,11 +78,17 @@ from mapreport.core.kinds import Driver
 from mapreport.core.window import Window
 from mapreport.dataset.store import Dataset
 from mapreport.report.words import metric
+from mapreport.run.device_packs import (
+    DEVICE_REDUCTIONS,
+    device_pack,
+    device_sql,
+    recompute_device,
+)
 from mapreport.run.pack_params import (
     PARAMS,
-    HeadroomParams,
     NoParams,
     QueueParams,
+    Recomputed,
     Reduction,
     RegressionParams,
     SampleParams,
@@ -212,11 +214,9 @@ def pack_sql(reduction: Reduction, workload: str, slice_: str, shape: str, param
         )
     if isinstance(params, QueueParams):
         return _queue_check_sql(workload, slice_, params)
-    if isinstance(params, HeadroomParams):
-        selection = {k: getattr(params, k) for k in ("op", "category", "shape", "types")}
-        return inline(CALLS, {"w": workload, "s": slice_, **selection, "concrete": params.concrete})
-    if reduction == Reduction.DEVICE_IDLE:
-        return inline(TIMELINE_ROWS, {"w": workload, "s": slice_, "comm": COMMUNICATION_KERNELS})
+    device = device_sql(reduction, workload, slice_, params)
+    if device is not None:
+        return device
     ids = {"ids": params.sources}
     if reduction == Reduction.ENVIRONMENT:
         return inline(
@@ -297,15 +297,9 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
         c = r.queue_check
         queue = QueueParams(r.telemetry.server, c.start_us, c.end_us)
         return _spec(r, pid, subject, shape, ev, Reduction.QUEUE_CHECK, queue)
-    found = [f.row for f in (r.roofline.findings if r.roofline else ()) if f.row.label == shape]
-    roof = found[0].roof_us if found else None
-    if ev.metric == "headroom_us" and roof is not None:
-        op, category, op_shape, types, concrete = found[0].selection
-        seed_key = [op, op_shape, types]
-        head = HeadroomParams(op, category, op_shape, types, concrete, roof, seed_key)
-        return _spec(r, pid, subject, shape, ev, Reduction.HEADROOM, head)
-    if ev.metric == "device_idle_share":
-        return _spec(r, pid, subject, shape, ev, Reduction.DEVICE_IDLE, NoParams())
+    device = device_pack(r, shape, ev)
+    if device is not None:
+        return _spec(r, pid, subject, shape, ev, *device)
     kind = Reduction.ENVIRONMENT if ev.metric == "environment.mismatches" else Reduction.RECORDS
     return _spec(r, pid, subject, shape, ev, kind, SourceParams(list(ev.sources)))
 
@@ -357,17 +351,6 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
     return len(done)
 
 
-@dataclass(frozen=True)
-class Recomputed:
-    """A pack's figure, n and CI recomputed from its rows."""
-
-    figure: float | None
-    n: int
-    ci: tuple[float, float] | None
-    rows: int
-    files: tuple[str, ...]
-
-
 def _close(a: float | None, b: float | None) -> bool:
     if a is None or b is None:
         return a is b
@@ -416,21 +399,8 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
             params.reference, params.n_ref, now, rows.num_rows, th.bootstrap_resamples, seed
         )
         return Recomputed(change, rows.num_rows, (ci.low, ci.high), rows.num_rows, files)
-    if p.reduction == Reduction.HEADROOM:
-        durations = [float(d) for d in rows["dur"].to_pylist()]
-        if not durations:
-            return Recomputed(None, 0, None, rows.num_rows, files)
-        seed = seed_for(th.seed, p.workload, p.slice, *params.seed_key, "headroom")
-        value, n, ci = headroom_of(durations, params.roof_us, th, seed)
-        return Recomputed(value, n, (ci.low, ci.high), rows.num_rows, files)
-    if p.reduction == Reduction.DEVICE_IDLE:
-        if not rows.num_rows:
-            return Recomputed(None, 0, None, 0, files)
-        cols = [rows[c].to_pylist() for c in ("dev", "activity", "ts_us", "end_us")]
-        seed = seed_for(th.seed, p.workload, p.slice, "device_idle")
-        ev = idle_evidence(of_rows(*cols), th, seed)
-        idle_ci = None if ev.ci is None else (ev.ci.low, ev.ci.high)
-        return Recomputed(ev.value, ev.n, idle_ci, rows.num_rows, files)
+    if p.reduction in DEVICE_REDUCTIONS:
+        return recompute_device(p.reduction, p.workload, p.slice, params, rows, th, files)
     if p.reduction == Reduction.ENVIRONMENT:
         check = check_environment(rows.to_pylist())
         return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)

@@ -36,6 +36,8 @@ class Reduction(StrEnum):
     the calls' mean (`roofline.headroom_of`)."""
     DEVICE_IDLE = "device_idle"
     """The share of the devices' span idle (`timeline.of_rows`)."""
+    GRAPH_PADDING = "graph_padding"
+    """The padding waste of graph replays (`graphs.buckets_of`)."""
     RECORDS = "records"
     """No figure: the records (files) whose content or absence the finding states."""
 
@@ -100,6 +102,17 @@ class HeadroomParams:
 
 
 @dataclass(frozen=True)
+class Recomputed:
+    """A pack's figure, n and CI recomputed from its rows."""
+
+    figure: float | None
+    n: int
+    ci: tuple[float, float] | None
+    rows: int
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class NoParams:
     """A pack whose query needs only its slice."""
 
@@ -115,6 +128,7 @@ PARAMS: dict[Reduction, type] = {
     Reduction.REGRESSION: RegressionParams,
     Reduction.HEADROOM: HeadroomParams,
     Reduction.DEVICE_IDLE: NoParams,
+    Reduction.GRAPH_PADDING: NoParams,
     Reduction.RECORDS: SourceParams,
 }
 """The parameters each reduction's query and figure are built from (a spec's `params`)."""
