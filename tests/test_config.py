@@ -134,3 +134,36 @@ def test_sources_inside_the_dataset_or_out_are_refused(tmp_path: Path, glob: str
     p.write_text(f'[run]\nsources = ["*.jsonl", "{glob}"]\n')
     with pytest.raises(ConfigError, match=f"inside run.{key}"):
         load_config(p).source_files()
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ('name = "MI325X"', r"device.name 'MI325X' is not in the table .*memory_gbps"),
+        ("matrix_tflops = { bf17 = 3.0 }", r"unknown data type 'bf17' \(known: fp64, fp32"),
+        ("memory_gbps = -1", r"device.memory_gbps must be > 0"),
+        ("vector_tflops = inf", r"device.vector_tflops must be > 0"),
+        ("matrix_tflops = { bf16 = nan }", r"device.matrix_tflops.bf16 must be > 0"),
+        ("nam = 1", r"unknown field `nam`"),
+    ],
+)
+def test_bad_device_keys_name_the_key(tmp_path: Path, body: str, message: str) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(f"[device]\n{body}\n")
+    with pytest.raises(ConfigError, match=message):
+        load_config(p)
+
+
+def test_a_device_the_table_lacks_is_configured_by_its_figures(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(
+        '[device]\nname = "MI325X"\nmemory_gbps = 6000\nvector_tflops = 163.4\n'
+        "matrix_tflops = { bf16 = 1307.4 }\n"
+    )
+    device = load_config(p).device
+    assert device is not None
+    assert (device.name, device.memory_gbps, dict(device.matrix_tflops)) == (
+        "MI325X",
+        6000.0,
+        {"bf16": 1307.4},
+    )

@@ -561,3 +561,28 @@ def test_headroom_and_idle_reproduce_from_their_packs(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, TRACELENS / "h100" / BERT, hints={"workload": "bert"})
     assert {"roofline_headroom", "device_idle"} <= set(_explained(tmp_path, ds))
+
+
+@needs_realdata
+def test_an_unrecognised_device_is_named_and_the_configured_one_is_used(tmp_path: Path) -> None:
+    """HTA's MI250 trace records its dies as "AMD Radeon Graphics": no roofline, and the report
+    names the key; `[device]` in the configuration gives it one."""
+    from mapreport.analysis.common import Review
+    from mapreport.report.devicetime import DEVICE_KEY, device_line
+
+    trace = REALDATA / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, trace, hints={"workload": "toy"})
+    bare = analyze_slice(ds.connect(), "toy", "", Thresholds())
+    assert bare.roofline is not None
+    assert bare.roofline.device is None
+    assert bare.roofline.device_names == ("AMD Radeon Graphics",)
+    assert all(x.roofline_pct is None for x in bare.roofline.rows)
+    assert DEVICE_KEY in device_line(bare.roofline)
+    review = Review(device=DeviceConfig(name="MI250X"))
+    held = analyze_slice(ds.connect(), "toy", "", Thresholds(), review)
+    assert held.roofline is not None
+    assert held.roofline.device is not None
+    assert held.roofline.device.name == "AMD Instinct MI250X (one die)"
+    assert held.roofline.device.recognised_by == "the run configuration's [device]"
+    assert any(x.roofline_pct is not None for x in held.roofline.rows)

@@ -31,6 +31,8 @@ class Dtype(StrEnum):
     BOOL = "bool"
 
 
+MATRIX_DTYPES = (Dtype.FP64, Dtype.FP32, Dtype.TF32, Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.INT8)
+"""The data types a matrix unit's peak is stated for."""
 ELEMENT_BYTES: Mapping[Dtype, int] = {
     Dtype.FP64: 8,
     Dtype.FP32: 4,
@@ -371,7 +373,8 @@ def configured(recognised: DeviceLimits | None, cfg: DeviceConfig) -> DeviceLimi
     else:
         source = start.source + ("; figures set in [device] replace the table's" if figures else "")
     return DeviceLimits(
-        name=cfg.name or (start.name if start else "configured device"),
+        # a name the table knows reads as the table has it; any other as the user gave it
+        name=cfg.name if cfg.name and not by_name(cfg.name) else (start.name if start else "configured device"),
         memory_gbps=bandwidth,
         vector_tflops=vector,
         matrix_tflops=matrix,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from mapreport.analysis.common import Thresholds
-from mapreport.core.devices import KNOWN, DeviceConfig, Dtype, by_name
+from mapreport.core.devices import KNOWN, MATRIX_DTYPES, DeviceConfig, by_name
 from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.core.window import parse_duration_us, zone
 from mapreport.engine.settings import EngineName, EngineSettings
@@ -249,18 +250,18 @@ def _device(raw: _Device | None, path: Path | None) -> DeviceConfig | None:
     figures; matrix peaks keyed by a known data type."""
     if raw is None:
         return None
-    known = {str(d) for d in Dtype}
+    known = [str(d) for d in MATRIX_DTYPES]
     for key, value in raw.matrix_tflops.items():
         if key not in known:
             raise ConfigError(
                 f"{path}: device.matrix_tflops: unknown data type {key!r} "
-                f"(known: {', '.join(sorted(known))})"
+                f"(known: {', '.join(known)})"
             )
-        if not value > 0:
+        if not 0 < value < math.inf:
             raise ConfigError(f"{path}: device.matrix_tflops.{key} must be > 0, got {value}")
     for key in ("memory_gbps", "vector_tflops"):
         value = getattr(raw, key)
-        if value is not None and not value > 0:
+        if value is not None and not 0 < value < math.inf:
             raise ConfigError(f"{path}: device.{key} must be > 0, got {value}")
     if raw.name and by_name(raw.name) is None and (not raw.memory_gbps or not raw.vector_tflops):
         names = ", ".join(k.limits.name for k in KNOWN)
