@@ -357,6 +357,10 @@ class DeviceConfig:
     matrix_tflops: Mapping[str, float] = field(default_factory=dict)
 
 
+def _name_of(limits: DeviceLimits | None) -> str:
+    return limits.name if limits else "configured device"
+
+
 def configured(recognised: DeviceLimits | None, cfg: DeviceConfig) -> DeviceLimits | None:
     """The device the roofline uses: the configured one over the recognised one; None when
     neither the trace nor the configuration names a device with a bandwidth and a peak."""
@@ -374,7 +378,7 @@ def configured(recognised: DeviceLimits | None, cfg: DeviceConfig) -> DeviceLimi
         source = start.source + ("; figures set in [device] replace the table's" if figures else "")
     return DeviceLimits(
         # a name the table knows reads as the table has it; any other as the user gave it
-        name=cfg.name if cfg.name and not by_name(cfg.name) else (start.name if start else "configured device"),
+        name=cfg.name if cfg.name and not by_name(cfg.name) else _name_of(start),
         memory_gbps=bandwidth,
         vector_tflops=vector,
         matrix_tflops=matrix,
