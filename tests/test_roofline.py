@@ -204,6 +204,15 @@ def test_pointwise_work_by_hand(
     assert (w.kind, w.flops, w.bytes) == (kind, flops, nbytes)
 
 
+def test_a_batched_gemm_names_its_batch() -> None:
+    w = work("aten::bmm", [[96, 3137, 64], [96, 64, 3137]], [BF16] * 2, [])
+    assert w is not None
+    assert (w.gemm, w.batch, w.flops) == ((3137, 3137, 64), 96, 2 * 96 * 3137 * 3137 * 64)
+    lin = work("aten::linear", [[4, 128, 768], [3072, 768], [3072]], [BF16] * 3, [])
+    assert lin is not None
+    assert (lin.gemm, lin.batch) == ((512, 3072, 768), 1)
+
+
 def test_what_the_table_does_not_know_has_no_work() -> None:
     assert work("aten::my_custom_op", [[4, 4]], ["float"], []) is None
     assert work("aten::mm", [[4, 4], [5, 4]], ["float"] * 2, []) is None  # K does not match

@@ -29,7 +29,9 @@ class Work:
     bytes: float
     dtype: Dtype | None
     gemm: tuple[int, int, int] | None = None
-    """(M, N, K) of a GEMM (batch folded into M)."""
+    """(M, N, K) of a GEMM (of each of its `batch` GEMMs)."""
+    batch: int = 1
+    """GEMMs per call (bmm, batched matmul); a linear layer's leading dims are its M."""
 
 
 Dims = Sequence[Sequence[int]]
@@ -291,8 +293,9 @@ def _gemm(op: str, dims: Dims, types: Sequence[Any]) -> Work | None:
     tensors = _tensors(dims, types)
     if op in ("aten::addmm", "aten::baddbmm", "aten::addbmm"):
         a, b = (dims[1], dims[2]) if len(dims) > 2 else ((), ())
-    elif op == "aten::linear":
-        a = dims[0] if dims else ()
+    elif op == "aten::linear":  # one GEMM: the input's leading dims are its rows
+        x = dims[0] if dims else ()
+        a = (_numel(x[:-1]) or 1, x[-1]) if x else ()
         w = dims[1] if len(dims) > 1 else ()
         b = (w[1], w[0]) if len(w) == 2 else ()
     else:
@@ -307,13 +310,14 @@ def _gemm(op: str, dims: Dims, types: Sequence[Any]) -> Work | None:
     batch = max(_numel(a2[:-2]) or 1, _numel(b2[:-2]) or 1)
     if op == "aten::addbmm":
         batch = a2[0] if len(a2) == 3 else batch
-    m, n = batch * a2[-2], b2[-1]
+    m, n = a2[-2], b2[-1]
     dtype = tensors[0][1] if tensors else None
     if dtype is None:
         return None
-    out_rows = a2[-2] if op == "aten::addbmm" else m
-    written = out_rows * n * ELEMENT_BYTES[Dtype.BF16 if dtype == Dtype.FP8 else dtype]
-    return Work(OpKind.GEMM, 2.0 * m * n * k, _bytes(tensors) + written, dtype, (m, n, k))
+    outputs = 1 if op == "aten::addbmm" else batch  # addbmm sums its products into one
+    written = outputs * m * n * ELEMENT_BYTES[Dtype.BF16 if dtype == Dtype.FP8 else dtype]
+    flops = 2.0 * batch * m * n * k
+    return Work(OpKind.GEMM, flops, _bytes(tensors) + written, dtype, (m, n, k), batch)
 
 
 def _attention(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> Work | None:

@@ -45,6 +45,7 @@ class OpShape:
     bytes: float | None
     """Per call."""
     gemm: tuple[int, int, int] | None
+    """(M, N, K) of each GEMM of a call."""
     tflops: float | None
     gbps: float | None
     intensity: float | None
@@ -58,6 +59,8 @@ class OpShape:
     """Headroom over the trace's device time."""
     roof_us: float | None
     """The roofline bound of one call."""
+    gemm_batch: int = 1
+    """GEMMs per call (a bmm's batch)."""
     kernel_name: str | None = None
     """The kernel's own name where no operator launched it (`op` is that name then)."""
     types: str = "[]"
@@ -72,7 +75,8 @@ class OpShape:
         1x141x512 bf16`)."""
         if self.gemm is not None:
             m, n, k = self.gemm
-            dims = f"M={m} N={n} K={k}"
+            batch = f"B={self.gemm_batch} " if self.gemm_batch > 1 else ""
+            dims = f"{batch}M={m} N={n} K={k}"
         else:  # the tensor inputs' dims; scalars and absent tensors (`()`) say nothing
             dims = ", ".join(d for d in self.shape.split(";") if d not in ("", "()"))
         if self.op == self.kernel_name:
@@ -254,6 +258,7 @@ def _row(
         headroom_us=headroom,
         headroom_share=headroom / gpu if headroom is not None and gpu else None,
         roof_us=roof,
+        gemm_batch=w.batch if w else 1,
         kernel_name=None if launched else op,
         types=types,
         concrete=concrete,

@@ -75,6 +75,7 @@ def _op(x: OpShape) -> dict[str, Any]:
         "flops": x.flops,
         "bytes": x.bytes,
         "gemm_mnk": list(x.gemm) if x.gemm else None,
+        "gemm_batch": x.gemm_batch if x.gemm else None,
         "tflops": x.tflops,
         "gbps": x.gbps,
         "intensity": x.intensity,
