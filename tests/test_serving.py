@@ -320,3 +320,32 @@ def test_a_served_slice_is_asked_for_no_compile_side_environment(tmp_path: Path)
     assert r.environment.missing_sides == ("runtime",)
     asked = [a.missing_side for a in r.actions if a.missing_side]
     assert asked == ["runtime"]
+
+
+def test_a_served_llm_states_its_output_token_rate(tmp_path: Path) -> None:
+    """Issue 35: a served LLM's page 1 shows tokens/s beside TTFT and ITL: the ok requests'
+    output tokens over the time from the first arrival to the last completion, checked
+    against AIPerf's own export of the same run."""
+    from mapreport.report import packet, view
+    from tests.conftest import REALDATA
+
+    aiperf = REALDATA / "serving" / "aiperf"
+    if not aiperf.is_dir():
+        pytest.skip("../shared/realdata is missing")
+    records = [
+        json.loads(line)
+        for line in (aiperf / "qwen_concurrency1_profile_export.jsonl").read_text().splitlines()
+    ]
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, aiperf / "qwen_concurrency1_profile_export.jsonl", hints={"workload": "qwen"})
+    r = analyze_slice(ds.connect(), "qwen", "", Thresholds())
+    rate = r.token_rate
+    assert rate is not None
+    assert rate.requests == len(records)
+    assert rate.tokens_per_s == pytest.approx(rate.output_tokens / rate.window_s)
+    # AIPerf's own aggregate of the run, over its benchmark window: 50.08 tokens/s
+    own = json.loads((aiperf / "qwen_concurrency1_profile_export_aiperf.json").read_text())
+    assert rate.tokens_per_s == pytest.approx(own["output_token_throughput"]["avg"], rel=0.05)
+    cards = dict(packet.build(r, view.build(r)).cards)
+    assert cards["Output tokens/s"] == f"{rate.tokens_per_s:,.0f}"
+    assert "TTFT p95" in " ".join(cards)

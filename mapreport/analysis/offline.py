@@ -16,7 +16,7 @@ from mapreport.analysis.roofline import Roofline, roofline
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.telemetry import Telemetry, telemetry
 from mapreport.analysis.timeline import Timeline, timeline
-from mapreport.analysis.tokens import TokenTiming, token_timing
+from mapreport.analysis.tokens import TokenRate, TokenTiming, token_rate, token_timing
 from mapreport.core.connection import Connection
 
 
@@ -59,6 +59,7 @@ class Serving:
     telemetry: Telemetry | None
     queue_check: QueueCheck | None
     tokens: tuple[TokenTiming, ...]
+    token_rate: TokenRate | None
 
 
 def served(con: Connection, workload: str, slice_: str, th: Thresholds) -> Serving:
@@ -66,4 +67,4 @@ def served(con: Connection, workload: str, slice_: str, th: Thresholds) -> Servi
     `query.SLICE_TABLE`), token timing."""
     server = telemetry(con, workload, slice_)
     check = queue_check(con, server, th.min_samples_p95, SLICE_TABLE)
-    return Serving(server, check, token_timing(con))
+    return Serving(server, check, token_timing(con), token_rate(con))

@@ -33,7 +33,7 @@ from mapreport.analysis.sweep import LoadSweep
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import Telemetry
 from mapreport.analysis.timeline import Timeline
-from mapreport.analysis.tokens import TokenTiming
+from mapreport.analysis.tokens import TokenRate, TokenTiming
 from mapreport.core.kinds import BottleneckClass, Decision
 from mapreport.core.window import Window
 
@@ -103,6 +103,8 @@ class SliceResult:
     """A profiler trace's device time per op x shape against the device's roofline."""
     timeline: Timeline | None = None
     """Where the devices' time went: compute, communication, copies, idle."""
+    token_rate: TokenRate | None = None
+    """Output tokens per second of a served LLM slice (analysis/tokens.py)."""
     graphs: Graphs | None = None
     """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""

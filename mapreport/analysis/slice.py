@@ -593,5 +593,6 @@ def analyze(
         telemetry=serving.telemetry,
         queue_check=serving.queue_check,
         tokens=serving.tokens,
+        token_rate=serving.token_rate,
         loadgen=runs,
     )

@@ -46,3 +46,33 @@ def token_timing(con: Connection) -> tuple[TokenTiming, ...]:
         for shape, n_ttft, ttft, n_itl, itl, isl, osl in rows
     ]
     return tuple(sorted(out, key=lambda t: sort_key(t.shape)))
+
+
+@dataclass(frozen=True)
+class TokenRate:
+    """The slice's generation throughput: output tokens of its ok requests over the time from
+    the first arrival to the last completion."""
+
+    requests: int
+    output_tokens: int
+    window_s: float
+    tokens_per_s: float
+
+
+def token_rate(con: Connection) -> TokenRate | None:
+    """Of the loaded slice: output tokens per second (None without output token counts or
+    with a window of no length)."""
+    row = con.execute(
+        f"""
+        WITH r AS ({REQUESTS})
+        SELECT count(*), sum(output_tokens), min(arrival_us), max(compute_end_us)
+        FROM r WHERE status = 'ok' AND output_tokens IS NOT NULL
+        """
+    ).fetchone()
+    if row is None or not row[0] or row[1] is None:
+        return None
+    n, tokens, first, last = row
+    window = (float(last) - float(first)) / 1e6
+    if window <= 0:
+        return None
+    return TokenRate(int(n), int(tokens), window, int(tokens) / window)

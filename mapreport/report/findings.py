@@ -326,6 +326,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         if r.queue_check is None
         else plain(r.queue_check) | {"disagrees": r.queue_check.disagrees},
         "token_timing": plain(r.tokens),
+        "token_rate": plain(r.token_rate),
         "loadgen": plain(r.loadgen),
         "sources": plain(r.sources),
         **_device_time(r),

@@ -140,6 +140,8 @@ def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
             (f"TTFT p95 ({busiest.shape})", duration(busiest.ttft.p95)),
             (f"ITL p95 ({busiest.shape})", duration(busiest.itl.p95)),
         ]
+    if r.token_rate is not None:
+        cards.append(("Output tokens/s", f"{r.token_rate.tokens_per_s:,.0f}"))
     if r.telemetry is not None:
         cards.append(("Server restarts", f"{r.telemetry.resets:,}"))
     if r.coverage.plans:
