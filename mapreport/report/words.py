@@ -6,6 +6,8 @@ Analysis hands over kinds and figures; this module says them. Each enum member o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
@@ -231,6 +233,21 @@ HISTORY_NOTES: dict[HistoryNote, str] = {
 }
 
 
+ENV_KEY_WORDS = {
+    "compiler_version": "compiler version",
+    "runtime_version": "runtime version",
+    "container_digest": "container digest",
+    "git_sha": "git commit",
+    "captured_at": "capture time",
+}
+"""Environment keys as a sentence says them (the tables show the keys themselves)."""
+
+
+def env_keys(keys: Sequence[str]) -> str:
+    """Environment keys in words, joined: `compiler_version` is "compiler version"."""
+    return ", ".join(ENV_KEY_WORDS.get(k, k.replace("_", " ")) for k in keys)
+
+
 def shape_name(shape: str) -> str:
     """A shape as a reader reads it: the slice-wide marker is "whole slice"."""
     return "whole slice" if shape == SLICE_WIDE else shape
@@ -421,16 +438,17 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
         if env.locked and not env.compared:
             return f"the {' and '.join(env.sides)} side is recorded (the slice has no other)"
         if env.locked:
-            return f"both sides match on {', '.join(env.compared_keys)}"
+            return f"both sides match on {env_keys(env.compared_keys)}"
         if not env.comparable:
             return (
                 "not comparable: no key is stated on both sides (neither states "
-                f"{', '.join(env.uncompared_keys)} on both)"
+                f"{env_keys(env.uncompared_keys)} on both)"
             )
         return "; ".join(
             [f"no environment record on the {s} side" for s in env.missing_sides]
             + [
-                f"{m.key} differs ({'/'.join(m.compile) or '-'} vs {'/'.join(m.runtime) or '-'})"
+                f"{env_keys((m.key,))} differs ({'/'.join(m.compile) or '-'} vs "
+                f"{'/'.join(m.runtime) or '-'})"
                 for m in env.mismatches
             ]
         )
