@@ -40,7 +40,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	@$(BIN)/python -m pip install -q -e '.[dev,spark]' 2>&1 | grep -v "^WARNING: Location" || true
+	@$(BIN)/python -m pip install -q -e '.[dev,spark,xplane]' 2>&1 | grep -v "^WARNING: Location" || true
 	@$(BIN)/python -c "import mapreport, duckdb, weasyprint, kaleido, msgspec" \
 	  || { echo "error: the Python environment in $(VENV) is incomplete" >&2; exit 1; }
 	@touch $(STAMP)

@@ -239,15 +239,18 @@ def test_every_section_has_its_template() -> None:
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not beside the repo")
 def test_every_reader_reads_a_real_file_and_has_its_test() -> None:
     """Each registered reader recognises at least one file of ../shared/realdata (the native
-    formats, ours, one of sample_data) and its module has a test file of its own."""
+    formats, ours, one of sample_data; XLA's, of a JAX run recorded here into tests/corpus)
+    and its module has a test file of its own."""
     found: dict[str, Path] = {}
-    for root in (REALDATA, SAMPLE_DATA):  # a real file first: the demo also has serving files
+    corpus = TESTS / "corpus" / "xla"
+    for root in (REALDATA, SAMPLE_DATA, corpus):  # real files first: the demo serves too
         for f in sorted(p for p in root.rglob("*") if p.is_file()):
             try:
                 found.setdefault(detect(f).name, f)
             except InputError:
                 continue  # READMEs, Model Analyzer's own CSVs
     native = {name for name, f in found.items() if f.is_relative_to(SAMPLE_DATA)}
+    assert {n for n, f in found.items() if f.is_relative_to(corpus)} == {"xla-trace", "xplane"}
     assert set(READERS) == set(found), set(READERS) - set(found)
     assert native == {n for n in READERS if n.startswith("native-")}, native
     for reader in READERS.values():

@@ -35,11 +35,14 @@ from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
+from mapreport.ingest.xla_trace import XlaTraceReader, XplaneReader
 
 if TYPE_CHECKING:
     from mapreport.dataset.store import Dataset, LogEntry
 
 _ALL: tuple[Reader, ...] = (
+    XlaTraceReader(),  # before Kineto's: both are Chrome traces, this one names XLA planes
+    XplaneReader(),
     KinetoReader(),
     TorchTraceReader(),
     TrtexecReader(),
