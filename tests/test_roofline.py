@@ -595,3 +595,95 @@ def test_an_unrecognised_device_is_named_and_the_configured_one_is_used(tmp_path
     assert held.roofline.device.name == "AMD Instinct MI250X (one die)"
     assert held.roofline.device.recognised_by == "the run configuration's [device]"
     assert any(x.roofline_pct is not None for x in held.roofline.rows)
+
+
+def served_trace(path: Path, calls: dict[str, list[float]]) -> None:
+    """A server's trace on an H100: per request shape `batch=<b>`, requests whose span holds
+    one `aten::mm` (b x 4096 by 4096 x 4096, bf16) that launches one kernel of the given
+    device time."""
+    host = {"pid": 1, "tid": 1}
+    events: list[dict[str, Any]] = []
+    t, ext = 1_000.0, 1
+    for shape, durations in calls.items():
+        b = int(shape.split("=")[1])
+        for i, dur in enumerate(durations):
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "user_annotation",
+                    "name": f"request {shape}-{i} {shape}",
+                    "ts": t,
+                    "dur": 400.0,
+                    **host,
+                }
+            )
+            args = {
+                "External id": ext,
+                "Input Dims": [[b, 4096], [4096, 4096]],
+                "Input type": [BF16, BF16],
+            }
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cpu_op",
+                    "name": "aten::mm",
+                    "ts": t + 10,
+                    "dur": 50.0,
+                    "args": args,
+                    **host,
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": t + 20,
+                    "dur": 5.0,
+                    "args": {"External id": ext, "correlation": ext},
+                    **host,
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": "sm90_xmma_gemm",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 30,
+                    "dur": dur,
+                    "args": {"External id": ext, "correlation": ext, "device": 0},
+                }
+            )
+            t += 500
+            ext += 1
+    doc = {
+        "schemaVersion": 1,
+        "deviceProperties": [{"name": "NVIDIA H100 80GB HBM3"}],
+        "traceEvents": events,
+    }
+    path.write_text(json.dumps(doc))
+
+
+def test_headroom_rolls_up_per_request_shape(tmp_path: Path) -> None:
+    calls = {"batch=1": [30.0] * 12, "batch=8": [40.0] * 12}
+    trace = tmp_path / "serve.json"
+    served_trace(trace, calls)
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, trace, hints={"workload": "llm"})
+    rf = roofline(ds.connect(), "llm", "", Thresholds())
+    assert rf is not None
+    rows = {x.shape: x for x in rf.rows}
+    by_shape = {x.shape: x for x in rf.by_request_shape}
+    assert set(by_shape) == {"batch=1", "batch=8"}
+    for shape, durations in calls.items():
+        b = int(shape.split("=")[1])
+        row = rows[f"{b}x4096;4096x4096"]
+        assert row.roof_us is not None
+        # 2 x b x 4096 x 4096 FLOPs against 2 x (b x 4096 + 4096^2 + b x 4096) bytes: memory
+        assert row.bound == Bound.MEMORY
+        got = by_shape[shape]
+        assert (got.calls, got.device_us) == (12, pytest.approx(sum(durations)))
+        assert got.headroom_us == pytest.approx(sum(durations) - 12 * row.roof_us)
+    assert [x.shape for x in rf.by_request_shape] == ["batch=8", "batch=1"]

@@ -102,6 +102,19 @@ class HeadroomFinding:
 
 
 @dataclass(frozen=True)
+class ShapeHeadroom:
+    """The device time and headroom of the op calls made inside one request shape's spans."""
+
+    shape: str
+    calls: int
+    device_us: float
+    headroom_us: float
+    """Over the calls whose op x shape has a roofline."""
+    share: float
+    """Headroom over the trace's device time."""
+
+
+@dataclass(frozen=True)
 class Roofline:
     """The op x shape table of a slice's profiler traces, with the device it was held to."""
 
@@ -117,6 +130,9 @@ class Roofline:
     """Share of device time in ops whose work is counted (FLOPs and bytes known)."""
     findings: tuple[HeadroomFinding, ...] = ()
     """The op x shapes whose headroom is a finding, most first (at most FINDINGS)."""
+    by_request_shape: tuple[ShapeHeadroom, ...] = ()
+    """Where the trace annotates requests: the headroom rolled up per request shape, most
+    first."""
 
     def top(self, n: int) -> tuple[OpShape, ...]:
         """The `n` rows with the most headroom (or time, where no roofline)."""
@@ -164,6 +180,39 @@ CALLS = (
 """
 )
 """The calls of one op x shape (its headroom's rows: an evidence pack's query)."""
+_BY_REQUEST = """
+    WITH kernels AS (
+        SELECT json_extract_string(extra, '$.op') AS op, category, coalesce(shape, '') AS shape,
+            coalesce(json_extract(extra, '$.types'), '[]') AS types,
+            coalesce(json_extract(extra, '$.concrete'), '[]') AS concrete,
+            json_extract_string(extra, '$.external_id') AS ext, source_id, dur_us
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
+            AND json_extract_string(extra, '$.op') IS NOT NULL
+    ),
+    ops AS (
+        SELECT json_extract_string(extra, '$.external_id') AS ext, source_id,
+            min(ts_us) AS ts_us, any_value(core) AS core
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'cpu_op'
+            AND json_extract_string(extra, '$.external_id') IS NOT NULL
+        GROUP BY ALL
+    ),
+    spans AS (
+        SELECT shape AS request_shape, compute_start_us AS s, compute_end_us AS e, core,
+            source_id
+        FROM request WHERE workload = $w AND slice = $s
+    )
+    SELECT r.request_shape, k.op, k.category, k.shape, CAST(k.types AS VARCHAR),
+        CAST(k.concrete AS VARCHAR), count(DISTINCT k.ext), sum(k.dur_us)
+    FROM kernels k
+    JOIN ops o ON o.ext = k.ext AND o.source_id = k.source_id
+    JOIN spans r ON r.source_id = o.source_id AND (r.core IS NULL OR r.core = o.core)
+        AND o.ts_us >= r.s AND o.ts_us <= r.e
+    GROUP BY ALL
+"""
+"""Per request shape and op x shape: the calls launched inside that shape's request spans (a
+trace's `request <id> <shape>` annotations), and their device time."""
 _DEVICES = """
     SELECT DISTINCT extra FROM environment
     WHERE extra LIKE '%device_properties%' AND source_id IN (
@@ -311,6 +360,29 @@ def _finding(
     return HeadroomFinding(row, Evidence("headroom_us", value, n, ci, sources))
 
 
+def _by_request_shape(
+    con: Connection, p: dict[str, str], rows: list[OpShape], gpu: float
+) -> tuple[ShapeHeadroom, ...]:
+    """The op calls inside each request shape's spans, with the headroom of those whose op x
+    shape has a roofline: its bound per call times their number, below their device time."""
+    roofs = {r.selection: r.roof_us for r in rows}
+    totals: dict[str, list[float]] = {}
+    for shape, op, category, op_shape, types, concrete, n, dur in con.execute(
+        _BY_REQUEST, p
+    ).fetchall():
+        t = totals.setdefault(str(shape), [0, 0.0, 0.0])
+        t[0] += int(n)
+        t[1] += float(dur)
+        roof = roofs.get((op, category, op_shape, types, concrete))
+        if roof is not None:
+            t[2] += max(0.0, float(dur) - int(n) * roof)
+    out = [
+        ShapeHeadroom(shape, int(n), dev, head, head / gpu if gpu else 0.0)
+        for shape, (n, dev, head) in totals.items()
+    ]
+    return tuple(sorted(out, key=lambda x: (-x.headroom_us, x.shape)))
+
+
 def roofline(
     con: Connection,
     workload: str,
@@ -332,6 +404,7 @@ def roofline(
     rows = [_row(tuple(r[:6]), tuple(r[6:]), gpu, device) for r in measured]
     rows.sort(key=lambda r: (r.headroom_us is None, -(r.headroom_us or r.total_us), r.op, r.shape))
     counted = sum(r.total_us for r in rows if r.flops is not None)
+    by_shape = _by_request_shape(con, p, rows, gpu)
     material = [r for r in rows if (r.headroom_share or 0.0) >= HEADROOM_MATERIAL]
     found = [f for r in material if (f := _finding(con, workload, slice_, r, th)) is not None]
     return Roofline(
@@ -342,4 +415,5 @@ def roofline(
         headroom_us=sum(r.headroom_us or 0.0 for r in rows),
         counted_share=counted / gpu if gpu else 0.0,
         findings=tuple(found[:FINDINGS]),
+        by_request_shape=by_shape,
     )

@@ -100,6 +100,7 @@ def _device_time(r: SliceResult) -> dict[str, Any]:
             "gpu_time_us": rf.gpu_time_us,
             "headroom_us": rf.headroom_us,
             "counted_share": rf.counted_share,
+            "by_request_shape": plain(rf.by_request_shape),
         }
     timeline = None
     if t is not None:
