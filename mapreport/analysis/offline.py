@@ -30,6 +30,8 @@ class Offline:
     roofline: Roofline | None
     timeline: Timeline | None
     graphs: Graphs | None
+    trace_rows: dict[str, int]
+    """The slice's profiler rows per category (what a trace without device time holds)."""
 
 
 def offline(
@@ -49,7 +51,18 @@ def offline(
         roofline(con, workload, slice_, th, review.device),
         timeline(con, workload, slice_),
         graphs(con, workload, slice_, th),
+        trace_rows(con, workload, slice_),
     )
+
+
+def trace_rows(con: Connection, workload: str, slice_: str) -> dict[str, int]:
+    """Profiler rows per category, most first."""
+    rows = con.execute(
+        """SELECT coalesce(category, 'none'), count(*) FROM op_exec
+           WHERE workload = $w AND slice = $s GROUP BY 1 ORDER BY 2 DESC, 1""",
+        {"w": workload, "s": slice_},
+    ).fetchall()
+    return {str(c): int(n) for c, n in rows}
 
 
 @dataclass(frozen=True)

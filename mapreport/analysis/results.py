@@ -105,6 +105,8 @@ class SliceResult:
     """Where the devices' time went: compute, communication, copies, idle."""
     token_rate: TokenRate | None = None
     """Output tokens per second of a served LLM slice (analysis/tokens.py)."""
+    trace_rows: dict[str, int] = field(default_factory=dict)
+    """Profiler rows per category (a trace without device time says what it holds)."""
     graphs: Graphs | None = None
     """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
     """The slice's MLPerf runs (analysis/loadgen.py)."""

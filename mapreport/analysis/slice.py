@@ -584,6 +584,7 @@ def analyze(
         roofline=offline.roofline,
         timeline=offline.timeline,
         graphs=offline.graphs,
+        trace_rows=offline.trace_rows,
         blocking=blocked,
         tail_class=diag.tail_class,
         budgets=diag.budgets,

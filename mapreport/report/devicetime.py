@@ -106,12 +106,29 @@ def timeline_shares(t: Timeline | None) -> tuple[tuple[str, float], ...]:
     return tuple((ACTIVITY_WORDS[a], v) for a, v in t.shares.items() if v > 0)
 
 
+DEVICE_CATEGORIES = ("kernel", "memcpy", "memset")
+
+
+def without_device(r: SliceResult) -> str | None:
+    """What a profiler trace holds when no row is device time (None without a trace, or
+    with device rows)."""
+    rows = r.trace_rows
+    if not rows or any(c in rows for c in DEVICE_CATEGORIES):
+        return None
+    held = ", ".join(f"{n:,} {c}" for c, n in list(rows.items())[:4])
+    return (
+        f"the profiler trace holds no kernel, copy or set ({held} rows): no device time to "
+        "break down (a trace with CUDA or HIP activities adds it; other devices' event "
+        "categories are kept, not read as device time)"
+    )
+
+
 def summary(r: SliceResult) -> str | None:
     """Where a trace's device time went, in one sentence: busy and idle, and the op x shape
     with the most time above its roofline (or the most time, without a roofline)."""
     rf, t = r.roofline, r.timeline
     if rf is None:
-        return None
+        return without_device(r)
     parts = []
     if t is not None:
         idle = t.shares[DeviceActivity.IDLE]

@@ -344,7 +344,7 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
     )
     if r.requests:
         head = f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; {mapping}."
-        device = devicetime.summary(r)
+        device = devicetime.summary(r) if r.roofline else None  # a CPU run: nothing to add
         head += f" On the device, {device}." if device else ""
     else:
         head = f"{r.name}: no per-request records; " + "; ".join(_offline(r)) + "."
