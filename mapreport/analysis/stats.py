@@ -69,7 +69,7 @@ def percentile(values: Sequence[float] | FloatArray, q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=np.float64), q))
 
 
-def _resampled_stat(x: Sample, q: float, resamples: int, rng: np.random.Generator) -> FloatArray:
+def resampled_quantile(x: Sample, q: float, resamples: int, rng: np.random.Generator) -> FloatArray:
     """The q-quantile (numpy's linear method) of `resamples` bootstrap resamples of the
     sorted sample x, drawn exactly without drawing the resamples.
 
@@ -112,8 +112,8 @@ def bootstrap_ratio_gain(
     a, b = as_sample(adapted), as_sample(baseline)
     rng = np.random.default_rng(seed)
     point = 1.0 - (quantile(a, q) + offset) / quantile(b, q)
-    ra = _resampled_stat(a, q, resamples, rng)
-    rb = _resampled_stat(b, q, resamples, rng)
+    ra = resampled_quantile(a, q, resamples, rng)
+    rb = resampled_quantile(b, q, resamples, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         gains = 1.0 - (ra + offset) / rb
     gains = gains[np.isfinite(gains)]
@@ -177,7 +177,7 @@ def bootstrap_relative_error(
     measured: Sample | FloatArray, predicted: float, resamples: int, seed: int
 ) -> tuple[float, float]:
     """95% CI of `(predicted - median(measured)) / median(measured)`, resampling measured."""
-    med = _resampled_stat(as_sample(measured), 0.5, resamples, np.random.default_rng(seed))
+    med = resampled_quantile(as_sample(measured), 0.5, resamples, np.random.default_rng(seed))
     with np.errstate(divide="ignore", invalid="ignore"):
         err = (predicted - med) / med
     err = err[np.isfinite(err)]

@@ -11,7 +11,7 @@ import contextlib
 import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -37,7 +37,7 @@ from mapreport.app.terminal import (
     progress_printer,
     setup_logging,
 )
-from mapreport.app.values import edges_option, span_option
+from mapreport.app.values import date_option, edges_option, span_option
 from mapreport.core.errors import (
     ERROR_POLICIES,
     DatasetError,
@@ -504,6 +504,44 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
         echo(line)
     if not ok:
         sys.exit(DatasetError.exit_code)
+
+
+@main.command("compare")
+@click.argument("a_path", metavar="A", type=click.Path(path_type=Path, file_okay=False))
+@click.argument("b_path", metavar="B", type=click.Path(path_type=Path, file_okay=False))
+@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
+@click.option("--a-slice", metavar="W[/S]", help="A's slice (needed when A holds several).")
+@click.option("--b-slice", metavar="W[/S]", help="B's slice (needed when B holds several).")
+@click.option(
+    "--a-date",
+    metavar="YYYY-MM-DD",
+    callback=lambda c, p, v: date_option(v),
+    help="A: the requests that arrived that UTC day.",
+)
+@click.option(
+    "--b-date",
+    metavar="YYYY-MM-DD",
+    callback=lambda c, p, v: date_option(v),
+    help="B: the requests that arrived that UTC day.",
+)
+@verbose_opt
+@domain_errors
+def compare_cmd(a_path: Path, b_path: Path, out: Path, verbose: bool, **sides: Any) -> None:
+    """Compare run B with run A per request shape: the B/A ratio of p50 and p95 latency with a
+    bootstrap 95% CI, and a verdict (faster, slower, ~) held to a 5% false discovery rate
+    across shapes. A and B are datasets (the same one twice with two --a-slice/--b-slice).
+    Writes OUT/compare.html and OUT/compare.json (docs/compare.md)."""
+    from mapreport.run.comparing import compare_runs
+
+    setup_logging(verbose)
+    for path in (a_path, b_path):
+        if not path.is_dir():
+            raise DatasetError(f"{path}: no such dataset folder")
+    done = compare_runs(a_path, b_path, out, **sides)
+    a, b = done.a, done.b
+    echo(f"compared  {a.label} ({a.requests:,} requests) -> {b.label} ({b.requests:,})")
+    echo(f"verdict   {done.verdict}")
+    echo(f"wrote     {out / 'compare.html'}, {out / 'compare.json'}")
 
 
 @main.command("check")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import date
+
 import click
 
 
@@ -29,3 +31,13 @@ def span_option(value: str | None) -> str | None:
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
     return value
+
+
+def date_option(value: str | None) -> date | None:
+    """A YYYY-MM-DD option as a date (None when not given); anything else is a usage error."""
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)") from None

@@ -1,0 +1,191 @@
+"""Two runs compared per request shape (docs/compare.md): the B/A ratio of each latency
+quantile with a two-sample bootstrap CI (fixed seed), a verdict per shape, and the false
+discovery rate held across shapes (Benjamini-Hochberg).
+
+A side is any set of requests: a slice of one dataset, of another, of another night. The
+functions here take the latency samples of each side by shape; `side_samples` reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+
+from mapreport.analysis.common import Thresholds
+from mapreport.analysis.stats import SortedArray, quantile, resampled_quantile, seed_for
+from mapreport.core.connection import Connection
+
+FDR = 0.05
+"""The false discovery rate held across a comparison's shapes."""
+
+
+class Verdict(StrEnum):
+    """A shape's verdict: B faster or slower than A, no change shown, or too few requests."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+    INSUFFICIENT = "insufficient"
+
+
+@dataclass(frozen=True)
+class ShapeComparison:
+    """One request shape on both sides."""
+
+    shape: str
+    n_a: int
+    n_b: int
+    p50_a_us: float | None
+    p50_b_us: float | None
+    p95_a_us: float | None
+    p95_b_us: float | None
+    ratio_p50: float | None
+    ratio_p95: float | None
+    ci_p95: tuple[float, float] | None
+    """95% bootstrap CI of `ratio_p95`."""
+    p_value: float | None
+    """Two-sided bootstrap p-value of `ratio_p95` against 1."""
+    verdict: Verdict
+    traffic_a: float
+    traffic_b: float
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Every shape of either side, compared where both have it."""
+
+    shapes: tuple[ShapeComparison, ...]
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    fdr: float
+    tested: int
+    """Shapes with enough requests on both sides to test."""
+
+    def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
+        """The shapes with verdict `v`."""
+        return tuple(s for s in self.shapes if s.verdict == v)
+
+
+_SAMPLES = """
+    SELECT shape, compute_end_us - arrival_us AS latency_us FROM request
+    WHERE workload = $w AND slice = $s AND status = 'ok' AND arrival_known IS NOT FALSE
+        AND ($start IS NULL OR arrival_us >= $start) AND ($end IS NULL OR arrival_us < $end)
+    ORDER BY shape, latency_us
+"""
+
+
+def side_samples(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    start_us: float | None = None,
+    end_us: float | None = None,
+) -> dict[str, np.ndarray]:
+    """Each shape's end-to-end latencies of ok requests (arrivals in [start, end) when given),
+    sorted."""
+    rows = con.execute(
+        _SAMPLES, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
+    ).fetchall()
+    out: dict[str, list[float]] = {}
+    for shape, latency in rows:
+        out.setdefault(str(shape), []).append(float(latency))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def ratio_interval(
+    a: np.ndarray, b: np.ndarray, q: float, resamples: int, seed: int
+) -> tuple[float, tuple[float, float], float]:
+    """Q_q(B) / Q_q(A), its percentile bootstrap 95% CI (each side resampled on its own), and
+    the two-sided bootstrap p-value of the ratio against 1 (twice the smaller share of
+    resampled ratios on either side of 1, with the +1 correction)."""
+    sa, sb = SortedArray(np.sort(a)), SortedArray(np.sort(b))
+    rng = np.random.default_rng(seed)
+    ra = resampled_quantile(sa, q, resamples, rng)
+    rb = resampled_quantile(sb, q, resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = rb / ra
+    ratios = ratios[np.isfinite(ratios)]
+    point = quantile(sb, q) / quantile(sa, q)
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    below = (np.sum(ratios <= 1.0) + 1) / (len(ratios) + 1)
+    above = (np.sum(ratios >= 1.0) + 1) / (len(ratios) + 1)
+    return float(point), (float(lo), float(hi)), float(min(1.0, 2 * min(below, above)))
+
+
+def benjamini_hochberg(p_values: list[float], q: float) -> list[bool]:
+    """Which hypotheses are discoveries at false discovery rate q (step-up procedure)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    cut = 0
+    for rank, i in enumerate(order, start=1):
+        if p_values[i] <= q * rank / m:
+            cut = rank
+    found = [False] * m
+    for i in order[:cut]:
+        found[i] = True
+    return found
+
+
+def compare(
+    a: dict[str, np.ndarray],
+    b: dict[str, np.ndarray],
+    th: Thresholds,
+    key: tuple[str, ...] = (),
+    fdr: float = FDR,
+) -> Comparison:
+    """Every shape of either side: where both hold `min_samples_p95` requests, the p95 ratio
+    with its CI and a verdict held to the false discovery rate across the tested shapes."""
+    total_a = sum(len(v) for v in a.values()) or 1
+    total_b = sum(len(v) for v in b.values()) or 1
+    both = sorted(set(a) & set(b))
+    tested: list[tuple[str, float, tuple[float, float], float]] = []
+    for shape in both:
+        if min(len(a[shape]), len(b[shape])) >= th.min_samples_p95:
+            seed = seed_for(th.seed, *key, shape, "compare")
+            tested.append(
+                (shape, *ratio_interval(a[shape], b[shape], 0.95, th.bootstrap_resamples, seed))
+            )
+    found = benjamini_hochberg([t[3] for t in tested], fdr)
+    by_shape = {t[0]: (t, hit) for t, hit in zip(tested, found, strict=True)}
+    out = []
+    for shape in both:
+        xa, xb = a[shape], b[shape]
+        p50_a, p50_b = float(np.quantile(xa, 0.5)), float(np.quantile(xb, 0.5))
+        p95_a, p95_b = float(np.quantile(xa, 0.95)), float(np.quantile(xb, 0.95))
+        hit = by_shape.get(shape)
+        ratio: float = p95_b / p95_a if p95_a else float("nan")
+        ci: tuple[float, float] | None = None
+        p: float | None = None
+        verdict = Verdict.INSUFFICIENT
+        if hit is not None:
+            (_, ratio, ci, p), discovered = hit
+            verdict = Verdict.SAME
+            if discovered:
+                verdict = Verdict.FASTER if ratio < 1 else Verdict.SLOWER
+        out.append(
+            ShapeComparison(
+                shape=shape,
+                n_a=len(xa),
+                n_b=len(xb),
+                p50_a_us=p50_a,
+                p50_b_us=p50_b,
+                p95_a_us=p95_a,
+                p95_b_us=p95_b,
+                ratio_p50=p50_b / p50_a if p50_a else None,
+                ratio_p95=ratio if p95_a else None,
+                ci_p95=ci,
+                p_value=p,
+                verdict=verdict,
+                traffic_a=len(xa) / total_a,
+                traffic_b=len(xb) / total_b,
+            )
+        )
+    return Comparison(
+        shapes=tuple(out),
+        only_a=tuple(sorted(set(a) - set(b))),
+        only_b=tuple(sorted(set(b) - set(a))),
+        fdr=fdr,
+        tested=len(tested),
+    )

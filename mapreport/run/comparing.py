@@ -1,0 +1,108 @@
+"""`mapreport compare`: two runs (two datasets, or two slices of one) read, compared per
+request shape, and written as compare.html and compare.json."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+from markupsafe import Markup
+
+from mapreport.analysis.common import Thresholds
+from mapreport.analysis.compare import Comparison, compare, side_samples
+from mapreport.analysis.query import slices
+from mapreport.core.errors import UsageError
+from mapreport.core.files import atomic_write
+from mapreport.core.window import night_window
+from mapreport.dataset.store import Dataset
+from mapreport.report.compare import Side, document, headline, lines
+
+
+def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
+    """The (workload, slice) a side names (`workload` or `workload/slice`), or the dataset's
+    only one; a name the dataset lacks is a usage error that lists what it holds."""
+    held = sorted(slices(ds.connect()))
+    names = [f"{w}/{s}" if s else w for w, s in held]
+    if wanted is None:
+        if len(held) == 1:
+            return held[0]
+        raise UsageError(
+            f"--{which}-slice: {ds.root} holds {len(held)} slices ({', '.join(names) or 'none'}); "
+            "name one"
+        )
+    w, _, s = wanted.partition("/")
+    if (w, s) not in held:
+        raise UsageError(
+            f"--{which}-slice: {wanted!r} is not in {ds.root} (it holds: {', '.join(names)})"
+        )
+    return w, s
+
+
+@dataclass(frozen=True)
+class Compared:
+    """What `compare_runs` compared and concluded."""
+
+    comparison: Comparison
+    a: Side
+    b: Side
+    verdict: str
+
+
+def compare_runs(
+    a_path: Path,
+    b_path: Path,
+    out: Path,
+    a_slice: str | None = None,
+    b_slice: str | None = None,
+    a_date: date | None = None,
+    b_date: date | None = None,
+    th: Thresholds | None = None,
+) -> Compared:
+    """Compare side B with side A (each a slice, of one night when its date is given: the
+    arrivals of that UTC day) and write OUT/compare.json and OUT/compare.html."""
+    from mapreport import __version__
+    from mapreport.report import html as pages
+
+    sides = []
+    samples = []
+    for path, wanted, night, which in (
+        (a_path, a_slice, a_date, "a"),
+        (b_path, b_slice, b_date, "b"),
+    ):
+        ds = Dataset(path)
+        w, s = pick_slice(ds, wanted, which)
+        span = night_window(night) if night else None
+        got = side_samples(
+            ds.connect(), w, s, span.start_us if span else None, span.end_us if span else None
+        )
+        name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
+        label = name if a_path == b_path else f"{path.name}:{name}"
+        requests = sum(len(v) for v in got.values())
+        sides.append(Side(label, str(path), w, s, requests))
+        samples.append(got)
+    a, b = sides
+    th = th or Thresholds()
+    c = compare(samples[0], samples[1], th, key=(a.workload, a.slice, b.workload, b.slice))
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    doc = document(c, a, b, now)
+    atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
+    html = pages.render(
+        "compare.html.j2",
+        a=a,
+        b=b,
+        c=c,
+        th=th,
+        headline=headline(c),
+        lines=lines(c),
+        generated_at=now,
+        version=__version__,
+        media="screen",
+        css=Markup(pages.css()),
+        plotly_js="",
+        page_js=Markup(pages.page_js()),
+    )
+    atomic_write(out / "compare.html", html.encode())
+    return Compared(c, a, b, headline(c))

@@ -1,0 +1,134 @@
+"""Comparing two runs per request shape (issue 37): ratios with bootstrap CIs, verdicts held to
+the false discovery rate, on A/A splits and planted factors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mapreport.analysis import Thresholds
+from mapreport.analysis.compare import Verdict, benjamini_hochberg, compare
+
+SHAPES = [f"batch={b}" for b in (1, 2, 4, 8, 16, 32)]
+
+
+def _side(rng: np.random.Generator, n: int, factor: float = 1.0, shape_scale: float = 1.0):
+    return np.sort(rng.lognormal(np.log(1000.0 * shape_scale), 0.3, n) * factor)
+
+
+def test_benjamini_hochberg_by_hand() -> None:
+    # m = 4 at q = 0.05: thresholds 0.0125, 0.025, 0.0375, 0.05 by rank
+    # sorted: 0.01 (rank 1), 0.03 (rank 2), 0.04 (rank 3: 0.04 > 0.0375), 0.20; the largest
+    # rank under its threshold is 2 (0.03 <= 0.025? no), 1 (0.01 <= 0.0125): one discovery
+    assert benjamini_hochberg([0.01, 0.04, 0.03, 0.20], 0.05) == [True, False, False, False]
+    # 0.01, 0.02, 0.03, 0.04 all under their thresholds 0.0125 .. 0.05: all four
+    assert benjamini_hochberg([0.04, 0.01, 0.03, 0.02], 0.05) == [True, True, True, True]
+    assert benjamini_hochberg([0.2, 0.3], 0.05) == [False, False]
+    assert benjamini_hochberg([], 0.05) == []
+
+
+def test_an_a_a_split_flags_no_more_than_the_fdr_allows() -> None:
+    """One run split in two halves by request, 20 seeds x 6 shapes: every shape is the same
+    on both sides, so any discovery is a false one; Benjamini-Hochberg holds the chance of any
+    at 5% per comparison (all hypotheses true), so 20 seeds see about one."""
+    th = Thresholds(bootstrap_resamples=1000)
+    flagged = 0
+    for seed in range(20):
+        rng = np.random.default_rng(seed)
+        whole = {s: _side(rng, 400, shape_scale=1 + i) for i, s in enumerate(SHAPES)}
+        halves = [rng.permutation(len(v)) for v in whole.values()]
+        a = {s: np.sort(v[h[:200]]) for (s, v), h in zip(whole.items(), halves, strict=True)}
+        b = {s: np.sort(v[h[200:]]) for (s, v), h in zip(whole.items(), halves, strict=True)}
+        result = compare(a, b, th, key=(str(seed),))
+        assert result.tested == len(SHAPES)
+        flagged += sum(1 for s in result.shapes if s.verdict != Verdict.SAME)
+    assert flagged <= 3  # P(> 3 of 20 comparisons with a false discovery) < 2% at 5% each
+
+
+@pytest.mark.parametrize(("n", "power"), [(50, 0.0), (200, 0.7), (1000, 0.95)])
+def test_planted_factors_are_found_inside_their_cis(n: int, power: float) -> None:
+    """x0.8, x1.0 and x1.3 planted on B's latencies, 40 seeds: each 95% CI holds its factor in
+    at least 90% of the seeds, a verdict is never the wrong way round, and once n reaches the
+    evidence thresholds the moves are called (at 200 requests a side 70% of the time, at
+    1,000 95%; at 50, a p95 of 50 requests may not resolve 20%)."""
+    th = Thresholds(bootstrap_resamples=1000)
+    factors = {"batch=1": 0.8, "batch=2": 1.0, "batch=4": 1.3}
+    want = {0.8: Verdict.FASTER, 1.0: Verdict.SAME, 1.3: Verdict.SLOWER}
+    covered = dict.fromkeys(factors, 0)
+    right = dict.fromkeys(factors, 0)
+    seeds = 40
+    for seed in range(seeds):
+        rng = np.random.default_rng(seed)
+        a = {s: _side(rng, n) for s in factors}
+        b = {s: _side(rng, n, f) for s, f in factors.items()}
+        by = {x.shape: x for x in compare(a, b, th, key=(str(seed),)).shapes}
+        for shape, f in factors.items():
+            got = by[shape]
+            assert got.ci_p95 is not None
+            covered[shape] += got.ci_p95[0] <= f <= got.ci_p95[1]
+            if f != 1.0:  # a false alarm on x1.0 is what the FDR bounds, counted below
+                assert got.verdict in (want[f], Verdict.SAME), (seed, shape, got)
+            right[shape] += got.verdict == want[f]
+    assert all(c >= 0.9 * seeds for c in covered.values()), covered
+    assert right["batch=2"] >= 0.9 * seeds  # x1.0: "same", up to the FDR's false alarms
+    assert right["batch=1"] >= power * seeds, right
+    assert right["batch=4"] >= power * seeds, right
+
+
+def test_thin_shapes_and_one_sided_shapes_are_said_as_such() -> None:
+    th = Thresholds()
+    rng = np.random.default_rng(1)
+    a = {"batch=1": _side(rng, 300), "batch=2": _side(rng, 10), "batch=8": _side(rng, 50)}
+    b = {"batch=1": _side(rng, 300), "batch=2": _side(rng, 300), "batch=4": _side(rng, 50)}
+    result = compare(a, b, th)
+    by = {s.shape: s for s in result.shapes}
+    assert by["batch=2"].verdict == Verdict.INSUFFICIENT  # 10 < min_samples_p95 on A
+    assert by["batch=2"].ci_p95 is None
+    assert (result.only_a, result.only_b) == (("batch=8",), ("batch=4",))
+    assert result.tested == 1
+
+
+def test_two_aiperf_runs_compare_through_the_cli(tmp_path: Path) -> None:
+    """Two real AIPerf exports, each its own dataset: compare.json and compare.html written,
+    every shape of either side listed once (on both sides, or only on one)."""
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from tests.conftest import REALDATA
+
+    aiperf = REALDATA / "serving" / "aiperf"
+    if not aiperf.is_dir():
+        pytest.skip("../shared/realdata is missing")
+    sides = []
+    for name in ("run1_profile_export.jsonl", "qwen_concurrency1_profile_export.jsonl"):
+        ds = Dataset(tmp_path / name.split("_")[0], create=True)
+        ingest_file(ds, aiperf / name, hints={"workload": "llm"})
+        sides.append(ds.root)
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compare", str(sides[0]), str(sides[1]), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["schema_version"] == "1.0"
+    assert (doc["a"]["workload"], doc["b"]["workload"]) == ("llm", "llm")
+    shapes = [s["shape"] for s in doc["shapes"]] + doc["only_a"] + doc["only_b"]
+    assert len(shapes) == len(set(shapes))
+    for s in doc["shapes"]:
+        assert s["verdict"] in ("faster", "slower", "same", "insufficient")
+        assert (s["ci_p95"] is None) == (s["verdict"] == "insufficient")
+    html = (out / "compare.html").read_text()
+    assert doc["verdict"].split(":")[0][:40] in html.replace("&#39;", "'")
+
+
+def test_a_side_must_name_its_slice_when_it_holds_several(tmp_path: Path) -> None:
+    from mapreport.core.errors import UsageError
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.comparing import pick_slice
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(UsageError, match="holds 0 slices"):
+        pick_slice(ds, None, "a")
