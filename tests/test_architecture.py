@@ -19,6 +19,7 @@ from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import causes, decisions, devicetime, prose, words
+from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
 from tests.conftest import REALDATA, SAMPLE_DATA
@@ -183,6 +184,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.OpKind: devicetime.KIND_WORDS,
     kinds.Bound: devicetime.BOUND_WORDS,
     kinds.DeviceActivity: devicetime.ACTIVITY_WORDS,
+    kinds.CompareVerdict: compare_words.VERDICT_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

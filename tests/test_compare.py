@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from mapreport.analysis import Thresholds
-from mapreport.analysis.compare import Verdict, benjamini_hochberg, compare
+from mapreport.analysis.compare import benjamini_hochberg, compare
+from mapreport.core.kinds import CompareVerdict as Verdict
 
 SHAPES = [f"batch={b}" for b in (1, 2, 4, 8, 16, 32)]
 
@@ -132,3 +133,69 @@ def test_a_side_must_name_its_slice_when_it_holds_several(tmp_path: Path) -> Non
     ds = Dataset(tmp_path / "ds", create=True)
     with pytest.raises(UsageError, match="holds 0 slices"):
         pick_slice(ds, None, "a")
+
+
+def _raw_calls(path: Path, ops: tuple[str, ...]) -> dict[tuple[str, str], list[float]]:
+    """(op, Input Dims as JSON) -> the device time of each call, from the raw events: a call's
+    kernels are those carrying its External id."""
+    import gzip
+
+    with gzip.open(path) as fh:
+        events = json.load(fh)["traceEvents"]
+    calls = {
+        e["args"]["External id"]: (e["name"], json.dumps(e["args"]["Input Dims"]))
+        for e in events
+        if e.get("cat") == "cpu_op" and e.get("name") in ops
+    }
+    per_call: dict[int, float] = {}
+    for e in events:
+        ext = e.get("args", {}).get("External id")
+        if e.get("cat") == "kernel" and ext in calls:
+            per_call[ext] = per_call.get(ext, 0.0) + e["dur"]
+    out: dict[tuple[str, str], list[float]] = {}
+    for ext, dur in per_call.items():
+        out.setdefault(calls[ext], []).append(dur)
+    return out
+
+
+def test_h100_and_mi300x_ops_align_by_their_launching_op(tmp_path: Path) -> None:
+    """The same model on two vendors: cuBLAS and hipBLASLt kernels, flash-attention kernels of
+    each, aligned by aten op and input dims; every ratio is the raw events' own."""
+    from mapreport.analysis.compare import compare_ops, op_samples
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from tests.conftest import REALDATA
+
+    traces = REALDATA / "tracelens"
+    if not traces.is_dir():
+        pytest.skip("../shared/realdata is missing")
+    name = "gaunernst_bert-small-uncased__1016001.json.gz"
+    sides = []
+    for device in ("h100", "mi300"):
+        ds = Dataset(tmp_path / device, create=True)
+        ingest_file(ds, traces / device / name, hints={"workload": "bert"})
+        sides.append(op_samples(ds.connect(), "bert", ""))
+    rows, only_a, only_b = compare_ops(sides[0], sides[1], Thresholds())
+    # the same model: every op x shape one vendor ran, the other ran too
+    assert (only_a, only_b) == ((), ())
+    ops = ("aten::addmm", "aten::_flash_attention_forward")
+    raw = [_raw_calls(traces / d / name, ops) for d in ("h100", "mi300")]
+    checked = 0
+    for o in rows:
+        if o.op not in ops:
+            continue
+        dims = o.shape.split(";")
+        key = next(k for k in raw[0] if k[0] == o.op and _dims(k[1]) == dims)
+        a, b = raw[0][key], raw[1][key]
+        assert (o.count_a, o.count_b) == (len(a), len(b))
+        assert o.ratio == pytest.approx((sum(b) / len(b)) / (sum(a) / len(a)))
+        assert o.dtype == "bf16"
+        checked += 1
+    assert checked == 5  # four GEMM shapes and the attention
+    attention = next(o for o in rows if o.op == "aten::_flash_attention_forward")
+    assert attention.ratio > 2  # MI300X's attention kernel is the slower here (28 vs 9 us)
+
+
+def _dims(raw: str) -> list[str]:
+    """Input Dims JSON as the canonical shape's parts: [[512], [141, 512], []] -> 512;141x512;()"""
+    return ["x".join(str(d) for d in t) if t else "()" for t in json.loads(raw)]

@@ -8,26 +8,19 @@ functions here take the latency samples of each side by shape; `side_samples` re
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.stats import SortedArray, quantile, resampled_quantile, seed_for
 from mapreport.core.connection import Connection
+from mapreport.core.devices import dtype_of
+from mapreport.core.kinds import CompareVerdict as Verdict
 
 FDR = 0.05
 """The false discovery rate held across a comparison's shapes."""
-
-
-class Verdict(StrEnum):
-    """A shape's verdict: B faster or slower than A, no change shown, or too few requests."""
-
-    FASTER = "faster"
-    SLOWER = "slower"
-    SAME = "same"
-    INSUFFICIENT = "insufficient"
 
 
 @dataclass(frozen=True)
@@ -53,6 +46,24 @@ class ShapeComparison:
 
 
 @dataclass(frozen=True)
+class OpComparison:
+    """One op x input shape x dtype of two traces: mean device time per call, B over A."""
+
+    op: str
+    shape: str
+    dtype: str | None
+    count_a: int
+    count_b: int
+    mean_us_a: float
+    mean_us_b: float
+    ratio: float
+    ci: tuple[float, float] | None
+    """95% bootstrap CI of `ratio`, resampling each side's calls (None: too few calls)."""
+    p_value: float | None
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Every shape of either side, compared where both have it."""
 
@@ -62,12 +73,29 @@ class Comparison:
     fdr: float
     tested: int
     """Shapes with enough requests on both sides to test."""
+    ops: tuple[OpComparison, ...] = ()
+    """Op x shapes both sides' traces ran, by the launching op (kernels differ by vendor)."""
+    ops_only_a: tuple[str, ...] = ()
+    ops_only_b: tuple[str, ...] = ()
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
         """The shapes with verdict `v`."""
         return tuple(s for s in self.shapes if s.verdict == v)
 
 
+_OP_CALLS = """
+    SELECT op, shape, types, sum(dur) AS dur FROM (
+        SELECT json_extract_string(extra, '$.op') AS op, coalesce(shape, '') AS shape,
+            CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) AS types,
+            coalesce(json_extract_string(extra, '$.external_id'),
+                     CAST(correlation AS VARCHAR)) AS call, source_id, dur_us AS dur
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'kernel'
+            AND json_extract_string(extra, '$.op') IS NOT NULL
+    )
+    GROUP BY op, shape, types, call, source_id
+    ORDER BY op, shape, types, dur
+"""
 _SAMPLES = """
     SELECT shape, compute_end_us - arrival_us AS latency_us FROM request
     WHERE workload = $w AND slice = $s AND status = 'ok' AND arrival_known IS NOT FALSE
@@ -189,3 +217,89 @@ def compare(
         fdr=fdr,
         tested=len(tested),
     )
+
+
+OpKey = tuple[str, str, str]
+"""(launching op, input dims, input types as JSON): what aligns two traces' op x shapes."""
+
+
+def op_samples(con: Connection, workload: str, slice_: str) -> dict[OpKey, np.ndarray]:
+    """Per op x shape launched by a recorded operator: the device time of each call."""
+    out: dict[OpKey, list[float]] = {}
+    for op, shape, types, dur in con.execute(_OP_CALLS, {"w": workload, "s": slice_}).fetchall():
+        out.setdefault((str(op), str(shape), str(types)), []).append(float(dur))
+    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
+
+
+def mean_ratio(
+    a: np.ndarray, b: np.ndarray, resamples: int, seed: int
+) -> tuple[float, tuple[float, float], float]:
+    """mean(B) / mean(A), its percentile bootstrap 95% CI (each side's calls resampled), and
+    the two-sided bootstrap p-value against 1."""
+    rng = np.random.default_rng(seed)
+    xa, xb = np.sort(a), np.sort(b)
+    ma = xa[rng.integers(0, len(xa), size=(resamples, len(xa)))].mean(axis=1)
+    mb = xb[rng.integers(0, len(xb), size=(resamples, len(xb)))].mean(axis=1)
+    ratios = mb / ma
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    below = (np.sum(ratios <= 1.0) + 1) / (len(ratios) + 1)
+    above = (np.sum(ratios >= 1.0) + 1) / (len(ratios) + 1)
+    point = float(xb.mean() / xa.mean())
+    return point, (float(lo), float(hi)), float(min(1.0, 2 * min(below, above)))
+
+
+def compare_ops(
+    a: dict[OpKey, np.ndarray],
+    b: dict[OpKey, np.ndarray],
+    th: Thresholds,
+    key: tuple[str, ...] = (),
+    fdr: float = FDR,
+) -> tuple[tuple[OpComparison, ...], tuple[str, ...], tuple[str, ...]]:
+    """Every op x shape both traces ran: the ratio of mean device time per call with its CI
+    where each side has `min_samples` calls, verdicts held to the FDR across them; and the
+    op x shapes of one side only (op and dims)."""
+    both = sorted(set(a) & set(b))
+    tested = [
+        k
+        for k in both
+        if min(len(a[k]), len(b[k])) >= th.min_samples and a[k].mean() > 0 and b[k].mean() > 0
+    ]
+    stats = {
+        k: mean_ratio(a[k], b[k], th.bootstrap_resamples, seed_for(th.seed, *key, *k, "op"))
+        for k in tested
+    }
+    found = dict(zip(tested, benjamini_hochberg([stats[k][2] for k in tested], fdr), strict=True))
+    out = []
+    for k in both:
+        op, shape, types = k
+        ma, mb = float(a[k].mean()), float(b[k].mean())
+        ratio, ci, p, verdict = (mb / ma if ma else float("nan")), None, None, Verdict.INSUFFICIENT
+        if k in stats:
+            ratio, ci, p = stats[k]
+            verdict = Verdict.SAME
+            if found[k]:
+                verdict = Verdict.FASTER if ratio < 1 else Verdict.SLOWER
+        out.append(
+            OpComparison(
+                op, shape, _dtype(types), len(a[k]), len(b[k]), ma, mb, ratio, ci, p, verdict
+            )
+        )
+    out.sort(key=lambda o: -(o.mean_us_a * o.count_a + o.mean_us_b * o.count_b))
+
+    def named(keys: set[OpKey]) -> tuple[str, ...]:
+        return tuple(sorted(f"{op} {shape}".strip() for op, shape, _ in keys))
+
+    return tuple(out), named(set(a) - set(b)), named(set(b) - set(a))
+
+
+def _dtype(types: str) -> str | None:
+    """The first tensor input's element type of an op's `Input type` JSON."""
+    try:
+        listed = json.loads(types)
+    except ValueError:
+        return None
+    for t in listed if isinstance(listed, list) else ():
+        d = dtype_of(t)
+        if d is not None:
+            return str(d)
+    return None

@@ -396,3 +396,13 @@ class DeviceActivity(StrEnum):
     MEMCPY = "memcpy"
     MEMSET = "memset"
     IDLE = "idle"
+
+
+class CompareVerdict(StrEnum):
+    """A compared shape's (or op's) verdict: B faster or slower than A, no change shown, or
+    too few samples to test."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    SAME = "same"
+    INSUFFICIENT = "insufficient"

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapreport import __version__
-from mapreport.analysis.compare import Comparison, ShapeComparison, Verdict
+from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison
+from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.report.filters import pct, plural
 
 COMPARE_SCHEMA_VERSION = "1.0"
@@ -60,7 +61,60 @@ def lines(c: Comparison) -> tuple[Line, ...]:
     )
 
 
+@dataclass(frozen=True)
+class OpLine:
+    """One op x shape's row of the table."""
+
+    o: OpComparison
+    ratio: str
+    ci: str
+    verdict: str
+
+
+def op_lines(c: Comparison) -> tuple[OpLine, ...]:
+    """The op table's rows."""
+    return tuple(
+        OpLine(
+            o,
+            ratio_text(o.ratio),
+            "–" if o.ci is None else f"[{ratio_text(o.ci[0])}, {ratio_text(o.ci[1])}]",
+            VERDICT_WORDS[o.verdict],
+        )
+        for o in c.ops
+    )
+
+
+def ops_sentence(c: Comparison) -> str:
+    """What the traces' op x shapes say, in one sentence ('' without them)."""
+    if not c.ops:
+        return ""
+    slower = [o for o in c.ops if o.verdict == Verdict.SLOWER]
+    faster = [o for o in c.ops if o.verdict == Verdict.FASTER]
+    thin = sum(1 for o in c.ops if o.verdict == Verdict.INSUFFICIENT)
+
+    def one(o: OpComparison) -> str:
+        return f"{o.op} {ratio_text(o.ratio)}"
+
+    said = [f"{plural(len(c.ops), 'op x shape')} ran on both sides"]
+    if slower:
+        said.append(f"B slower on {', '.join(one(o) for o in slower[:3])}")
+    if faster:
+        said.append(f"faster on {', '.join(one(o) for o in faster[:3])}")
+    if thin:
+        said.append(f"{thin} with under the calls a test needs")
+    return "Device time per call: " + "; ".join(said) + "."
+
+
 def headline(c: Comparison) -> str:
+    """The verdict: the request shapes' (and the traces' ops') moves, each in a sentence."""
+    ops = ops_sentence(c)
+    shapes = _shapes_headline(c)
+    if not c.shapes and not c.only_a and not c.only_b and ops:
+        return ops
+    return f"{shapes} {ops}".strip()
+
+
+def _shapes_headline(c: Comparison) -> str:
     """The verdict in one sentence: what moved, which way, on how much traffic."""
     slower, faster = c.decided(Verdict.SLOWER), c.decided(Verdict.FASTER)
     if not c.tested:
@@ -121,4 +175,22 @@ def document(c: Comparison, a: Side, b: Side, generated_at: str) -> dict[str, An
         ],
         "only_a": list(c.only_a),
         "only_b": list(c.only_b),
+        "ops": [
+            {
+                "op": o.op,
+                "shape": o.shape,
+                "dtype": o.dtype,
+                "count_a": o.count_a,
+                "count_b": o.count_b,
+                "mean_us_a": o.mean_us_a,
+                "mean_us_b": o.mean_us_b,
+                "ratio": o.ratio,
+                "ci": list(o.ci) if o.ci else None,
+                "p_value": o.p_value,
+                "verdict": o.verdict.value,
+            }
+            for o in c.ops
+        ],
+        "ops_only_a": list(c.ops_only_a),
+        "ops_only_b": list(c.ops_only_b),
     }

@@ -4,20 +4,26 @@ request shape, and written as compare.html and compare.json."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from markupsafe import Markup
 
 from mapreport.analysis.common import Thresholds
-from mapreport.analysis.compare import Comparison, compare, side_samples
+from mapreport.analysis.compare import (
+    Comparison,
+    compare,
+    compare_ops,
+    op_samples,
+    side_samples,
+)
 from mapreport.analysis.query import slices
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import night_window
 from mapreport.dataset.store import Dataset
-from mapreport.report.compare import Side, document, headline, lines
+from mapreport.report.compare import Side, document, headline, lines, op_lines
 
 
 def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
@@ -67,6 +73,7 @@ def compare_runs(
 
     sides = []
     samples = []
+    ops = []
     for path, wanted, night, which in (
         (a_path, a_slice, a_date, "a"),
         (b_path, b_slice, b_date, "b"),
@@ -80,11 +87,16 @@ def compare_runs(
         name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
         label = name if a_path == b_path else f"{path.name}:{name}"
         requests = sum(len(v) for v in got.values())
+        ops.append(op_samples(ds.connect(), w, s))
         sides.append(Side(label, str(path), w, s, requests))
         samples.append(got)
     a, b = sides
     th = th or Thresholds()
-    c = compare(samples[0], samples[1], th, key=(a.workload, a.slice, b.workload, b.slice))
+    key = (a.workload, a.slice, b.workload, b.slice)
+    c = compare(samples[0], samples[1], th, key=key)
+    if ops[0] and ops[1]:
+        rows, only_a, only_b = compare_ops(ops[0], ops[1], th, key)
+        c = replace(c, ops=rows, ops_only_a=only_a, ops_only_b=only_b)
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     doc = document(c, a, b, now)
@@ -97,6 +109,7 @@ def compare_runs(
         th=th,
         headline=headline(c),
         lines=lines(c),
+        op_lines=op_lines(c),
         generated_at=now,
         version=__version__,
         media="screen",
