@@ -199,3 +199,17 @@ def test_h100_and_mi300x_ops_align_by_their_launching_op(tmp_path: Path) -> None
 def _dims(raw: str) -> list[str]:
     """Input Dims JSON as the canonical shape's parts: [[512], [141, 512], []] -> 512;141x512;()"""
     return ["x".join(str(d) for d in t) if t else "()" for t in json.loads(raw)]
+
+
+def test_the_slice_tail_is_compared_with_every_shape_pooled() -> None:
+    th = Thresholds()
+    rng = np.random.default_rng(3)
+    a = {s: _side(rng, 300, shape_scale=1 + i) for i, s in enumerate(SHAPES[:3])}
+    b = {s: _side(rng, 300, 1.3, shape_scale=1 + i) for i, s in enumerate(SHAPES[:3])}
+    tail = {t.quantile: t for t in compare(a, b, th).tail}
+    assert set(tail) == {"p95", "p99"}  # 900 requests a side: p99 has its evidence
+    for t in tail.values():
+        assert t.ci[0] <= 1.3 <= t.ci[1]
+        assert t.moved
+    thin = compare({"x": _side(rng, 50)}, {"x": _side(rng, 50)}, th).tail
+    assert [t.quantile for t in thin] == ["p95"]  # 50 < min_samples_p99: no p99

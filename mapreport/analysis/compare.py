@@ -64,6 +64,22 @@ class OpComparison:
 
 
 @dataclass(frozen=True)
+class QuantileComparison:
+    """One tail quantile of the whole slice (every shape pooled), A against B."""
+
+    quantile: str
+    """`p95` or `p99`."""
+    n_a: int
+    n_b: int
+    a_us: float
+    b_us: float
+    ratio: float
+    ci: tuple[float, float]
+    moved: bool
+    """The CI excludes 1."""
+
+
+@dataclass(frozen=True)
 class Comparison:
     """Every shape of either side, compared where both have it."""
 
@@ -73,6 +89,8 @@ class Comparison:
     fdr: float
     tested: int
     """Shapes with enough requests on both sides to test."""
+    tail: tuple[QuantileComparison, ...] = ()
+    """The slice's p95 (and p99 with `min_samples_p99` requests a side), every shape pooled."""
     ops: tuple[OpComparison, ...] = ()
     """Op x shapes both sides' traces ran, by the launching op (kernels differ by vendor)."""
     ops_only_a: tuple[str, ...] = ()
@@ -216,7 +234,27 @@ def compare(
         only_b=tuple(sorted(set(b) - set(a))),
         fdr=fdr,
         tested=len(tested),
+        tail=tail_of(a, b, th, key),
     )
+
+
+def tail_of(
+    a: dict[str, np.ndarray], b: dict[str, np.ndarray], th: Thresholds, key: tuple[str, ...]
+) -> tuple[QuantileComparison, ...]:
+    """The slice's pooled p95 (from `min_samples_p95` requests a side) and p99 (from
+    `min_samples_p99`), B over A with their bootstrap CIs."""
+    xa = np.concatenate(list(a.values())) if a else np.zeros(0)
+    xb = np.concatenate(list(b.values())) if b else np.zeros(0)
+    out = []
+    for name, q, need in (("p95", 0.95, th.min_samples_p95), ("p99", 0.99, th.min_samples_p99)):
+        if min(len(xa), len(xb)) < need:
+            continue
+        seed = seed_for(th.seed, *key, name, "slice")
+        ratio, ci, _ = ratio_interval(xa, xb, q, th.bootstrap_resamples, seed)
+        qa, qb = float(np.quantile(xa, q)), float(np.quantile(xb, q))
+        moved = not ci[0] <= 1.0 <= ci[1]
+        out.append(QuantileComparison(name, len(xa), len(xb), qa, qb, ratio, ci, moved))
+    return tuple(out)
 
 
 OpKey = tuple[str, str, str]

@@ -9,7 +9,7 @@ from typing import Any
 from mapreport import __version__
 from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison
 from mapreport.core.kinds import CompareVerdict as Verdict
-from mapreport.report.filters import pct, plural
+from mapreport.report.filters import duration, pct, plural
 
 COMPARE_SCHEMA_VERSION = "1.0"
 VERDICT_WORDS = {
@@ -105,13 +105,27 @@ def ops_sentence(c: Comparison) -> str:
     return "Device time per call: " + "; ".join(said) + "."
 
 
+def tail_sentence(c: Comparison) -> str:
+    """The slice's tail quantiles A against B, with their CIs ('' when too few requests)."""
+    if not c.tail:
+        return ""
+    said = [
+        f"{t.quantile} {duration(t.a_us)} → {duration(t.b_us)} ({ratio_text(t.ratio)}, 95% CI "
+        f"[{ratio_text(t.ci[0])}, {ratio_text(t.ci[1])}]"
+        + (", moved)" if t.moved else ", no change shown)")
+        for t in c.tail
+    ]
+    return "The slice, every shape pooled: " + "; ".join(said) + "."
+
+
 def headline(c: Comparison) -> str:
-    """The verdict: the request shapes' (and the traces' ops') moves, each in a sentence."""
+    """The verdict: the slice's tail, the request shapes' and the traces' ops' moves, each in
+    a sentence."""
     ops = ops_sentence(c)
     shapes = _shapes_headline(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
         return ops
-    return f"{shapes} {ops}".strip()
+    return " ".join(x for x in (tail_sentence(c), shapes, ops) if x)
 
 
 def _shapes_headline(c: Comparison) -> str:
@@ -154,6 +168,19 @@ def document(c: Comparison, a: Side, b: Side, generated_at: str) -> dict[str, An
         "verdict": headline(c),
         "fdr": c.fdr,
         "tested": c.tested,
+        "tail": [
+            {
+                "quantile": t.quantile,
+                "n_a": t.n_a,
+                "n_b": t.n_b,
+                "a_us": t.a_us,
+                "b_us": t.b_us,
+                "ratio": t.ratio,
+                "ci": list(t.ci),
+                "moved": t.moved,
+            }
+            for t in c.tail
+        ],
         "shapes": [
             {
                 "shape": s.shape,
