@@ -213,3 +213,31 @@ def test_the_slice_tail_is_compared_with_every_shape_pooled() -> None:
         assert t.moved
     thin = compare({"x": _side(rng, 50)}, {"x": _side(rng, 50)}, th).tail
     assert [t.quantile for t in thin] == ["p95"]  # 50 < min_samples_p99: no p99
+
+
+def test_the_mapping_of_a_run_against_itself_does_not_move(
+    demo_dataset: Path, tmp_path: Path
+) -> None:
+    """The demo's resnet50-int8/prod compared with itself: every slice figure equal, each
+    shape's signed error change 0 with a CI around it, no decision changed; and the mapping
+    section and compare.json carry them."""
+    from mapreport.run.comparing import compare_runs
+
+    done = compare_runs(
+        demo_dataset, demo_dataset, tmp_path / "out", "resnet50-int8/prod", "resnet50-int8/prod"
+    )
+    mc = done.mapping
+    assert mc is not None
+    for fig in (mc.coverage, mc.mape, mc.within_tolerance, mc.kendall_tau):
+        assert fig.change == 0
+    assert mc.decisions_changed == ()
+    measured = [m for m in mc.shapes if m.change is not None]
+    assert measured
+    for m in measured:
+        assert m.change == 0
+        assert m.change_ci is not None
+        assert m.change_ci.low < 0 < m.change_ci.high
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    assert doc["mapping"]["mape_weighted"]["change"] == 0
+    assert all(s["verdict"] in ("same", "insufficient") for s in doc["shapes"])
+    assert "The mapping, compared" in (tmp_path / "out" / "compare.html").read_text()

@@ -8,8 +8,10 @@ from typing import Any
 
 from mapreport import __version__
 from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison
+from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
 from mapreport.core.kinds import CompareVerdict as Verdict
-from mapreport.report.filters import duration, pct, plural
+from mapreport.report.filters import duration, num, pct, plural, ratio, signed_pct
+from mapreport.report.words import label
 
 COMPARE_SCHEMA_VERSION = "1.0"
 VERDICT_WORDS = {
@@ -157,9 +159,107 @@ def _shapes_headline(c: Comparison) -> str:
     )
 
 
-def document(c: Comparison, a: Side, b: Side, generated_at: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class MappingLine:
+    """One shape's mapping row: signed errors, their change with its CI, gains, decisions."""
+
+    m: ShapeMapping
+    change: str
+    ci: str
+    decision: str
+
+
+@dataclass(frozen=True)
+class MappingView:
+    """The mapping section: the slice figures in words and the shapes' rows."""
+
+    figures: tuple[tuple[str, str, str, str], ...]
+    """(what, A, B, change)."""
+    lines: tuple[MappingLine, ...]
+    changed: int
+
+
+def mapping_view(mc: MappingComparison | None) -> MappingView | None:
+    """The mapping section's view (None when neither side has a compile plan)."""
+    if mc is None:
+        return None
+
+    def share(f: Figure) -> tuple[str, str, str]:
+        return pct(f.a), pct(f.b), signed_pct(f.change)
+
+    def count(f: Figure) -> tuple[str, str, str]:
+        return num(f.a), num(f.b), "–" if f.change is None else f"{f.change:+,.0f}"
+
+    figures = (
+        ("Traffic in a compiled bucket", *share(mc.coverage)),
+        ("Weighted cost-model MAPE", *share(mc.mape)),
+        ("Shapes within tolerance", *share(mc.within_tolerance)),
+        (
+            "Kendall tau",
+            ratio(mc.kendall_tau.a),
+            ratio(mc.kendall_tau.b),
+            ratio(mc.kendall_tau.change),
+        ),
+        ("Adaptation events", *count(mc.adaptation_events)),
+        ("Requests on the fallback path", *count(mc.fallback_requests)),
+    )
+    lines = tuple(
+        MappingLine(
+            m,
+            signed_pct(m.change),
+            "–"
+            if m.change_ci is None
+            else f"[{signed_pct(m.change_ci.low)}, {signed_pct(m.change_ci.high)}]",
+            label(m.decision_a) + ("" if not m.decision_changed else f" → {label(m.decision_b)}"),
+        )
+        for m in mc.shapes
+    )
+    return MappingView(figures, lines, len(mc.decisions_changed))
+
+
+def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
+    if mc is None:
+        return None
+
+    def fig(f: Figure) -> dict[str, float | None]:
+        return {"a": f.a, "b": f.b, "change": f.change}
+
+    return {
+        "coverage": fig(mc.coverage),
+        "mape_weighted": fig(mc.mape),
+        "within_tolerance_share": fig(mc.within_tolerance),
+        "kendall_tau": fig(mc.kendall_tau),
+        "adaptation_events": fig(mc.adaptation_events),
+        "fallback_requests": fig(mc.fallback_requests),
+        "shapes": [
+            {
+                "shape": m.shape,
+                "signed_error_a": m.signed_error_a,
+                "signed_error_b": m.signed_error_b,
+                "change": m.change,
+                "change_ci": list(m.change_ci) if m.change_ci else None,
+                "net_gain_a": m.net_gain_a,
+                "net_gain_b": m.net_gain_b,
+                "fallback_a": m.fallback_a,
+                "fallback_b": m.fallback_b,
+                "decision_a": m.decision_a.value,
+                "decision_b": m.decision_b.value,
+            }
+            for m in mc.shapes
+        ],
+    }
+
+
+def document(
+    c: Comparison,
+    a: Side,
+    b: Side,
+    generated_at: str,
+    mapping: MappingComparison | None = None,
+) -> dict[str, Any]:
     """compare.json."""
     return {
+        "mapping": _mapping_doc(mapping),
         "schema_version": COMPARE_SCHEMA_VERSION,
         "generator": f"mapreport {__version__}",
         "generated_at": generated_at,

@@ -18,12 +18,14 @@ from mapreport.analysis.compare import (
     op_samples,
     side_samples,
 )
+from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
 from mapreport.analysis.query import slices
+from mapreport.analysis.slice import analyze_slice
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
-from mapreport.core.window import night_window
+from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
-from mapreport.report.compare import Side, document, headline, lines, op_lines
+from mapreport.report.compare import Side, document, headline, lines, mapping_view, op_lines
 
 
 def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
@@ -54,6 +56,7 @@ class Compared:
     a: Side
     b: Side
     verdict: str
+    mapping: MappingComparison | None = None
 
 
 def compare_runs(
@@ -74,20 +77,21 @@ def compare_runs(
     sides = []
     samples = []
     ops = []
+    results = []
     for path, wanted, night, which in (
         (a_path, a_slice, a_date, "a"),
         (b_path, b_slice, b_date, "b"),
     ):
         ds = Dataset(path)
         w, s = pick_slice(ds, wanted, which)
-        span = night_window(night) if night else None
-        got = side_samples(
-            ds.connect(), w, s, span.start_us if span else None, span.end_us if span else None
-        )
+        span = night_window(night) if night else EVERYTHING
+        con = ds.connect(w, span)
+        got = side_samples(con, w, s, span.start_us, span.end_us)
+        results.append(analyze_slice(con, w, s, th or Thresholds()))
         name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
         label = name if a_path == b_path else f"{path.name}:{name}"
         requests = sum(len(v) for v in got.values())
-        ops.append(op_samples(ds.connect(), w, s))
+        ops.append(op_samples(con, w, s))
         sides.append(Side(label, str(path), w, s, requests))
         samples.append(got)
     a, b = sides
@@ -99,7 +103,8 @@ def compare_runs(
         c = replace(c, ops=rows, ops_only_a=only_a, ops_only_b=only_b)
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    doc = document(c, a, b, now)
+    mapping = compare_mapping(results[0], results[1])
+    doc = document(c, a, b, now, mapping)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     html = pages.render(
         "compare.html.j2",
@@ -110,6 +115,7 @@ def compare_runs(
         headline=headline(c),
         lines=lines(c),
         op_lines=op_lines(c),
+        mapping=mapping_view(mapping),
         generated_at=now,
         version=__version__,
         media="screen",
@@ -118,4 +124,4 @@ def compare_runs(
         page_js=Markup(pages.page_js()),
     )
     atomic_write(out / "compare.html", html.encode())
-    return Compared(c, a, b, headline(c))
+    return Compared(c, a, b, headline(c), mapping)
