@@ -241,3 +241,8 @@ def test_the_mapping_of_a_run_against_itself_does_not_move(
     assert doc["mapping"]["mape_weighted"]["change"] == 0
     assert all(s["verdict"] in ("same", "insufficient") for s in doc["shapes"])
     assert "The mapping, compared" in (tmp_path / "out" / "compare.html").read_text()
+    import pypdf
+
+    pdf = pypdf.PdfReader(tmp_path / "out" / "compare.pdf")
+    assert 1 <= len(pdf.pages) <= 4
+    assert "no change shown" in pdf.pages[0].extract_text() or "B is" in pdf.pages[0].extract_text()

@@ -524,24 +524,28 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
     callback=lambda c, p, v: date_option(v),
     help="B: the requests that arrived that UTC day.",
 )
+@click.option("--no-pdf", "no_pdf", is_flag=True, help="Write compare.html and compare.json only.")
 @verbose_opt
 @domain_errors
-def compare_cmd(a_path: Path, b_path: Path, out: Path, verbose: bool, **sides: Any) -> None:
+def compare_cmd(
+    a_path: Path, b_path: Path, out: Path, no_pdf: bool, verbose: bool, **sides: Any
+) -> None:
     """Compare run B with run A per request shape: the B/A ratio of p50 and p95 latency with a
     bootstrap 95% CI, and a verdict (faster, slower, ~) held to a 5% false discovery rate
     across shapes. A and B are datasets (the same one twice with two --a-slice/--b-slice).
-    Writes OUT/compare.html and OUT/compare.json (docs/compare.md)."""
+    Writes OUT/compare.html, OUT/compare.pdf and OUT/compare.json (docs/compare.md)."""
     from mapreport.run.comparing import compare_runs
 
     setup_logging(verbose)
     for path in (a_path, b_path):
         if not path.is_dir():
             raise DatasetError(f"{path}: no such dataset folder")
-    done = compare_runs(a_path, b_path, out, **sides)
+    done = compare_runs(a_path, b_path, out, **sides, pdf=not no_pdf)
     a, b = done.a, done.b
     echo(f"compared  {a.label} ({a.requests:,} requests) -> {b.label} ({b.requests:,})")
     echo(f"verdict   {done.verdict}")
-    echo(f"wrote     {out / 'compare.html'}, {out / 'compare.json'}")
+    pdf = "" if no_pdf else f", {out / 'compare.pdf'}"
+    echo(f"wrote     {out / 'compare.html'}, {out / 'compare.json'}{pdf}")
 
 
 @main.command("check")

@@ -68,9 +68,11 @@ def compare_runs(
     a_date: date | None = None,
     b_date: date | None = None,
     th: Thresholds | None = None,
+    pdf: bool = True,
 ) -> Compared:
     """Compare side B with side A (each a slice, of one night when its date is given: the
-    arrivals of that UTC day) and write OUT/compare.json and OUT/compare.html."""
+    arrivals of that UTC day) and write OUT/compare.json, OUT/compare.html and (`pdf`)
+    OUT/compare.pdf, the verdict on its first page."""
     from mapreport import __version__
     from mapreport.report import html as pages
 
@@ -106,22 +108,27 @@ def compare_runs(
     mapping = compare_mapping(results[0], results[1])
     doc = document(c, a, b, now, mapping)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
+    context = {
+        "a": a,
+        "b": b,
+        "c": c,
+        "th": th,
+        "headline": headline(c),
+        "lines": lines(c),
+        "op_lines": op_lines(c),
+        "mapping": mapping_view(mapping),
+        "generated_at": now,
+        "version": __version__,
+        "css": Markup(pages.css()),
+        "plotly_js": "",
+    }
     html = pages.render(
-        "compare.html.j2",
-        a=a,
-        b=b,
-        c=c,
-        th=th,
-        headline=headline(c),
-        lines=lines(c),
-        op_lines=op_lines(c),
-        mapping=mapping_view(mapping),
-        generated_at=now,
-        version=__version__,
-        media="screen",
-        css=Markup(pages.css()),
-        plotly_js="",
-        page_js=Markup(pages.page_js()),
+        "compare.html.j2", **context, media="screen", page_js=Markup(pages.page_js())
     )
     atomic_write(out / "compare.html", html.encode())
+    if pdf:
+        from mapreport.report.pdf import write_pdf
+
+        printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
+        write_pdf(printable, out / "compare.pdf")
     return Compared(c, a, b, headline(c), mapping)
