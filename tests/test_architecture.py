@@ -185,6 +185,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.Bound: devicetime.BOUND_WORDS,
     kinds.DeviceActivity: devicetime.ACTIVITY_WORDS,
     kinds.CompareVerdict: compare_words.VERDICT_WORDS,
+    kinds.ShipReason: compare_words.SHIP_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

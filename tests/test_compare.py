@@ -246,3 +246,22 @@ def test_the_mapping_of_a_run_against_itself_does_not_move(
     pdf = pypdf.PdfReader(tmp_path / "out" / "compare.pdf")
     assert 1 <= len(pdf.pages) <= 4
     assert "no change shown" in pdf.pages[0].extract_text() or "B is" in pdf.pages[0].extract_text()
+
+
+def test_the_ship_decision_reads_the_sla_and_the_tail() -> None:
+    from mapreport.analysis.compare import QuantileComparison, ship_check
+    from mapreport.core.kinds import ShipReason
+
+    def q(name: str, a: float, b: float, lo: float, hi: float) -> QuantileComparison:
+        return QuantileComparison(name, 500, 500, a, b, b / a, (lo, hi), not lo <= 1 <= hi)
+
+    flat = (q("p95", 5_000, 5_100, 0.97, 1.05), q("p99", 8_000, 8_100, 0.95, 1.08))
+    assert ship_check(flat, {}).reason == ShipReason.NO_SLA
+    assert ship_check(flat, {}).safe is None
+    assert ship_check(flat, {"p95": 9_000, "p99": 12_000}).reason == ShipReason.SAFE
+    missed = ship_check(flat, {"p99": 8_000})
+    assert (missed.reason, missed.quantile, missed.safe) == (ShipReason.MISSES_SLA, flat[1], False)
+    rose = (q("p95", 5_000, 6_000, 1.1, 1.3),)
+    assert ship_check(rose, {"p95": 9_000}).reason == ShipReason.TAIL_ROSE
+    # a target on a quantile without its evidence (no p99 measured) decides nothing
+    assert ship_check(rose[:1], {"p99": 1.0}).reason == ShipReason.NO_SLA

@@ -18,6 +18,7 @@ from mapreport.analysis.stats import SortedArray, quantile, resampled_quantile, 
 from mapreport.core.connection import Connection
 from mapreport.core.devices import dtype_of
 from mapreport.core.kinds import CompareVerdict as Verdict
+from mapreport.core.kinds import ShipReason
 
 FDR = 0.05
 """The false discovery rate held across a comparison's shapes."""
@@ -341,3 +342,36 @@ def _dtype(types: str) -> str | None:
         if d is not None:
             return str(d)
     return None
+
+
+@dataclass(frozen=True)
+class ShipCheck:
+    """Whether B is safe to ship against its SLA: the reason, and the quantile that decided."""
+
+    reason: ShipReason
+    quantile: QuantileComparison | None = None
+    target_us: float | None = None
+
+    @property
+    def safe(self) -> bool | None:
+        """True or False; None without a target to judge by."""
+        return None if self.reason == ShipReason.NO_SLA else self.reason == ShipReason.SAFE
+
+
+def ship_check(tail: tuple[QuantileComparison, ...], targets: dict[str, float]) -> ShipCheck:
+    """Against the SLA targets of B's slice (`p95`, `p99` in microseconds): B misses one of the
+    quantiles it has the evidence for, or meets them all while one rose beyond its CI, or is
+    safe; without a judged target there is no decision."""
+    judged = [(t, targets[t.quantile]) for t in tail if t.quantile in targets]
+    if not judged:
+        return ShipCheck(ShipReason.NO_SLA)
+    missed = [(t, v) for t, v in judged if t.b_us > v]
+    if missed:
+        t, v = max(missed, key=lambda x: x[0].b_us / x[1])
+        return ShipCheck(ShipReason.MISSES_SLA, t, v)
+    rose = [(t, v) for t, v in judged if t.moved and t.ratio > 1]
+    if rose:
+        t, v = max(rose, key=lambda x: x[0].ratio)
+        return ShipCheck(ShipReason.TAIL_ROSE, t, v)
+    t, v = max(judged, key=lambda x: x[0].b_us / x[1])
+    return ShipCheck(ShipReason.SAFE, t, v)

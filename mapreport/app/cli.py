@@ -37,7 +37,7 @@ from mapreport.app.terminal import (
     progress_printer,
     setup_logging,
 )
-from mapreport.app.values import date_option, edges_option, span_option
+from mapreport.app.values import date_callback, edges_option, span_option
 from mapreport.core.errors import (
     ERROR_POLICIES,
     DatasetError,
@@ -512,19 +512,14 @@ def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
 @click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
 @click.option("--a-slice", metavar="W[/S]", help="A's slice (needed when A holds several).")
 @click.option("--b-slice", metavar="W[/S]", help="B's slice (needed when B holds several).")
-@click.option(
-    "--a-date",
-    metavar="YYYY-MM-DD",
-    callback=lambda c, p, v: date_option(v),
-    help="A: the requests that arrived that UTC day.",
-)
-@click.option(
-    "--b-date",
-    metavar="YYYY-MM-DD",
-    callback=lambda c, p, v: date_option(v),
-    help="B: the requests that arrived that UTC day.",
-)
+@click.option("--a-date", metavar="YYYY-MM-DD", callback=date_callback, help="A: one UTC day.")
+@click.option("--b-date", metavar="YYYY-MM-DD", callback=date_callback, help="B: one UTC day.")
 @click.option("--no-pdf", "no_pdf", is_flag=True, help="Write compare.html and compare.json only.")
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False, exists=True),
+    help="A run configuration: its SLA targets for B's slice decide whether B is safe to ship.",
+)
 @verbose_opt
 @domain_errors
 def compare_cmd(

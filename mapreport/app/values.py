@@ -33,6 +33,11 @@ def span_option(value: str | None) -> str | None:
     return value
 
 
+def date_callback(ctx: click.Context, param: click.Parameter, value: str | None) -> date | None:
+    """Click's callback for a YYYY-MM-DD option (`date_option`)."""
+    return date_option(value)
+
+
 def date_option(value: str | None) -> date | None:
     """A YYYY-MM-DD option as a date (None when not given); anything else is a usage error."""
     if value is None:

@@ -406,3 +406,16 @@ class CompareVerdict(StrEnum):
     SLOWER = "slower"
     SAME = "same"
     INSUFFICIENT = "insufficient"
+
+
+class ShipReason(StrEnum):
+    """Why a compared change is, or is not, safe to ship against the SLA."""
+
+    NO_SLA = "no_sla"
+    """No SLA target for B's slice with the evidence to judge it."""
+    MISSES_SLA = "misses_sla"
+    """B misses a target it has the evidence to be judged against."""
+    TAIL_ROSE = "tail_rose"
+    """B meets its targets, but a tail quantile rose beyond its CI."""
+    SAFE = "safe"
+    """B meets every target it can be judged against, and no tail quantile rose."""

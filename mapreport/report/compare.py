@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapreport import __version__
-from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison
+from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison, ShipCheck
 from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
 from mapreport.core.kinds import CompareVerdict as Verdict
+from mapreport.core.kinds import ShipReason
 from mapreport.report.filters import duration, num, pct, plural, ratio, signed_pct
 from mapreport.report.words import label
 
@@ -83,6 +84,29 @@ def op_lines(c: Comparison) -> tuple[OpLine, ...]:
             VERDICT_WORDS[o.verdict],
         )
         for o in c.ops
+    )
+
+
+SHIP_WORDS = {
+    ShipReason.NO_SLA: "No ship decision: no SLA target for B's slice (--config with its "
+    "[[slices]] sets one).",
+    ShipReason.MISSES_SLA: "Not safe to ship: B's {q} {b} misses its SLA of {target}.",
+    ShipReason.TAIL_ROSE: "Not safe to ship: B meets its SLA of {target}, but its {q} rose "
+    "{ratio} ({a} → {b}) beyond its CI.",
+    ShipReason.SAFE: "Safe to ship against the SLA: B's {q} {b} meets {target}, and no tail "
+    "quantile rose beyond its CI.",
+}
+
+
+def ship_sentence(s: ShipCheck) -> str:
+    """The ship decision in one sentence."""
+    t = s.quantile
+    return SHIP_WORDS[s.reason].format(
+        q=t.quantile if t else "",
+        a=duration(t.a_us) if t else "",
+        b=duration(t.b_us) if t else "",
+        ratio=ratio_text(t.ratio) if t else "",
+        target=duration(s.target_us),
     )
 
 
@@ -256,9 +280,19 @@ def document(
     b: Side,
     generated_at: str,
     mapping: MappingComparison | None = None,
+    ship: ShipCheck | None = None,
 ) -> dict[str, Any]:
     """compare.json."""
     return {
+        "ship": None
+        if ship is None
+        else {
+            "safe": ship.safe,
+            "reason": ship.reason.value,
+            "quantile": ship.quantile.quantile if ship.quantile else None,
+            "target_us": ship.target_us,
+            "text": ship_sentence(ship),
+        },
         "mapping": _mapping_doc(mapping),
         "schema_version": COMPARE_SCHEMA_VERSION,
         "generator": f"mapreport {__version__}",

@@ -16,6 +16,7 @@ from mapreport.analysis.compare import (
     compare,
     compare_ops,
     op_samples,
+    ship_check,
     side_samples,
 )
 from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
@@ -25,7 +26,16 @@ from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
-from mapreport.report.compare import Side, document, headline, lines, mapping_view, op_lines
+from mapreport.report.compare import (
+    Side,
+    document,
+    headline,
+    lines,
+    mapping_view,
+    op_lines,
+    ship_sentence,
+)
+from mapreport.run.config import load_config
 
 
 def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
@@ -69,6 +79,7 @@ def compare_runs(
     b_date: date | None = None,
     th: Thresholds | None = None,
     pdf: bool = True,
+    config: Path | None = None,
 ) -> Compared:
     """Compare side B with side A (each a slice, of one night when its date is given: the
     arrivals of that UTC day) and write OUT/compare.json, OUT/compare.html and (`pdf`)
@@ -106,7 +117,8 @@ def compare_runs(
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     mapping = compare_mapping(results[0], results[1])
-    doc = document(c, a, b, now, mapping)
+    ship = ship_check(c.tail, _targets(config, b))
+    doc = document(c, a, b, now, mapping, ship)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     context = {
         "a": a,
@@ -114,6 +126,7 @@ def compare_runs(
         "c": c,
         "th": th,
         "headline": headline(c),
+        "ship": ship_sentence(ship),
         "lines": lines(c),
         "op_lines": op_lines(c),
         "mapping": mapping_view(mapping),
@@ -131,4 +144,15 @@ def compare_runs(
 
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
         write_pdf(printable, out / "compare.pdf")
-    return Compared(c, a, b, headline(c), mapping)
+    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping)
+
+
+def _targets(config: Path | None, side: Side) -> dict[str, float]:
+    """The SLA targets the configuration sets for a side's slice (none without one)."""
+    if config is None:
+        return {}
+    sla = load_config(config).slice_config(side.workload, side.slice)
+    if sla is None:
+        return {}
+    found = {"p95": sla.sla_p95_us, "p99": sla.sla_p99_us}
+    return {q: v for q, v in found.items() if v}
