@@ -99,3 +99,33 @@ def test_a_hostile_xplane_is_refused_in_one_line(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     with pytest.raises(InputError, match=r"bad\.xplane\.pb"):
         ingest_file(ds, bad, hints={"workload": "jax"})
+
+
+def test_malformed_events_are_rejected_by_their_index(tmp_path: Path) -> None:
+    """A bad event names its position in traceEvents and loses nothing else: no name, a ts
+    that is not a number, a negative or absurd dur; under quarantine the rest is read."""
+    proc = {"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "/host:CPU"}}
+    op = {"ph": "X", "pid": 1, "tid": 2, "args": {"hlo_op": "dot.1", "hlo_module": "jit_f"}}
+    events = [
+        proc,
+        {**op, "name": "dot.1", "ts": 1.0, "dur": 2.0},
+        {**op, "ts": 3.0, "dur": 1.0},
+        {**op, "name": "dot.1", "ts": "soon", "dur": 1.0},
+        {**op, "name": "dot.1", "ts": 5.0, "dur": -1.0},
+        {**op, "name": "dot.1", "ts": 6.0, "dur": 1e300},
+        "not an event",
+        {**op, "name": "dot.1", "ts": 7.0, "dur": 1.0},
+    ]
+    path = tmp_path / "x.trace.json"
+    path.write_text(json.dumps({"displayTimeUnit": "ns", "traceEvents": events}))
+    assert detect(path).name == "xla-trace"
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, path, hints={"workload": "jax"}, policy="quarantine")
+    assert res.rows["op_exec"] == 2
+    assert res.rejected == 4
+    (log,) = ds.connect().execute("SELECT rejections FROM ingest_log").fetchall()
+    reasons = [r["reason"] for r in json.loads(log[0])]
+    assert reasons[0].startswith("traceEvents[2]: event has no name")
+    assert all("traceEvents[" in r for r in reasons)
+    with pytest.raises(InputError, match=r"traceEvents\[2\]"):
+        ingest_file(Dataset(tmp_path / "ds2", create=True), path, hints={"workload": "jax"})
