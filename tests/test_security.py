@@ -27,6 +27,7 @@ from mapreport.dataset.views import duckdb_connection
 from mapreport.run.evidence import explain, pack_sql
 from mapreport.run.pack_params import (
     PARAMS,
+    HeadroomParams,
     NoParams,
     QueueParams,
     Reduction,
@@ -90,6 +91,8 @@ def _params(reduction: Reduction, shape: str) -> object:
         return QueueParams("Triton", 0.0, 1e15)
     if kind is SourceParams:
         return SourceParams([shape, "0123"])
+    if kind is HeadroomParams:  # every selection field a hostile name too
+        return HeadroomParams(shape, "kernel", shape, shape, shape, 1.0, [shape, shape, shape])
     return NoParams()
 
 
