@@ -687,3 +687,30 @@ def test_headroom_rolls_up_per_request_shape(tmp_path: Path) -> None:
         assert (got.calls, got.device_us) == (12, pytest.approx(sum(durations)))
         assert got.headroom_us == pytest.approx(sum(durations) - 12 * row.roof_us)
     assert [x.shape for x in rf.by_request_shape] == ["batch=8", "batch=1"]
+
+
+REAL_TRACES = sorted(
+    p
+    for p in [*TRACELENS.rglob("*.json.gz"), *(REALDATA / "hta").rglob("*.json.gz")]
+    if not p.name.endswith("_et.json.gz")  # HTA's execution trace (Chakra) is no profile
+)
+
+
+@pytest.mark.slow
+@needs_realdata
+@pytest.mark.parametrize("trace", REAL_TRACES, ids=lambda p: str(p.relative_to(REALDATA)))
+def test_every_real_trace_says_where_its_device_time_went(tmp_path: Path, trace: Path) -> None:
+    """Issue 36: every real trace reads under abort, and its summary speaks of its device: the
+    idle share and the op with the most headroom (or time), or what it holds without one."""
+    from mapreport.report import devicetime
+    from mapreport.report.filters import pct
+
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, trace, hints={"workload": "w"}, policy="abort")
+    r = analyze_slice(ds.connect(), "w", "", Thresholds())
+    said = devicetime.summary(r)
+    assert said
+    if r.timeline is not None:
+        assert f"idle {pct(r.timeline.shares[DeviceActivity.IDLE])}" in said
+    else:
+        assert "holds no kernel" in said
