@@ -35,7 +35,7 @@ from mapreport.report.compare import (
     op_lines,
     ship_sentence,
 )
-from mapreport.run.config import load_config
+from mapreport.run.config import Config, load_config
 
 
 def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
@@ -87,6 +87,7 @@ def compare_runs(
     from mapreport import __version__
     from mapreport.report import html as pages
 
+    cfg = load_config(config) if config else None  # a bad config fails before any work
     sides = []
     samples = []
     ops = []
@@ -117,7 +118,7 @@ def compare_runs(
     out.mkdir(parents=True, exist_ok=True)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     mapping = compare_mapping(results[0], results[1])
-    ship = ship_check(c.tail, _targets(config, b))
+    ship = ship_check(c.tail, _targets(cfg, b))
     doc = document(c, a, b, now, mapping, ship)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     context = {
@@ -147,11 +148,11 @@ def compare_runs(
     return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping)
 
 
-def _targets(config: Path | None, side: Side) -> dict[str, float]:
+def _targets(cfg: Config | None, side: Side) -> dict[str, float]:
     """The SLA targets the configuration sets for a side's slice (none without one)."""
-    if config is None:
+    if cfg is None:
         return {}
-    sla = load_config(config).slice_config(side.workload, side.slice)
+    sla = cfg.slice_config(side.workload, side.slice)
     if sla is None:
         return {}
     found = {"p95": sla.sla_p95_us, "p99": sla.sla_p99_us}
