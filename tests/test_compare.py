@@ -265,3 +265,27 @@ def test_the_ship_decision_reads_the_sla_and_the_tail() -> None:
     assert ship_check(rose, {"p95": 9_000}).reason == ShipReason.TAIL_ROSE
     # a target on a quantile without its evidence (no p99 measured) decides nothing
     assert ship_check(rose[:1], {"p99": 1.0}).reason == ShipReason.NO_SLA
+
+
+def test_each_shape_carries_its_queue_and_compute_on_both_sides(
+    demo_dataset: Path, tmp_path: Path
+) -> None:
+    """Issue 37: per shape, latency, queue and compute p50/p95/p99 of A and B; a served
+    model's client-side timing measures no queue or compute, and says so with null."""
+    from mapreport.analysis.compare import side_parts
+    from mapreport.dataset.store import Dataset
+    from mapreport.run.comparing import compare_runs
+
+    compare_runs(demo_dataset, demo_dataset, tmp_path / "out", "bert-base", "bert-base", pdf=False)
+    doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    con = Dataset(demo_dataset).connect()
+    parts = side_parts(con, "bert-base", "")
+    for s in doc["shapes"]:
+        for side in ("a", "b"):
+            for part in ("latency", "queue", "compute"):
+                want = parts[s["shape"]][part]
+                got = s[f"{part}_{side}"]
+                assert want is not None
+                assert [got["p50_us"], got["p95_us"], got["p99_us"]] == pytest.approx(list(want))
+        # the latency p95 stated twice is one value
+        assert s["latency_b"]["p95_us"] == pytest.approx(s["p95_b_us"])

@@ -123,6 +123,49 @@ _SAMPLES = """
 """
 
 
+_PARTS = """
+    WITH r AS (
+        SELECT shape, compute_end_us - arrival_us AS latency,
+            CASE WHEN arrival_known IS NOT FALSE AND queue_known IS NOT FALSE
+                 THEN compute_start_us - queue_start_us END AS queue,
+            CASE WHEN queue_known IS NOT FALSE THEN compute_end_us - compute_start_us END
+                AS compute,
+            arrival_known IS NOT FALSE AS timed
+        FROM request
+        WHERE workload = $w AND slice = $s AND status = 'ok'
+            AND ($start IS NULL OR arrival_us >= $start) AND ($end IS NULL OR arrival_us < $end)
+    )
+    SELECT shape,
+        quantile_cont(latency, [0.5, 0.95, 0.99]) FILTER (WHERE timed),
+        quantile_cont(queue, [0.5, 0.95, 0.99]),
+        quantile_cont(compute, [0.5, 0.95, 0.99])
+    FROM r GROUP BY shape
+"""
+PARTS = ("latency", "queue", "compute")
+"""What a request's time splits into, each with its p50, p95 and p99 per side."""
+
+
+def side_parts(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    start_us: float | None = None,
+    end_us: float | None = None,
+) -> dict[str, dict[str, tuple[float, float, float] | None]]:
+    """Per shape: latency, queue wait and compute p50/p95/p99 of ok requests (None where the
+    records do not measure it: client-side timing has no queue or compute)."""
+    rows = con.execute(
+        _PARTS, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
+    ).fetchall()
+    return {
+        str(shape): {
+            part: None if q is None else (float(q[0]), float(q[1]), float(q[2]))
+            for part, q in zip(PARTS, quantiles, strict=True)
+        }
+        for shape, *quantiles in rows
+    }
+
+
 def side_samples(
     con: Connection,
     workload: str,

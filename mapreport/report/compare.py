@@ -15,6 +15,8 @@ from mapreport.report.filters import duration, num, pct, plural, ratio, signed_p
 from mapreport.report.words import label
 
 COMPARE_SCHEMA_VERSION = "1.0"
+Parts = dict[str, dict[str, tuple[float, float, float] | None]]
+"""Per shape: latency, queue and compute (p50, p95, p99) of one side (`side_parts`)."""
 VERDICT_WORDS = {
     Verdict.FASTER: "faster",
     Verdict.SLOWER: "slower",
@@ -281,8 +283,20 @@ def document(
     generated_at: str,
     mapping: MappingComparison | None = None,
     ship: ShipCheck | None = None,
+    parts: tuple[Parts, Parts] | None = None,
 ) -> dict[str, Any]:
-    """compare.json."""
+    """compare.json (`parts`: each side's latency, queue and compute quantiles per shape)."""
+    pa, pb = parts or ({}, {})
+
+    def split(shape: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for side, held in (("a", pa), ("b", pb)):
+            for part, q in held.get(shape, {}).items():
+                out[f"{part}_{side}"] = (
+                    None if q is None else {"p50_us": q[0], "p95_us": q[1], "p99_us": q[2]}
+                )
+        return out
+
     return {
         "ship": None
         if ship is None
@@ -331,6 +345,7 @@ def document(
                 "verdict": s.verdict.value,
                 "traffic_a": s.traffic_a,
                 "traffic_b": s.traffic_b,
+                **split(s.shape),
             }
             for s in c.shapes
         ],

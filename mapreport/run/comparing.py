@@ -17,6 +17,7 @@ from mapreport.analysis.compare import (
     compare_ops,
     op_samples,
     ship_check,
+    side_parts,
     side_samples,
 )
 from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
@@ -92,6 +93,7 @@ def compare_runs(
     samples = []
     ops = []
     results = []
+    parts = []
     for path, wanted, night, which in (
         (a_path, a_slice, a_date, "a"),
         (b_path, b_slice, b_date, "b"),
@@ -101,6 +103,7 @@ def compare_runs(
         span = night_window(night) if night else EVERYTHING
         con = ds.connect(w, span)
         got = side_samples(con, w, s, span.start_us, span.end_us)
+        parts.append(side_parts(con, w, s, span.start_us, span.end_us))
         results.append(analyze_slice(con, w, s, th or Thresholds()))
         name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
         label = name if a_path == b_path else f"{path.name}:{name}"
@@ -119,7 +122,7 @@ def compare_runs(
     now = datetime.now(UTC).isoformat(timespec="seconds")
     mapping = compare_mapping(results[0], results[1])
     ship = ship_check(c.tail, _targets(cfg, b))
-    doc = document(c, a, b, now, mapping, ship)
+    doc = document(c, a, b, now, mapping, ship, (parts[0], parts[1]))
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     context = {
         "a": a,
