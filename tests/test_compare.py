@@ -215,6 +215,7 @@ def test_the_slice_tail_is_compared_with_every_shape_pooled() -> None:
     assert [t.quantile for t in thin] == ["p95"]  # 50 < min_samples_p99: no p99
 
 
+@pytest.mark.slow
 def test_the_mapping_of_a_run_against_itself_does_not_move(
     demo_dataset: Path, tmp_path: Path
 ) -> None:
@@ -267,6 +268,7 @@ def test_the_ship_decision_reads_the_sla_and_the_tail() -> None:
     assert ship_check(rose[:1], {"p99": 1.0}).reason == ShipReason.NO_SLA
 
 
+@pytest.mark.slow
 def test_each_shape_carries_its_queue_and_compute_on_both_sides(
     demo_dataset: Path, tmp_path: Path
 ) -> None:

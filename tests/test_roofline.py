@@ -507,6 +507,7 @@ def test_too_few_padded_steps_are_no_finding(tmp_path: Path) -> None:
     assert ActionKind.GRAPH_PADDING not in {a.kind for a in r.actions}
 
 
+@pytest.mark.slow
 @needs_realdata
 @pytest.mark.parametrize(
     ("run", "size", "mode", "launches"),
@@ -565,6 +566,7 @@ def test_device_findings_reproduce_from_their_packs(tmp_path: Path) -> None:
     assert "graph_padding" in _explained(tmp_path, ds)
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_headroom_and_idle_reproduce_from_their_packs(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
@@ -572,6 +574,7 @@ def test_headroom_and_idle_reproduce_from_their_packs(tmp_path: Path) -> None:
     assert {"roofline_headroom", "device_idle"} <= set(_explained(tmp_path, ds))
 
 
+@pytest.mark.slow
 @needs_realdata
 def test_an_unrecognised_device_is_named_and_the_configured_one_is_used(tmp_path: Path) -> None:
     """HTA's MI250 trace records its dies as "AMD Radeon Graphics": no roofline, and the report
