@@ -120,9 +120,27 @@ class Known:
 
     pattern: str
     limits: DeviceLimits
-    min_memory_bytes: int = 0
-    """Two memory sizes of one name with different bandwidths (A100 40 and 80 GB)."""
 
+
+_A100: Mapping[Dtype, float] = {
+    _F.FP64: 19.5,
+    _F.FP32: 19.5,
+    _F.TF32: 156.0,
+    _F.BF16: 312.0,
+    _F.FP16: 312.0,
+    _F.INT8: 624.0,
+}
+"""A100's matrix peaks (40 and 80 GB alike)."""
+_HOPPER: Mapping[Dtype, float] = {
+    _F.FP64: 67.0,
+    _F.FP32: 67.0,
+    _F.TF32: 494.5,
+    _F.BF16: 989.5,
+    _F.FP16: 989.5,
+    _F.FP8: 1979.0,
+    _F.INT8: 1979.0,
+}
+"""H100 SXM's and H200's matrix peaks (the same chip; H200 has more bandwidth)."""
 
 KNOWN: tuple[Known, ...] = (
     Known(
@@ -131,14 +149,7 @@ KNOWN: tuple[Known, ...] = (
             "NVIDIA A100 80GB",
             2039.0,
             19.5,
-            {
-                _F.FP64: 19.5,
-                _F.FP32: 19.5,
-                _F.TF32: 156.0,
-                _F.BF16: 312.0,
-                _F.FP16: 312.0,
-                _F.INT8: 624.0,
-            },
+            _A100,
             _NV.format("A100", "a100"),
         ),
     ),
@@ -148,14 +159,7 @@ KNOWN: tuple[Known, ...] = (
             "NVIDIA A100 40GB",
             1555.0,
             19.5,
-            {
-                _F.FP64: 19.5,
-                _F.FP32: 19.5,
-                _F.TF32: 156.0,
-                _F.BF16: 312.0,
-                _F.FP16: 312.0,
-                _F.INT8: 624.0,
-            },
+            _A100,
             _NV.format("A100", "a100"),
         ),
     ),
@@ -183,15 +187,7 @@ KNOWN: tuple[Known, ...] = (
             "NVIDIA H100 SXM",
             3350.0,
             67.0,
-            {
-                _F.FP64: 67.0,
-                _F.FP32: 67.0,
-                _F.TF32: 494.5,
-                _F.BF16: 989.5,
-                _F.FP16: 989.5,
-                _F.FP8: 1979.0,
-                _F.INT8: 1979.0,
-            },
+            _HOPPER,
             _NV.format("H100", "h100"),
         ),
     ),
@@ -201,15 +197,7 @@ KNOWN: tuple[Known, ...] = (
             "NVIDIA H200 SXM",
             4800.0,
             67.0,
-            {
-                _F.FP64: 67.0,
-                _F.FP32: 67.0,
-                _F.TF32: 494.5,
-                _F.BF16: 989.5,
-                _F.FP16: 989.5,
-                _F.FP8: 1979.0,
-                _F.INT8: 1979.0,
-            },
+            _HOPPER,
             _NV.format("H200", "h200"),
         ),
     ),

@@ -36,6 +36,11 @@ class Side:
     requests: int
 
 
+def ratio_ci(ci: tuple[float, float] | None) -> str:
+    """A ratio's CI as printed: [x0.91, x0.98] ('–' without one)."""
+    return "–" if ci is None else f"[{ratio_text(ci[0])}, {ratio_text(ci[1])}]"
+
+
 def ratio_text(x: float | None) -> str:
     """A ratio as benchstat prints a change: x1.31."""
     return "–" if x is None else f"x{x:.2f}"
@@ -59,7 +64,7 @@ def lines(c: Comparison) -> tuple[Line, ...]:
             s,
             ratio_text(s.ratio_p50),
             ratio_text(s.ratio_p95),
-            "–" if s.ci_p95 is None else f"[{ratio_text(s.ci_p95[0])}, {ratio_text(s.ci_p95[1])}]",
+            ratio_ci(s.ci_p95),
             VERDICT_WORDS[s.verdict],
         )
         for s in c.shapes
@@ -82,7 +87,7 @@ def op_lines(c: Comparison) -> tuple[OpLine, ...]:
         OpLine(
             o,
             ratio_text(o.ratio),
-            "–" if o.ci is None else f"[{ratio_text(o.ci[0])}, {ratio_text(o.ci[1])}]",
+            ratio_ci(o.ci),
             VERDICT_WORDS[o.verdict],
         )
         for o in c.ops
@@ -139,8 +144,7 @@ def tail_sentence(c: Comparison) -> str:
         return ""
     said = [
         f"{t.quantile} {duration(t.a_us)} → {duration(t.b_us)} ({ratio_text(t.ratio)}, 95% CI "
-        f"[{ratio_text(t.ci[0])}, {ratio_text(t.ci[1])}]"
-        + (", moved)" if t.moved else ", no change shown)")
+        f"{ratio_ci(t.ci)}" + (", moved)" if t.moved else ", no change shown)")
         for t in c.tail
     ]
     return "The slice, every shape pooled: " + "; ".join(said) + "."
