@@ -45,6 +45,13 @@ class ShapeComparison:
     traffic_a: float
     traffic_b: float
 
+    @property
+    def impact(self) -> float:
+        """Traffic x effect: the larger side's share of requests times |log ratio_p95| (how
+        much of the slice's time the move shifts; 0 without a ratio)."""
+        r = self.ratio_p95
+        return 0.0 if not r or r <= 0 else max(self.traffic_a, self.traffic_b) * abs(np.log(r))
+
 
 @dataclass(frozen=True)
 class OpComparison:
@@ -62,6 +69,16 @@ class OpComparison:
     """95% bootstrap CI of `ratio`, resampling each side's calls (None: too few calls)."""
     p_value: float | None
     verdict: Verdict
+    share: float = 0.0
+    """The larger side's share of its trace's device time spent in this op x shape."""
+    types: str = ""
+    """The input types as the trace states them (JSON): part of what aligns the two sides."""
+
+    @property
+    def impact(self) -> float:
+        """Device-time share x |log ratio| (0 without a positive ratio)."""
+        r = self.ratio
+        return 0.0 if not r > 0 or not np.isfinite(r) else self.share * abs(np.log(r))
 
 
 @dataclass(frozen=True)
@@ -98,12 +115,26 @@ class Comparison:
     ops_only_b: tuple[str, ...] = ()
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
-        """The shapes with verdict `v`."""
-        return tuple(s for s in self.shapes if s.verdict == v)
+        """The shapes with verdict `v`, most impact first."""
+        return tuple(sorted((s for s in self.shapes if s.verdict == v), key=_by_impact))
+
+    def moved_most(self, k: int = 5) -> tuple[ShapeComparison, ...]:
+        """The `k` shapes that moved (faster or slower) with the most traffic x effect."""
+        moved = (s for s in self.shapes if s.verdict in (Verdict.FASTER, Verdict.SLOWER))
+        return tuple(sorted(moved, key=_by_impact)[:k])
+
+    def ops_moved_most(self, k: int = 5) -> tuple[OpComparison, ...]:
+        """The `k` op x shapes that moved with the most device-time share x effect."""
+        moved = (o for o in self.ops if o.verdict in (Verdict.FASTER, Verdict.SLOWER))
+        return tuple(sorted(moved, key=_by_impact)[:k])
 
 
-_OP_CALLS = """
-    SELECT op, shape, types, sum(dur) AS dur FROM (
+def _by_impact(x: ShapeComparison | OpComparison) -> tuple[float, str]:
+    return -x.impact, x.shape
+
+
+OP_CALLS = """
+    SELECT op, shape, types, sum(dur) AS dur, source_id FROM (
         SELECT json_extract_string(extra, '$.op') AS op, coalesce(shape, '') AS shape,
             CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) AS types,
             coalesce(json_extract_string(extra, '$.external_id'),
@@ -113,14 +144,18 @@ _OP_CALLS = """
             AND json_extract_string(extra, '$.op') IS NOT NULL
     )
     GROUP BY op, shape, types, call, source_id
-    ORDER BY op, shape, types, dur
+    ORDER BY op, shape, types, dur, source_id
 """
-_SAMPLES = """
-    SELECT shape, compute_end_us - arrival_us AS latency_us FROM request
+"""A trace's device time per call of each op x shape a recorded operator launched (`op_samples`;
+a comparison's evidence packs select from it)."""
+SAMPLES = """
+    SELECT shape, compute_end_us - arrival_us AS latency_us, source_id, line FROM request
     WHERE workload = $w AND slice = $s AND status = 'ok' AND arrival_known IS NOT FALSE
         AND ($start IS NULL OR arrival_us >= $start) AND ($end IS NULL OR arrival_us < $end)
-    ORDER BY shape, latency_us
+    ORDER BY shape, latency_us, source_id, line
 """
+"""A side's ok requests with their arrival: what a shape's and the slice's quantiles are of
+(`side_samples`; a comparison's evidence packs select from it)."""
 
 
 _PARTS = """
@@ -176,10 +211,10 @@ def side_samples(
     """Each shape's end-to-end latencies of ok requests (arrivals in [start, end) when given),
     sorted."""
     rows = con.execute(
-        _SAMPLES, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
+        SAMPLES, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
     ).fetchall()
     out: dict[str, list[float]] = {}
-    for shape, latency in rows:
+    for shape, latency, _, _ in rows:
         out.setdefault(str(shape), []).append(float(latency))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
@@ -308,7 +343,7 @@ OpKey = tuple[str, str, str]
 def op_samples(con: Connection, workload: str, slice_: str) -> dict[OpKey, np.ndarray]:
     """Per op x shape launched by a recorded operator: the device time of each call."""
     out: dict[OpKey, list[float]] = {}
-    for op, shape, types, dur in con.execute(_OP_CALLS, {"w": workload, "s": slice_}).fetchall():
+    for op, shape, types, dur, _ in con.execute(OP_CALLS, {"w": workload, "s": slice_}).fetchall():
         out.setdefault((str(op), str(shape), str(types)), []).append(float(dur))
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
@@ -351,10 +386,13 @@ def compare_ops(
         for k in tested
     }
     found = dict(zip(tested, benjamini_hochberg([stats[k][2] for k in tested], fdr), strict=True))
+    total_a = sum(float(v.sum()) for v in a.values()) or 1.0
+    total_b = sum(float(v.sum()) for v in b.values()) or 1.0
     out = []
     for k in both:
         op, shape, types = k
         ma, mb = float(a[k].mean()), float(b[k].mean())
+        share = max(float(a[k].sum()) / total_a, float(b[k].sum()) / total_b)
         ratio, ci, p, verdict = (mb / ma if ma else float("nan")), None, None, Verdict.INSUFFICIENT
         if k in stats:
             ratio, ci, p = stats[k]
@@ -363,7 +401,19 @@ def compare_ops(
                 verdict = Verdict.FASTER if ratio < 1 else Verdict.SLOWER
         out.append(
             OpComparison(
-                op, shape, _dtype(types), len(a[k]), len(b[k]), ma, mb, ratio, ci, p, verdict
+                op,
+                shape,
+                _dtype(types),
+                len(a[k]),
+                len(b[k]),
+                ma,
+                mb,
+                ratio,
+                ci,
+                p,
+                verdict,
+                share,
+                types,
             )
         )
     out.sort(key=lambda o: -(o.mean_us_a * o.count_a + o.mean_us_b * o.count_b))

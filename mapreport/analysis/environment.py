@@ -130,3 +130,69 @@ def environments(con: Connection, source_ids: list[str], workload: str) -> list[
         {"ids": source_ids, "w": workload},
     )
     return records(cur)
+
+
+DATA_TABLES = ("compile_plan", "compile_event", "quality", *RUNTIME_TABLES)
+"""Tables whose rows make a file part of a workload's records (the environment alone does
+not)."""
+
+
+@dataclass(frozen=True)
+class SourceSelection:
+    """The source files of a workload whose environment states `key` = `value`."""
+
+    key: str
+    value: str
+    sources: tuple[str, ...]
+    """Matching files: their own environment states the value, or, stating none, the
+    workload's environment files all do; and the matching environment files themselves."""
+    files: int
+    """The workload's files with records."""
+    unstated: int
+    """Files whose environment (their own, else the workload's) states no value of `key`."""
+    ambiguous: int
+    """Files whose environment states several values of `key`."""
+    seen: tuple[str, ...]
+    """Every value of `key` stated for the workload's files."""
+
+
+def select_sources(con: Connection, workload: str, key: str, value: str) -> SourceSelection:
+    """The files of `workload` whose environment states `key` = `value` (`key`: a column of
+    the environment record, `ENVIRONMENT_SHOWN`; anything else is a ValueError)."""
+    if key not in ENVIRONMENT_SHOWN:
+        raise ValueError(f"{key!r} is not an environment key ({', '.join(ENVIRONMENT_SHOWN)})")
+    with_data = " UNION ".join(
+        f"SELECT DISTINCT source_id FROM {t} WHERE workload = $w" for t in DATA_TABLES
+    )
+    files = [str(r[0]) for r in con.execute(with_data, {"w": workload}).fetchall()]
+    # the key is one of the schema's own column names (checked above), never read text
+    rows = con.execute(
+        f"""SELECT source_id, workload = $w AS stated, list(DISTINCT "{key}")
+        FILTER (WHERE "{key}" IS NOT NULL)
+        FROM environment WHERE list_contains($ids, source_id) OR workload = $w
+        GROUP BY ALL""",
+        {"w": workload, "ids": files},
+    ).fetchall()
+    own: dict[str, set[str]] = {}
+    stated: set[str] = set()
+    env_files: dict[str, set[str]] = {}
+    for source, for_workload, values in rows:
+        got = {str(v) for v in values or ()}
+        own.setdefault(str(source), set()).update(got)
+        if for_workload:
+            stated |= got
+            env_files.setdefault(str(source), set()).update(got)
+    chosen, unstated, ambiguous = [], 0, 0
+    for f in files:
+        values = own.get(f) or stated
+        if not values:
+            unstated += 1
+        elif len(values) > 1:
+            ambiguous += 1
+        elif value in values:
+            chosen.append(f)
+    chosen += [f for f, got in env_files.items() if got == {value} and f not in files]
+    seen = set(stated).union(*own.values()) if own else stated
+    return SourceSelection(
+        key, value, tuple(sorted(chosen)), len(files), unstated, ambiguous, tuple(sorted(seen))
+    )

@@ -8,14 +8,14 @@ Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input d
 from __future__ import annotations
 
 import contextlib
-import sys
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import click
 
 from mapreport import __version__
+from mapreport.app.evidence_cli import compare_cmd, explain_cmd
 from mapreport.app.options import (
     date_opt,
     engine_opt,
@@ -37,7 +37,7 @@ from mapreport.app.terminal import (
     progress_printer,
     setup_logging,
 )
-from mapreport.app.values import date_callback, edges_option, span_option
+from mapreport.app.values import edges_option, span_option
 from mapreport.core.errors import (
     ERROR_POLICIES,
     DatasetError,
@@ -487,60 +487,8 @@ def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbo
     )
 
 
-@main.command("explain")
-@click.argument("pack_id", metavar="ID")
-@dataset_opt
-@verbose_opt
-@domain_errors
-def explain_cmd(pack_id: str, dataset: Path, verbose: bool) -> None:
-    """Rerun the evidence of a class or an action (ID: the action's id in findings.json, or the
-    pack named in the report) against the dataset: its figure, n and 95% CI next to the
-    report's, the rows and the files they come from. Exit 5 when they are not reproduced."""
-    from mapreport.run.evidence import explain
-
-    setup_logging(verbose)
-    lines, ok = explain(dataset, pack_id)
-    for line in lines:
-        echo(line)
-    if not ok:
-        sys.exit(DatasetError.exit_code)
-
-
-@main.command("compare")
-@click.argument("a_path", metavar="A", type=click.Path(path_type=Path, file_okay=False))
-@click.argument("b_path", metavar="B", type=click.Path(path_type=Path, file_okay=False))
-@click.option("--out", required=True, type=click.Path(path_type=Path, file_okay=False))
-@click.option("--a-slice", metavar="W[/S]", help="A's slice (needed when A holds several).")
-@click.option("--b-slice", metavar="W[/S]", help="B's slice (needed when B holds several).")
-@click.option("--a-date", metavar="YYYY-MM-DD", callback=date_callback, help="A: one UTC day.")
-@click.option("--b-date", metavar="YYYY-MM-DD", callback=date_callback, help="B: one UTC day.")
-@click.option("--no-pdf", "no_pdf", is_flag=True, help="Write compare.html and compare.json only.")
-@click.option(
-    "--config",
-    type=click.Path(path_type=Path, dir_okay=False, exists=True),
-    help="A run configuration: its SLA targets for B's slice decide whether B is safe to ship.",
-)
-@verbose_opt
-@domain_errors
-def compare_cmd(
-    a_path: Path, b_path: Path, out: Path, no_pdf: bool, verbose: bool, **sides: Any
-) -> None:
-    """Compare run B with run A per request shape: the B/A ratio of p50 and p95 latency with a
-    bootstrap 95% CI, and a verdict (faster, slower, ~) held to a 5% false discovery rate
-    across shapes. A and B are datasets (the same one twice with two --a-slice/--b-slice).
-    Writes OUT/compare.html, OUT/compare.pdf and OUT/compare.json (docs/compare.md)."""
-    from mapreport.run.comparing import compare_runs
-
-    setup_logging(verbose)
-    for path in (a_path, b_path):
-        if not path.is_dir():
-            raise DatasetError(f"{path}: no such dataset folder")
-    done = compare_runs(a_path, b_path, out, **sides, pdf=not no_pdf)
-    a, b = done.a, done.b
-    echo(f"compared  {a.label} ({a.requests:,} requests) -> {b.label} ({b.requests:,})")
-    echo(f"verdict   {done.verdict}")
-    pdf = "" if no_pdf else f", {out / 'compare.pdf'}"
-    echo(f"wrote     {out / 'compare.html'}, {out / 'compare.json'}{pdf}")
+main.add_command(explain_cmd)
+main.add_command(compare_cmd)
 
 
 @main.command("check")

@@ -46,3 +46,23 @@ def date_option(value: str | None) -> date | None:
         return date.fromisoformat(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is not a date (YYYY-MM-DD)") from None
+
+
+def selection_callback(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> tuple[str, str] | None:
+    """Click's callback for a side's environment selection: `[environment.]KEY=VALUE`, KEY an
+    environment record's key (docs/formats.md), as (key, value)."""
+    if value is None:
+        return None
+    from mapreport.core.schema import ENVIRONMENT_SHOWN
+
+    key, eq, wanted = value.partition("=")
+    key = key.strip().removeprefix("environment.")
+    if not eq or not wanted:
+        raise click.BadParameter(f"{value!r} is not KEY=VALUE (environment.compiler_version=1.5)")
+    if key not in ENVIRONMENT_SHOWN:
+        raise click.BadParameter(
+            f"{key!r} is not an environment key (one of: {', '.join(ENVIRONMENT_SHOWN)})"
+        )
+    return key, wanted

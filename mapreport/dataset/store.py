@@ -33,7 +33,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -563,11 +563,14 @@ class Dataset(HistoryFiles):
         return [Scan(on_clock, Rows.DATED), Scan(named, Rows.UNDATED)]
 
     def connect(
-        self, workload: str | None = None, window: Window = EVERYTHING
+        self,
+        workload: str | None = None,
+        window: Window = EVERYTHING,
+        sources: Sequence[str] | None = None,
     ) -> duckdb.DuckDBPyConnection:
-        """A DuckDB connection with a view per canonical table over the committed files
-        (`views.connect`)."""
-        return views.connect(self, workload, window)
+        """A DuckDB connection with a view per canonical table over the committed files (of
+        the `sources` only, when given: `views.connect`)."""
+        return views.connect(self, workload, window, sources)
 
 
 DATA_KEPT = tuple(t for t in TABLES if t not in ("ingest_log", "environment", "quarantine"))

@@ -102,13 +102,16 @@ class DuckDBFiles:
 
 
 def connect(
-    ds: Dataset, workload: str | None = None, window: Window = EVERYTHING
+    ds: Dataset,
+    workload: str | None = None,
+    window: Window = EVERYTHING,
+    sources: Sequence[str] | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the dataset's views (`define_views`), which can reach no file
     outside the dataset (`duckdb_connection`)."""
     ds.check_links()  # the sandbox refuses reads through them; say which link, once
     con = duckdb_connection([ds.root])
-    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window)
+    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window, sources)
     return con
 
 
@@ -146,19 +149,35 @@ def duckdb_connection(
 
 
 def define_views(
-    con: Connection, files: ParquetSource, ds: Dataset, workload: str | None, window: Window
+    con: Connection,
+    files: ParquetSource,
+    ds: Dataset,
+    workload: str | None,
+    window: Window,
+    sources: Sequence[str] | None = None,
 ) -> None:
     """One view per canonical table over the committed files of one workload (or all): the
     runtime tables and compile events hold the window's rows, compile_plan each plan's
     version in force at the window's end, and `plan_version` every version of every plan
-    with its capture time. The same statements on every engine; only `files` differs."""
+    with its capture time. The same statements on every engine; only `files` differs. With
+    `sources`, every table but the ingest log holds the rows of those source files only (a
+    side of a comparison chosen by its environment)."""
     live = set(ds.live())
+    if sources is not None:
+        con.execute(
+            f"CREATE TEMP TABLE {SELECTED} AS SELECT unnest($ids::VARCHAR[]) AS source_id",
+            {"ids": list(sources)},
+        )
     for table in TABLES:
         name = ALL_PLANS if table == "compile_plan" else table
         scans = ds.scans(table, workload, live, window)
         if table in SERVER_WIDE and workload:
             scans += ds.scans(table, "", live, window)
-        con.execute(f"CREATE TEMP VIEW {name} AS " + view_select(files, table, scans, window))
+        select = view_select(files, table, scans, window)
+        if sources is not None and table != "ingest_log":
+            chosen = f"SELECT source_id FROM {SELECTED}"
+            select = f"SELECT * FROM ({select}) WHERE source_id IN ({chosen})"
+        con.execute(f"CREATE TEMP VIEW {name} AS " + select)
     con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
     con.execute(
         f"""CREATE TEMP VIEW compile_plan AS SELECT p.* FROM {ALL_PLANS} p
@@ -200,6 +219,8 @@ def _where(rows: Rows, column: str, window: Window) -> str | None:
     return f"({_in_window(column, window)}) OR {_undated(column)}"
 
 
+SELECTED = "_selected_source"
+"""The table of the source files a restricted connection's views hold (`define_views`)."""
 ALL_PLANS = "_every_compile_plan"
 """The view of every version of every compile plan; `compile_plan` holds those in force."""
 

@@ -4,17 +4,22 @@ prints), and compare.json (docs/compare.md)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from mapreport import __version__
-from mapreport.analysis.compare import Comparison, OpComparison, ShapeComparison, ShipCheck
+from mapreport.analysis.compare import (
+    Comparison,
+    OpComparison,
+    QuantileComparison,
+    ShapeComparison,
+    ShipCheck,
+)
 from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
+from mapreport.analysis.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
 from mapreport.report.filters import duration, num, pct, plural, ratio, signed_pct
+from mapreport.report.view import anchor_key
 from mapreport.report.words import label
 
-COMPARE_SCHEMA_VERSION = "1.0"
 Parts = dict[str, dict[str, tuple[float, float, float] | None]]
 """Per shape: latency, queue and compute (p50, p95, p99) of one side (`side_parts`)."""
 VERDICT_WORDS = {
@@ -55,20 +60,104 @@ class Line:
     ratio_p95: str
     ci: str
     verdict: str
+    key: str
+    """The anchor of the shape's row (`shape-<key>`)."""
+    evidence: str
+    """The relative link to the shape's evidence pack ('' when untested)."""
 
 
-def lines(c: Comparison) -> tuple[Line, ...]:
-    """The table's rows."""
-    return tuple(
-        Line(
-            s,
-            ratio_text(s.ratio_p50),
-            ratio_text(s.ratio_p95),
-            ratio_ci(s.ci_p95),
-            VERDICT_WORDS[s.verdict],
-        )
-        for s in c.shapes
+Evidence = dict[tuple[str, ...], str]
+"""Evidence pack ids by what they are of (`compare_packs.evidence_ids`)."""
+
+
+def _href(evidence: Evidence, *what: str) -> str:
+    pid = evidence.get(what)
+    return f"evidence/{pid}.sql" if pid else ""
+
+
+def _line(s: ShapeComparison, evidence: Evidence) -> Line:
+    return Line(
+        s,
+        ratio_text(s.ratio_p50),
+        ratio_text(s.ratio_p95),
+        ratio_ci(s.ci_p95),
+        VERDICT_WORDS[s.verdict],
+        anchor_key(s.shape),
+        _href(evidence, "shape", s.shape),
     )
+
+
+def lines(c: Comparison, evidence: Evidence | None = None) -> tuple[Line, ...]:
+    """The table's rows."""
+    return tuple(_line(s, evidence or {}) for s in c.shapes)
+
+
+def moved_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[Line, ...]:
+    """Page 1's shapes that moved most, by traffic x effect."""
+    return tuple(_line(s, evidence or {}) for s in c.moved_most())
+
+
+@dataclass(frozen=True)
+class TailLine:
+    """One pooled quantile of the slice, in words."""
+
+    q: QuantileComparison
+    ratio: str
+    ci: str
+    verdict: str
+    evidence: str
+
+
+def tail_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[TailLine, ...]:
+    """Page 1's pooled quantiles of the slice."""
+    return tuple(
+        TailLine(
+            t,
+            ratio_text(t.ratio),
+            ratio_ci(t.ci),
+            ("slower" if t.ratio > 1 else "faster") if t.moved else "~",
+            _href(evidence or {}, "slice", t.quantile),
+        )
+        for t in c.tail
+    )
+
+
+@dataclass(frozen=True)
+class DrillRow:
+    """One part of a shape's time on both sides."""
+
+    part: str
+    cells: tuple[str, ...]
+    """p50 A, p50 B, p95 A, p95 B, p99 A, p99 B."""
+
+
+@dataclass(frozen=True)
+class DrillLine:
+    """A moved shape's time, split: each part's p50, p95 and p99 on both sides."""
+
+    line: Line
+    parts: tuple[DrillRow, ...]
+
+
+PART_WORDS = {"latency": "End to end", "queue": "Queue wait", "compute": "Compute"}
+
+
+def drill_lines(
+    c: Comparison, parts: tuple[Parts, Parts], evidence: Evidence | None = None
+) -> tuple[DrillLine, ...]:
+    """The drill-down of the shapes that moved most: where the time moved (queue or compute)."""
+    out = []
+    for line in moved_lines(c, evidence):
+        rows = []
+        for part, words in PART_WORDS.items():
+            qa = parts[0].get(line.s.shape, {}).get(part)
+            qb = parts[1].get(line.s.shape, {}).get(part)
+            if qa is None and qb is None:
+                continue
+            cells = [duration(None if q is None else q[i]) for i in range(3) for q in (qa, qb)]
+            rows.append(DrillRow(words, tuple(cells)))
+        out.append(DrillLine(line, tuple(rows)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -79,19 +168,27 @@ class OpLine:
     ratio: str
     ci: str
     verdict: str
+    evidence: str
 
 
-def op_lines(c: Comparison) -> tuple[OpLine, ...]:
-    """The op table's rows."""
-    return tuple(
-        OpLine(
-            o,
-            ratio_text(o.ratio),
-            ratio_ci(o.ci),
-            VERDICT_WORDS[o.verdict],
-        )
-        for o in c.ops
+def _op_line(o: OpComparison, evidence: Evidence) -> OpLine:
+    return OpLine(
+        o,
+        ratio_text(o.ratio),
+        ratio_ci(o.ci),
+        VERDICT_WORDS[o.verdict],
+        _href(evidence, "op", o.op, o.shape, o.types),
     )
+
+
+def op_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[OpLine, ...]:
+    """The op table's rows."""
+    return tuple(_op_line(o, evidence or {}) for o in c.ops)
+
+
+def ops_moved_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[OpLine, ...]:
+    """Page 1's op x shapes that moved most, by device-time share x effect."""
+    return tuple(_op_line(o, evidence or {}) for o in c.ops_moved_most())
 
 
 SHIP_WORDS = {
@@ -121,8 +218,9 @@ def ops_sentence(c: Comparison) -> str:
     """What the traces' op x shapes say, in one sentence ('' without them)."""
     if not c.ops:
         return ""
-    slower = [o for o in c.ops if o.verdict == Verdict.SLOWER]
-    faster = [o for o in c.ops if o.verdict == Verdict.FASTER]
+    moved = c.ops_moved_most(len(c.ops))
+    slower = [o for o in moved if o.verdict == Verdict.SLOWER]
+    faster = [o for o in moved if o.verdict == Verdict.FASTER]
     thin = sum(1 for o in c.ops if o.verdict == Verdict.INSUFFICIENT)
 
     def one(o: OpComparison) -> str:
@@ -247,130 +345,69 @@ def mapping_view(mc: MappingComparison | None) -> MappingView | None:
     return MappingView(figures, lines, len(mc.decisions_changed))
 
 
-def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
-    if mc is None:
-        return None
+@dataclass(frozen=True)
+class RunLine:
+    """One quantile across runs, in words."""
 
-    def fig(f: Figure) -> dict[str, float | None]:
-        return {"a": f.a, "b": f.b, "change": f.change}
-
-    return {
-        "coverage": fig(mc.coverage),
-        "mape_weighted": fig(mc.mape),
-        "within_tolerance_share": fig(mc.within_tolerance),
-        "kendall_tau": fig(mc.kendall_tau),
-        "adaptation_events": fig(mc.adaptation_events),
-        "fallback_requests": fig(mc.fallback_requests),
-        "shapes": [
-            {
-                "shape": m.shape,
-                "signed_error_a": m.signed_error_a,
-                "signed_error_b": m.signed_error_b,
-                "change": m.change,
-                "change_ci": list(m.change_ci) if m.change_ci else None,
-                "net_gain_a": m.net_gain_a,
-                "net_gain_b": m.net_gain_b,
-                "fallback_a": m.fallback_a,
-                "fallback_b": m.fallback_b,
-                "decision_a": m.decision_a.value,
-                "decision_b": m.decision_b.value,
-            }
-            for m in mc.shapes
-        ],
-    }
+    quantile: str
+    runs_a: int
+    runs_b: int
+    ratio: str
+    ci: str
+    verdict: str
 
 
-def document(
-    c: Comparison,
-    a: Side,
-    b: Side,
-    generated_at: str,
-    mapping: MappingComparison | None = None,
-    ship: ShipCheck | None = None,
-    parts: tuple[Parts, Parts] | None = None,
-) -> dict[str, Any]:
-    """compare.json (`parts`: each side's latency, queue and compute quantiles per shape)."""
-    pa, pb = parts or ({}, {})
+@dataclass(frozen=True)
+class RunsView:
+    """The run-to-run section: a sentence, and a row per quantile where runs allow one."""
 
-    def split(shape: str) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for side, held in (("a", pa), ("b", pb)):
-            for part, q in held.get(shape, {}).items():
-                out[f"{part}_{side}"] = (
-                    None if q is None else {"p50_us": q[0], "p95_us": q[1], "p99_us": q[2]}
-                )
-        return out
+    sentence: str
+    lines: tuple[RunLine, ...]
 
-    return {
-        "ship": None
-        if ship is None
-        else {
-            "safe": ship.safe,
-            "reason": ship.reason.value,
-            "quantile": ship.quantile.quantile if ship.quantile else None,
-            "target_us": ship.target_us,
-            "text": ship_sentence(ship),
-        },
-        "mapping": _mapping_doc(mapping),
-        "schema_version": COMPARE_SCHEMA_VERSION,
-        "generator": f"mapreport {__version__}",
-        "generated_at": generated_at,
-        "a": vars(a),
-        "b": vars(b),
-        "verdict": headline(c),
-        "fdr": c.fdr,
-        "tested": c.tested,
-        "tail": [
-            {
-                "quantile": t.quantile,
-                "n_a": t.n_a,
-                "n_b": t.n_b,
-                "a_us": t.a_us,
-                "b_us": t.b_us,
-                "ratio": t.ratio,
-                "ci": list(t.ci),
-                "moved": t.moved,
-            }
-            for t in c.tail
-        ],
-        "shapes": [
-            {
-                "shape": s.shape,
-                "n_a": s.n_a,
-                "n_b": s.n_b,
-                "p50_a_us": s.p50_a_us,
-                "p50_b_us": s.p50_b_us,
-                "p95_a_us": s.p95_a_us,
-                "p95_b_us": s.p95_b_us,
-                "ratio_p50": s.ratio_p50,
-                "ratio_p95": s.ratio_p95,
-                "ci_p95": list(s.ci_p95) if s.ci_p95 else None,
-                "p_value": s.p_value,
-                "verdict": s.verdict.value,
-                "traffic_a": s.traffic_a,
-                "traffic_b": s.traffic_b,
-                **split(s.shape),
-            }
-            for s in c.shapes
-        ],
-        "only_a": list(c.only_a),
-        "only_b": list(c.only_b),
-        "ops": [
-            {
-                "op": o.op,
-                "shape": o.shape,
-                "dtype": o.dtype,
-                "count_a": o.count_a,
-                "count_b": o.count_b,
-                "mean_us_a": o.mean_us_a,
-                "mean_us_b": o.mean_us_b,
-                "ratio": o.ratio,
-                "ci": list(o.ci) if o.ci else None,
-                "p_value": o.p_value,
-                "verdict": o.verdict.value,
-            }
-            for o in c.ops
-        ],
-        "ops_only_a": list(c.ops_only_a),
-        "ops_only_b": list(c.ops_only_b),
-    }
+
+def _held(r: RunsCompared) -> str:
+    said = []
+    if r.runs_a or r.runs_b:
+        said.append(
+            f"A holds {plural(r.runs_a, 'run')} of requests, B {r.runs_b} (a run: one file)"
+        )
+    if r.traces_a or r.traces_b:
+        said.append(f"A's ops come from {plural(r.traces_a, 'trace file')}, B's from {r.traces_b}")
+    return "; ".join(said) or "Neither side holds requests or traced ops"
+
+
+def runs_view(r: RunsCompared) -> RunsView:
+    """What the runs of each side allow claiming, in words."""
+    held = _held(r)
+    if not r.claimed:
+        return RunsView(
+            f"{held}. The intervals above resample the requests (and calls) of each side: they "
+            "measure the variation within a run, not run-to-run noise; a claim about the "
+            f"builds, configs or devices in general needs {MIN_RUNS} or more runs a side, each "
+            "with the requests its quantile needs.",
+            (),
+        )
+    rows = tuple(
+        RunLine(
+            q.quantile,
+            q.runs_a,
+            q.runs_b,
+            ratio_text(q.ratio),
+            ratio_ci(q.ci),
+            "–" if q.ci is None else ("moved" if q.moved else "~"),
+        )
+        for q in r.quantiles
+        if q.runs_a or q.runs_b
+    )
+    said = [f"{q.quantile} {ratio_text(q.ratio)} {ratio_ci(q.ci)}" for q in r.quantiles if q.moved]
+    said += [f"{o.op} {ratio_text(o.ratio)} {ratio_ci(o.ci)}" for o in r.ops if o.moved]
+    ops = (
+        f" {plural(len(r.ops), 'op x shape')} ran in {MIN_RUNS} or more trace files a side."
+        if r.ops
+        else ""
+    )
+    return RunsView(
+        f"{held}. Across runs (the geometric mean of each run's figure, Welch's 95% t "
+        f"interval): {'; '.join(said) if said else 'nothing moved beyond its interval'}.{ops}",
+        rows,
+    )

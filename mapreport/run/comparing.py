@@ -8,11 +8,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
+import numpy as np
 from markupsafe import Markup
 
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.compare import (
     Comparison,
+    OpKey,
     compare,
     compare_ops,
     op_samples,
@@ -21,21 +23,39 @@ from mapreport.analysis.compare import (
     side_samples,
 )
 from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.environment import SourceSelection, select_sources
 from mapreport.analysis.query import slices
+from mapreport.analysis.results import SliceResult
+from mapreport.analysis.runlevel import (
+    Run,
+    RunsCompared,
+    compare_op_runs,
+    op_runs,
+    side_runs,
+    trace_files,
+)
+from mapreport.analysis.runlevel import compare_runs as runlevel
 from mapreport.analysis.slice import analyze_slice
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.report.compare import (
+    Parts,
     Side,
-    document,
+    drill_lines,
     headline,
     lines,
     mapping_view,
+    moved_lines,
     op_lines,
+    ops_moved_lines,
+    runs_view,
     ship_sentence,
+    tail_lines,
 )
+from mapreport.report.compare_doc import document
+from mapreport.run.compare_packs import SideSpec, evidence_ids, packs, write_packs
 from mapreport.run.config import Config, load_config
 
 
@@ -68,6 +88,73 @@ class Compared:
     b: Side
     verdict: str
     mapping: MappingComparison | None = None
+    runs: RunsCompared | None = None
+
+
+@dataclass(frozen=True)
+class _Read:
+    """What one side's records give the comparison."""
+
+    side: Side
+    samples: dict[str, np.ndarray]
+    parts: Parts
+    result: SliceResult
+    ops: dict[OpKey, np.ndarray]
+    runs: tuple[Run, ...]
+    op_runs: dict[OpKey, dict[str, float]]
+    spec: SideSpec
+
+
+def _read_side(
+    path: Path,
+    wanted: str | None,
+    night: date | None,
+    env: tuple[str, str] | None,
+    which: str,
+    th: Thresholds,
+    same: bool,
+) -> _Read:
+    """One side: its slice (of one night, of the files of one environment when asked) read."""
+    ds = Dataset(path)
+    w, s = pick_slice(ds, wanted, which)
+    span = night_window(night) if night else EVERYTHING
+    con = ds.connect(w, span)
+    name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
+    sources = None
+    if env is not None:
+        chosen = select_sources(con, w, *env)
+        if not chosen.sources:
+            raise UsageError(_none_chosen(which, w, chosen))
+        sources = list(chosen.sources)
+        con = ds.connect(w, span, sources)
+        name += f" [{env[0]}={env[1]}]"
+    got = side_samples(con, w, s, span.start_us, span.end_us)
+    side = Side(
+        name if same else f"{path.name}:{name}",
+        str(path),
+        w,
+        s,
+        sum(len(v) for v in got.values()),
+    )
+    return _Read(
+        side,
+        got,
+        side_parts(con, w, s, span.start_us, span.end_us),
+        analyze_slice(con, w, s, th),
+        op_samples(con, w, s),
+        side_runs(con, w, s, span.start_us, span.end_us),
+        op_runs(con, w, s),
+        SideSpec(str(ds.root.resolve()), w, s, night.isoformat() if night else None, sources),
+    )
+
+
+def _none_chosen(which: str, workload: str, c: SourceSelection) -> str:
+    """Why a side's environment selection chose no file, and what the files do state."""
+    seen = ", ".join(c.seen) if c.seen else "none"
+    return (
+        f"--{which}: no file of {workload} states {c.key}={c.value} (of {c.files} files, "
+        f"{c.unstated} state no {c.key} and {c.ambiguous} several; values stated: {seen})"
+    )
 
 
 def compare_runs(
@@ -81,48 +168,43 @@ def compare_runs(
     th: Thresholds | None = None,
     pdf: bool = True,
     config: Path | None = None,
+    a_env: tuple[str, str] | None = None,
+    b_env: tuple[str, str] | None = None,
 ) -> Compared:
     """Compare side B with side A (each a slice, of one night when its date is given: the
-    arrivals of that UTC day) and write OUT/compare.json, OUT/compare.html and (`pdf`)
-    OUT/compare.pdf, the verdict on its first page."""
+    arrivals of that UTC day; of the files of one environment when `*_env` names a key and
+    value) and write OUT/compare.json, OUT/compare.html and (`pdf`) OUT/compare.pdf, the
+    verdict on its first page."""
     from mapreport import __version__
     from mapreport.report import html as pages
 
     cfg = load_config(config) if config else None  # a bad config fails before any work
-    sides = []
-    samples = []
-    ops = []
-    results = []
-    parts = []
-    for path, wanted, night, which in (
-        (a_path, a_slice, a_date, "a"),
-        (b_path, b_slice, b_date, "b"),
-    ):
-        ds = Dataset(path)
-        w, s = pick_slice(ds, wanted, which)
-        span = night_window(night) if night else EVERYTHING
-        con = ds.connect(w, span)
-        got = side_samples(con, w, s, span.start_us, span.end_us)
-        parts.append(side_parts(con, w, s, span.start_us, span.end_us))
-        results.append(analyze_slice(con, w, s, th or Thresholds()))
-        name = (f"{w}/{s}" if s else w) + (f" on {night.isoformat()}" if night else "")
-        label = name if a_path == b_path else f"{path.name}:{name}"
-        requests = sum(len(v) for v in got.values())
-        ops.append(op_samples(con, w, s))
-        sides.append(Side(label, str(path), w, s, requests))
-        samples.append(got)
-    a, b = sides
     th = th or Thresholds()
+    same = a_path == b_path
+    ra = _read_side(a_path, a_slice, a_date, a_env, "a", th, same)
+    rb = _read_side(b_path, b_slice, b_date, b_env, "b", th, same)
+    a, b = ra.side, rb.side
     key = (a.workload, a.slice, b.workload, b.slice)
-    c = compare(samples[0], samples[1], th, key=key)
-    if ops[0] and ops[1]:
-        rows, only_a, only_b = compare_ops(ops[0], ops[1], th, key)
+    c = compare(ra.samples, rb.samples, th, key=key)
+    if ra.ops and rb.ops:
+        rows, only_a, only_b = compare_ops(ra.ops, rb.ops, th, key)
         c = replace(c, ops=rows, ops_only_a=only_a, ops_only_b=only_b)
+    runs = RunsCompared(
+        len(ra.runs),
+        len(rb.runs),
+        runlevel(ra.runs, rb.runs, th),
+        trace_files(ra.op_runs),
+        trace_files(rb.op_runs),
+        compare_op_runs(ra.op_runs, rb.op_runs),
+    )
     out.mkdir(parents=True, exist_ok=True)
+    done = packs(c, ra.spec, rb.spec, key, th)
+    write_packs(out, done)
+    evidence = evidence_ids(done)
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    mapping = compare_mapping(results[0], results[1])
+    mapping = compare_mapping(ra.result, rb.result)
     ship = ship_check(c.tail, _targets(cfg, b))
-    doc = document(c, a, b, now, mapping, ship, (parts[0], parts[1]))
+    doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     context = {
         "a": a,
@@ -131,8 +213,13 @@ def compare_runs(
         "th": th,
         "headline": headline(c),
         "ship": ship_sentence(ship),
-        "lines": lines(c),
-        "op_lines": op_lines(c),
+        "runs": runs_view(runs),
+        "tail": tail_lines(c, evidence),
+        "moved": moved_lines(c, evidence),
+        "ops_moved": ops_moved_lines(c, evidence),
+        "drill": drill_lines(c, (ra.parts, rb.parts), evidence),
+        "lines": lines(c, evidence),
+        "op_lines": op_lines(c, evidence),
         "mapping": mapping_view(mapping),
         "generated_at": now,
         "version": __version__,
@@ -148,7 +235,7 @@ def compare_runs(
 
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
         write_pdf(printable, out / "compare.pdf")
-    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping)
+    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping, runs)
 
 
 def _targets(cfg: Config | None, side: Side) -> dict[str, float]:

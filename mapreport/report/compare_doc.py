@@ -1,0 +1,199 @@
+"""compare.json (schema: docs/compare.md): a comparison's figures as JSON-ready builtins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mapreport import __version__
+from mapreport.analysis.compare import Comparison, ShipCheck
+from mapreport.analysis.compare_mapping import Figure, MappingComparison
+from mapreport.analysis.runlevel import RunsCompared
+from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
+
+COMPARE_SCHEMA_VERSION = "1.1"
+
+
+def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
+    if mc is None:
+        return None
+
+    def fig(f: Figure) -> dict[str, float | None]:
+        return {"a": f.a, "b": f.b, "change": f.change}
+
+    return {
+        "coverage": fig(mc.coverage),
+        "mape_weighted": fig(mc.mape),
+        "within_tolerance_share": fig(mc.within_tolerance),
+        "kendall_tau": fig(mc.kendall_tau),
+        "adaptation_events": fig(mc.adaptation_events),
+        "fallback_requests": fig(mc.fallback_requests),
+        "shapes": [
+            {
+                "shape": m.shape,
+                "signed_error_a": m.signed_error_a,
+                "signed_error_b": m.signed_error_b,
+                "change": m.change,
+                "change_ci": list(m.change_ci) if m.change_ci else None,
+                "net_gain_a": m.net_gain_a,
+                "net_gain_b": m.net_gain_b,
+                "fallback_a": m.fallback_a,
+                "fallback_b": m.fallback_b,
+                "decision_a": m.decision_a.value,
+                "decision_b": m.decision_b.value,
+            }
+            for m in mc.shapes
+        ],
+    }
+
+
+def _ship_doc(ship: ShipCheck | None) -> dict[str, Any] | None:
+    if ship is None:
+        return None
+    return {
+        "safe": ship.safe,
+        "reason": ship.reason.value,
+        "quantile": ship.quantile.quantile if ship.quantile else None,
+        "target_us": ship.target_us,
+        "text": ship_sentence(ship),
+    }
+
+
+def _runs_doc(runs: RunsCompared | None) -> dict[str, Any] | None:
+    if runs is None:
+        return None
+    return {
+        "runs_a": runs.runs_a,
+        "runs_b": runs.runs_b,
+        "quantiles": [
+            {
+                "quantile": q.quantile,
+                "runs_a": q.runs_a,
+                "runs_b": q.runs_b,
+                "ratio": q.ratio,
+                "ci": list(q.ci) if q.ci else None,
+                "moved": q.moved,
+            }
+            for q in runs.quantiles
+        ],
+        "traces_a": runs.traces_a,
+        "traces_b": runs.traces_b,
+        "ops": [
+            {
+                "op": o.op,
+                "shape": o.shape,
+                "runs_a": o.runs_a,
+                "runs_b": o.runs_b,
+                "ratio": o.ratio,
+                "ci": list(o.ci),
+                "moved": o.moved,
+            }
+            for o in runs.ops
+        ],
+    }
+
+
+def _tail_doc(c: Comparison, packs: Evidence) -> list[dict[str, Any]]:
+    return [
+        {
+            "quantile": t.quantile,
+            "n_a": t.n_a,
+            "n_b": t.n_b,
+            "a_us": t.a_us,
+            "b_us": t.b_us,
+            "ratio": t.ratio,
+            "ci": list(t.ci),
+            "moved": t.moved,
+            "evidence": packs.get(("slice", t.quantile)),
+        }
+        for t in c.tail
+    ]
+
+
+def _shapes_doc(c: Comparison, parts: tuple[Parts, Parts], packs: Evidence) -> list[dict[str, Any]]:
+    def split(shape: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for side, held in zip("ab", parts, strict=True):
+            for part, q in held.get(shape, {}).items():
+                out[f"{part}_{side}"] = (
+                    None if q is None else {"p50_us": q[0], "p95_us": q[1], "p99_us": q[2]}
+                )
+        return out
+
+    return [
+        {
+            "shape": s.shape,
+            "n_a": s.n_a,
+            "n_b": s.n_b,
+            "p50_a_us": s.p50_a_us,
+            "p50_b_us": s.p50_b_us,
+            "p95_a_us": s.p95_a_us,
+            "p95_b_us": s.p95_b_us,
+            "ratio_p50": s.ratio_p50,
+            "ratio_p95": s.ratio_p95,
+            "ci_p95": list(s.ci_p95) if s.ci_p95 else None,
+            "p_value": s.p_value,
+            "verdict": s.verdict.value,
+            "traffic_a": s.traffic_a,
+            "traffic_b": s.traffic_b,
+            "evidence": packs.get(("shape", s.shape)),
+            **split(s.shape),
+        }
+        for s in c.shapes
+    ]
+
+
+def _ops_doc(c: Comparison, packs: Evidence) -> list[dict[str, Any]]:
+    return [
+        {
+            "op": o.op,
+            "shape": o.shape,
+            "dtype": o.dtype,
+            "count_a": o.count_a,
+            "count_b": o.count_b,
+            "mean_us_a": o.mean_us_a,
+            "mean_us_b": o.mean_us_b,
+            "ratio": o.ratio,
+            "ci": list(o.ci) if o.ci else None,
+            "p_value": o.p_value,
+            "verdict": o.verdict.value,
+            "share": o.share,
+            "evidence": packs.get(("op", o.op, o.shape, o.types)),
+        }
+        for o in c.ops
+    ]
+
+
+def document(
+    c: Comparison,
+    a: Side,
+    b: Side,
+    generated_at: str,
+    mapping: MappingComparison | None = None,
+    ship: ShipCheck | None = None,
+    parts: tuple[Parts, Parts] | None = None,
+    runs: RunsCompared | None = None,
+    evidence: Evidence | None = None,
+) -> dict[str, Any]:
+    """compare.json (`parts`: each side's latency, queue and compute quantiles per shape;
+    `evidence`: each figure's pack id)."""
+    packs = evidence or {}
+    return {
+        "schema_version": COMPARE_SCHEMA_VERSION,
+        "generator": f"mapreport {__version__}",
+        "generated_at": generated_at,
+        "a": vars(a),
+        "b": vars(b),
+        "verdict": headline(c),
+        "ship": _ship_doc(ship),
+        "runs": _runs_doc(runs),
+        "mapping": _mapping_doc(mapping),
+        "fdr": c.fdr,
+        "tested": c.tested,
+        "tail": _tail_doc(c, packs),
+        "shapes": _shapes_doc(c, parts or ({}, {}), packs),
+        "only_a": list(c.only_a),
+        "only_b": list(c.only_b),
+        "ops": _ops_doc(c, packs),
+        "ops_only_a": list(c.ops_only_a),
+        "ops_only_b": list(c.ops_only_b),
+    }

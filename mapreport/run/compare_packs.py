@@ -1,0 +1,338 @@
+"""A comparison's evidence packs: for the slice's pooled quantiles, every tested request shape
+and every tested op x shape, each side's rows (`<id>.a.parquet`, `<id>.b.parquet`, with
+`source_id` and `line`), the self-contained SQL that selects them from each side's dataset
+(`<id>.sql`), and a spec (`<id>.json`: the ratio, its n and CI as compare.json states them,
+each side's dataset, slice, night and files, the thresholds).
+
+The SQL is the comparison's own selection (`compare.SAMPLES`, `compare.OP_CALLS`) with each
+value written in as a literal, and the figure follows from the rows by the comparison's own
+functions (`ratio_interval`, `mean_ratio`) with the same seeds. `mapreport explain ID --compare
+OUT` rebuilds the SQL from the spec's parameters (never text read from the folder), reruns it
+on both datasets and says whether the ratio, n and CI are the ones compare.json states.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import date
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from mapreport.analysis.common import Thresholds
+from mapreport.analysis.compare import (
+    OP_CALLS,
+    SAMPLES,
+    Comparison,
+    mean_ratio,
+    ratio_interval,
+)
+from mapreport.analysis.query import SqlValue, inline
+from mapreport.analysis.stats import seed_for
+from mapreport.core.errors import DatasetError, UsageError
+from mapreport.core.files import atomic_write
+from mapreport.core.window import EVERYTHING, night_window
+from mapreport.dataset.store import Dataset
+from mapreport.run.evidence import MATCH, PACK_ID
+
+FOLDER = "evidence"
+"""The packs' folder inside a comparison's output folder."""
+
+
+class Figure(StrEnum):
+    """What a comparison pack's figure is."""
+
+    SLICE = "slice"
+    """A quantile of the slice, every shape pooled: B over A."""
+    SHAPE = "shape"
+    """A request shape's p95: B over A."""
+    OP = "op"
+    """An op x shape's mean device time per call: B over A."""
+
+
+QUANTILE_OF = {"p95": 0.95, "p99": 0.99}
+
+
+@dataclass(frozen=True)
+class SideSpec:
+    """Where one side's rows are: its dataset, slice, night and (chosen by environment) files."""
+
+    dataset: str
+    workload: str
+    slice: str
+    night: str | None
+    """The UTC day (ISO) whose arrivals the side holds; None: every night."""
+    sources: list[str] | None
+    """The files the side was restricted to (an environment selection); None: all."""
+
+
+@dataclass(frozen=True)
+class ComparePack:
+    """One figure of a comparison and how to reproduce it from both datasets."""
+
+    id: str
+    figure: Figure
+    subject: str
+    key: list[str]
+    """The comparison's key (each side's workload and slice): part of every seed."""
+    shape: str
+    """The request shape (SHAPE), the op's input dims (OP), '' (SLICE)."""
+    quantile: str
+    """`p95`, `p99` (SLICE, SHAPE); '' (OP)."""
+    op: str
+    types: str
+    a: SideSpec
+    b: SideSpec
+    ratio: float
+    ci: list[float]
+    n_a: int
+    n_b: int
+    thresholds: dict[str, Any]
+
+    def sql(self, side: SideSpec) -> str:
+        """The self-contained query of one side's rows, built from the parameters alone."""
+        start, end = _bounds(side)
+        bound: dict[str, SqlValue] = {
+            "w": side.workload,
+            "s": side.slice,
+            "start": start,
+            "end": end,
+            "shape": self.shape,
+            "op": self.op,
+            "types": self.types,
+        }
+        if self.figure == Figure.OP:
+            select = (
+                f"SELECT * FROM ({OP_CALLS}) WHERE op = $op AND shape = $shape AND types = $types"
+            )
+        elif self.figure == Figure.SHAPE:
+            select = f"SELECT * FROM ({SAMPLES}) WHERE shape = $shape"
+        else:
+            select = f"SELECT * FROM ({SAMPLES})"
+        if side.sources is not None:
+            bound["ids"] = side.sources
+            select = f"SELECT * FROM ({select}) WHERE list_contains($ids, source_id)"
+        return inline(select, bound)
+
+    def reduce(self, a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
+        """The ratio and CI from each side's values, as the comparison computed them."""
+        th = msgspec.convert(self.thresholds, Thresholds, strict=True)
+        if self.figure == Figure.OP:
+            seed = seed_for(th.seed, *self.key, self.op, self.shape, self.types, "op")
+            ratio, ci, _ = mean_ratio(a, b, th.bootstrap_resamples, seed)
+        elif self.figure == Figure.SHAPE:
+            seed = seed_for(th.seed, *self.key, self.shape, "compare")
+            ratio, ci, _ = ratio_interval(a, b, 0.95, th.bootstrap_resamples, seed)
+        else:
+            seed = seed_for(th.seed, *self.key, self.quantile, "slice")
+            q = QUANTILE_OF[self.quantile]
+            ratio, ci, _ = ratio_interval(a, b, q, th.bootstrap_resamples, seed)
+        return ratio, ci
+
+
+def _bounds(side: SideSpec) -> tuple[float | None, float | None]:
+    if side.night is None:
+        return None, None
+    w = night_window(date.fromisoformat(side.night))
+    return w.start_us, w.end_us
+
+
+def _pack(fields: dict[str, Any]) -> ComparePack:
+    """A pack with its id: the hash of everything that defines its figure."""
+    body = json.dumps(fields, sort_keys=True, default=str).encode()
+    return ComparePack(id=hashlib.sha256(body).hexdigest()[:12], **fields)
+
+
+def packs(
+    c: Comparison, a: SideSpec, b: SideSpec, key: tuple[str, ...], th: Thresholds
+) -> list[ComparePack]:
+    """A pack per pooled quantile, per tested shape and per tested op x shape."""
+    common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th)}
+    out = [
+        _pack(
+            {
+                **common,
+                "figure": Figure.SLICE,
+                "subject": f"the slice's {t.quantile}, every shape pooled",
+                "shape": "",
+                "quantile": t.quantile,
+                "op": "",
+                "types": "",
+                "ratio": t.ratio,
+                "ci": list(t.ci),
+                "n_a": t.n_a,
+                "n_b": t.n_b,
+            }
+        )
+        for t in c.tail
+    ]
+    out += [
+        _pack(
+            {
+                **common,
+                "figure": Figure.SHAPE,
+                "subject": f"p95 of {s.shape}",
+                "shape": s.shape,
+                "quantile": "p95",
+                "op": "",
+                "types": "",
+                "ratio": s.ratio_p95,
+                "ci": list(s.ci_p95),
+                "n_a": s.n_a,
+                "n_b": s.n_b,
+            }
+        )
+        for s in c.shapes
+        if s.ci_p95 is not None and s.ratio_p95 is not None
+    ]
+    out += [
+        _pack(
+            {
+                **common,
+                "figure": Figure.OP,
+                "subject": f"mean device time per call of {o.op} at {o.shape or 'no dims'}",
+                "shape": o.shape,
+                "quantile": "",
+                "op": o.op,
+                "types": o.types,
+                "ratio": o.ratio,
+                "ci": list(o.ci),
+                "n_a": o.count_a,
+                "n_b": o.count_b,
+            }
+        )
+        for o in c.ops
+        if o.ci is not None
+    ]
+    return out
+
+
+def write_packs(out: Path, done: list[ComparePack]) -> None:
+    """Each pack's rows per side, its SQL and its spec under OUT/evidence (tonight's only)."""
+    folder = out / FOLDER
+    folder.mkdir(parents=True, exist_ok=True)
+    keep = {p.id for p in done}
+    for old in folder.iterdir():
+        if old.name.split(".")[0] not in keep:
+            old.unlink()
+    cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection] = {}
+    for p in done:
+        for name, side in (("a", p.a), ("b", p.b)):
+            con = _connection(cons, side)
+            pq.write_table(con.sql(p.sql(side)).to_arrow_table(), folder / f"{p.id}.{name}.parquet")
+        text = f"-- A: {p.a.dataset}\n{p.sql(p.a)};\n\n-- B: {p.b.dataset}\n{p.sql(p.b)};\n"
+        atomic_write(folder / f"{p.id}.sql", text.encode())
+        spec = msgspec.json.format(msgspec.json.encode(p), indent=1)
+        atomic_write(folder / f"{p.id}.json", spec)
+
+
+def _connection(
+    cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection],
+    side: SideSpec,
+) -> duckdb.DuckDBPyConnection:
+    """One connection per (dataset, night, workload) a pack's side reads."""
+    k = (side.dataset, side.night, side.workload)
+    if k not in cons:
+        window = night_window(date.fromisoformat(side.night)) if side.night else EVERYTHING
+        cons[k] = Dataset(Path(side.dataset)).connect(side.workload, window)
+    return cons[k]
+
+
+def _values(rows: pa.Table, figure: Figure) -> np.ndarray:
+    column = "dur" if figure == Figure.OP else "latency_us"
+    return np.asarray(rows[column].to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def load(out: Path, pid: str) -> ComparePack:
+    """A comparison's pack spec, every field checked for its type."""
+    if not PACK_ID.fullmatch(pid):
+        raise UsageError(
+            f"{pid!r} is not an evidence pack id (12 hexadecimal digits, as compare.json's "
+            "evidence fields give them)"
+        )
+    path = out / FOLDER / f"{pid}.json"
+    if not path.is_file():
+        raise UsageError(f"no evidence pack {pid!r} in {out / FOLDER}")
+    try:
+        p = msgspec.json.decode(path.read_bytes(), type=ComparePack, strict=True)
+    except OSError as e:
+        raise DatasetError(f"{path}: cannot read the pack spec: {e.strerror}") from None
+    except (msgspec.DecodeError, msgspec.ValidationError) as e:
+        raise DatasetError(f"{path}: not a usable pack spec: {str(e).splitlines()[0]}") from None
+    if p.id != pid:
+        raise DatasetError(f"{path}: the spec is of pack {p.id!r}, not {pid!r}")
+    for side in (p.a, p.b):
+        if side.night is not None:
+            try:
+                date.fromisoformat(side.night)
+            except ValueError:
+                raise DatasetError(f"{path}: night {side.night!r} is not a date") from None
+    if p.figure == Figure.SLICE and p.quantile not in QUANTILE_OF:
+        raise DatasetError(f"{path}: quantile {p.quantile!r} is not one of p95, p99")
+    try:
+        msgspec.convert(p.thresholds, Thresholds, strict=True)
+    except msgspec.ValidationError as e:
+        raise DatasetError(f"{path}: thresholds: {str(e).splitlines()[0]}") from None
+    return p
+
+
+def _close(x: float, y: float) -> bool:
+    return abs(x - y) <= MATCH * max(abs(x), abs(y), 1e-300)
+
+
+def explain(out: Path, pid: str) -> tuple[list[str], bool]:
+    """Rerun a comparison pack's queries on both datasets and its ratio and CI from the rows:
+    the lines to print and whether compare.json's figure, n and CI are reproduced."""
+    p = load(out, pid)
+    cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection] = {}
+    got = []
+    for side in (p.a, p.b):
+        if not Path(side.dataset).is_dir():
+            raise DatasetError(f"pack {pid}: dataset {side.dataset} is no longer there")
+        try:
+            got.append(_connection(cons, side).sql(p.sql(side)).to_arrow_table())
+        except duckdb.Error as e:
+            raise DatasetError(
+                f"pack {pid}: its query no longer runs on {side.dataset}: {e}"
+            ) from None
+    xa, xb = (_values(t, p.figure) for t in got)
+    n_ok = (len(xa), len(xb)) == (p.n_a, p.n_b)
+    ratio, ci = p.reduce(xa, xb) if len(xa) and len(xb) else (float("nan"), (float("nan"),) * 2)
+    ok = (
+        n_ok and _close(ratio, p.ratio) and all(_close(x, y) for x, y in zip(ci, p.ci, strict=True))
+    )
+    lines = [
+        f"{p.subject}: B/A {ratio:.6g} (compare.json: {p.ratio:.6g}), 95% CI "
+        f"[{ci[0]:.6g}, {ci[1]:.6g}] (compare.json: [{p.ci[0]:.6g}, {p.ci[1]:.6g}]), "
+        f"n {len(xa)} vs {len(xb)} (compare.json: {p.n_a} vs {p.n_b})",
+        "reproduced exactly"
+        if ok
+        else "NOT reproduced: the datasets no longer hold what the comparison was computed from",
+    ]
+    for name, side, rows in (("A", p.a, got[0]), ("B", p.b, got[1])):
+        files = sorted({str(f) for f in rows["source_id"].to_pylist()})
+        lines.append(f"{name}: {side.dataset}, {rows.num_rows} row(s) from {len(files)} file(s)")
+    lines.append(f"SQL: {out / FOLDER / (p.id + '.sql')}")
+    return lines, ok
+
+
+def evidence_ids(done: list[ComparePack]) -> dict[tuple[str, ...], str]:
+    """Each pack's id by what it is of: (slice, quantile), (shape, shape), (op, op, dims,
+    types); compare.json and the page link each figure to its pack by it."""
+    out: dict[tuple[str, ...], str] = {}
+    for p in done:
+        if p.figure == Figure.SLICE:
+            out[(p.figure.value, p.quantile)] = p.id
+        elif p.figure == Figure.SHAPE:
+            out[(p.figure.value, p.shape)] = p.id
+        else:
+            out[(p.figure.value, p.op, p.shape, p.types)] = p.id
+    return out
