@@ -28,6 +28,7 @@ VERDICT_WORDS = {
     Verdict.SAME: "~",
     Verdict.INSUFFICIENT: "too few requests",
 }
+OP_VERDICT_WORDS = {**VERDICT_WORDS, Verdict.INSUFFICIENT: "too few calls"}
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Side:
     workload: str
     slice: str
     requests: int
+    """Ok requests with their arrival."""
+    calls: int = 0
+    """Traced calls of ops a recorded operator launched."""
 
 
 def ratio_ci(ci: tuple[float, float] | None) -> str:
@@ -176,7 +180,7 @@ def _op_line(o: OpComparison, evidence: Evidence) -> OpLine:
         o,
         ratio_text(o.ratio),
         ratio_ci(o.ci),
-        VERDICT_WORDS[o.verdict],
+        OP_VERDICT_WORDS[o.verdict],
         _href(evidence, "op", o.op, o.shape, o.types),
     )
 

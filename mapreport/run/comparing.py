@@ -129,19 +129,21 @@ def _read_side(
         con = ds.connect(w, span, sources)
         name += f" [{env[0]}={env[1]}]"
     got = side_samples(con, w, s, span.start_us, span.end_us)
+    ops = op_samples(con, w, s)
     side = Side(
         name if same else f"{path.name}:{name}",
         str(path),
         w,
         s,
         sum(len(v) for v in got.values()),
+        sum(len(v) for v in ops.values()),
     )
     return _Read(
         side,
         got,
         side_parts(con, w, s, span.start_us, span.end_us),
         analyze_slice(con, w, s, th),
-        op_samples(con, w, s),
+        ops,
         side_runs(con, w, s, span.start_us, span.end_us),
         op_runs(con, w, s),
         SideSpec(str(ds.root.resolve()), w, s, night.isoformat() if night else None, sources),
