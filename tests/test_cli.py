@@ -172,7 +172,7 @@ def test_bad_config_names_key(tmp_path: Path, sample_dir: Path) -> None:
     cfg.write_text(cfg.read_text().replace('on_error = "abort"', 'on_error = "abort"\njobs = 0'))
     res = cli("run", cfg)
     assert res.returncode == 4
-    assert res.stderr.strip() == f"mapreport: {cfg}: run.jobs must be in 1..64, got 0"
+    assert res.stderr.strip() == f'mapreport: {cfg}: run.jobs must be in 1..64 or "auto", got 0'
     res = cli("run", "--jobs", "0", cfg)
     assert res.returncode == 2
     assert "--jobs" in res.stderr

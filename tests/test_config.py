@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import date
 from pathlib import Path
 
@@ -167,3 +168,21 @@ def test_a_device_the_table_lacks_is_configured_by_its_figures(tmp_path: Path) -
         6000.0,
         {"bf16": 1307.4},
     )
+
+
+def test_jobs_auto_is_a_worker_per_core_as_memory_allows(tmp_path: Path) -> None:
+    from mapreport.app.options import Jobs
+    from mapreport.run.config import MAX_JOBS, WORKER_BYTES, auto_jobs
+
+    n = auto_jobs()
+    cores = len(os.sched_getaffinity(0))
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert n == max(1, min(cores, memory // WORKER_BYTES, MAX_JOBS))
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('[run]\njobs = "auto"\n')
+    assert load_config(cfg).jobs == n
+    cfg.write_text('[run]\njobs = "many"\n')
+    with pytest.raises(ConfigError, match=r"run\.jobs"):
+        load_config(cfg)
+    assert Jobs().convert("auto", None, None) == n
+    assert Jobs().convert("3", None, None) == 3

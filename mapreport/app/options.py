@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from mapreport.engine.settings import EngineName
-from mapreport.run.config import MAX_JOBS, Config
+from mapreport.run.config import MAX_JOBS, Config, auto_jobs
 
 quiet_opt = click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 no_wait_opt = click.option(
@@ -48,14 +48,35 @@ engine_opt = click.option(
 )
 
 
+class Jobs(click.ParamType[int, Any]):
+    """A count of worker processes, 1..MAX_JOBS, or `auto` (`config.auto_jobs`)."""
+
+    name = "N|auto"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        """The count `value` names."""
+        if isinstance(value, int):
+            return value
+        if str(value).strip().lower() == "auto":
+            return auto_jobs()
+        try:
+            n = int(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is not a count of processes or 'auto'", param, ctx)
+        if not 1 <= n <= MAX_JOBS:
+            self.fail(f"{n} is not in 1..{MAX_JOBS}", param, ctx)
+        return n
+
+
 def jobs_opt(help: str, default: int | None = 1) -> Callable[[Callable[..., Any]], Any]:
-    """`--jobs N`, 1..MAX_JOBS, with what the command does with its processes."""
+    """`--jobs N|auto`, 1..MAX_JOBS or a worker per core (as memory allows), with what the
+    command does with its processes."""
     return click.option(
         "--jobs",
-        type=click.IntRange(1, MAX_JOBS),
+        type=Jobs(),
         default=default,
         show_default=default is not None,
-        help=help,
+        help=help + " `auto`: one per core, as many as memory holds at 2 GiB each.",
     )
 
 

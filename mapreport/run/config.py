@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import glob
 import math
+import os
 import re
 import tomllib
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
     out: str = "reports"
     sources: list[str] = []
     on_error: ErrorPolicy | None = None
-    jobs: int = 1
+    jobs: int | Literal["auto"] = 1
     window: str = "day"
     timezone: str = "UTC"
     retain_days: int | None = None
@@ -43,6 +44,20 @@ class _Run(msgspec.Struct, forbid_unknown_fields=True):
 
 MAX_JOBS = 64
 """The most reader processes a run may start."""
+WORKER_BYTES = 2 * 2**30
+"""Memory a report worker is given room for: one worker reporting slices of 50,000 requests
+peaked at 1.75 GiB (benchmarks/README.md, a night of 40 slices)."""
+
+
+def auto_jobs() -> int:
+    """`--jobs auto`: a worker per core this process may run on, as many as memory holds at
+    `WORKER_BYTES` each (at least one, at most `MAX_JOBS`)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):  # no such sysconf here: cores alone decide
+        memory = WORKER_BYTES * MAX_JOBS
+    return max(1, min(cores or 1, memory // WORKER_BYTES, MAX_JOBS))
 
 
 class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):
@@ -207,8 +222,11 @@ def _build(raw: _File, path: Path | None) -> Config:
         raise ConfigError(f"{path}: thresholds.bootstrap_resamples must be >= 1000 (METRICS.md)")
     if min(th.min_samples, th.min_samples_p95, th.min_samples_p99) < 1:
         raise ConfigError(f"{path}: thresholds.min_samples* must be >= 1")
-    if not 1 <= raw.run.jobs <= MAX_JOBS:
-        raise ConfigError(f"{path}: run.jobs must be in 1..{MAX_JOBS}, got {raw.run.jobs}")
+    jobs = auto_jobs() if raw.run.jobs == "auto" else raw.run.jobs
+    if not isinstance(jobs, int) or not 1 <= jobs <= MAX_JOBS:
+        raise ConfigError(
+            f'{path}: run.jobs must be in 1..{MAX_JOBS} or "auto", got {raw.run.jobs!r}'
+        )
     if raw.run.retain_days is not None and raw.run.retain_days < 1:
         raise ConfigError(f"{path}: run.retain_days must be >= 1, got {raw.run.retain_days}")
     try:
@@ -232,7 +250,7 @@ def _build(raw: _File, path: Path | None) -> Config:
         signoffs={k: v for k, v in msgspec.structs.asdict(raw.signoffs).items() if v},
         record_history=raw.history.record,
         baseline_run=raw.history.baseline_run,
-        jobs=raw.run.jobs,
+        jobs=jobs,
         window=raw.run.window,
         timezone=raw.run.timezone,
         retain_days=raw.run.retain_days,
