@@ -69,18 +69,21 @@ WITH r AS (
         AND (ev.core IS NULL OR r.core IS NULL OR ev.core = r.core)
     GROUP BY r.rid
 ), ordered AS (
+    -- per-worker and per-shape figures are grouped and joined, not windows: a window
+    -- partitions every request with its columns, a GROUP BY only the keys (issue 38)
     SELECT r.*, a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
         coalesce(a.event, CASE WHEN r.variant = 'fallback' THEN 'fallback' END) AS how,
-        min(r.compute_start_us) OVER (PARTITION BY r.shape, r.worker) < r.compute_start_us
-            AS seen_before,
         max(r.compute_end_us) OVER (
             PARTITION BY r.worker ORDER BY r.compute_start_us, r.rid
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
         ) AS busy_until,
-        (max(r.compute_start_us) OVER (PARTITION BY r.worker)
-            - min(r.compute_start_us) OVER (PARTITION BY r.worker)
-        ) / greatest(count(*) OVER (PARTITION BY r.worker) - 1, 1) AS mean_gap_us
+        g.mean_gap_us
     FROM r LEFT JOIN adapting a USING (rid)
+    JOIN (
+        SELECT worker, (max(compute_start_us) - min(compute_start_us))
+            / greatest(count(*) - 1, 1) AS mean_gap_us
+        FROM r GROUP BY worker
+    ) g USING (worker)
 ), periods AS (
     SELECT *, sum(CASE
             WHEN busy_until IS NULL THEN 1
@@ -103,6 +106,8 @@ WITH r AS (
             PARTITION BY worker, period ORDER BY compute_start_us, rid
             ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS adapting_before
     FROM periods
+    -- only a busy period with an adapting request in it can hold a request or block one
+    JOIN (SELECT DISTINCT worker, period FROM periods WHERE adapted) USING (worker, period)
 ), held AS (
     SELECT *, row_number() OVER (
             PARTITION BY worker, period ORDER BY compute_start_us, rid) AS seq
@@ -124,10 +129,14 @@ WITH r AS (
                 b.compute_us DESC, b.rid
         ) AS k
     FROM wanted v JOIN held b ON b.worker = v.worker AND b.period = v.period AND b.seq = v.seq
+), firsts AS (
+    SELECT shape, worker, min(compute_start_us) AS first_us FROM r GROUP BY shape, worker
 )
-SELECT p.source_id, p.line, p.rid, p.shape, p.plan_id, p.how, p.adapted, p.seen_before,
+SELECT p.source_id, p.line, p.rid, p.shape, p.plan_id, p.how, p.adapted,
+    f.first_us < p.compute_start_us AS seen_before,
     p.worker, p.compute_start_us, p.compute_us, p.queue_us, c.blocked_by
 FROM placed p LEFT JOIN credit c ON c.rid = p.rid AND c.k = 1
+JOIN firsts f ON f.shape = p.shape AND f.worker = p.worker
 WHERE p.adapted OR c.blocked_by IS NOT NULL
 """
 
