@@ -28,6 +28,10 @@ CDF_GRID = (*(i / 100 for i in range(1, 100)), 0.995, 0.999)
 """The quantiles a queue-wait profile keeps: every percentile, then two deeper into the tail
 (p50, p95 and p99 are entries 49, 94 and 98)."""
 CDF_POINTS = "[" + ", ".join(f"{q:g}" for q in CDF_GRID) + "]"
+LAT_P50, LAT_P95 = 51, 96
+"""SQL's (1-based) positions of p50 and p95 in a `GRID` list."""
+QUEUE_P50 = 50
+"""SQL's position of p50 in a `CDF_POINTS` list."""
 
 SLICE_TABLE = "slice_request"
 """A temporary view of one slice's requests while `analyze_slice` runs (`load_slice`)."""
@@ -42,6 +46,26 @@ REQUESTS = f"SELECT * FROM {SLICE_TABLE}"
 PRIMARY_PLAN = f"SELECT shape, plan FROM {SLICE_TABLE}_primary"
 """Each shape's primary plan: the named plan that served most of its requests (ties: the
 smallest id). The plan's prediction is what the shape is measured against."""
+
+SHAPE_STATS = f"{SLICE_TABLE}_shapes"
+"""Per shape of the loaded slice, once: counts, the latency grid, the queue profile, compute and
+memory quantiles of ok requests and the sources (`shape_rows` reads it, the tail joins it)."""
+CORE_STATS = f"{SLICE_TABLE}_cores"
+"""Per shape and core of the loaded slice, once: the median compute of ok requests."""
+_SHAPE_STATS = f"""SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
+            quantile_cont(latency_us, {GRID}) FILTER (WHERE status = 'ok') AS lat,
+            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok') AS que,
+            count(queue_us) FILTER (WHERE status = 'ok') AS n_que,
+            quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
+            count(compute_us) FILTER (WHERE status = 'ok') AS n_com,
+            list(DISTINCT source_id ORDER BY source_id) AS sources,
+            count(core) FILTER (WHERE status = 'ok') AS n_core,
+            count(*) FILTER (WHERE status = 'ok' AND ran_plan) AS n_ran_plan,
+            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
+            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50
+        FROM {SLICE_TABLE} GROUP BY shape"""
+_CORE_STATS = f"""SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
+        FROM {SLICE_TABLE} WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core"""
 
 SAMPLES = (
     f"SELECT * FROM {SLICE_TABLE} WHERE on_primary AND status = 'ok' AND compute_us IS NOT NULL"
@@ -136,6 +160,8 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
         FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
         WHERE r.workload = {w} AND r.slice = {s}""",
         ),
+        ("TABLE", SHAPE_STATS, _SHAPE_STATS),
+        ("TABLE", CORE_STATS, _CORE_STATS),
     ]
 
 
@@ -156,6 +182,8 @@ def as_ctes(definitions: list[tuple[str, str, str]]) -> str:
 def drop_slice(con: Connection) -> None:
     """Remove the slice view and primary plans of `load_slice` (and the blocked requests)."""
     con.execute(f"DROP TABLE IF EXISTS {BLOCKED_TABLE}")
+    con.execute(f"DROP TABLE IF EXISTS {CORE_STATS}")
+    con.execute(f"DROP TABLE IF EXISTS {SHAPE_STATS}")
     con.execute(f"DROP VIEW IF EXISTS {SLICE_TABLE}")
     con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_primary")
     con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_plans")
@@ -236,27 +264,16 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
     wait and compute (ok requests), and the ok requests above each SLA target in `targets`
     (by quantile name), counted in the same scan."""
     targets = targets or {}
-    over_sql = "".join(
-        f", count(*) FILTER (WHERE status = 'ok' AND latency_us > {float(v)!r}) AS over_{q}"
-        for q, v in targets.items()
-    )
-    main = con.execute(
-        f"""
-        WITH r AS ({REQUESTS})
-        SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
-            quantile_cont(latency_us, {GRID}) FILTER (WHERE status = 'ok') AS lat,
-            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok') AS que,
-            count(queue_us) FILTER (WHERE status = 'ok') AS n_que,
-            quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
-            count(compute_us) FILTER (WHERE status = 'ok') AS n_com,
-            list(DISTINCT source_id ORDER BY source_id) AS sources,
-            count(core) FILTER (WHERE status = 'ok') AS n_core,
-            count(*) FILTER (WHERE status = 'ok' AND ran_plan) AS n_ran_plan,
-            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
-            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50{over_sql}
-        FROM r GROUP BY shape ORDER BY shape
-        """
-    ).fetchall()
+    over: dict[str, list[int]] = {}
+    if targets:
+        over_sql = ", ".join(
+            f"count(*) FILTER (WHERE latency_us > {float(v)!r})" for v in targets.values()
+        )
+        for shape, *counts in con.execute(
+            f"SELECT shape, {over_sql} FROM {SLICE_TABLE} WHERE status = 'ok' GROUP BY shape"
+        ).fetchall():
+            over[str(shape)] = [int(c) for c in counts]
+    main = con.execute(f"SELECT * FROM {SHAPE_STATS} ORDER BY shape").fetchall()
     variants: dict[str, dict[str, tuple[int, float | None, float | None]]] = {}
     for shape, variant, n, q in con.execute(
         f"""
@@ -291,7 +308,7 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             n_ran_plan=int(n_ran_plan),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
-            over={q: int(c) for q, c in zip(targets, over, strict=True)},
+            over=dict(zip(targets, over.get(shape, [0] * len(targets)), strict=True)),
         )
         for (
             shape,
@@ -307,7 +324,6 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             n_ran_plan,
             n_mem,
             m50,
-            *over,
         ) in main
     ]
 

@@ -10,7 +10,17 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds, within
-from mapreport.analysis.query import BLOCKED_TABLE, REQUESTS, SLICE_TABLE, ShapeRow, literal
+from mapreport.analysis.query import (
+    BLOCKED_TABLE,
+    CORE_STATS,
+    LAT_P50,
+    LAT_P95,
+    QUEUE_P50,
+    SHAPE_STATS,
+    SLICE_TABLE,
+    ShapeRow,
+    literal,
+)
 from mapreport.analysis.stats import CI_LEVEL, FloatArray
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import Driver
@@ -266,15 +276,13 @@ def tail_sql(budgets: dict[str, float], shape: str | None = None) -> str:
     return f"""
         WITH ok AS (SELECT * FROM {SLICE_TABLE} WHERE status = 'ok'),
         s AS (
-            SELECT shape, count(*) AS n, quantile_cont(latency_us, 0.5) AS lat50,
-                quantile_cont(latency_us, 0.95) AS lat95, quantile_cont(queue_us, 0.5) AS q50,
-                quantile_cont(compute_us, 0.5) AS c50, quantile_cont(mem_peak_bytes, 0.5) AS m50
-            FROM ok GROUP BY shape
+            -- the shape's quantiles as the slice's per-shape figures hold them: the latency
+            -- grid's 50th and 95th points, the queue profile's 50th, compute's p50
+            SELECT shape, n, lat[{LAT_P50}] AS lat50, lat[{LAT_P95}] AS lat95,
+                que[{QUEUE_P50}] AS q50, com[1] AS c50, m50
+            FROM {SHAPE_STATS} WHERE n > 0
         ),
-        c AS (
-            SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
-            FROM ok WHERE core IS NOT NULL GROUP BY shape, core
-        ),
+        c AS (SELECT shape, core, c50_core FROM {CORE_STATS}),
         b AS ({budget_rows})
         SELECT ok.shape, s.n, ok.source_id, ok.line, ok.latency_us,
             ok.latency_us - s.lat50 AS excess,
@@ -347,10 +355,7 @@ def core_medians(con: Connection) -> dict[str, list[tuple[int, float]]]:
     """Per shape: median compute of ok requests on each core."""
     out: dict[str, list[tuple[int, float]]] = {}
     for shape, core, p50 in con.execute(
-        f"""
-        SELECT shape, core, quantile_cont(compute_us, 0.5) FROM ({REQUESTS})
-        WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core ORDER BY shape, core
-        """
+        f"SELECT shape, core, c50_core FROM {CORE_STATS} ORDER BY shape, core"
     ).fetchall():
         out.setdefault(shape, []).append((int(core), float(p50)))
     return out
