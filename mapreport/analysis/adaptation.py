@@ -6,9 +6,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.query import SAMPLES, ShapeRow
+from mapreport.analysis.query import SAMPLES, ShapeRow, Variants
 from mapreport.analysis.stats import (
     FloatArray,
     IntArray,
@@ -222,6 +223,50 @@ def _median(x: Sample) -> float:
     return quantile(x, 0.5)
 
 
+def variant_samples(
+    con: Connection,
+) -> tuple[Variants, dict[tuple[str, str], Sample]] | None:
+    """In one scan, where the connection brings any group into this process (no
+    `sample_limit`): each (shape, variant)'s compute-sample count, p50 and p95 (as
+    `query.variant_stats`) and its samples, sorted by the engine. None on a connection with a
+    limit (`compute_samples` reads its groups)."""
+    if sample_limit(con) is not None:
+        return None
+    t = con.sql(
+        f"""
+        SELECT shape, variant, count(*) AS n, quantile_cont(compute_us, [0.5, 0.95]) AS q,
+            list(compute_us ORDER BY compute_us) AS v
+        FROM ({SAMPLES}) GROUP BY shape, variant
+        """
+    ).to_arrow_table()
+    variants: Variants = {}
+    for shape, variant, n, q in zip(
+        t["shape"].to_pylist(),
+        t["variant"].to_pylist(),
+        t["n"].to_pylist(),
+        t["q"].to_pylist(),
+        strict=True,
+    ):
+        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
+    return variants, _sorted_lists(t)
+
+
+def _sorted_lists(t: pa.Table) -> dict[tuple[str, str], Sample]:
+    """Each row's sorted list `v` as a SortedArray, sliced from one Arrow buffer without a Python
+    float per request."""
+    out: dict[tuple[str, str], Sample] = {}
+    if t.num_rows == 0:
+        return out
+    lists = t["v"].combine_chunks()
+    values = np.asarray(lists.values.to_numpy(), np.float64)
+    offsets = lists.offsets.to_numpy()
+    for i, (shape, variant) in enumerate(
+        zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
+    ):
+        out[(str(shape), str(variant))] = SortedArray(values[offsets[i] : offsets[i + 1]])
+    return out
+
+
 def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str, str], Sample]:
     """Measured compute times of ok requests of the primary plan per (shape, variant) of the
     given shapes, for the bootstrap: each group sorted by the engine. A group larger than the
@@ -232,8 +277,6 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
     out: dict[tuple[str, str], Sample] = {k: RankedSample(con, *k, sizes[k]) for k in big}
     if len(big) == len(sizes):
         return out
-    # each group sorted by the engine into one list; the lists come back as one Arrow buffer and
-    # are sliced without a Python float per request
     t = con.sql(
         f"""
         SELECT shape, variant, list(compute_us ORDER BY compute_us) AS v
@@ -243,16 +286,9 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
         """,
         params={"shapes": [r.shape for r in rows], "big": [f"{s}\x1f{v}" for s, v in big]},
     ).to_arrow_table()
-    if t is None or t.num_rows == 0:
+    if t is None:
         return out
-    lists = t["v"].combine_chunks()
-    values = np.asarray(lists.values.to_numpy(), np.float64)
-    offsets = lists.offsets.to_numpy()
-    for i, (shape, variant) in enumerate(
-        zip(t["shape"].to_pylist(), t["variant"].to_pylist(), strict=True)
-    ):
-        out[(str(shape), str(variant))] = SortedArray(values[offsets[i] : offsets[i + 1]])
-    return out
+    return out | _sorted_lists(t)
 
 
 RANKS_SQL = f"""

@@ -13,6 +13,7 @@ from mapreport.analysis.graphs import Graphs, graphs
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.query import SLICE_TABLE
 from mapreport.analysis.roofline import Roofline, roofline
+from mapreport.analysis.slicestats import SliceTotals
 from mapreport.analysis.sweep import LoadSweep, load_sweep
 from mapreport.analysis.telemetry import Telemetry, telemetry
 from mapreport.analysis.timeline import Timeline, timeline
@@ -75,9 +76,11 @@ class Serving:
     token_rate: TokenRate | None
 
 
-def served(con: Connection, workload: str, slice_: str, th: Thresholds) -> Serving:
+def served(
+    con: Connection, workload: str, slice_: str, th: Thresholds, totals: SliceTotals
+) -> Serving:
     """The model server's own metrics, their agreement with the slice's records (loaded as
-    `query.SLICE_TABLE`), token timing."""
+    `query.SLICE_TABLE`), token timing and the token rate (of the slice's `totals`)."""
     server = telemetry(con, workload, slice_)
     check = queue_check(con, server, th.min_samples_p95, SLICE_TABLE)
-    return Serving(server, check, token_timing(con), token_rate(con))
+    return Serving(server, check, token_timing(con), token_rate(totals))

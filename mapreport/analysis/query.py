@@ -259,10 +259,28 @@ def slices(con: Connection) -> list[tuple[str, str]]:
     return [(str(w), str(s)) for w, s in rows]
 
 
-def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list[ShapeRow]:
+Variants = dict[str, dict[str, tuple[int, float | None, float | None]]]
+"""Per shape and variant: the compute samples' count, p50 and p95 (`variant_stats`)."""
+VARIANT_STATS = f"""
+    SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
+    FROM ({SAMPLES}) GROUP BY shape, variant
+"""
+
+
+def variant_stats(con: Connection) -> Variants:
+    """Per shape and variant of the loaded slice: its compute samples' count, p50 and p95."""
+    variants: Variants = {}
+    for shape, variant, n, q in con.execute(VARIANT_STATS).fetchall():
+        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
+    return variants
+
+
+def shape_rows(
+    con: Connection, targets: dict[str, float] | None = None, variants: Variants | None = None
+) -> list[ShapeRow]:
     """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
-    wait and compute (ok requests), and the ok requests above each SLA target in `targets`
-    (by quantile name), counted in the same scan."""
+    wait and compute (ok requests), the ok requests above each SLA target in `targets` (by
+    quantile name), and each shape's `variants` (`variant_stats` when not given)."""
     targets = targets or {}
     over: dict[str, list[int]] = {}
     if targets:
@@ -274,14 +292,7 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
         ).fetchall():
             over[str(shape)] = [int(c) for c in counts]
     main = con.execute(f"SELECT * FROM {SHAPE_STATS} ORDER BY shape").fetchall()
-    variants: dict[str, dict[str, tuple[int, float | None, float | None]]] = {}
-    for shape, variant, n, q in con.execute(
-        f"""
-        SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
-        FROM ({SAMPLES}) GROUP BY shape, variant
-        """
-    ).fetchall():
-        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
+    variants = variants if variants is not None else variant_stats(con)
     plans: dict[str, dict[str | None, int]] = {}
     for shape, plan, n in con.execute(
         f"SELECT shape, plan_id, c FROM {SLICE_TABLE}_plans"
@@ -326,26 +337,6 @@ def shape_rows(con: Connection, targets: dict[str, float] | None = None) -> list
             m50,
         ) in main
     ]
-
-
-def slice_latency(con: Connection) -> dict[str, Any]:
-    """Of the loaded slice: slice-wide request counts, time window and latency percentiles
-    (ok requests)."""
-    n_total, n, lat, t0, t1 = con.execute(
-        f"""
-        WITH r AS ({REQUESTS})
-        SELECT count(*), count(*) FILTER (WHERE status = 'ok'),
-            quantile_cont(latency_us, {QS}) FILTER (WHERE status = 'ok'),
-            min(arrival_us), max(compute_end_us)
-        FROM r
-        """
-    ).fetchall()[0]
-    return {
-        "requests": int(n_total),
-        "failed": int(n_total) - int(n),
-        "latency": pct_of(int(n), lat),
-        "window": (t0, t1),
-    }
 
 
 def source_files(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]:

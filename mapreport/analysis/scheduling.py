@@ -148,26 +148,33 @@ def queue_profile(group: str, n: int, cdf: Sequence[float]) -> QueueProfile:
     )
 
 
-def _queue_by_stream(con: Connection) -> list[QueueProfile]:
+def _streams(con: Connection) -> tuple[list[StreamShare], list[QueueProfile]]:
+    """Per stream, in one scan: its requests and ok share, and the queue-wait profile of its ok
+    requests that measure a wait (streams without one have none)."""
     rows = con.execute(
         f"""
-        SELECT coalesce(stream, '(none)') AS g, count(*), quantile_cont(queue_us, {CDF_POINTS})
-        FROM ({REQUESTS}) WHERE status = 'ok' AND queue_us IS NOT NULL GROUP BY g ORDER BY g
+        SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok'),
+            count(queue_us) FILTER (WHERE status = 'ok'),
+            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok')
+        FROM ({REQUESTS}) GROUP BY g ORDER BY g
         """
     ).fetchall()
-    return [queue_profile(g, int(n), cdf) for g, n, cdf in rows]
+    shares = [StreamShare(g, int(a), int(s), int(s) / int(a)) for g, a, s, _, _ in rows if a]
+    profiles = [queue_profile(g, int(n), cdf) for g, _, _, n, cdf in rows if n]
+    return shares, profiles
 
 
-def _batch_impact(con: Connection) -> list[BatchImpact]:
+def _batch_impact(con: Connection, window_s: float | None) -> list[BatchImpact]:
+    """Per batch size: latency p50/p95 and the requests and items per second over the slice's
+    window (`slicestats.SliceTotals.window_s`)."""
     rows = con.execute(
         f"""
-        WITH r AS ({REQUESTS}),
-        w AS (SELECT (max(compute_end_us) - min(arrival_us)) / 1e6 AS secs FROM r)
         SELECT batch_size, count(*), quantile_cont(latency_us, [0.5, 0.95]),
-            count(*) / any_value(w.secs), sum(batch_size) / any_value(w.secs)
-        FROM r, w WHERE status = 'ok' AND batch_size IS NOT NULL
+            count(*) / $secs, sum(batch_size) / $secs
+        FROM ({REQUESTS}) WHERE status = 'ok' AND batch_size IS NOT NULL
         GROUP BY batch_size ORDER BY batch_size
-        """
+        """,
+        {"secs": window_s},
     ).fetchall()
     return [
         BatchImpact(
@@ -190,16 +197,6 @@ def _cores(con: Connection) -> list[CoreLoad]:
         """
     ).fetchall()
     return [CoreLoad(int(c), int(n), float(b), float(q)) for c, n, b, q in rows]
-
-
-def _streams(con: Connection) -> list[StreamShare]:
-    rows = con.execute(
-        f"""
-        SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok')
-        FROM ({REQUESTS}) GROUP BY g ORDER BY g
-        """
-    ).fetchall()
-    return [StreamShare(g, int(a), int(s), int(s) / int(a)) for g, a, s in rows if a]
 
 
 def _fusion(
@@ -266,19 +263,20 @@ def scheduling(
     shape_buckets: dict[str, str],
     shape_cores: dict[str, list[tuple[int, float]]],
     shape_queues: Sequence[QueueProfile] = (),
+    window_s: float | None = None,
 ) -> Scheduling:
     """Every scheduling-quality figure of the loaded slice (`query.load_slice`);
     `shape_cores` is `tail.core_medians` of the slice and `shape_queues` its per-shape queue
     profiles (from `query.shape_rows`' scan)."""
     cores = _cores(con)
-    streams = _streams(con)
+    streams, queue_profiles = _streams(con)
     fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
     gap = None if fusion else FusionGap.NOT_BOTH_RAN if grouped else FusionGap.NO_GROUPS
     return Scheduling(
-        queue_by_stream=tuple(_queue_by_stream(con)),
+        queue_by_stream=tuple(queue_profiles),
         queue_by_shape=tuple(shape_queues),
-        batch_impact=tuple(_batch_impact(con)),
+        batch_impact=tuple(_batch_impact(con, window_s)),
         cores=tuple(cores),
         jain_index_cores=jain_index([c.busy_us for c in cores]),
         streams=tuple(streams),

@@ -18,6 +18,7 @@ from mapreport.analysis.adaptation import (
     compute_samples,
     other_paths,
     shape_gain,
+    variant_samples,
 )
 from mapreport.analysis.blocking import Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
@@ -78,6 +79,7 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
+from mapreport.analysis.slicestats import SliceTotals, slice_latency, slice_totals
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
 from mapreport.analysis.status import slice_status
 from mapreport.analysis.tail import (
@@ -110,6 +112,7 @@ class Context:
     placements: dict[str, Placement]
     samples: dict[tuple[str, str], Sample]
     cores: dict[str, list[tuple[int, float]]]
+    totals: SliceTotals
     runs: tuple[LoadgenRun, ...] = ()
     """The slice's MLPerf runs (read first: one's target may be the SLA)."""
 
@@ -255,7 +258,7 @@ def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
 def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
     """Slice-wide counts, window and latency against the SLA; the files behind them and their
     environment."""
-    overall = query.slice_latency(ctx.con)
+    overall = slice_latency(ctx.totals)
     latency: Percentiles = overall["latency"]
     source_ids = sorted(
         {s for m in shapes for s in m.sources}
@@ -331,7 +334,7 @@ def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Schedulin
     """Queue wait, batch impact, core and stream fairness, fusion effect."""
     bucket_of = {m.shape: m.bucket for m in shapes if m.bucket is not None}
     queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
-    return scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues)
+    return scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues, ctx.totals.window_s)
 
 
 def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
@@ -490,7 +493,11 @@ def _context(
     """The slice's context: its per-shape rows and buckets from SQL, their placements, the
     compute samples and per-core medians (the slice's requests loaded)."""
     targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
-    rows = sorted(query.shape_rows(con, targets), key=lambda r: sort_key(r.shape))
+    # on a connection that brings any group here, one scan gives the variants' figures and
+    # their compute samples; else the samples are read per group after the figures
+    both = variant_samples(con)
+    variants = None if both is None else both[0]
+    rows = sorted(query.shape_rows(con, targets, variants), key=lambda r: sort_key(r.shape))
     buckets = bucket_rows(con, workload, slice_)
     return Context(
         con=con,
@@ -503,8 +510,9 @@ def _context(
         rows=rows,
         buckets=buckets,
         placements=place(rows, buckets),
-        samples=compute_samples(con, [r for r in rows if r.variants]),
+        samples=both[1] if both else compute_samples(con, [r for r in rows if r.variants]),
         cores=core_medians(con),
+        totals=slice_totals(con),
         runs=runs,
     )
 
@@ -532,7 +540,7 @@ def analyze(
         diag = diagnosis_step(ctx, found.shapes, sl, blocked)
         sched = scheduling_step(ctx, diag.shapes)
         offline = offline_step(ctx, diag.shapes)
-        serving = served(con, workload, slice_, th)
+        serving = served(con, workload, slice_, th, ctx.totals)
         drifted = drift_step(ctx, diag.shapes, offline.operators)
         # each shape's p95 against the compared night: once, for its actions and the loop
         moved = tuple(

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from mapreport.analysis.common import Percentiles
 from mapreport.analysis.query import QS, REQUESTS, pct_of
+from mapreport.analysis.slicestats import SliceTotals
 from mapreport.core.connection import Connection
 from mapreport.core.shapes import sort_key
 
@@ -59,20 +60,13 @@ class TokenRate:
     tokens_per_s: float
 
 
-def token_rate(con: Connection) -> TokenRate | None:
-    """Of the loaded slice: output tokens per second (None without output token counts or
+def token_rate(t: SliceTotals) -> TokenRate | None:
+    """Of the slice's totals: output tokens per second (None without output token counts or
     with a window of no length)."""
-    row = con.execute(
-        f"""
-        WITH r AS ({REQUESTS})
-        SELECT count(*), sum(output_tokens), min(arrival_us), max(compute_end_us)
-        FROM r WHERE status = 'ok' AND output_tokens IS NOT NULL
-        """
-    ).fetchone()
-    if row is None or not row[0] or row[1] is None:
+    first, last = t.token_first_us, t.token_last_us
+    if not t.token_requests or t.output_tokens is None or first is None or last is None:
         return None
-    n, tokens, first, last = row
-    window = (float(last) - float(first)) / 1e6
+    window = (last - first) / 1e6
     if window <= 0:
         return None
-    return TokenRate(int(n), int(tokens), window, int(tokens) / window)
+    return TokenRate(t.token_requests, t.output_tokens, window, t.output_tokens / window)
