@@ -104,13 +104,16 @@ def check_environment(
     )
 
 
-def sides_with_data(con: Connection, workload: str, slice_: str) -> tuple[str, ...]:
+def sides_with_data(
+    con: Connection, workload: str, slice_: str, has_requests: bool = False
+) -> tuple[str, ...]:
     """The sides a slice has records of: compile (plans, compile events; a record naming no
     slice serves every slice of its workload) and runtime (requests, profiled ops, adaptation
-    events, load sweeps, server metrics, loadgen runs)."""
+    events, load sweeps, server metrics, loadgen runs). A slice known to hold requests
+    (`has_requests`) has its runtime side without a probe."""
     branches = [
         *(("compile", t, "slice IN ($s, '')") for t in ("compile_plan", "compile_event")),
-        *(("runtime", t, "slice = $s") for t in RUNTIME_TABLES),
+        *(("runtime", t, "slice = $s") for t in RUNTIME_TABLES if not has_requests),
     ]
     # one row at most per table: no table is scanned past its first match
     sql = " UNION ALL ".join(
@@ -119,6 +122,8 @@ def sides_with_data(con: Connection, workload: str, slice_: str) -> tuple[str, .
         for side, table, where in branches
     )
     have = {str(r[0]) for r in con.execute(sql, {"w": workload, "s": slice_}).fetchall()}
+    if has_requests:
+        have.add("runtime")
     return tuple(s for s in SIDES if s in have) or SIDES
 
 

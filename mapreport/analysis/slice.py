@@ -283,7 +283,9 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
         window=overall["window"],
         latency=latency,
         sources=sources,
-        environment=check_environment(rows, sides_with_data(ctx.con, ctx.workload, ctx.slice)),
+        environment=check_environment(
+            rows, sides_with_data(ctx.con, ctx.workload, ctx.slice, ctx.totals.requests > 0)
+        ),
         over_sla=over_sla(ctx.rows, latency, ctx.review, ctx.th),
     )
 
