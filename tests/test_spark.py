@@ -162,7 +162,8 @@ def test_mapreport_run_engine_spark_on_sample_data_writes_duckdbs_findings(
     run(duck, night=NIGHTS[-1], pdf=False)
     args = ["run", str(configs[EngineName.SPARK]), "--date", NIGHTS[-1].isoformat()]
     jobs = _last_job(spark)
-    result = CliRunner().invoke(main, [*args, "--engine", "spark", "-q"])
+    # two slices analysed at once on the one session (issue 38), the same findings
+    result = CliRunner().invoke(main, [*args, "--engine", "spark", "--jobs", "2", "-q"])
     assert result.exit_code == 0, result.output
     assert _last_job(spark) > jobs  # it ran on Spark
     reports = {e: tmp_path / e / "demo" / "reports" for e in EngineName}

@@ -286,7 +286,7 @@ def ingest_cmd(
 @force_opt
 @jobs_opt(
     "Slices reported at once, each in its own worker process with its own DuckDB connection "
-    "and Chromium (memory grows with each; the Spark engine reports one at a time)."
+    "and Chromium (memory grows with each; on Spark, slices analysed at once on one session)."
 )
 @engine_opt
 @quiet_opt

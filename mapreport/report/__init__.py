@@ -203,7 +203,9 @@ def write_slice_report(
     if not pdf:
         atomic_write(folder / ENTRY, msgspec.json.encode(entry))
         return Written(folder / "report.html", None, folder / "findings.json", (), ())
-    svgs = {c: exporter.svg(f, c) for c, f in figs.items()}
+    # the packet prints one chart: exporting the others through Chromium is wasted (issue 38)
+    printed = figs if full else {c: f for c, f in figs.items() if c in packet.CHARTS}
+    svgs = {c: exporter.svg(f, c) for c, f in printed.items()}
     notes = []
     if exporter.failure:
         notes.append(
@@ -214,7 +216,7 @@ def write_slice_report(
         v,
         generated_at,
         "print",
-        {c: html.static_chart(c, svgs[c], exporter.failure) for c in figs},
+        {c: html.static_chart(c, svgs[c], exporter.failure) for c in printed},
         notes,
     )
     template, extra = (

@@ -28,6 +28,8 @@ OP_ROWS = 5
 """Op x shape rows page 3 prints beside a compile plan's table."""
 OP_ROWS_ALONE = 12
 """Op x shape rows page 3 prints when the roofline is the only mapping to hold a slice to."""
+CHARTS = ("accuracy_vs_gain",)
+"""The charts the packet prints (on its mapping page): the only ones its PDF exports."""
 APPENDIX = ("environment", "coverage", "blocking", "method", "data", "glossary")
 """The sections the appendix holds (the environment only when it is not locked)."""
 
@@ -71,6 +73,7 @@ class PacketView:
     """Where a trace's device time went, in one sentence ('' without device time)."""
     op_rows: int
     """Op x shape rows page 3 prints."""
+    charts: tuple[str, ...] = CHARTS
 
 
 def short(title: str) -> str:

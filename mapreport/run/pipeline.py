@@ -13,6 +13,7 @@ from typing import NamedTuple
 from mapreport import __version__
 from mapreport.analysis import RunKey, Stored, analyze_slice
 from mapreport.analysis.record import history_rows
+from mapreport.analysis.results import SliceResult
 from mapreport.core.connection import Connection
 from mapreport.core.errors import MapreportError
 from mapreport.core.files import atomic_write
@@ -178,38 +179,54 @@ class SliceReporter:
 
     def make(self, due: Due) -> SliceOutcome:
         """The report `plan` found due, or the one-line error that stopped it."""
+        analysed = self.analyse(due, self.connection(due.workload))
+        return analysed if isinstance(analysed, SliceOutcome) else self.finish(due, analysed)
+
+    def analyse(self, due: Due, con: Connection) -> Analysed | SliceOutcome:
+        """The slice's analysis on `con` and its evidence packs (the part of a report that
+        runs queries: `report_concurrently` runs it for several slices at once, each on its
+        own connection), or the one-line error that stopped it."""
         run, ds = self.run, self.ds
-        workload, slice_, folder, inputs, stored, stamp = due
         try:
-            (folder / STAMP).unlink(missing_ok=True)
+            (due.folder / STAMP).unlink(missing_ok=True)
             key = RunKey(
                 run.run_id,
                 run.run_date,
                 run.config.baseline_run,
                 run.window,
-                inputs,
-                revision_of(stored, run.run_date, inputs),
+                due.inputs,
+                revision_of(due.stored, run.run_date, due.inputs),
                 run.now.isoformat(timespec="seconds"),
             )
-            review = review_of(run.config, workload, slice_)
-            con = self.connection(workload)
+            review = review_of(run.config, due.workload, due.slice_)
             result = analyze_slice(
-                con, workload, slice_, run.config.thresholds, review, stored, key
+                con, due.workload, due.slice_, run.config.thresholds, review, due.stored, key
             )
+            write_packs(con, result, due.folder / PACKS, ds.root / PACKS)
+            return Analysed(key, result)
+        except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
+            return _failed(due, e)
+
+    def finish(self, due: Due, analysed: Analysed) -> SliceOutcome:
+        """The analysed slice's report written (its pages, charts and PDF with the warm
+        Chromium), its night recorded, its stamp set; or the one-line error that stopped it."""
+        run, ds = self.run, self.ds
+        workload, slice_, folder = due.workload, due.slice_, due.folder
+        try:
             written = write_slice_report(
-                result,
+                analysed.result,
                 folder,
                 self.exporter,
                 run.pdf,
                 index=run.out / "index.html",
                 full=run.config.pdf_form == "full",
             )
-            write_packs(con, result, folder / PACKS, ds.root / PACKS)
             later: tuple[str, ...] = ()
             if run.record:
-                ds.write_history(run.run_date, workload, slice_, history_rows(result, key))
-                later = recompute_later(ds, self.engine, workload, slice_, run.config, key)
-            atomic_write(folder / STAMP, stamp.encode())
+                rows = history_rows(analysed.result, analysed.key)
+                ds.write_history(run.run_date, workload, slice_, rows)
+                later = recompute_later(ds, self.engine, workload, slice_, run.config, analysed.key)
+            atomic_write(folder / STAMP, due.stamp.encode())
             return SliceOutcome(
                 workload,
                 slice_,
@@ -218,13 +235,25 @@ class SliceReporter:
                 night=run.run_date,
                 recomputed=later,
             )
-        except Exception as e:
-            # the outcome carries the one-line error; the traceback is for -v
-            log.info("report of %s/%s failed", workload, slice_, exc_info=True)
-            system = isinstance(e, OSError)
-            return SliceOutcome(
-                workload, slice_, folder, f"{type(e).__name__}: {e}", refused_by_system=system
-            )
+        except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
+            return _failed(due, e)
+
+
+class Analysed(NamedTuple):
+    """A slice analysed, its report not yet written."""
+
+    key: RunKey
+    result: SliceResult
+
+
+def _failed(due: Due, e: Exception) -> SliceOutcome:
+    """The outcome of a slice whose report `e` stopped: its one-line error (the traceback is
+    for -v)."""
+    log.info("report of %s/%s failed", due.workload, due.slice_, exc_info=True)
+    system = isinstance(e, OSError)
+    return SliceOutcome(
+        due.workload, due.slice_, due.folder, f"{type(e).__name__}: {e}", refused_by_system=system
+    )
 
 
 STAMP = ".inputs"

@@ -24,7 +24,7 @@ from mapreport.report import IndexEntry, read_entry, write_index
 from mapreport.run.config import Config
 from mapreport.run.outcome import Progress, SliceOutcome, quiet
 from mapreport.run.pipeline import Due, ReportRun, SliceReporter, Ticker, slice_dir
-from mapreport.run.workers import report_in_workers
+from mapreport.run.workers import report_concurrently, report_in_workers
 
 
 def slice_candidates(text: str) -> list[tuple[str, str | None]]:
@@ -59,7 +59,8 @@ def report(
     states follow from this one. A slice whose inputs are those its folder's report was made
     from is left as it is unless `force`. The analysis runs on `engine` (default: the one
     config.engine names, opened and closed here); on DuckDB, `jobs` worker processes report
-    slices at once (`workers.py`), each with its own connection and warm Chromium."""
+    slices at once (`workers.py`), each with its own connection and warm Chromium; on Spark,
+    `jobs` slices are analysed at once on one session (`report_concurrently`)."""
     ds = Dataset(dataset_dir)
     ds.check_links()  # before any pack spec or history file is written into it
     now = datetime.now(UTC)
@@ -90,6 +91,8 @@ def report(
             due = [p for p in plans.values() if isinstance(p, Due)]
             if jobs > 1 and len(due) > 1 and on.name is EngineName.DUCKDB:
                 done |= report_in_workers(run, due, min(jobs, len(due)), ticker)
+            elif jobs > 1 and len(due) > 1:
+                done |= report_concurrently(reporter, due, min(jobs, len(due)), ticker)
             else:
                 done |= {(d.workload, d.slice_): ticker.done(reporter.make(d)) for d in due}
         finally:

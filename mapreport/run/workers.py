@@ -1,4 +1,5 @@
-"""Slices reported in parallel worker processes (`report --jobs N`, `run --jobs N`).
+"""Slices reported in parallel (`report --jobs N`, `run --jobs N`): in worker processes on
+DuckDB, in threads over one Spark session on Spark (`report_concurrently`).
 
 A night of hundreds of slices spends most of its time per slice: the analysis, the charts'
 export through Chromium and WeasyPrint's layout of the PDF, all in one Python process each.
@@ -11,13 +12,20 @@ so the result is the same as reporting them one after the other.
 
 from __future__ import annotations
 
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    as_completed,
+    wait,
+)
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 
 from mapreport.engine.engines import DUCKDB
 from mapreport.run.outcome import SliceOutcome
-from mapreport.run.pipeline import Due, ReportRun, SliceReporter, Ticker, slice_dir
+from mapreport.run.pipeline import Analysed, Due, ReportRun, SliceReporter, Ticker, slice_dir
 from mapreport.run.processes import spawn_context
 
 _REPORTER: SliceReporter | None = None
@@ -82,3 +90,33 @@ def _make(due: Due) -> SliceOutcome:
         why = _FAILED or "its worker did not start"
         return SliceOutcome(due.workload, due.slice_, due.folder, why)
     return _REPORTER.make(due)
+
+
+def report_concurrently(
+    reporter: SliceReporter, due: list[Due], jobs: int, ticker: Ticker
+) -> dict[tuple[str, str], SliceOutcome]:
+    """On an engine whose connections share one session's executors (Spark): up to `jobs`
+    slices analysed at once, each on a connection of its own (a child session, with its own
+    temporary views), so that the cluster's cores do not wait on one slice's driver; each
+    report is then written here, one at a time, with the one warm Chromium. The reports are
+    those of one slice after the other: no slice reads another's views."""
+
+    def analyse(d: Due) -> Analysed | SliceOutcome:
+        try:
+            con = reporter.engine.connect(reporter.ds, d.workload, reporter.run.window)
+        except Exception as e:  # noqa: BLE001 - said per slice, in the outcome's one line
+            return SliceOutcome(d.workload, d.slice_, d.folder, f"{type(e).__name__}: {e}")
+        return reporter.analyse(d, con)
+
+    outcomes: dict[tuple[str, str], SliceOutcome] = {}
+    pool = ThreadPoolExecutor(jobs, thread_name_prefix="mapreport-slice")
+    try:
+        pending = {pool.submit(analyse, d): d for d in due}
+        for f in as_completed(pending):
+            d = pending[f]
+            got = f.result()
+            done = got if isinstance(got, SliceOutcome) else reporter.finish(d, got)
+            outcomes[(d.workload, d.slice_)] = ticker.done(done)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)  # Ctrl-C: no analysis left running
+    return outcomes
