@@ -319,3 +319,29 @@ def test_the_blocking_section_states_the_verdicts_counts(demo_html: Path) -> Non
     behind = sum(e["blocked"] for e in named)
     assert f"the finding names {len(named)} of them, behind which {behind} requests waited" in text
     assert f"({behind} requests behind {len(named)} recompiles of" in text
+
+
+def test_the_packet_exports_only_the_charts_it_prints(
+    demo_results: dict[str, Any], tmp_path: Path
+) -> None:
+    """Issue 38: each chart's export through Chromium costs; the packet prints one, so the
+    packet's PDF exports that one (the HTML keeps every chart, drawn in the browser)."""
+    from mapreport.report import packet, write_slice_report
+
+    class Counting:
+        failure = None
+
+        def __init__(self) -> None:
+            self.names: list[str] = []
+
+        def svg(self, fig: Any, name: str = "") -> bytes:
+            self.names.append(name)
+            return b'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"></svg>'
+
+    exporter = Counting()
+    written = write_slice_report(demo_results["bert-base"], tmp_path / "out", exporter)  # type: ignore[arg-type]
+    assert written.pdf is not None
+    assert exporter.names == [c for c in packet.CHARTS if c in exporter.names]
+    assert exporter.names  # bert-base has a compile plan: its accuracy-vs-gain chart
+    html = (tmp_path / "out" / "report.html").read_text()
+    assert html.count('class="figure"') > len(exporter.names)

@@ -179,7 +179,11 @@ class SliceReporter:
 
     def make(self, due: Due) -> SliceOutcome:
         """The report `plan` found due, or the one-line error that stopped it."""
-        analysed = self.analyse(due, self.connection(due.workload))
+        try:
+            con = self.connection(due.workload)
+        except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
+            return failed(due, e)
+        analysed = self.analyse(due, con)
         return analysed if isinstance(analysed, SliceOutcome) else self.finish(due, analysed)
 
     def analyse(self, due: Due, con: Connection) -> Analysed | SliceOutcome:
@@ -205,7 +209,7 @@ class SliceReporter:
             write_packs(con, result, due.folder / PACKS, ds.root / PACKS)
             return Analysed(key, result)
         except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
-            return _failed(due, e)
+            return failed(due, e)
 
     def finish(self, due: Due, analysed: Analysed) -> SliceOutcome:
         """The analysed slice's report written (its pages, charts and PDF with the warm
@@ -236,7 +240,7 @@ class SliceReporter:
                 recomputed=later,
             )
         except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
-            return _failed(due, e)
+            return failed(due, e)
 
 
 class Analysed(NamedTuple):
@@ -246,7 +250,7 @@ class Analysed(NamedTuple):
     result: SliceResult
 
 
-def _failed(due: Due, e: Exception) -> SliceOutcome:
+def failed(due: Due, e: Exception) -> SliceOutcome:
     """The outcome of a slice whose report `e` stopped: its one-line error (the traceback is
     for -v)."""
     log.info("report of %s/%s failed", due.workload, due.slice_, exc_info=True)

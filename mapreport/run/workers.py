@@ -25,7 +25,15 @@ from multiprocessing.util import Finalize
 
 from mapreport.engine.engines import DUCKDB
 from mapreport.run.outcome import SliceOutcome
-from mapreport.run.pipeline import Analysed, Due, ReportRun, SliceReporter, Ticker, slice_dir
+from mapreport.run.pipeline import (
+    Analysed,
+    Due,
+    ReportRun,
+    SliceReporter,
+    Ticker,
+    failed,
+    slice_dir,
+)
 from mapreport.run.processes import spawn_context
 
 _REPORTER: SliceReporter | None = None
@@ -104,8 +112,8 @@ def report_concurrently(
     def analyse(d: Due) -> Analysed | SliceOutcome:
         try:
             con = reporter.engine.connect(reporter.ds, d.workload, reporter.run.window)
-        except Exception as e:  # noqa: BLE001 - said per slice, in the outcome's one line
-            return SliceOutcome(d.workload, d.slice_, d.folder, f"{type(e).__name__}: {e}")
+        except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
+            return failed(d, e)
         return reporter.analyse(d, con)
 
     outcomes: dict[tuple[str, str], SliceOutcome] = {}
