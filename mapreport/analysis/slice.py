@@ -15,10 +15,8 @@ from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy,
 from mapreport.analysis.actions import Action, Scope
 from mapreport.analysis.adaptation import (
     adaptation_costs,
-    compute_samples,
     other_paths,
     shape_gain,
-    variant_samples,
 )
 from mapreport.analysis.blocking import Blocking, blocking, load_blocking
 from mapreport.analysis.checklist import (
@@ -42,14 +40,11 @@ from mapreport.analysis.common import (
 )
 from mapreport.analysis.compiles import fallback_causes, varying_dims
 from mapreport.analysis.consistency import QueueCheck
+from mapreport.analysis.context import Context, read_context
 from mapreport.analysis.coverage import (
-    BucketRow,
     Coverage,
-    Placement,
     PlanVersion,
-    bucket_rows,
     coverage,
-    place,
     plan_versions,
 )
 from mapreport.analysis.decision import decide
@@ -70,7 +65,7 @@ from mapreport.analysis.history import (
     tonight_regressions,
     with_stored_triggers,
 )
-from mapreport.analysis.loadgen import LoadgenRun, loadgen_runs, sla_from_runs
+from mapreport.analysis.loadgen import loadgen_runs, sla_from_runs
 from mapreport.analysis.observe import profile_next
 from mapreport.analysis.offline import Offline, offline, served
 from mapreport.analysis.operators import Operators
@@ -79,46 +74,18 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
-from mapreport.analysis.slicestats import SliceTotals, slice_latency, slice_totals
-from mapreport.analysis.stats import Sample, bootstrap_relative_error, seed_for
+from mapreport.analysis.slicestats import slice_latency
+from mapreport.analysis.stats import bootstrap_relative_error
 from mapreport.analysis.status import slice_status
 from mapreport.analysis.tail import (
     TailDrivers,
     attribute,
     combine,
-    core_medians,
     tail_drivers,
     tail_rows,
 )
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
-from mapreport.core.shapes import sort_key
-
-
-@dataclass(frozen=True)
-class Context:
-    """What every step reads: the slice, its thresholds and review, the per-shape rows and
-    buckets from SQL, the compute samples, per-core medians and the stored history."""
-
-    con: Connection
-    workload: str
-    slice: str
-    th: Thresholds
-    review: Review
-    stored: Stored
-    run: RunKey
-    rows: list[query.ShapeRow]
-    buckets: list[BucketRow]
-    placements: dict[str, Placement]
-    samples: dict[tuple[str, str], Sample]
-    cores: dict[str, list[tuple[int, float]]]
-    totals: SliceTotals
-    runs: tuple[LoadgenRun, ...] = ()
-    """The slice's MLPerf runs (read first: one's target may be the SLA)."""
-
-    def seed(self, *key: str) -> int:
-        """The bootstrap seed of one figure of this slice."""
-        return seed_for(self.th.seed, self.workload, self.slice, *key)
 
 
 @dataclass(frozen=True)
@@ -482,43 +449,6 @@ def analyze_slice(
     return analyze(con, workload, slice_, th, review or Review(), stored or Stored(), key)
 
 
-def _context(
-    con: Connection,
-    workload: str,
-    slice_: str,
-    th: Thresholds,
-    review: Review,
-    stored: Stored,
-    run: RunKey,
-    runs: tuple[LoadgenRun, ...],
-) -> Context:
-    """The slice's context: its per-shape rows and buckets from SQL, their placements, the
-    compute samples and per-core medians (the slice's requests loaded)."""
-    targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
-    # on a connection that brings any group here, one scan gives the variants' figures and
-    # their compute samples; else the samples are read per group after the figures
-    both = variant_samples(con)
-    variants = None if both is None else both[0]
-    rows = sorted(query.shape_rows(con, targets, variants), key=lambda r: sort_key(r.shape))
-    buckets = bucket_rows(con, workload, slice_)
-    return Context(
-        con=con,
-        workload=workload,
-        slice=slice_,
-        th=th,
-        review=review,
-        stored=stored,
-        run=run,
-        rows=rows,
-        buckets=buckets,
-        placements=place(rows, buckets),
-        samples=both[1] if both else compute_samples(con, [r for r in rows if r.variants]),
-        cores=core_medians(con),
-        totals=slice_totals(con),
-        runs=runs,
-    )
-
-
 def analyze(
     con: Connection,
     workload: str,
@@ -534,7 +464,7 @@ def analyze(
     review = sla_from_runs(review, runs)
     query.load_slice(con, workload, slice_)
     try:
-        ctx = _context(con, workload, slice_, th, review, stored, run, runs)
+        ctx = read_context(con, workload, slice_, th, review, stored, run, runs)
         # the families in order, each given what the ones before it found
         blocked = blocking_step(ctx)
         found = shapes_step(ctx, blocked)

@@ -1,0 +1,83 @@
+"""What every step of a slice's analysis reads (`slice.analyze`): the slice, its thresholds and
+review, and the request statistics read once from the loaded slice (`query.load_slice`): the
+per-shape rows, the buckets and placements, the compute samples, the per-core medians and the
+slice's totals (`slicestats`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis import query
+from mapreport.analysis.adaptation import compute_samples, variant_samples
+from mapreport.analysis.common import Review, Thresholds
+from mapreport.analysis.coverage import BucketRow, Placement, bucket_rows, place
+from mapreport.analysis.history import RunKey, Stored
+from mapreport.analysis.loadgen import LoadgenRun
+from mapreport.analysis.slicestats import SliceTotals, slice_totals
+from mapreport.analysis.stats import Sample, seed_for
+from mapreport.analysis.tail import core_medians
+from mapreport.core.connection import Connection
+from mapreport.core.shapes import sort_key
+
+
+@dataclass(frozen=True)
+class Context:
+    """What every step reads: the slice, its thresholds and review, the per-shape rows and
+    buckets from SQL, the compute samples, per-core medians and the stored history."""
+
+    con: Connection
+    workload: str
+    slice: str
+    th: Thresholds
+    review: Review
+    stored: Stored
+    run: RunKey
+    rows: list[query.ShapeRow]
+    buckets: list[BucketRow]
+    placements: dict[str, Placement]
+    samples: dict[tuple[str, str], Sample]
+    cores: dict[str, list[tuple[int, float]]]
+    totals: SliceTotals
+    runs: tuple[LoadgenRun, ...] = ()
+    """The slice's MLPerf runs (read first: one's target may be the SLA)."""
+
+    def seed(self, *key: str) -> int:
+        """The bootstrap seed of one figure of this slice."""
+        return seed_for(self.th.seed, self.workload, self.slice, *key)
+
+
+def read_context(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    review: Review,
+    stored: Stored,
+    run: RunKey,
+    runs: tuple[LoadgenRun, ...],
+) -> Context:
+    """The slice's context: its per-shape rows and buckets from SQL, their placements, the
+    compute samples and per-core medians (the slice's requests loaded)."""
+    targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
+    # on a connection that brings any group here, one scan gives the variants' figures and
+    # their compute samples; else the samples are read per group after the figures
+    both = variant_samples(con)
+    variants = None if both is None else both[0]
+    rows = sorted(query.shape_rows(con, targets, variants), key=lambda r: sort_key(r.shape))
+    buckets = bucket_rows(con, workload, slice_)
+    return Context(
+        con=con,
+        workload=workload,
+        slice=slice_,
+        th=th,
+        review=review,
+        stored=stored,
+        run=run,
+        rows=rows,
+        buckets=buckets,
+        placements=place(rows, buckets),
+        samples=both[1] if both else compute_samples(con, [r for r in rows if r.variants]),
+        cores=core_medians(con),
+        totals=slice_totals(con),
+        runs=runs,
+    )
