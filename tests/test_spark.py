@@ -157,7 +157,8 @@ def test_mapreport_run_engine_spark_on_sample_data_writes_duckdbs_findings(
         configs[engine] = tmp_path / engine / "sample_data" / "mapreport.toml"
         config = replace(load_config(configs[engine]), engine=EngineSettings(engine))
         for night in NIGHTS[:-1]:
-            run(config, night=night, pdf=False)
+            # two slices analysed at once on Spark (its own test of the threads), one on DuckDB
+            run(config, night=night, pdf=False, jobs=2 if engine == EngineName.SPARK else 1)
     duck = load_config(configs[EngineName.DUCKDB])
     run(duck, night=NIGHTS[-1], pdf=False)
     args = ["run", str(configs[EngineName.SPARK]), "--date", NIGHTS[-1].isoformat()]
