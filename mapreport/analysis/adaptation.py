@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.query import SAMPLES, ShapeRow, Variants
+from mapreport.analysis.query import SAMPLES, VARIANT_FIGURES, ShapeRow, Variants, variants_of
 from mapreport.analysis.stats import (
     FloatArray,
     IntArray,
@@ -234,21 +234,12 @@ def variant_samples(
         return None
     t = con.sql(
         f"""
-        SELECT shape, variant, count(*) AS n, quantile_cont(compute_us, [0.5, 0.95]) AS q,
-            list(compute_us ORDER BY compute_us) AS v
+        SELECT shape, variant, {VARIANT_FIGURES}, list(compute_us ORDER BY compute_us) AS v
         FROM ({SAMPLES}) GROUP BY shape, variant
         """
     ).to_arrow_table()
-    variants: Variants = {}
-    for shape, variant, n, q in zip(
-        t["shape"].to_pylist(),
-        t["variant"].to_pylist(),
-        t["n"].to_pylist(),
-        t["q"].to_pylist(),
-        strict=True,
-    ):
-        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
-    return variants, _sorted_lists(t)
+    columns = (t[c].to_pylist() for c in ("shape", "variant", "n", "q"))
+    return variants_of(zip(*columns, strict=True)), _sorted_lists(t)
 
 
 def _sorted_lists(t: pa.Table) -> dict[tuple[str, str], Sample]:

@@ -180,6 +180,13 @@ PARTS = ("latency", "queue", "compute")
 """What a request's time splits into, each with its p50, p95 and p99 per side."""
 
 
+def side_params(
+    workload: str, slice_: str, start_us: float | None, end_us: float | None
+) -> dict[str, str | float | None]:
+    """The bound parameters of a side's selection (`SAMPLES`): its slice and arrival window."""
+    return {"w": workload, "s": slice_, "start": start_us, "end": end_us}
+
+
 def side_parts(
     con: Connection,
     workload: str,
@@ -189,9 +196,7 @@ def side_parts(
 ) -> dict[str, dict[str, tuple[float, float, float] | None]]:
     """Per shape: latency, queue wait and compute p50/p95/p99 of ok requests (None where the
     records do not measure it: client-side timing has no queue or compute)."""
-    rows = con.execute(
-        _PARTS, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
-    ).fetchall()
+    rows = con.execute(_PARTS, side_params(workload, slice_, start_us, end_us)).fetchall()
     return {
         str(shape): {
             part: None if q is None else (float(q[0]), float(q[1]), float(q[2]))
@@ -210,9 +215,7 @@ def side_samples(
 ) -> dict[str, np.ndarray]:
     """Each shape's end-to-end latencies of ok requests (arrivals in [start, end) when given),
     sorted."""
-    rows = con.execute(
-        SAMPLES, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
-    ).fetchall()
+    rows = con.execute(SAMPLES, side_params(workload, slice_, start_us, end_us)).fetchall()
     out: dict[str, list[float]] = {}
     for shape, latency, _, _ in rows:
         out.setdefault(str(shape), []).append(float(latency))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -261,18 +261,23 @@ def slices(con: Connection) -> list[tuple[str, str]]:
 
 Variants = dict[str, dict[str, tuple[int, float | None, float | None]]]
 """Per shape and variant: the compute samples' count, p50 and p95 (`variant_stats`)."""
-VARIANT_STATS = f"""
-    SELECT shape, variant, count(*), quantile_cont(compute_us, [0.5, 0.95])
-    FROM ({SAMPLES}) GROUP BY shape, variant
-"""
+VARIANT_FIGURES = "count(*) AS n, quantile_cont(compute_us, [0.5, 0.95]) AS q"
+"""A (shape, variant) group's figures over `SAMPLES` (`variant_stats`, and
+`adaptation.variant_samples` with the samples in the same scan)."""
+
+
+def variants_of(rows: Iterable[tuple[Any, Any, Any, Any]]) -> Variants:
+    """`Variants` from rows of (shape, variant, n, [p50, p95])."""
+    variants: Variants = {}
+    for shape, variant, n, q in rows:
+        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
+    return variants
 
 
 def variant_stats(con: Connection) -> Variants:
     """Per shape and variant of the loaded slice: its compute samples' count, p50 and p95."""
-    variants: Variants = {}
-    for shape, variant, n, q in con.execute(VARIANT_STATS).fetchall():
-        variants.setdefault(shape, {})[variant] = (int(n), float(q[0]), float(q[1]))
-    return variants
+    sql = f"SELECT shape, variant, {VARIANT_FIGURES} FROM ({SAMPLES}) GROUP BY shape, variant"
+    return variants_of(con.execute(sql).fetchall())
 
 
 def shape_rows(

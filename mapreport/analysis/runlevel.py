@@ -17,21 +17,16 @@ import numpy as np
 from scipy import stats
 
 from mapreport.analysis.common import Thresholds
-from mapreport.analysis.compare import OP_CALLS, OpKey
+from mapreport.analysis.compare import OP_CALLS, SAMPLES, OpKey, side_params
 from mapreport.core.connection import Connection
 
 QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 MIN_RUNS = 2
 """Runs a side needs for a run-level interval."""
 
-_RUNS = """
-    SELECT source_id, count(*) AS n,
-        quantile_cont(compute_end_us - arrival_us, [0.5, 0.95, 0.99]) AS q
-    FROM request
-    WHERE workload = $w AND slice = $s AND status = 'ok' AND arrival_known IS NOT FALSE
-        AND ($start IS NULL OR arrival_us >= $start) AND ($end IS NULL OR arrival_us < $end)
-    GROUP BY source_id
-    ORDER BY source_id
+_RUNS = f"""
+    SELECT source_id, count(*) AS n, quantile_cont(latency_us, [0.5, 0.95, 0.99]) AS q
+    FROM ({SAMPLES}) GROUP BY source_id ORDER BY source_id
 """
 
 
@@ -53,9 +48,7 @@ def side_runs(
     end_us: float | None = None,
 ) -> tuple[Run, ...]:
     """A side's runs (one per source file of the slice's ok requests), with their quantiles."""
-    rows = con.execute(
-        _RUNS, {"w": workload, "s": slice_, "start": start_us, "end": end_us}
-    ).fetchall()
+    rows = con.execute(_RUNS, side_params(workload, slice_, start_us, end_us)).fetchall()
     return tuple(
         Run(str(source), int(n), (float(q[0]), float(q[1]), float(q[2]))) for source, n, q in rows
     )

@@ -41,7 +41,7 @@ from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
-from mapreport.run.evidence import MATCH, PACK_ID
+from mapreport.run.evidence import PACK_ID, close
 
 FOLDER = "evidence"
 """The packs' folder inside a comparison's output folder."""
@@ -284,10 +284,6 @@ def load(out: Path, pid: str) -> ComparePack:
     return p
 
 
-def _close(x: float, y: float) -> bool:
-    return abs(x - y) <= MATCH * max(abs(x), abs(y), 1e-300)
-
-
 def explain(out: Path, pid: str) -> tuple[list[str], bool]:
     """Rerun a comparison pack's queries on both datasets and its ratio and CI from the rows:
     the lines to print and whether compare.json's figure, n and CI are reproduced."""
@@ -306,9 +302,7 @@ def explain(out: Path, pid: str) -> tuple[list[str], bool]:
     xa, xb = (_values(t, p.figure) for t in got)
     n_ok = (len(xa), len(xb)) == (p.n_a, p.n_b)
     ratio, ci = p.reduce(xa, xb) if len(xa) and len(xb) else (float("nan"), (float("nan"),) * 2)
-    ok = (
-        n_ok and _close(ratio, p.ratio) and all(_close(x, y) for x, y in zip(ci, p.ci, strict=True))
-    )
+    ok = n_ok and close(ratio, p.ratio) and all(close(x, y) for x, y in zip(ci, p.ci, strict=True))
     lines = [
         f"{p.subject}: B/A {ratio:.6g} (compare.json: {p.ratio:.6g}), 95% CI "
         f"[{ci[0]:.6g}, {ci[1]:.6g}] (compare.json: [{p.ci[0]:.6g}, {p.ci[1]:.6g}]), "

@@ -351,7 +351,8 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
     return len(done)
 
 
-def _close(a: float | None, b: float | None) -> bool:
+def close(a: float | None, b: float | None) -> bool:
+    """A recomputed figure is the stated one: equal within `MATCH` (both None counts too)."""
     if a is None or b is None:
         return a is b
     return abs(a - b) <= MATCH * max(abs(a), abs(b), 1e-300)
@@ -360,9 +361,9 @@ def _close(a: float | None, b: float | None) -> bool:
 def reproduced(p: Pack, x: Recomputed) -> bool:
     """The recomputed figure, n and CI are the ones the report stated (to MATCH)."""
     same_ci = (p.ci is None and x.ci is None) or (
-        p.ci is not None and x.ci is not None and all(map(_close, p.ci, x.ci))
+        p.ci is not None and x.ci is not None and all(map(close, p.ci, x.ci))
     )
-    return _close(p.figure, x.figure) and p.n == x.n and same_ci
+    return close(p.figure, x.figure) and p.n == x.n and same_ci
 
 
 def recompute(p: Pack, rows: pa.Table) -> Recomputed:
