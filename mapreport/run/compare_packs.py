@@ -156,58 +156,58 @@ def packs(
 ) -> list[ComparePack]:
     """A pack per pooled quantile, per tested shape and per tested op x shape."""
     common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th)}
+
+    def one(
+        figure: Figure,
+        subject: str,
+        ratio: float,
+        ci: tuple[float, float],
+        n: tuple[int, int],
+        shape: str = "",
+        quantile: str = "",
+        op: str = "",
+        types: str = "",
+    ) -> ComparePack:
+        what = {"figure": figure, "subject": subject, "shape": shape, "quantile": quantile}
+        return _pack(
+            {**common, **what, "op": op, "types": types, "ratio": ratio, "ci": list(ci)}
+            | {"n_a": n[0], "n_b": n[1]}
+        )
+
     out = [
-        _pack(
-            {
-                **common,
-                "figure": Figure.SLICE,
-                "subject": f"the slice's {t.quantile}, every shape pooled",
-                "shape": "",
-                "quantile": t.quantile,
-                "op": "",
-                "types": "",
-                "ratio": t.ratio,
-                "ci": list(t.ci),
-                "n_a": t.n_a,
-                "n_b": t.n_b,
-            }
+        one(
+            Figure.SLICE,
+            f"the slice's {t.quantile}, every shape pooled",
+            t.ratio,
+            t.ci,
+            (t.n_a, t.n_b),
+            quantile=t.quantile,
         )
         for t in c.tail
     ]
     out += [
-        _pack(
-            {
-                **common,
-                "figure": Figure.SHAPE,
-                "subject": f"p95 of {s.shape}",
-                "shape": s.shape,
-                "quantile": "p95",
-                "op": "",
-                "types": "",
-                "ratio": s.ratio_p95,
-                "ci": list(s.ci_p95),
-                "n_a": s.n_a,
-                "n_b": s.n_b,
-            }
+        one(
+            Figure.SHAPE,
+            f"p95 of {s.shape}",
+            s.ratio_p95,
+            s.ci_p95,
+            (s.n_a, s.n_b),
+            shape=s.shape,
+            quantile="p95",
         )
         for s in c.shapes
         if s.ci_p95 is not None and s.ratio_p95 is not None
     ]
     out += [
-        _pack(
-            {
-                **common,
-                "figure": Figure.OP,
-                "subject": f"mean device time per call of {o.op} at {o.shape or 'no dims'}",
-                "shape": o.shape,
-                "quantile": "",
-                "op": o.op,
-                "types": o.types,
-                "ratio": o.ratio,
-                "ci": list(o.ci),
-                "n_a": o.count_a,
-                "n_b": o.count_b,
-            }
+        one(
+            Figure.OP,
+            f"mean device time per call of {o.op} at {o.shape or 'no dims'}",
+            o.ratio,
+            o.ci,
+            (o.count_a, o.count_b),
+            shape=o.shape,
+            op=o.op,
+            types=o.types,
         )
         for o in c.ops
         if o.ci is not None
