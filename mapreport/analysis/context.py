@@ -13,6 +13,7 @@ from mapreport.analysis.common import Review, Thresholds
 from mapreport.analysis.coverage import BucketRow, Placement, bucket_rows, place
 from mapreport.analysis.history import RunKey, Stored
 from mapreport.analysis.loadgen import LoadgenRun
+from mapreport.analysis.presence import EVERY_TABLE, Presence
 from mapreport.analysis.slicestats import SliceTotals, slice_totals
 from mapreport.analysis.stats import Sample, seed_for
 from mapreport.analysis.tail import core_medians
@@ -40,6 +41,9 @@ class Context:
     totals: SliceTotals
     runs: tuple[LoadgenRun, ...] = ()
     """The slice's MLPerf runs (read first: one's target may be the SLA)."""
+    present: Presence = EVERY_TABLE
+    """The tables holding the slice's records (read first: families over the others are
+    not asked)."""
 
     def seed(self, *key: str) -> int:
         """The bootstrap seed of one figure of this slice."""
@@ -55,6 +59,7 @@ def read_context(
     stored: Stored,
     run: RunKey,
     runs: tuple[LoadgenRun, ...],
+    present: Presence = EVERY_TABLE,
 ) -> Context:
     """The slice's context: its per-shape rows and buckets from SQL, their placements, the
     compute samples and per-core medians (the slice's requests loaded)."""
@@ -80,4 +85,5 @@ def read_context(
         cores=core_medians(con),
         totals=slice_totals(con),
         runs=runs,
+        present=present,
     )

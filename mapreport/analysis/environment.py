@@ -104,29 +104,6 @@ def check_environment(
     )
 
 
-def sides_with_data(
-    con: Connection, workload: str, slice_: str, has_requests: bool = False
-) -> tuple[str, ...]:
-    """The sides a slice has records of: compile (plans, compile events; a record naming no
-    slice serves every slice of its workload) and runtime (requests, profiled ops, adaptation
-    events, load sweeps, server metrics, loadgen runs). A slice known to hold requests
-    (`has_requests`) has its runtime side without a probe."""
-    branches = [
-        *(("compile", t, "slice IN ($s, '')") for t in ("compile_plan", "compile_event")),
-        *(("runtime", t, "slice = $s") for t in RUNTIME_TABLES if not has_requests),
-    ]
-    # one row at most per table: no table is scanned past its first match
-    sql = " UNION ALL ".join(
-        f"SELECT * FROM (SELECT '{side}' AS side FROM {table} WHERE workload = $w AND {where}"
-        " LIMIT 1)"
-        for side, table, where in branches
-    )
-    have = {str(r[0]) for r in con.execute(sql, {"w": workload, "s": slice_}).fetchall()}
-    if has_requests:
-        have.add("runtime")
-    return tuple(s for s in SIDES if s in have) or SIDES
-
-
 def environments(con: Connection, source_ids: list[str], workload: str) -> list[dict[str, Any]]:
     """Environment rows of the given source files, and those stated for the workload."""
     cur = con.execute(

@@ -11,6 +11,7 @@ from mapreport.analysis.compiles import Compiles, compiles
 from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.graphs import Graphs, graphs
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
+from mapreport.analysis.presence import EVERY_TABLE, Presence
 from mapreport.analysis.query import SLICE_TABLE
 from mapreport.analysis.roofline import Roofline, roofline
 from mapreport.analysis.slicestats import SliceTotals
@@ -42,13 +43,25 @@ def offline(
     th: Thresholds,
     review: Review,
     savings: dict[str, float],
+    present: Presence = EVERY_TABLE,
 ) -> Offline:
     """Each family over its own tables (`savings`: each shape's adaptation saving, which a
-    recompile's cost is weighed against)."""
+    recompile's cost is weighed against); those whose table holds none of the slice's rows
+    (`present`) are not asked."""
+    if not present.has("op_exec"):
+        return Offline(
+            None,
+            compiles(con, workload, slice_, savings) if present.has("compile_event") else None,
+            load_sweep(con, workload, slice_, review) if present.has("load_sweep") else None,
+            None,
+            None,
+            None,
+            {},
+        )
     return Offline(
         operators(con, workload, slice_, th, plan_compute_p50(con)),
-        compiles(con, workload, slice_, savings),
-        load_sweep(con, workload, slice_, review),
+        compiles(con, workload, slice_, savings) if present.has("compile_event") else None,
+        load_sweep(con, workload, slice_, review) if present.has("load_sweep") else None,
         roofline(con, workload, slice_, th, review.device),
         timeline(con, workload, slice_),
         graphs(con, workload, slice_, th),
@@ -77,10 +90,15 @@ class Serving:
 
 
 def served(
-    con: Connection, workload: str, slice_: str, th: Thresholds, totals: SliceTotals
+    con: Connection,
+    workload: str,
+    slice_: str,
+    th: Thresholds,
+    totals: SliceTotals,
+    present: Presence = EVERY_TABLE,
 ) -> Serving:
     """The model server's own metrics, their agreement with the slice's records (loaded as
     `query.SLICE_TABLE`), token timing and the token rate (of the slice's `totals`)."""
-    server = telemetry(con, workload, slice_)
+    server = telemetry(con, workload, slice_) if present.has("metric_sample") else None
     check = queue_check(con, server, th.min_samples_p95, SLICE_TABLE)
     return Serving(server, check, token_timing(con), token_rate(totals))

@@ -54,7 +54,6 @@ from mapreport.analysis.environment import (
     EnvironmentCheck,
     check_environment,
     environments,
-    sides_with_data,
 )
 from mapreport.analysis.history import (
     History,
@@ -70,6 +69,7 @@ from mapreport.analysis.observe import profile_next
 from mapreport.analysis.offline import Offline, offline, served
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.planning import plan_actions
+from mapreport.analysis.presence import presence
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
@@ -166,9 +166,10 @@ def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
     """Coverage, accuracy, adaptation gain (net of compile time and of the wait it caused
     others, `blocked`) and the decision of every shape."""
     shapes: list[ShapeMetrics] = []
-    costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice)
+    has = ctx.present.has
+    costs = adaptation_costs(ctx.con, ctx.workload, ctx.slice) if has("adaptation_event") else {}
     waits = blocked.caused_waits()
-    eager = fallback_causes(ctx.con, ctx.workload, ctx.slice)
+    eager = fallback_causes(ctx.con, ctx.workload, ctx.slice) if has("compile_event") else {}
     total = sum(r.n_total for r in ctx.rows)
     pairs = []
     for r in ctx.rows:
@@ -250,9 +251,7 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
         window=overall["window"],
         latency=latency,
         sources=sources,
-        environment=check_environment(
-            rows, sides_with_data(ctx.con, ctx.workload, ctx.slice, ctx.totals.requests > 0)
-        ),
+        environment=check_environment(rows, ctx.present.sides),
         over_sla=over_sla(ctx.rows, latency, ctx.review, ctx.th),
     )
 
@@ -261,7 +260,10 @@ def blocking_step(ctx: Context) -> Blocking:
     """The requests blocked behind adapting ones on their worker (the tail splits their queue
     wait from load queueing)."""
     load_blocking(ctx.con, ctx.workload, ctx.slice)
-    return replace(blocking(ctx.con), varying=varying_dims(ctx.con, ctx.workload, ctx.slice))
+    varying = (
+        varying_dims(ctx.con, ctx.workload, ctx.slice) if ctx.present.has("compile_event") else ()
+    )
+    return replace(blocking(ctx.con), varying=varying)
 
 
 def diagnosis_step(
@@ -309,7 +311,7 @@ def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Schedulin
 def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
     """The families that need no request telemetry (`offline.offline`)."""
     savings = {m.shape: v for m in shapes if (v := m.gain.saving_p50_us) is not None}
-    return offline(ctx.con, ctx.workload, ctx.slice, ctx.th, ctx.review, savings)
+    return offline(ctx.con, ctx.workload, ctx.slice, ctx.th, ctx.review, savings, ctx.present)
 
 
 def _slowest_cores(
@@ -353,7 +355,9 @@ def review_step(
 ) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
     precisions = [b.precision for b in ctx.buckets if b.precision]
-    quality = quality_records(ctx.con, ctx.workload, ctx.slice)
+    quality = (
+        quality_records(ctx.con, ctx.workload, ctx.slice) if ctx.present.has("quality") else []
+    )
     precision = precision_changes(precisions, quality, ctx.review.description)
     scope = Scope(
         ctx.workload,
@@ -460,11 +464,12 @@ def analyze(
 ) -> SliceResult:
     """Every metric of METRICS.md for one slice, history included. The slice's requests are
     one view over its Parquet files while it runs (`query.load_slice`)."""
-    runs = loadgen_runs(con, workload, slice_)
+    present = presence(con, workload, slice_)
+    runs = loadgen_runs(con, workload, slice_) if present.has("loadgen_run") else ()
     review = sla_from_runs(review, runs)
     query.load_slice(con, workload, slice_)
     try:
-        ctx = read_context(con, workload, slice_, th, review, stored, run, runs)
+        ctx = read_context(con, workload, slice_, th, review, stored, run, runs, present)
         # the families in order, each given what the ones before it found
         blocked = blocking_step(ctx)
         found = shapes_step(ctx, blocked)
@@ -472,7 +477,7 @@ def analyze(
         diag = diagnosis_step(ctx, found.shapes, sl, blocked)
         sched = scheduling_step(ctx, diag.shapes)
         offline = offline_step(ctx, diag.shapes)
-        serving = served(con, workload, slice_, th, ctx.totals)
+        serving = served(con, workload, slice_, th, ctx.totals, present)
         drifted = drift_step(ctx, diag.shapes, offline.operators)
         # each shape's p95 against the compared night: once, for its actions and the loop
         moved = tuple(

@@ -1,0 +1,54 @@
+"""Which tables hold a slice's records, asked once before its analysis: a family over a
+table without them is not asked (its answer is known: nothing), and the slice's sides
+(compile, runtime) follow from the same answer. One statement, each table read up to its
+first matching row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.environment import RUNTIME_TABLES, SIDES
+from mapreport.core.connection import Connection
+
+COMPILE_TABLES = ("compile_plan", "compile_event")
+"""Tables whose rows make a slice's compile side (a record naming no slice serves every slice
+of its workload)."""
+PROBED = (*COMPILE_TABLES, *RUNTIME_TABLES, "quality")
+"""The tables a family may be skipped for."""
+
+
+@dataclass(frozen=True)
+class Presence:
+    """The tables with a row of the slice's workload (or of every workload), and the slice's
+    sides."""
+
+    tables: frozenset[str]
+    sides: tuple[str, ...]
+
+    def has(self, table: str) -> bool:
+        """Whether `table` may hold the slice's rows (a family over it must be asked)."""
+        return table in self.tables
+
+
+EVERY_TABLE = Presence(frozenset(PROBED), SIDES)
+"""Nothing skipped: every family asked, both sides."""
+
+
+def presence(con: Connection, workload: str, slice_: str) -> Presence:
+    """The slice's `Presence`. A table counts when any row names the workload (or no
+    workload): a superset of what each family selects, so a family skipped would have found
+    nothing. A side counts when a row names the slice (compile records: or no slice)."""
+    branches = [
+        *((f"table:{t}", t, "workload IN ($w, '')") for t in PROBED),
+        *(("side:compile", t, "workload = $w AND slice IN ($s, '')") for t in COMPILE_TABLES),
+        *(("side:runtime", t, "workload = $w AND slice = $s") for t in RUNTIME_TABLES),
+    ]
+    # one row at most per branch: no table is read past its first match
+    sql = " UNION ALL ".join(
+        f"SELECT * FROM (SELECT '{label}' AS label FROM {table} WHERE {where} LIMIT 1)"
+        for label, table, where in branches
+    )
+    found = {str(r[0]) for r in con.execute(sql, {"w": workload, "s": slice_}).fetchall()}
+    tables = frozenset(t for t in PROBED if f"table:{t}" in found)
+    sides = tuple(s for s in SIDES if f"side:{s}" in found) or SIDES
+    return Presence(tables, sides)
