@@ -24,8 +24,11 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from mapreport.analysis import Thresholds, analyze_slice, list_slices
+from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
 from mapreport.demo.nights import NIGHTS, generate_nights, runtime_name
+from mapreport.engine.engines import DuckDBEngine
 from mapreport.engine.settings import EngineSettings
 from mapreport.report.sections import SECTIONS
 from mapreport.run.config import load_config
@@ -430,3 +433,15 @@ def test_every_evidence_pack_reproduces(case: Case) -> None:
     assert checked or not any(
         json.loads((case.out / f / "findings.json").read_text())["actions"] for f in case.folders
     )
+
+
+def test_the_analysis_does_not_depend_on_duckdbs_threads(case: Case) -> None:
+    """Each slice's analysis on one DuckDB thread and on three is the same to the bit: its
+    floating sums are compensated, so workers that share the cores (`--jobs`) give one
+    process's findings."""
+    ds = Dataset(case.out.parent / "dataset")
+    analyses = []
+    for threads in (1, 3):
+        con = DuckDBEngine(threads).connect(ds, None)
+        analyses.append([repr(analyze_slice(con, w, s, Thresholds())) for w, s in list_slices(con)])
+    assert analyses[0] == analyses[1]

@@ -144,7 +144,7 @@ def test_a_worker_that_cannot_start_fails_each_slice_with_why(
         tmp_path / "gone", tmp_path / "out", default_config(), False, False, "2026-11-29",
         False, EVERYTHING, "r", datetime.now(UTC),
     )  # fmt: skip
-    workers._start(run)
+    workers._start(run, 1)
     due = Due("bert-base", "", tmp_path / "out" / "bert-base", "", Stored(), "")
     out = workers._make(due)
     assert out.error is not None

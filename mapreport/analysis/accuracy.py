@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,7 +101,7 @@ def summarise(
         within_tolerance_share=within,
         kendall_tau=tau,
         shapes_measured=len(measured),
-        measured_traffic_share=sum(weights),
+        measured_traffic_share=math.fsum(weights),
         tolerance=th.tolerance,
         gap=gap,
         prediction_gap=_prediction_gap(per_shape) if gap == AccuracyGap.NO_PREDICTION else None,

@@ -8,6 +8,7 @@ words (`mapreport.report.words`).
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -470,7 +471,7 @@ def blocking_action(s: Scope, sources: tuple[str, ...]) -> Action | None:
             share=c.evidence.value,
             of_requests=c.basis == ClassBasis.BLOCKED_SHARE,
             blocked=sum(e.blocked for e in events),
-            wait_us=sum(e.wait_us or 0.0 for e in events) if b.wait_known else None,
+            wait_us=math.fsum(e.wait_us or 0.0 for e in events) if b.wait_known else None,
             events=len(events),
             triggers=b.triggers,
             hows=tuple(sorted({e.how for e in events})),

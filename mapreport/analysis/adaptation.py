@@ -322,7 +322,7 @@ def adaptation_costs(
     """Adaptation events per shape (None: events that name no shape): (count, summed dur_us)."""
     rows = con.execute(
         """
-        SELECT shape, count(*), coalesce(sum(dur_us), 0)
+        SELECT shape, count(*), coalesce(fsum(dur_us), 0)
         FROM adaptation_event WHERE workload = $w AND slice = $s GROUP BY shape
         """,
         {"w": workload, "s": slice_},

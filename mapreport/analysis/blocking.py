@@ -18,6 +18,7 @@ Python.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mapreport.analysis.compiles import VaryingDim
@@ -149,7 +150,7 @@ def blocked_select(workload: str, slice_: str) -> str:
 EVENTS_SQL = f"""
 SELECT b.rid, b.shape, b.plan_id, b.how, b.seen_before, b.worker, b.compute_start_us,
     b.compute_us,
-    count(v.rid) AS blocked, sum(v.queue_us) AS wait_us,
+    count(v.rid) AS blocked, fsum(v.queue_us) AS wait_us,
     quantile_cont(v.queue_us, 0.95) AS wait_p95_us,
     list(DISTINCT v.shape ORDER BY v.shape) AS shapes
 FROM {BLOCKED_TABLE} b JOIN {BLOCKED_TABLE} v ON v.blocked_by = b.rid
@@ -159,7 +160,7 @@ ORDER BY b.compute_start_us, b.rid
 """
 
 VICTIMS_SQL = f"""
-SELECT shape, count(*), sum(queue_us) FROM {BLOCKED_TABLE}
+SELECT shape, count(*), fsum(queue_us) FROM {BLOCKED_TABLE}
 WHERE blocked_by IS NOT NULL GROUP BY shape ORDER BY shape
 """
 
@@ -245,7 +246,7 @@ class Blocking:
     def wait_us(self) -> float | None:
         """Their summed queue wait (None when no blocked request records its arrival)."""
         known = [v.wait_us for v in self.victims if v.wait_us is not None]
-        return sum(known) if known else None
+        return math.fsum(known) if known else None
 
     @property
     def wait_known(self) -> bool:
@@ -262,7 +263,7 @@ class Blocking:
         def weight(e: BlockingEvent) -> float:
             return e.wait_us if known and e.wait_us is not None else float(e.blocked)
 
-        total = sum(weight(e) for e in self.events)
+        total = math.fsum(weight(e) for e in self.events)
         return tuple(e for e in self.events if total > 0 and weight(e) >= MINOR_SHARE * total)
 
     @property

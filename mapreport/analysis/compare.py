@@ -134,7 +134,7 @@ def _by_impact(x: ShapeComparison | OpComparison) -> tuple[float, str]:
 
 
 OP_CALLS = """
-    SELECT op, shape, types, sum(dur) AS dur, source_id FROM (
+    SELECT op, shape, types, fsum(dur) AS dur, source_id FROM (
         SELECT json_extract_string(extra, '$.op') AS op, coalesce(shape, '') AS shape,
             CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) AS types,
             coalesce(json_extract_string(extra, '$.external_id'),

@@ -11,6 +11,7 @@ which the requests needed to pay back the compile time follow.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -119,7 +120,7 @@ _EVENTS = """
         count(*) FILTER (WHERE coalesce(outcome, 'compiled') = 'compiled') AS compiles,
         count(*) FILTER (WHERE recompile_reason IS NOT NULL
             AND coalesce(outcome, 'compiled') = 'compiled') AS recompiles,
-        sum(compile_ms) AS compile_ms,
+        fsum(compile_ms) AS compile_ms,
         count(*) FILTER (WHERE cache_hit) AS hits, count(*) FILTER (WHERE NOT cache_hit) AS misses,
         list(DISTINCT recompile_reason ORDER BY recompile_reason)
             FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
@@ -135,7 +136,7 @@ _EVENTS = """
 process, so two workers' `0/4` are two graphs."""
 _REGIONS = f"""
     SELECT coalesce(CAST(core AS VARCHAR), '') AS core, substr(name, {len(REGION) + 1}) AS id,
-        count(*) AS calls, sum(dur_us) AS total_us
+        count(*) AS calls, fsum(dur_us) AS total_us
     FROM op_exec WHERE workload = $w AND slice = $s AND starts_with(name, '{REGION}')
     GROUP BY 1, 2
 """
@@ -177,7 +178,7 @@ def compiles(
         keys = [i if i.split(":")[0] in ran else ":" + i.split(":", 1)[1] for i in ids or []]
         runtime = [regions[k] for k in keys if k in regions]
         calls = sum(c for c, _ in runtime)
-        run_us = sum(t for _, t in runtime)
+        run_us = math.fsum(t for _, t in runtime)
         compile_ms = None if ms is None else float(ms)
         saving = saving_us.get(shape) if shape else None
         rows.append(
@@ -208,7 +209,7 @@ def compiles(
             )
         )
     rows.sort(key=lambda r: sort_key(r.shape or ""))
-    total_ms = sum(r.compile_ms or 0.0 for r in rows)
+    total_ms = math.fsum(r.compile_ms or 0.0 for r in rows)
     return Compiles(
         shapes=tuple(rows),
         compiles=sum(r.compiles for r in rows),

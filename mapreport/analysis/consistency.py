@@ -52,7 +52,7 @@ def queue_check(
     if total.start_us is None or total.end_us is None or not total.requests:
         return None
     n, mean = con.execute(
-        f"""SELECT count(queue_us), avg(queue_us) FROM {slice_table}
+        f"""SELECT count(queue_us), favg(queue_us) FROM {slice_table}
         WHERE status = 'ok' AND queue_us IS NOT NULL AND arrival_us > $a AND arrival_us <= $b""",
         {"a": total.start_us, "b": total.end_us},
     ).fetchall()[0]

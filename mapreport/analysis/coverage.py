@@ -188,7 +188,7 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
         )
         SELECT plan_id, shape_bucket,
             max(predicted_us) FILTER (WHERE op = '__total__') AS total,
-            sum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
+            fsum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
             count(*) FILTER (WHERE op <> '__total__') AS n_ops,
             any_value(precision) AS precision,
             flatten(list(sources)) AS sources,

@@ -10,6 +10,7 @@ the kernels they replay (same correlation id).
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_left
 from dataclasses import dataclass, replace
@@ -116,14 +117,14 @@ _STEPS = """
         WHERE workload = $w AND slice = $s AND category = 'runtime' AND correlation IS NOT NULL
     ),
     kernels AS (
-        SELECT correlation, source_id, sum(dur_us) AS dur FROM op_exec
+        SELECT correlation, source_id, fsum(dur_us) AS dur FROM op_exec
         WHERE workload = $w AND slice = $s AND category = 'kernel' AND correlation IS NOT NULL
         GROUP BY correlation, source_id
     )
     SELECT s.name, s.ts_us, s.source_id, s.line,
         count(*) FILTER (WHERE l.name LIKE '%GraphLaunch%') AS launches,
-        coalesce(sum(k.dur) FILTER (WHERE l.name LIKE '%GraphLaunch%'), 0) AS graph_us,
-        coalesce(sum(k.dur) FILTER (WHERE l.name NOT LIKE '%GraphLaunch%'), 0) AS eager_us
+        coalesce(fsum(k.dur) FILTER (WHERE l.name LIKE '%GraphLaunch%'), 0) AS graph_us,
+        coalesce(fsum(k.dur) FILTER (WHERE l.name NOT LIKE '%GraphLaunch%'), 0) AS eager_us
     FROM steps s
     LEFT JOIN launches l ON l.source_id = s.source_id AND l.pid = s.pid AND l.tid = s.tid
         AND l.ts_us >= s.ts_us AND l.ts_us <= s.end_us
@@ -200,7 +201,7 @@ def buckets_of(
         mine = groups.get(size, [])
         if size is None and not mine:
             continue
-        graph_us = sum(s.graph_us for s in mine)
+        graph_us = math.fsum(s.graph_us for s in mine)
         real = sum(s.batch for s in mine)
         padded = size * len(mine) if size is not None else real
         per_unit = graph_us / padded if padded and graph_us else None
@@ -217,7 +218,7 @@ def buckets_of(
                 real=real,
                 padded=padded,
                 graph_us=graph_us,
-                eager_us=sum(s.eager_us for s in mine),
+                eager_us=math.fsum(s.eager_us for s in mine),
                 padding_waste_us=waste,
             )
         )
@@ -225,8 +226,8 @@ def buckets_of(
         buckets=tuple(buckets),
         steps=tuple(steps),
         launches=sum(s.launches for s in steps),
-        graph_us=sum(s.graph_us for s in steps),
-        padding_waste_us=sum(b.padding_waste_us or 0.0 for b in buckets),
+        graph_us=math.fsum(s.graph_us for s in steps),
+        padding_waste_us=math.fsum(b.padding_waste_us or 0.0 for b in buckets),
     )
     return g if th is None else replace(g, finding=padding_finding(g, captures, th, seed))
 
@@ -260,14 +261,14 @@ def padding_finding(
     return PaddingFinding(
         Evidence(
             "padding_waste_us",
-            sum(waste),
+            math.fsum(waste),
             n,
             Interval(lo * n, hi * n),
             tuple(sorted({s.source_id for s in g.steps})),
         ),
         share,
         tuple(best[:PROPOSED_SIZES]),
-        sum(costs) / len(costs) if costs else None,
+        math.fsum(costs) / len(costs) if costs else None,
     )
 
 

@@ -4,6 +4,7 @@ request arrivals, static-plan requests), most valuable first."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -81,6 +82,6 @@ def profile_next(shapes: Sequence[ShapeMetrics], th: Thresholds) -> tuple[Profil
     unrecorded = [i for i in items if i.collect == Collect.ARRIVALS]
     items = [i for i in items if i.collect != Collect.ARRIVALS]
     if unrecorded:
-        share = sum(i.traffic_share for i in unrecorded)
+        share = math.fsum(i.traffic_share for i in unrecorded)
         items.append(ProfileItem(SLICE_WIDE, Collect.ARRIVALS, share, None, None, share))
     return tuple(sorted(items, key=lambda i: (-i.score, i.shape, i.collect))[:MOST])

@@ -9,6 +9,7 @@ of the measured time the plan accounts for, and which runtime ops the plan never
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,17 +95,18 @@ _PLAN = """
     SELECT plan_id, op, any_value(kernel) AS kernel, any_value(precision) AS precision,
         any_value(fusion_group) AS fusion_group,
         -- a per-op time measured across shapes cannot be held against one bucket's prediction
-        CASE WHEN count(DISTINCT shape_bucket) = 1 THEN avg(predicted_us) END AS predicted_us,
+        CASE WHEN count(DISTINCT shape_bucket) = 1 THEN favg(predicted_us) END AS predicted_us,
         any_value(prediction_source) AS source
     FROM compile_plan WHERE workload = $w AND slice = $s AND op <> '__total__'
-    GROUP BY plan_id, op
+    GROUP BY plan_id, op ORDER BY plan_id, op
 """
 _MEASURED = """
     SELECT plan_id, name, category, count(*) AS n,
         sum(coalesce(TRY_CAST(json_extract(extra, '$.runs') AS BIGINT), 1)) AS runs,
-        median(dur_us) AS p50, sum(dur_us) AS total
+        median(dur_us) AS p50, fsum(dur_us) AS total
     FROM op_exec WHERE workload = $w AND slice = $s
-    GROUP BY plan_id, name, category
+    -- ordered: the shares' total adds them in one order, whatever the engine's threads
+    GROUP BY plan_id, name, category ORDER BY plan_id NULLS FIRST, name, category NULLS FIRST
 """
 
 
@@ -193,12 +195,12 @@ def operators(
         if (r[0] is not None and r[0] in plans)
         or (r[0] is None and not attributed and r[2] in matched_categories)
     ]
-    total = sum(float(r[6]) for r in universe)
+    total = math.fsum(float(r[6]) for r in universe)
     rows, unmapped, seen = _join(universe, lookup, total, th)
     rows.sort(key=lambda r: (-(r.time_share or 0.0), r.op))
-    matched_time = sum(float(r[6]) for r in universe if lookup(str(r[1])))
+    matched_time = math.fsum(float(r[6]) for r in universe if lookup(str(r[1])))
     with_error = [r for r in rows if r.ape is not None]
-    err_weight = sum(r.measured_p50_us for r in with_error)
+    err_weight = math.fsum(r.measured_p50_us for r in with_error)
     by_precision: dict[str, float] = defaultdict(float)
     fused = reformat = 0.0
     per_plan_sum: dict[str, float] = defaultdict(float)
@@ -223,7 +225,8 @@ def operators(
         matched_time_share=matched_time / total if total > 0 else None,
         predicted_ops=sum(1 for r in rows if r.predicted_us is not None),
         mape_time_weighted=(
-            sum(r.ape * r.measured_p50_us for r in with_error if r.ape is not None) / err_weight
+            math.fsum(r.ape * r.measured_p50_us for r in with_error if r.ape is not None)
+            / err_weight
             if err_weight > 0
             else None
         ),

@@ -11,6 +11,7 @@ the share of the roofline it reached, and its headroom: the time above the roofl
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,7 +149,7 @@ _CALLS_CTE = """
             coalesce(json_extract(extra, '$.concrete'), '[]') AS concrete,
             coalesce(json_extract_string(extra, '$.external_id'),
                      CAST(correlation AS VARCHAR), CAST(ts_us AS VARCHAR)) AS call,
-            count(*) AS kernels, sum(dur_us) AS dur, min(source_id) AS source_id,
+            count(*) AS kernels, fsum(dur_us) AS dur, min(source_id) AS source_id,
             min(line) AS line
         FROM op_exec
         WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
@@ -161,7 +162,7 @@ _DEVICE_TIME = (
     _CALLS_CTE
     + """
     SELECT op, launched, category, shape, CAST(types AS VARCHAR), CAST(concrete AS VARCHAR),
-        count(*) AS calls, sum(kernels) AS kernels, sum(dur) AS total,
+        count(*) AS calls, sum(kernels) AS kernels, fsum(dur) AS total,
         quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.95) AS p95
     FROM calls GROUP BY op, launched, category, shape, types, concrete
 """
@@ -204,7 +205,7 @@ _BY_REQUEST = """
         FROM request WHERE workload = $w AND slice = $s
     )
     SELECT r.request_shape, k.op, k.category, k.shape, CAST(k.types AS VARCHAR),
-        CAST(k.concrete AS VARCHAR), count(DISTINCT k.ext), sum(k.dur_us)
+        CAST(k.concrete AS VARCHAR), count(DISTINCT k.ext), fsum(k.dur_us)
     FROM kernels k
     JOIN ops o ON o.ext = k.ext AND o.source_id = k.source_id
     JOIN spans r ON r.source_id = o.source_id AND (r.core IS NULL OR r.core = o.core)
@@ -334,7 +335,7 @@ def headroom_of(
     """(headroom, calls, 95% CI of the headroom) of an op x shape's call durations: the
     calls' mean time above the roof times their count, its CI by bootstrapping the mean."""
     n = len(durations)
-    mean = sum(durations) / n
+    mean = math.fsum(durations) / n
     lo, hi = bootstrap_mean(durations, th.bootstrap_resamples, seed)
     return max(0.0, mean - roof_us) * n, n, Interval((lo - roof_us) * n, (hi - roof_us) * n)
 
@@ -400,10 +401,10 @@ def roofline(
     seen = [d for x in props if (d := recognise(x)) is not None]
     recognised = seen[0] if seen and all(d.name == seen[0].name for d in seen) else None
     device = configured(recognised, cfg or DeviceConfig())
-    gpu = sum(float(r[8]) for r in measured)
+    gpu = math.fsum(float(r[8]) for r in measured)
     rows = [_row(tuple(r[:6]), tuple(r[6:]), gpu, device) for r in measured]
     rows.sort(key=lambda r: (r.headroom_us is None, -(r.headroom_us or r.total_us), r.op, r.shape))
-    counted = sum(r.total_us for r in rows if r.flops is not None)
+    counted = math.fsum(r.total_us for r in rows if r.flops is not None)
     by_shape = _by_request_shape(con, p, rows, gpu)
     material = [r for r in rows if (r.headroom_share or 0.0) >= HEADROOM_MATERIAL]
     found = [f for r in material if (f := _finding(con, workload, slice_, r, th)) is not None]
@@ -412,7 +413,7 @@ def roofline(
         device=device,
         device_names=names,
         gpu_time_us=gpu,
-        headroom_us=sum(r.headroom_us or 0.0 for r in rows),
+        headroom_us=math.fsum(r.headroom_us or 0.0 for r in rows),
         counted_share=counted / gpu if gpu else 0.0,
         findings=tuple(found[:FINDINGS]),
         by_request_shape=by_shape,

@@ -106,7 +106,7 @@ def compare_runs(a: tuple[Run, ...], b: tuple[Run, ...], th: Thresholds) -> tupl
 
 
 _OP_RUNS = f"""
-    SELECT op, shape, types, source_id, avg(dur) AS mean_us
+    SELECT op, shape, types, source_id, favg(dur) AS mean_us
     FROM ({OP_CALLS})
     GROUP BY ALL
     ORDER BY op, shape, types, source_id

@@ -192,7 +192,7 @@ def _batch_impact(con: Connection, window_s: float | None) -> list[BatchImpact]:
 def _cores(con: Connection) -> list[CoreLoad]:
     rows = con.execute(
         f"""
-        SELECT core, count(*), sum(compute_us), quantile_cont(compute_us, 0.5)
+        SELECT core, count(*), fsum(compute_us), quantile_cont(compute_us, 0.5)
         FROM ({REQUESTS}) WHERE core IS NOT NULL GROUP BY core ORDER BY core
         """
     ).fetchall()

@@ -205,7 +205,7 @@ def load_points(con: Connection, workload: str, slice_: str, vocab: Vocabulary) 
 
 POINT_ROWS = """
     SELECT source_id, scrape, min(scrape_us) AS scrape_us, metric, sample, type,
-        sum(value) AS value
+        fsum(value) AS value
     FROM metric_sample
     WHERE workload = $w AND slice = $s AND le IS NULL AND quantile IS NULL
         AND value IS NOT NULL AND list_contains($metrics, metric)
@@ -283,7 +283,7 @@ def _sum(parts: Iterable[tuple[float | None, bool]]) -> tuple[float | None, bool
     """The parts a server exports, added (compute input + infer + output); None: none is."""
     values = list(parts)
     present = [v for v, _ in values if v is not None]
-    return (sum(present) if present else None), any(r for _, r in values)
+    return (math.fsum(present) if present else None), any(r for _, r in values)
 
 
 @dataclass(frozen=True)
@@ -348,7 +348,7 @@ def _window(
 
 def _added(parts: Sequence[_Deltas]) -> _Deltas:
     def total(xs: list[float | None]) -> float | None:
-        return None if any(x is None for x in xs) else sum(x for x in xs if x is not None)
+        return None if any(x is None for x in xs) else math.fsum(x for x in xs if x is not None)
 
     return _Deltas(
         sum(p.requests for p in parts),
@@ -390,7 +390,7 @@ def windows(
         min(starts) if starts else None,
         max(ends) if ends else None,
         all(w.since_start for w in out),
-        sum(gpus) / len(gpus) if gpus else None,
+        math.fsum(gpus) / len(gpus) if gpus else None,
     )
     return out, total
 
@@ -399,7 +399,7 @@ def gpu_points(con: Connection, metric: str, sources: list[str]) -> dict[tuple[s
     """The server-wide GPU gauge per scrape of the given files (mean over their GPUs)."""
     rows = con.execute(
         """
-        SELECT source_id, scrape, avg(value) FROM metric_sample
+        SELECT source_id, scrape, favg(value) FROM metric_sample
         WHERE metric = $m AND workload = '' AND value IS NOT NULL
             AND list_contains($ids, source_id)
         GROUP BY source_id, scrape
@@ -444,7 +444,7 @@ def histogram_quantiles(
     for metric, what, scale in v.histograms:
         rows = con.execute(
             """
-            SELECT source_id, scrape, le, sum(value) FROM metric_sample
+            SELECT source_id, scrape, le, fsum(value) FROM metric_sample
             WHERE workload = $w AND slice = $s AND metric = $m AND sample = $b
                 AND value IS NOT NULL
             GROUP BY source_id, scrape, le

@@ -106,24 +106,26 @@ def connect(
     workload: str | None = None,
     window: Window = EVERYTHING,
     sources: Sequence[str] | None = None,
+    threads: int | None = None,
 ) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection with the dataset's views (`define_views`), which can reach no file
     outside the dataset (`duckdb_connection`)."""
     ds.check_links()  # the sandbox refuses reads through them; say which link, once
-    con = duckdb_connection([ds.root])
+    con = duckdb_connection([ds.root], threads=threads)
     define_views(con, DuckDBFiles(con, ds.root), ds, workload, window, sources)
     return con
 
 
 def duckdb_connection(
-    folders: Sequence[Path], memory_limit: str | None = None
+    folders: Sequence[Path], memory_limit: str | None = None, threads: int | None = None
 ) -> duckdb.DuckDBPyConnection:
     """A new in-memory DuckDB connection as mapreport uses them, sandboxed: it reads and writes
     files only below `folders` (and its own spill folder), installs and loads no extension,
     and its configuration is locked, so no query, whatever text reached it, can read a file
     elsewhere, write one, or undo these settings. Without the progress bar DuckDB otherwise
     draws on stdout (not only on a terminal) for any query over 2 s. `memory_limit` (DuckDB's
-    form, "4GB"): beyond it DuckDB spills to its folder; default DuckDB's 80% of memory."""
+    form, "4GB"): beyond it DuckDB spills to its folder; default DuckDB's 80% of memory.
+    `threads`: DuckDB's worker threads; default one per core."""
     import duckdb  # here, not at the top: readers and the command line use the views' types
 
     spill = Path(tempfile.mkdtemp(prefix="mapreport-duckdb-"))
@@ -133,6 +135,8 @@ def duckdb_connection(
     allowed = [str(f.resolve()) + os.sep for f in (*folders, spill)]
     if memory_limit is not None:
         con.execute("SET memory_limit = $v", {"v": memory_limit})
+    if threads is not None:
+        con.execute("SET threads = $v", {"v": threads})
     for statement, value in (
         ("SET enable_progress_bar = $v", False),
         # rows come back in the order a query asks for, not in the files' order

@@ -48,11 +48,17 @@ class DuckDBEngine:
     name = EngineName.DUCKDB
     views_per_workload = True
 
+    def __init__(self, threads: int | None = None) -> None:
+        self.threads = threads
+        """DuckDB's threads per connection (default: every core). Workers that share the
+        machine's cores each take their share; the analysis's sums are compensated (`fsum`), so
+        its results do not depend on how many threads add them."""
+
     def connect(self, ds: Dataset, workload: str | None, window: Window = EVERYTHING) -> Connection:
         """A DuckDB connection (`views.connect`)."""
         from mapreport.dataset import views  # DuckDB's import (0.1 s) only where a query runs
 
-        return views.connect(ds, workload, window)
+        return views.connect(ds, workload, window, threads=self.threads)
 
     def stage_files(
         self, ds: Dataset, files: list[Path], how: Reading

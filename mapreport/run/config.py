@@ -49,15 +49,21 @@ WORKER_BYTES = 2 * 2**30
 peaked at 1.75 GiB (benchmarks/README.md, a night of 40 slices)."""
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the system has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
 def auto_jobs() -> int:
     """`--jobs auto`: a worker per core this process may run on, as many as memory holds at
     `WORKER_BYTES` each (at least one, at most `MAX_JOBS`)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = usable_cores()
     try:
         memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):  # no such sysconf here: cores alone decide
         memory = WORKER_BYTES * MAX_JOBS
-    return max(1, min(cores or 1, memory // WORKER_BYTES, MAX_JOBS))
+    return max(1, min(cores, memory // WORKER_BYTES, MAX_JOBS))
 
 
 class SliceConfig(msgspec.Struct, forbid_unknown_fields=True, frozen=True):

@@ -23,7 +23,8 @@ from concurrent.futures import (
 from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.util import Finalize
 
-from mapreport.engine.engines import DUCKDB
+from mapreport.engine.engines import DuckDBEngine
+from mapreport.run.config import usable_cores
 from mapreport.run.outcome import SliceOutcome
 from mapreport.run.pipeline import (
     Analysed,
@@ -49,7 +50,8 @@ def report_in_workers(
     again), by (workload, slice), from `jobs` worker processes."""
     spawn = spawn_context()
     outcomes: dict[tuple[str, str], SliceOutcome] = {}
-    with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run,)) as pool:
+    threads = max(1, usable_cores() // jobs)  # two workers never oversubscribe two cores
+    with ProcessPoolExecutor(jobs, spawn, initializer=_start, initargs=(run, threads)) as pool:
         pending: dict[Future[SliceOutcome], tuple[str, str]] = {
             pool.submit(_make, d): (d.workload, d.slice_) for d in due
         }
@@ -76,14 +78,13 @@ def _outcome(run: ReportRun, key: tuple[str, str], f: Future[SliceOutcome]) -> S
     return SliceOutcome(key[0], key[1], slice_dir(run.out, *key), why)
 
 
-def _start(run: ReportRun) -> None:
-    """A worker's start: its connection and its reporter. What stops it is kept, for each of
-    its slices to fail with, instead of breaking the pool. DuckDB keeps its own thread count
-    (every core): with fewer threads its parallel sums add in another order, and a weighted
-    mean would differ from one process's in its last digit."""
+def _start(run: ReportRun, threads: int) -> None:
+    """A worker's start: its reporter, whose connections have `threads` DuckDB threads (its
+    share of the cores). What stops it is kept, for each of its slices to fail with, instead
+    of breaking the pool."""
     global _REPORTER, _FAILED
     try:
-        reporter = SliceReporter(run, DUCKDB)
+        reporter = SliceReporter(run, DuckDBEngine(threads))
     except Exception as e:  # noqa: BLE001 - said per slice, in the outcome's one line
         _FAILED = f"its worker could not start: {type(e).__name__}: {e}".splitlines()[0]
         return
