@@ -5,6 +5,7 @@ gives."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,13 @@ from hypothesis import strategies as st
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.adaptation import RANKS_SQL
-from mapreport.analysis.stats import SortedArray, quantile
+from mapreport.analysis.stats import (
+    IntArray,
+    SortedArray,
+    bootstrap_ratio_gain,
+    gain_ranks,
+    quantile,
+)
 from mapreport.dataset.store import Dataset
 
 
@@ -25,6 +32,37 @@ from mapreport.dataset.store import Dataset
 )
 def test_a_quantile_from_two_ranks_is_numpys(values: list[float], q: float) -> None:
     assert quantile(SortedArray(values), q) == float(np.quantile(np.asarray(values), q))
+
+
+class Recording(SortedArray):
+    """A sorted sample that keeps every rank read from it."""
+
+    def __init__(self, values: list[float]):
+        super().__init__(values)
+        self.read: set[int] = set()
+
+    def at(self, ranks: IntArray) -> Any:
+        self.read |= set(ranks.tolist())
+        return super().at(ranks)
+
+
+@given(
+    st.integers(1, 300),
+    st.integers(1, 300),
+    st.sampled_from([0.5, 0.95, 0.99]),
+    st.integers(0, 2**32),
+)
+def test_gain_ranks_are_the_ranks_the_bootstrap_reads(
+    na: int, nb: int, q: float, seed: int
+) -> None:
+    """What a shape's gain reads ahead (one read of a group on the engine) is exactly what its
+    bootstrap then reads: no rank missed, none read for nothing."""
+    rng = np.random.default_rng(seed)
+    a, b = Recording(list(rng.random(na))), Recording(list(rng.random(nb) + 1))
+    bootstrap_ratio_gain(a, b, q, 200, seed)
+    want_a, want_b = gain_ranks(na, nb, q, 200, seed)
+    assert a.read == set(want_a.tolist())
+    assert b.read == set(want_b.tolist())
 
 
 class Limited:
@@ -52,5 +90,12 @@ def test_groups_read_by_rank_give_the_whole_groups_intervals(demo_dataset: Path)
         assert analyze_slice(limited, w, s, Thresholds()) == whole
         ranked = [p for q, p in limited.queries if q == RANKS_SQL]
         assert ranked, (w, s)  # the demo's groups hold hundreds of requests
-        # at most the resamples' two order statistics per read, never the whole group
-        assert max(len(p["ranks"]) for p in ranked) <= 2 * Thresholds().bootstrap_resamples
+        # at most two order statistics per resample and figure (p50 and p95 gains read
+        # together), never the whole group
+        resamples = Thresholds().bootstrap_resamples
+        assert max(len(p["ranks"]) for p in ranked) <= 4 * resamples + 4
+        # each sort of a group on the engine is a read: the gains' figures read a group
+        # once, the accuracy's error interval (of the static group) once more
+        reads = Counter((p["shape"], p["variant"]) for p in ranked)
+        assert max(reads.values()) <= 2, reads
+        assert all(n == 1 for (_, v), n in reads.items() if v != "static"), reads

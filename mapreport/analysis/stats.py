@@ -48,13 +48,18 @@ def as_sample(x: Sample | Sequence[float] | FloatArray) -> Sample:
     return cast(Sample, x)
 
 
+def point_ranks(n: int, q: float) -> IntArray:
+    """The two order statistics (0-based ranks) around the q-quantile of n sorted values."""
+    lo = int(np.floor((n - 1) * q))
+    return np.array([lo, min(lo + 1, n - 1)], dtype=np.int64)
+
+
 def quantile(x: Sample, q: float) -> float:
     """The q-quantile with numpy's linear method, from the two order statistics around it."""
     h = (len(x) - 1) * q
-    lo = int(np.floor(h))
-    pair = x.at(np.array([lo, min(lo + 1, len(x) - 1)], dtype=np.int64))
+    pair = x.at(point_ranks(len(x), q))
     # numpy's own interpolation between the two (the same arithmetic as over the whole sample)
-    return float(np.quantile(pair, h - lo))
+    return float(np.quantile(pair, h - np.floor(h)))
 
 
 def seed_for(base: int, *key: str) -> int:
@@ -69,6 +74,25 @@ def percentile(values: Sequence[float] | FloatArray, q: float) -> float:
     return float(np.quantile(np.asarray(values, dtype=np.float64), q))
 
 
+def resample_ranks(
+    n: int, q: float, resamples: int, rng: np.random.Generator
+) -> tuple[IntArray, IntArray | None, float]:
+    """The ranks `resampled_quantile` reads from n sorted values (the order statistics below
+    and above each resample's q-quantile; None: the quantile falls on one) and the fraction
+    between them. Draws from `rng` only when n > 1."""
+    if n == 1:
+        return np.zeros(resamples, dtype=np.int64), None, 0.0
+    h = (n - 1) * q
+    k = int(np.floor(h)) + 1  # 1-based order statistic below the quantile
+    frac = h - (k - 1)
+    u1 = rng.beta(k, n - k + 1, size=resamples)
+    i1 = np.minimum((u1 * n).astype(np.int64), n - 1)
+    if frac <= 0 or k >= n:
+        return i1, None, frac
+    u2 = u1 + (1.0 - u1) * rng.beta(1, n - k, size=resamples)
+    return i1, np.minimum((u2 * n).astype(np.int64), n - 1), frac
+
+
 def resampled_quantile(x: Sample, q: float, resamples: int, rng: np.random.Generator) -> FloatArray:
     """The q-quantile (numpy's linear method) of `resamples` bootstrap resamples of the
     sorted sample x, drawn exactly without drawing the resamples.
@@ -79,21 +103,24 @@ def resampled_quantile(x: Sample, q: float, resamples: int, rng: np.random.Gener
     of n index draws: the same bootstrap distribution at O(resamples) cost, whatever n is
     (a shape with 250,000 requests is as cheap as one with 25).
     """
-    n = len(x)
-    if n == 1:
-        return np.full(resamples, float(x.at(np.zeros(1, dtype=np.int64))[0]))
-    h = (n - 1) * q
-    k = int(np.floor(h)) + 1  # 1-based order statistic below the quantile
-    frac = h - (k - 1)
-    u1 = rng.beta(k, n - k + 1, size=resamples)
-    i1 = np.minimum((u1 * n).astype(np.int64), n - 1)
-    if frac <= 0 or k >= n:
+    i1, i2, frac = resample_ranks(len(x), q, resamples, rng)
+    if i2 is None:
         return x.at(i1)
-    u2 = u1 + (1.0 - u1) * rng.beta(1, n - k, size=resamples)
-    i2 = np.minimum((u2 * n).astype(np.int64), n - 1)
     both = x.at(np.concatenate([i1, i2]))  # one read of the sample for the two statistics
     x1, x2 = both[:resamples], both[resamples:]
     return np.asarray(x1 + frac * (x2 - x1), dtype=np.float64)
+
+
+def gain_ranks(na: int, nb: int, q: float, resamples: int, seed: int) -> tuple[IntArray, IntArray]:
+    """Every rank `bootstrap_ratio_gain` reads from the adapted (na values) and the baseline
+    (nb) sample, drawn as it draws them: a sample read by rank from the engine can be read
+    once for all of a shape's figures."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for n in (na, nb):
+        i1, i2, _ = resample_ranks(n, q, resamples, rng)
+        out.append(np.concatenate([point_ranks(n, q), i1, () if i2 is None else i2]))
+    return out[0].astype(np.int64), out[1].astype(np.int64)
 
 
 def bootstrap_ratio_gain(
