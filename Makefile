@@ -62,8 +62,13 @@ typecheck: venv
 	$(BIN)/mypy
 	$(BIN)/mypy benchmarks
 
+# one test worker per core (pytest-xdist), a file's tests on one worker: its module fixtures
+# (a golden case's run, a Spark session) are made once; TEST_JOBS=0 runs them in this process
+TEST_JOBS ?= auto
+PYTEST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
+
 unit: setup
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test: setup lint typecheck unit
 
@@ -71,7 +76,7 @@ test: setup lint typecheck unit
 # files, fuzzing, processes) or spark; `make test` and CI still run them all
 test-fast: venv
 	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
-	$(BIN)/pytest -q -m "not slow and not spark"
+	$(PYTEST) -m "not slow and not spark"
 
 # benchmarks/: figures against named peers, run on demand (not part of `make test`)
 BENCH_SIZES ?= 100000 1000000 10000000
