@@ -251,7 +251,7 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
         window=overall["window"],
         latency=latency,
         sources=sources,
-        environment=check_environment(rows, ctx.present.sides),
+        environment=check_environment(rows, ctx.present.sides(ctx.totals.requests > 0)),
         over_sla=over_sla(ctx.rows, latency, ctx.review, ctx.th),
     )
 
