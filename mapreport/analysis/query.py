@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -354,18 +354,22 @@ def source_files(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]
     return records(cur)
 
 
-def profile_sources(con: Connection, workload: str, slice_: str) -> list[str]:
+PROFILE_TABLES = ("compile_event", "op_exec", "load_sweep", "metric_sample", "loadgen_run")
+"""The tables whose files are behind a slice beside its requests and plans."""
+
+
+def profile_sources(
+    con: Connection, workload: str, slice_: str, tables: Collection[str] = PROFILE_TABLES
+) -> list[str]:
     """The files behind a slice's compile events, per-op profiles, load sweeps, metric
-    scrapes and loadgen runs, and those stating its workload's environment."""
-    rows = con.execute(
-        """
-        SELECT source_id FROM compile_event WHERE workload = $w AND slice = $s
-        UNION SELECT source_id FROM op_exec WHERE workload = $w AND slice = $s
-        UNION SELECT source_id FROM load_sweep WHERE workload = $w AND slice = $s
-        UNION SELECT source_id FROM metric_sample WHERE workload = $w AND slice = $s
-        UNION SELECT source_id FROM loadgen_run WHERE workload = $w AND slice = $s
-        UNION SELECT source_id FROM environment WHERE workload = $w
-        """,
-        {"w": workload, "s": slice_},
-    ).fetchall()
+    scrapes and loadgen runs (of those of `tables`: the others hold none of its rows), and
+    those stating its workload's environment."""
+    parts = [
+        f"SELECT source_id FROM {t} WHERE workload = $w AND slice = $s"
+        for t in PROFILE_TABLES
+        if t in tables
+    ]
+    params = {"w": workload, "s": slice_} if parts else {"w": workload}
+    parts.append("SELECT source_id FROM environment WHERE workload = $w")
+    rows = con.execute(" UNION ".join(parts), params).fetchall()
     return [str(r[0]) for r in rows]

@@ -231,7 +231,7 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
     source_ids = sorted(
         {s for m in shapes for s in m.sources}
         | {s for b in ctx.buckets for s in b.sources}
-        | set(query.profile_sources(ctx.con, ctx.workload, ctx.slice))
+        | set(query.profile_sources(ctx.con, ctx.workload, ctx.slice, ctx.present.tables))
     )
     sources = tuple(
         SourceFile(
