@@ -12,7 +12,6 @@ import functools
 import itertools
 import logging
 import os
-import re
 import shutil
 import sys
 import warnings
@@ -148,18 +147,6 @@ def _python(v: Any) -> Any:
     return v
 
 
-_TEMP_TABLE = re.compile(
-    r"\s*CREATE\s+OR\s+REPLACE\s+TEMP\s+TABLE\s+([A-Za-z_][A-Za-z0-9_]*)\s+AS\b"
-)
-"""The analysis's own temporary tables (the slice's statistics, its blocking marks): DuckDB
-holds their rows; on Spark the view is cached, else each query reading the blocking marks ran
-their windows again (three reads a slice: 67.7 of 116.3 s over two slices of 1M requests)."""
-
-
-_DROP_TABLE = re.compile(r"\s*DROP\s+TABLE\s+IF\s+EXISTS\s+([A-Za-z_][A-Za-z0-9_]*)\s*$")
-"""The end of one of them (`query.drop_slice`)."""
-
-
 class SparkConnection:
     """A `Connection` on one SparkSession: each DuckDB-dialect statement transpiled once."""
 
@@ -171,22 +158,11 @@ class SparkConnection:
         self.session = session
 
     def execute(self, query: str, parameters: Any = None, /) -> SparkResult:
-        """Run one statement (DDL runs now; a query when its rows are fetched). A temporary
-        table is a cached temporary view: computed once, here, not again by each query that
-        reads it (`_TEMP_TABLE`)."""
+        """Run one statement (DDL runs now; a query when its rows are fetched)."""
         from pyspark.errors import PySparkException
 
-        table = _TEMP_TABLE.match(query)
-        gone = table or _DROP_TABLE.match(query)
         try:
-            if gone:
-                # uncached before it is replaced or dropped: a replaced view's cache is not
-                # freed (SPARK-30494)
-                self.session.sql(f"UNCACHE TABLE IF EXISTS {gone[1]}")
-            result = SparkResult(self.session.sql(to_spark(query), args=parameters or None))
-            if table:
-                self.session.sql(f"CACHE TABLE {table[1]}")  # eager: the rows are made now
-            return result
+            return SparkResult(self.session.sql(to_spark(query), args=parameters or None))
         except PySparkException as e:
             raise SparkQueryError(f"spark: {_first_line(e)}") from None
 
