@@ -50,6 +50,12 @@ class Context:
         return seed_for(self.th.seed, self.workload, self.slice, *key)
 
 
+def sla_targets(review: Review) -> dict[str, float]:
+    """The slice's SLA latency targets by quantile name (those it states), in one order: the
+    slice is loaded with them (`query.load_slice`) and its shapes read against them."""
+    return {q: v for q in ("p95", "p99") if (v := review.sla(q))}
+
+
 def read_context(
     con: Connection,
     workload: str,
@@ -63,7 +69,7 @@ def read_context(
 ) -> Context:
     """The slice's context: its per-shape rows and buckets from SQL, their placements, the
     compute samples and per-core medians (the slice's requests loaded)."""
-    targets = {q: v for q in ("p95", "p99") if (v := review.sla(q))}
+    targets = sla_targets(review)
     # on a connection that brings any group here, one scan gives the variants' figures and
     # their compute samples; else the samples are read per group after the figures
     both = variant_samples(con)

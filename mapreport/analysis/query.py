@@ -62,8 +62,23 @@ _SHAPE_STATS = f"""SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE sta
             count(core) FILTER (WHERE status = 'ok') AS n_core,
             count(*) FILTER (WHERE status = 'ok' AND ran_plan) AS n_ran_plan,
             count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
-            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50
+            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50{{over}}
         FROM {SLICE_TABLE} GROUP BY shape"""
+SHAPE_COLUMNS = 13
+"""The per-shape table's columns before its counts above the SLA targets (`shape_stats`)."""
+
+
+def shape_stats(over: Sequence[float] = ()) -> str:
+    """The SELECT of the per-shape table, with each shape's ok requests above each latency
+    target of `over` (the slice's SLA, in microseconds) counted in the same scan."""
+    counts = "".join(
+        f",\n            count(*) FILTER (WHERE status = 'ok' AND latency_us > {float(v)!r})"
+        f" AS over_{i}"
+        for i, v in enumerate(over)
+    )
+    return _SHAPE_STATS.replace("{over}", counts)
+
+
 _CORE_STATS = f"""SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
         FROM {SLICE_TABLE} WHERE status = 'ok' AND core IS NOT NULL GROUP BY shape, core"""
 
@@ -124,9 +139,12 @@ def inline(sql: str, params: Mapping[str, SqlValue]) -> str:
     return _TOKEN.sub(one, sql)
 
 
-def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
+def slice_definitions(
+    workload: str, slice_: str, over: Sequence[float] = ()
+) -> list[tuple[str, str, str]]:
     """(kind, name, SELECT) of the slice's objects, in dependency order: its requests per
-    (shape, plan), each shape's primary plan, and the requests with their derived columns.
+    (shape, plan), each shape's primary plan, the requests with their derived columns and
+    the per-shape and per-core statistics (with the counts above the SLA targets `over`).
     `load_slice` creates them; an evidence pack's SQL defines them as CTEs of the same text."""
     w, s = literal(workload), literal(slice_)
     return [
@@ -160,17 +178,18 @@ def slice_definitions(workload: str, slice_: str) -> list[tuple[str, str, str]]:
         FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
         WHERE r.workload = {w} AND r.slice = {s}""",
         ),
-        ("TABLE", SHAPE_STATS, _SHAPE_STATS),
+        ("TABLE", SHAPE_STATS, shape_stats(over)),
         ("TABLE", CORE_STATS, _CORE_STATS),
     ]
 
 
-def load_slice(con: Connection, workload: str, slice_: str) -> None:
+def load_slice(con: Connection, workload: str, slice_: str, over: Sequence[float] = ()) -> None:
     """Define the slice's requests (a temporary view over the Parquet files, with the derived
     columns) and count its requests per (shape, plan) once, from which each shape's primary
     plan comes, so no query re-derives them. The view streams from Parquet: memory does not
-    grow with the slice. `drop_slice` removes all three."""
-    for kind, name, select in slice_definitions(workload, slice_):
+    grow with the slice. `over`: the SLA's latency targets, whose excess `shape_rows` reads.
+    `drop_slice` removes them."""
+    for kind, name, select in slice_definitions(workload, slice_, over):
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
 
@@ -285,18 +304,12 @@ def shape_rows(
 ) -> list[ShapeRow]:
     """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
     wait and compute (ok requests), the ok requests above each SLA target in `targets` (by
-    quantile name), and each shape's `variants` (`variant_stats` when not given)."""
+    quantile name: the targets, in this order, the slice was loaded with), and each shape's
+    `variants` (`variant_stats` when not given)."""
     targets = targets or {}
-    over: dict[str, list[int]] = {}
-    if targets:
-        over_sql = ", ".join(
-            f"count(*) FILTER (WHERE latency_us > {float(v)!r})" for v in targets.values()
-        )
-        for shape, *counts in con.execute(
-            f"SELECT shape, {over_sql} FROM {SLICE_TABLE} WHERE status = 'ok' GROUP BY shape"
-        ).fetchall():
-            over[str(shape)] = [int(c) for c in counts]
     main = con.execute(f"SELECT * FROM {SHAPE_STATS} ORDER BY shape").fetchall()
+    if main and len(main[0]) != SHAPE_COLUMNS + len(targets):
+        raise ValueError(f"the slice was loaded with other SLA targets than {targets}")
     variants = variants if variants is not None else variant_stats(con)
     plans: dict[str, dict[str | None, int]] = {}
     for shape, plan, n in con.execute(
@@ -324,7 +337,7 @@ def shape_rows(
             n_ran_plan=int(n_ran_plan),
             n_mem=int(n_mem),
             mem_p50=None if m50 is None else float(m50),
-            over=dict(zip(targets, over.get(shape, [0] * len(targets)), strict=True)),
+            over=dict(zip(targets, (int(c) for c in over), strict=True)),
         )
         for (
             shape,
@@ -340,6 +353,7 @@ def shape_rows(
             n_ran_plan,
             n_mem,
             m50,
+            *over,
         ) in main
     ]
 
