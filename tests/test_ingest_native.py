@@ -170,7 +170,7 @@ def test_bad_event_kind(ds: Dataset, tmp_path: Path) -> None:
     ("name", "content", "reason"),
     [
         ("empty.jsonl", b"", "empty"),
-        ("empty.jsonl.gz", gzip.compress(b""), "empty"),
+        ("empty.jsonl.gz", gzip.compress(b"", mtime=0), "empty"),
         # two bytes of a gzip header: a stream cut short, not an empty one
         ("zero.jsonl.gz", b"\x1f\x8b", "truncated or corrupt gzip"),
         ("garbage.bin", bytes(range(256)) * 4, "not recognised"),
