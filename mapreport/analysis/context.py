@@ -52,7 +52,7 @@ class Context:
 
 def sla_targets(review: Review) -> dict[str, float]:
     """The slice's SLA latency targets by quantile name (those it states), in one order: the
-    slice is loaded with them (`query.load_slice`) and its shapes read against them."""
+    slice is loaded with them and its shapes read against them."""
     return {q: v for q in ("p95", "p99") if (v := review.sla(q))}
 
 
@@ -67,9 +67,11 @@ def read_context(
     runs: tuple[LoadgenRun, ...],
     present: Presence = EVERY_TABLE,
 ) -> Context:
-    """The slice's context: its per-shape rows and buckets from SQL, their placements, the
-    compute samples and per-core medians (the slice's requests loaded)."""
+    """The slice's context: its requests loaded (`query.load_slice`, with its SLA targets;
+    `query.drop_slice` removes them), its per-shape rows and buckets from SQL, their
+    placements, the compute samples and per-core medians."""
     targets = sla_targets(review)
+    query.load_slice(con, workload, slice_, tuple(targets.values()))
     # on a connection that brings any group here, one scan gives the variants' figures and
     # their compute samples; else the samples are read per group after the figures
     both = variant_samples(con)

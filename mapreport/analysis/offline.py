@@ -48,20 +48,15 @@ def offline(
     """Each family over its own tables (`savings`: each shape's adaptation saving, which a
     recompile's cost is weighed against); those whose table holds none of the slice's rows
     (`present`) are not asked."""
-    if not present.has("op_exec"):
-        return Offline(
-            None,
-            compiles(con, workload, slice_, savings) if present.has("compile_event") else None,
-            load_sweep(con, workload, slice_, review) if present.has("load_sweep") else None,
-            None,
-            None,
-            None,
-            {},
-        )
+    has = present.has
+    compiled = compiles(con, workload, slice_, savings) if has("compile_event") else None
+    sweep = load_sweep(con, workload, slice_, review) if has("load_sweep") else None
+    if not has("op_exec"):
+        return Offline(None, compiled, sweep, None, None, None, {})
     return Offline(
         operators(con, workload, slice_, th, plan_compute_p50(con)),
-        compiles(con, workload, slice_, savings) if present.has("compile_event") else None,
-        load_sweep(con, workload, slice_, review) if present.has("load_sweep") else None,
+        compiled,
+        sweep,
         roofline(con, workload, slice_, th, review.device),
         timeline(con, workload, slice_),
         graphs(con, workload, slice_, th),

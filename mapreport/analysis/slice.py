@@ -40,7 +40,7 @@ from mapreport.analysis.common import (
 )
 from mapreport.analysis.compiles import fallback_causes, varying_dims
 from mapreport.analysis.consistency import QueueCheck
-from mapreport.analysis.context import Context, read_context, sla_targets
+from mapreport.analysis.context import Context, read_context
 from mapreport.analysis.coverage import (
     Coverage,
     PlanVersion,
@@ -467,7 +467,6 @@ def analyze(
     present = presence(con, workload, slice_)
     runs = loadgen_runs(con, workload, slice_) if present.has("loadgen_run") else ()
     review = sla_from_runs(review, runs)
-    query.load_slice(con, workload, slice_, tuple(sla_targets(review).values()))
     try:
         ctx = read_context(con, workload, slice_, th, review, stored, run, runs, present)
         # the families in order, each given what the ones before it found
