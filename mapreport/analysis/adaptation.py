@@ -227,13 +227,13 @@ def _read_once(
 ) -> None:
     """A sample read by rank from the engine (`RankedSample`) is read once for every figure of
     `shape_gain` (its p50 and p95 gains and medians), not once per figure: each read sorts the
-    group again on the engine."""
+    group again on the engine. The ranks are drawn for an in-memory sample too (the bootstrap
+    draws them again): one code path."""
     wanted = [gain_ranks(na, nb, 0.5, resamples, seed)]
     if p95:
         wanted.append(gain_ranks(na, nb, 0.95, resamples, seed + 1))
     for i, x in enumerate((adapted, base)):
-        if isinstance(x, RankedSample):
-            x.at(np.concatenate([w[i] for w in wanted]))
+        x.prefetch(np.concatenate([w[i] for w in wanted]))
 
 
 def _median(x: Sample) -> float:
@@ -331,6 +331,10 @@ class RankedSample:
             for i, v in self.con.execute(RANKS_SQL, params).fetchall():
                 self.known[int(i)] = float(v)
         return np.array([self.known[r] for r in wanted], dtype=np.float64)
+
+    def prefetch(self, ranks: IntArray) -> None:
+        """Read these ranks in one query (those not read before)."""
+        self.at(ranks)
 
 
 def adaptation_costs(

@@ -160,9 +160,22 @@ ORDER BY b.compute_start_us, b.rid
 """
 
 VICTIMS_SQL = f"""
-SELECT shape, count(*), fsum(queue_us) FROM {BLOCKED_TABLE}
-WHERE blocked_by IS NOT NULL GROUP BY shape ORDER BY shape
+WITH v AS (
+    SELECT shape, count(*) AS n, fsum(queue_us) AS wait FROM {BLOCKED_TABLE}
+    WHERE blocked_by IS NOT NULL GROUP BY shape
+), whole AS (
+    SELECT (SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how) AS hits,
+        (SELECT quantile_cont(r.latency_us, 0.5) FROM {SLICE_TABLE} r
+         LEFT JOIN {BLOCKED_TABLE} b ON b.source_id = r.source_id AND b.line = r.line
+            AND b.blocked_by IS NOT NULL
+         WHERE r.status = 'ok' AND b.rid IS NULL) AS unblocked_p50,
+        (SELECT count(*) FROM {BLOCKED_TABLE} WHERE adapted) AS adapting
+)
+SELECT whole.*, v.shape, v.n, v.wait FROM whole LEFT JOIN v ON true ORDER BY v.shape
 """
+"""The slice's figures (its limit hits, the median latency of its requests not blocked, its
+adapting requests) on every row, with each victim shape's blocked requests and their wait (a
+row without a shape: none was blocked)."""
 
 
 @dataclass(frozen=True)
@@ -333,21 +346,13 @@ def blocking(con: Connection) -> Blocking:
             EVENTS_SQL
         ).fetchall()
     )
+    rows = con.execute(VICTIMS_SQL, {"how": LIMIT_HIT}).fetchall()
+    hits, p50, adapting = rows[0][:3]
     victims = tuple(
         Victims(str(shape), int(n), None if wait is None else float(wait))
-        for shape, n, wait in con.execute(VICTIMS_SQL).fetchall()
+        for *_, shape, n, wait in rows
+        if shape is not None
     )
-    ((hits, p50, adapting),) = con.execute(
-        f"""
-        SELECT (SELECT count(*) FROM {BLOCKED_TABLE} WHERE how = $how),
-            (SELECT quantile_cont(r.latency_us, 0.5) FROM {SLICE_TABLE} r
-             LEFT JOIN {BLOCKED_TABLE} b ON b.source_id = r.source_id AND b.line = r.line
-                AND b.blocked_by IS NOT NULL
-             WHERE r.status = 'ok' AND b.rid IS NULL),
-            (SELECT count(*) FROM {BLOCKED_TABLE} WHERE adapted)
-        """,
-        {"how": LIMIT_HIT},
-    ).fetchall()
     return Blocking(
         events,
         victims,

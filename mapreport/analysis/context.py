@@ -14,9 +14,8 @@ from mapreport.analysis.coverage import BucketRow, Placement, bucket_rows, place
 from mapreport.analysis.history import RunKey, Stored
 from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.presence import EVERY_TABLE, Presence
-from mapreport.analysis.slicestats import SliceTotals, slice_totals
+from mapreport.analysis.slicestats import SliceGrains, SliceTotals, slice_grains
 from mapreport.analysis.stats import Sample, seed_for
-from mapreport.analysis.tail import core_medians
 from mapreport.core.connection import Connection
 from mapreport.core.shapes import sort_key
 
@@ -38,12 +37,17 @@ class Context:
     placements: dict[str, Placement]
     samples: dict[tuple[str, str], Sample]
     cores: dict[str, list[tuple[int, float]]]
-    totals: SliceTotals
+    grains: SliceGrains
     runs: tuple[LoadgenRun, ...] = ()
     """The slice's MLPerf runs (read first: one's target may be the SLA)."""
     present: Presence = EVERY_TABLE
     """The tables holding the slice's records (read first: families over the others are
     not asked)."""
+
+    @property
+    def totals(self) -> SliceTotals:
+        """The slice's totals (of its grains)."""
+        return self.grains.totals
 
     def seed(self, *key: str) -> int:
         """The bootstrap seed of one figure of this slice."""
@@ -68,7 +72,7 @@ def read_context(
     present: Presence = EVERY_TABLE,
 ) -> Context:
     """The slice's context: its requests loaded (`query.load_slice`, with its SLA targets;
-    `query.drop_slice` removes them), its per-shape rows and buckets from SQL, their
+    the next slice's replaces them), its per-shape rows and buckets from SQL, their
     placements, the compute samples and per-core medians."""
     targets = sla_targets(review)
     query.load_slice(con, workload, slice_, tuple(targets.values()))
@@ -90,8 +94,8 @@ def read_context(
         buckets=buckets,
         placements=place(rows, buckets),
         samples=both[1] if both else compute_samples(con, [r for r in rows if r.variants]),
-        cores=core_medians(con),
-        totals=slice_totals(con),
+        cores={r.shape: list(r.cores) for r in sorted(rows, key=lambda r: r.shape) if r.cores},
+        grains=slice_grains(con),
         runs=runs,
         present=present,
     )

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mapreport.analysis.query import records
+from mapreport.analysis.query import Selection, records
 from mapreport.core.connection import Connection
 from mapreport.core.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
 
@@ -104,12 +104,16 @@ def check_environment(
     )
 
 
-def environments(con: Connection, source_ids: list[str], workload: str) -> list[dict[str, Any]]:
-    """Environment rows of the given source files, and those stated for the workload."""
+def environments(
+    con: Connection, source_ids: list[str], workload: str, also: Selection
+) -> list[dict[str, Any]]:
+    """Environment rows of the given source files and of those `also` selects, and those
+    stated for the workload."""
+    sql, params = also
     cur = con.execute(
-        """SELECT * EXCLUDE (line, extra, workload) FROM environment
-        WHERE list_contains($ids, source_id) OR workload = $w""",
-        {"ids": source_ids, "w": workload},
+        f"""SELECT * EXCLUDE (line, extra, workload) FROM environment
+        WHERE list_contains($ids, source_id) OR source_id IN ({sql}) OR workload = $w""",
+        {**params, "ids": source_ids, "w": workload},
     )
     return records(cur)
 

@@ -4,6 +4,7 @@ timeline), and the model server's own metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mapreport.analysis.common import Review, Thresholds
@@ -12,7 +13,7 @@ from mapreport.analysis.consistency import QueueCheck, queue_check
 from mapreport.analysis.graphs import Graphs, graphs
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.presence import EVERY_TABLE, Presence
-from mapreport.analysis.query import SLICE_TABLE
+from mapreport.analysis.query import SLICE_TABLE, ShapeRow
 from mapreport.analysis.roofline import Roofline, roofline
 from mapreport.analysis.slicestats import SliceTotals
 from mapreport.analysis.sweep import LoadSweep, load_sweep
@@ -90,10 +91,11 @@ def served(
     slice_: str,
     th: Thresholds,
     totals: SliceTotals,
+    rows: Sequence[ShapeRow],
     present: Presence = EVERY_TABLE,
 ) -> Serving:
     """The model server's own metrics, their agreement with the slice's records (loaded as
     `query.SLICE_TABLE`), token timing and the token rate (of the slice's `totals`)."""
     server = telemetry(con, workload, slice_) if present.has("metric_sample") else None
     check = queue_check(con, server, th.min_samples_p95, SLICE_TABLE)
-    return Serving(server, check, token_timing(con), token_rate(totals))
+    return Serving(server, check, token_timing(rows), token_rate(totals))

@@ -39,16 +39,22 @@ class Presence:
         return tuple(s for s in SIDES if s in found) or SIDES
 
 
+OWN_ROWS = {"metric_sample": "workload = $w AND slice = $s"}
+"""Tables whose family reads only the slice's own rows: the server metrics family
+(`telemetry.vocabulary_of`) starts from the slice's samples and reaches a server's own
+(workload '') through their files, so a server's samples alone ask nothing of it."""
+
 EVERY_TABLE = Presence(frozenset(PROBED), frozenset(SIDES))
 """Nothing skipped: every family asked, both sides."""
 
 
 def presence(con: Connection, workload: str, slice_: str) -> Presence:
     """The slice's `Presence`. A table counts when any row names the workload (or no
-    workload): a superset of what each family selects, so a family skipped would have found
-    nothing. A side counts when a row names the slice (compile records: or no slice)."""
+    workload; `OWN_ROWS`: the slice): a superset of what each family selects, so a family
+    skipped would have found nothing. A side counts when a row names the slice (compile
+    records: or no slice)."""
     branches = [
-        *((f"table:{t}", t, "workload IN ($w, '')") for t in PROBED),
+        *((f"table:{t}", t, OWN_ROWS.get(t, "workload IN ($w, '')")) for t in PROBED),
         *(("side:compile", t, "workload = $w AND slice IN ($s, '')") for t in COMPILE_TABLES),
         *(
             ("side:runtime", t, "workload = $w AND slice = $s")

@@ -38,45 +38,67 @@ SLICE_TABLE = "slice_request"
 
 BLOCKED_TABLE = f"{SLICE_TABLE}_blocked"
 """The slice's adapting requests and the requests blocked behind them (`blocking.load_blocking`),
-with `source_id` and `line`: the tail attribution joins it, and `drop_slice` removes it."""
+with `source_id` and `line`: the tail attribution joins it."""
 
 REQUESTS = f"SELECT * FROM {SLICE_TABLE}"
 """The slice's requests with latency, queue wait, compute and variant (`load_slice`)."""
 
-PRIMARY_PLAN = f"SELECT shape, plan FROM {SLICE_TABLE}_primary"
-"""Each shape's primary plan: the named plan that served most of its requests (ties: the
-smallest id). The plan's prediction is what the shape is measured against."""
+PLANS_TABLE = f"{SLICE_TABLE}_primary"
+"""Per shape of the loaded slice: its primary plan, the named plan that served most of its
+requests (ties: the smallest id), whose prediction the shape is measured against; and its
+requests per named plan."""
 
 SHAPE_STATS = f"{SLICE_TABLE}_shapes"
-"""Per shape of the loaded slice, once: counts, the latency grid, the queue profile, compute and
-memory quantiles of ok requests and the sources (`shape_rows` reads it, the tail joins it)."""
+"""Per shape of the loaded slice, once: counts, the latency grid, the queue profile, compute,
+memory and token-timing quantiles of ok requests, the sources, the plans and the per-core
+compute medians (`shape_rows` reads it, the tail joins it)."""
 CORE_STATS = f"{SLICE_TABLE}_cores"
 """Per shape and core of the loaded slice, once: the median compute of ok requests."""
-_SHAPE_STATS = f"""SELECT shape, count(*) AS n_total, count(*) FILTER (WHERE status = 'ok') AS n,
-            quantile_cont(latency_us, {GRID}) FILTER (WHERE status = 'ok') AS lat,
-            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok') AS que,
-            count(queue_us) FILTER (WHERE status = 'ok') AS n_que,
-            quantile_cont(compute_us, {QS}) FILTER (WHERE status = 'ok') AS com,
-            count(compute_us) FILTER (WHERE status = 'ok') AS n_com,
-            list(DISTINCT source_id ORDER BY source_id) AS sources,
-            count(core) FILTER (WHERE status = 'ok') AS n_core,
-            count(*) FILTER (WHERE status = 'ok' AND ran_plan) AS n_ran_plan,
-            count(mem_peak_bytes) FILTER (WHERE status = 'ok') AS n_mem,
-            quantile_cont(mem_peak_bytes, 0.5) FILTER (WHERE status = 'ok') AS m50{{over}}
-        FROM {SLICE_TABLE} GROUP BY shape"""
-SHAPE_COLUMNS = 13
-"""The per-shape table's columns before its counts above the SLA targets (`shape_stats`)."""
+_OK = "FILTER (WHERE status = 'ok')"
+_TIMED = "FILTER (WHERE status = 'ok' AND (ttft_us IS NOT NULL OR itl_us IS NOT NULL))"
+_SHAPE_AGGREGATES = (
+    ("n_total", "count(*)"),
+    ("n", f"count(*) {_OK}"),
+    ("lat", f"quantile_cont(latency_us, {GRID}) {_OK}"),
+    ("que", f"quantile_cont(queue_us, {CDF_POINTS}) {_OK}"),
+    ("n_que", f"count(queue_us) {_OK}"),
+    ("com", f"quantile_cont(compute_us, {QS}) {_OK}"),
+    ("n_com", f"count(compute_us) {_OK}"),
+    ("sources", "list(DISTINCT source_id ORDER BY source_id)"),
+    ("n_core", f"count(core) {_OK}"),
+    ("n_ran_plan", "count(*) FILTER (WHERE status = 'ok' AND ran_plan)"),
+    ("n_mem", f"count(mem_peak_bytes) {_OK}"),
+    ("m50", f"quantile_cont(mem_peak_bytes, 0.5) {_OK}"),
+    ("n_ttft", f"count(ttft_us) {_OK}"),
+    ("ttft", f"quantile_cont(ttft_us, {QS}) {_OK}"),
+    ("n_itl", f"count(itl_us) {_OK}"),
+    ("itl", f"quantile_cont(itl_us, {QS}) {_OK}"),
+    ("isl50", f"quantile_cont(input_tokens, 0.5) {_TIMED}"),
+    ("osl50", f"quantile_cont(output_tokens, 0.5) {_TIMED}"),
+)
+"""The per-shape aggregates of the slice's requests, by column name."""
 
 
 def shape_stats(over: Sequence[float] = ()) -> str:
-    """The SELECT of the per-shape table, with each shape's ok requests above each latency
-    target of `over` (the slice's SLA, in microseconds) counted in the same scan."""
-    counts = "".join(
-        f",\n            count(*) FILTER (WHERE status = 'ok' AND latency_us > {float(v)!r})"
-        f" AS over_{i}"
-        for i, v in enumerate(over)
-    )
-    return _SHAPE_STATS.replace("{over}", counts)
+    """The SELECT of the per-shape table: the aggregates of one scan, with each shape's ok
+    requests above each latency target of `over` (the slice's SLA, in microseconds) counted in
+    it (`over_0`, ...), joined with the shape's plans and its per-core compute medians."""
+    aggregates = [
+        *_SHAPE_AGGREGATES,
+        *(
+            (f"over_{i}", f"count(*) FILTER (WHERE status = 'ok' AND latency_us > {float(v)!r})")
+            for i, v in enumerate(over)
+        ),
+    ]
+    columns = ",\n            ".join(f"{sql} AS {name}" for name, sql in aggregates)
+    return f"""SELECT g.*, p.plan, p.plan_ids, p.plan_counts, c.cores, c.core_c50s
+        FROM (SELECT shape, {columns} FROM {SLICE_TABLE} GROUP BY shape) g
+        LEFT JOIN {PLANS_TABLE} p USING (shape)
+        LEFT JOIN (
+            SELECT shape, list(core ORDER BY core) AS cores,
+                list(c50_core ORDER BY core) AS core_c50s
+            FROM {CORE_STATS} GROUP BY shape
+        ) c USING (shape)"""
 
 
 _CORE_STATS = f"""SELECT shape, core, quantile_cont(compute_us, 0.5) AS c50_core
@@ -142,23 +164,23 @@ def inline(sql: str, params: Mapping[str, SqlValue]) -> str:
 def slice_definitions(
     workload: str, slice_: str, over: Sequence[float] = ()
 ) -> list[tuple[str, str, str]]:
-    """(kind, name, SELECT) of the slice's objects, in dependency order: its requests per
-    (shape, plan), each shape's primary plan, the requests with their derived columns and
-    the per-shape and per-core statistics (with the counts above the SLA targets `over`).
-    `load_slice` creates them; an evidence pack's SQL defines them as CTEs of the same text."""
+    """(kind, name, SELECT) of the slice's objects, in dependency order: each shape's plans
+    and primary plan, the requests with their derived columns and the per-core and per-shape
+    statistics (with the counts above the SLA targets `over`). `load_slice` creates them; an
+    evidence pack's SQL defines them as CTEs of the same text."""
     w, s = literal(workload), literal(slice_)
+    named = "FILTER (WHERE plan_id IS NOT NULL)"
     return [
         (
             "TABLE",
-            f"{SLICE_TABLE}_plans",
-            f"""SELECT shape, plan_id, count(*) AS c FROM request
-        WHERE workload = {w} AND slice = {s} GROUP BY shape, plan_id""",
-        ),
-        (
-            "TABLE",
-            f"{SLICE_TABLE}_primary",
-            f"""SELECT shape, first(plan_id ORDER BY c DESC, plan_id) AS plan
-        FROM {SLICE_TABLE}_plans WHERE plan_id IS NOT NULL GROUP BY shape""",
+            PLANS_TABLE,
+            f"""SELECT shape, first(plan_id ORDER BY c DESC, plan_id) {named} AS plan,
+            list(plan_id ORDER BY plan_id) {named} AS plan_ids,
+            list(c ORDER BY plan_id) {named} AS plan_counts
+        FROM (
+            SELECT shape, plan_id, count(*) AS c FROM request
+            WHERE workload = {w} AND slice = {s} GROUP BY shape, plan_id
+        ) GROUP BY shape""",
         ),
         (
             "VIEW",
@@ -175,11 +197,11 @@ def slice_definitions(
             CASE WHEN r.queue_known IS NOT FALSE THEN r.compute_end_us - r.compute_start_us END
                 AS compute_us,
             (r.plan_id IS NULL OR pp.plan IS NULL OR r.plan_id = pp.plan) AS on_primary
-        FROM request r LEFT JOIN {SLICE_TABLE}_primary pp USING (shape)
+        FROM request r LEFT JOIN {PLANS_TABLE} pp USING (shape)
         WHERE r.workload = {w} AND r.slice = {s}""",
         ),
-        ("TABLE", SHAPE_STATS, shape_stats(over)),
         ("TABLE", CORE_STATS, _CORE_STATS),
+        ("TABLE", SHAPE_STATS, shape_stats(over)),
     ]
 
 
@@ -188,7 +210,7 @@ def load_slice(con: Connection, workload: str, slice_: str, over: Sequence[float
     columns) and count its requests per (shape, plan) once, from which each shape's primary
     plan comes, so no query re-derives them. The view streams from Parquet: memory does not
     grow with the slice. `over`: the SLA's latency targets, whose excess `shape_rows` reads.
-    `drop_slice` removes them."""
+    The next slice's load replaces them (no statement is spent dropping them)."""
     for kind, name, select in slice_definitions(workload, slice_, over):
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
@@ -198,21 +220,15 @@ def as_ctes(definitions: list[tuple[str, str, str]]) -> str:
     return "WITH " + ",\n".join(f"{name} AS ({select})" for _, name, select in definitions)
 
 
-def drop_slice(con: Connection) -> None:
-    """Remove the slice view and primary plans of `load_slice` (and the blocked requests)."""
-    con.execute(f"DROP TABLE IF EXISTS {BLOCKED_TABLE}")
-    con.execute(f"DROP TABLE IF EXISTS {CORE_STATS}")
-    con.execute(f"DROP TABLE IF EXISTS {SHAPE_STATS}")
-    con.execute(f"DROP VIEW IF EXISTS {SLICE_TABLE}")
-    con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_primary")
-    con.execute(f"DROP TABLE IF EXISTS {SLICE_TABLE}_plans")
-
-
 def pct_of(n: int, q: list[float] | None) -> Percentiles:
     """p50/p95/p99 from a `quantile_cont(x, QS)` list (None: no samples)."""
     if not q:
         return Percentiles(n, None, None, None)
     return Percentiles(n, float(q[0]), float(q[1]), float(q[2]))
+
+
+UNMEASURED = Percentiles(0, None, None, None)
+"""The percentiles of a quantity no request states."""
 
 
 @dataclass(frozen=True)
@@ -250,6 +266,15 @@ class ShapeRow:
     """Median peak memory of ok requests (bytes; None when none reports it)."""
     over: dict[str, int] = field(default_factory=dict)
     """ok requests above each configured SLA target, by quantile ("p95", "p99")."""
+    cores: tuple[tuple[int, float], ...] = ()
+    """(core, median compute) of its ok requests on each core, by core."""
+    ttft: Percentiles = UNMEASURED
+    """Time to first token of its ok requests that state it."""
+    itl: Percentiles = UNMEASURED
+    """Inter-token latency of its ok requests that state it."""
+    input_tokens_p50: float | None = None
+    output_tokens_p50: float | None = None
+    """Median input and output tokens of its ok requests with token timing."""
 
 
 def slices(con: Connection) -> list[tuple[str, str]]:
@@ -302,68 +327,73 @@ def variant_stats(con: Connection) -> Variants:
 def shape_rows(
     con: Connection, targets: dict[str, float] | None = None, variants: Variants | None = None
 ) -> list[ShapeRow]:
-    """Of the loaded slice (`load_slice`): per-shape counts and percentiles of latency, queue
-    wait and compute (ok requests), the ok requests above each SLA target in `targets` (by
+    """Of the loaded slice (`load_slice`), in one read of its per-shape table: per-shape counts
+    and percentiles of latency, queue wait, compute and token timing (ok requests), its plans,
+    its per-core compute medians, the ok requests above each SLA target in `targets` (by
     quantile name: the targets, in this order, the slice was loaded with), and each shape's
     `variants` (`variant_stats` when not given)."""
     targets = targets or {}
-    main = con.execute(f"SELECT * FROM {SHAPE_STATS} ORDER BY shape").fetchall()
-    if main and len(main[0]) != SHAPE_COLUMNS + len(targets):
+    main = records(con.execute(f"SELECT * FROM {SHAPE_STATS} ORDER BY shape"))
+    if main and sum(k.startswith("over_") for k in main[0]) != len(targets):
         raise ValueError(f"the slice was loaded with other SLA targets than {targets}")
     variants = variants if variants is not None else variant_stats(con)
-    plans: dict[str, dict[str | None, int]] = {}
-    for shape, plan, n in con.execute(
-        f"SELECT shape, plan_id, c FROM {SLICE_TABLE}_plans"
-    ).fetchall():
-        plans.setdefault(shape, {})[plan] = int(n)
-    primary = dict(con.execute(PRIMARY_PLAN).fetchall())
-    return [
-        ShapeRow(
-            shape=shape,
-            n_total=int(n_total),
-            n=int(n),
-            latency=pct_of(int(n), [lat[50], lat[95], lat[99]] if lat else None),
-            queue=pct_of(int(n), [que[49], que[94], que[98]] if que else None),
-            compute=pct_of(int(n), com),
-            variants=variants.get(shape, {}),
-            plans=plans.get(shape, {}),
-            plan=primary.get(shape),
-            sources=tuple(sources),
-            latency_quantiles=tuple(float(v) for v in lat or ()),
-            queue_quantiles=tuple(float(v) for v in que or ()),
-            n_queue=int(n_que),
-            n_compute=int(n_com),
-            n_core=int(n_core),
-            n_ran_plan=int(n_ran_plan),
-            n_mem=int(n_mem),
-            mem_p50=None if m50 is None else float(m50),
-            over=dict(zip(targets, (int(c) for c in over), strict=True)),
-        )
-        for (
-            shape,
-            n_total,
-            n,
-            lat,
-            que,
-            n_que,
-            com,
-            n_com,
-            sources,
-            n_core,
-            n_ran_plan,
-            n_mem,
-            m50,
-            *over,
-        ) in main
-    ]
+    return [_shape_row(r, targets, variants.get(r["shape"], {})) for r in main]
 
 
-def source_files(con: Connection, source_ids: list[str]) -> list[dict[str, Any]]:
-    """ingest_log rows of the given sources."""
+def _shape_row(
+    r: dict[str, Any],
+    targets: dict[str, float],
+    variants: dict[str, tuple[int, float | None, float | None]],
+) -> ShapeRow:
+    """One row of the per-shape table as a `ShapeRow`."""
+    n, lat, que = int(r["n"]), r["lat"], r["que"]
+    plans: dict[str | None, int] = {
+        str(p): int(c) for p, c in zip(r["plan_ids"] or (), r["plan_counts"] or (), strict=True)
+    }
+    unnamed = int(r["n_total"]) - sum(plans.values())  # requests that name no plan
+    if unnamed:
+        plans[None] = unnamed
+    return ShapeRow(
+        shape=r["shape"],
+        n_total=int(r["n_total"]),
+        n=n,
+        latency=pct_of(n, [lat[50], lat[95], lat[99]] if lat else None),
+        queue=pct_of(n, [que[49], que[94], que[98]] if que else None),
+        compute=pct_of(n, r["com"]),
+        variants=variants,
+        plans=plans,
+        plan=r["plan"],
+        sources=tuple(r["sources"]),
+        latency_quantiles=tuple(float(v) for v in lat or ()),
+        queue_quantiles=tuple(float(v) for v in que or ()),
+        n_queue=int(r["n_que"]),
+        n_compute=int(r["n_com"]),
+        n_core=int(r["n_core"]),
+        n_ran_plan=int(r["n_ran_plan"]),
+        n_mem=int(r["n_mem"]),
+        mem_p50=None if r["m50"] is None else float(r["m50"]),
+        over={q: int(r[f"over_{i}"]) for i, q in enumerate(targets)},
+        cores=tuple(
+            (int(c), float(m)) for c, m in zip(r["cores"] or (), r["core_c50s"] or (), strict=True)
+        ),
+        ttft=pct_of(int(r["n_ttft"]), r["ttft"]),
+        itl=pct_of(int(r["n_itl"]), r["itl"]),
+        input_tokens_p50=None if r["isl50"] is None else float(r["isl50"]),
+        output_tokens_p50=None if r["osl50"] is None else float(r["osl50"]),
+    )
+
+
+Selection: TypeAlias = "tuple[str, dict[str, SqlValue]]"
+"""A subquery of source ids with its bound parameters."""
+
+
+def source_files(con: Connection, source_ids: list[str], also: Selection) -> list[dict[str, Any]]:
+    """ingest_log rows of the given sources and of those `also` selects."""
+    sql, params = also
     cur = con.execute(
-        """SELECT source_id, path, format, rows, rejected, rejections FROM ingest_log
-           WHERE list_contains($ids, source_id) ORDER BY path""",
-        {"ids": source_ids},
+        f"""SELECT source_id, path, format, rows, rejected, rejections FROM ingest_log
+           WHERE list_contains($ids, source_id) OR source_id IN ({sql}) ORDER BY path""",
+        {"ids": source_ids, **params},
     )
     return records(cur)
 
@@ -373,17 +403,17 @@ PROFILE_TABLES = ("compile_event", "op_exec", "load_sweep", "metric_sample", "lo
 
 
 def profile_sources(
-    con: Connection, workload: str, slice_: str, tables: Collection[str] = PROFILE_TABLES
-) -> list[str]:
+    workload: str, slice_: str, tables: Collection[str] = PROFILE_TABLES
+) -> Selection:
     """The files behind a slice's compile events, per-op profiles, load sweeps, metric
     scrapes and loadgen runs (of those of `tables`: the others hold none of its rows), and
-    those stating its workload's environment."""
+    those stating its workload's environment: a subquery the reads of the slice's files and
+    of their environment each select from (no statement of its own)."""
     parts = [
         f"SELECT source_id FROM {t} WHERE workload = $w AND slice = $s"
         for t in PROFILE_TABLES
         if t in tables
     ]
-    params = {"w": workload, "s": slice_} if parts else {"w": workload}
+    params: dict[str, SqlValue] = {"w": workload, "s": slice_} if parts else {"w": workload}
     parts.append("SELECT source_id FROM environment WHERE workload = $w")
-    rows = con.execute(" UNION ".join(parts), params).fetchall()
-    return [str(r[0]) for r in rows]
+    return " UNION ".join(parts), params

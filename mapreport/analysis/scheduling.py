@@ -10,7 +10,8 @@ from typing import NamedTuple
 import numpy as np
 
 from mapreport.analysis.coverage import BucketRow
-from mapreport.analysis.query import CDF_POINTS, REQUESTS
+from mapreport.analysis.query import REQUESTS
+from mapreport.analysis.slicestats import BatchRow, SliceGrains
 from mapreport.analysis.stats import jain_index
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import FusionGap
@@ -148,55 +149,20 @@ def queue_profile(group: str, n: int, cdf: Sequence[float]) -> QueueProfile:
     )
 
 
-def _streams(con: Connection) -> tuple[list[StreamShare], list[QueueProfile]]:
-    """Per stream, in one scan: its requests and ok share, and the queue-wait profile of its ok
-    requests that measure a wait (streams without one have none)."""
-    rows = con.execute(
-        f"""
-        SELECT coalesce(stream, '(none)') AS g, count(*), count(*) FILTER (WHERE status = 'ok'),
-            count(queue_us) FILTER (WHERE status = 'ok'),
-            quantile_cont(queue_us, {CDF_POINTS}) FILTER (WHERE status = 'ok')
-        FROM ({REQUESTS}) GROUP BY g ORDER BY g
-        """
-    ).fetchall()
-    shares = [StreamShare(g, int(a), int(s), int(s) / int(a)) for g, a, s, _, _ in rows if a]
-    profiles = [queue_profile(g, int(n), cdf) for g, _, _, n, cdf in rows if n]
-    return shares, profiles
-
-
-def _batch_impact(con: Connection, window_s: float | None) -> list[BatchImpact]:
+def _batches(rows: Sequence[BatchRow], window_s: float | None) -> list[BatchImpact]:
     """Per batch size: latency p50/p95 and the requests and items per second over the slice's
-    window (`slicestats.SliceTotals.window_s`)."""
-    rows = con.execute(
-        f"""
-        SELECT batch_size, count(*), quantile_cont(latency_us, [0.5, 0.95]),
-            count(*) / $secs, sum(batch_size) / $secs
-        FROM ({REQUESTS}) WHERE status = 'ok' AND batch_size IS NOT NULL
-        GROUP BY batch_size ORDER BY batch_size
-        """,
-        {"secs": window_s},
-    ).fetchall()
+    window (none without one)."""
     return [
         BatchImpact(
-            int(b),
-            int(n),
-            float(q[0]),
-            float(q[1]),
-            None if rps is None else float(rps),
-            None if ips is None else float(ips),
+            b.batch_size,
+            b.n,
+            b.latency_p50_us,
+            b.latency_p95_us,
+            b.n / window_s if window_s else None,
+            b.items / window_s if window_s else None,
         )
-        for b, n, q, rps, ips in rows
+        for b in rows
     ]
-
-
-def _cores(con: Connection) -> list[CoreLoad]:
-    rows = con.execute(
-        f"""
-        SELECT core, count(*), fsum(compute_us), quantile_cont(compute_us, 0.5)
-        FROM ({REQUESTS}) WHERE core IS NOT NULL GROUP BY core ORDER BY core
-        """
-    ).fetchall()
-    return [CoreLoad(int(c), int(n), float(b), float(q)) for c, n, b, q in rows]
 
 
 def _fusion(
@@ -259,24 +225,26 @@ def _fusion(
 
 def scheduling(
     con: Connection,
+    grains: SliceGrains,
     buckets: Sequence[BucketRow],
     shape_buckets: dict[str, str],
     shape_cores: dict[str, list[tuple[int, float]]],
     shape_queues: Sequence[QueueProfile] = (),
-    window_s: float | None = None,
 ) -> Scheduling:
-    """Every scheduling-quality figure of the loaded slice (`query.load_slice`);
-    `shape_cores` is `tail.core_medians` of the slice and `shape_queues` its per-shape queue
-    profiles (from `query.shape_rows`' scan)."""
-    cores = _cores(con)
-    streams, queue_profiles = _streams(con)
+    """Every scheduling-quality figure of the loaded slice (`query.load_slice`): its streams,
+    batch sizes and cores from its `grains`, `shape_cores` the per-core compute medians of its
+    shapes and `shape_queues` their queue profiles (from `query.shape_rows`' scan); only the
+    fusion comparison asks `con`."""
+    cores = [CoreLoad(c.core, c.n, c.busy_us, c.compute_p50_us) for c in grains.cores]
+    streams = [StreamShare(g.stream, g.n, g.ok, g.ok / g.n) for g in grains.streams if g.n]
+    queues = [queue_profile(g.stream, g.n_queue, g.queue) for g in grains.streams if g.n_queue]
     fusion = _fusion(con, buckets, shape_buckets)
     grouped = sum(1 for b in buckets if b.fusion_groups)
     gap = None if fusion else FusionGap.NOT_BOTH_RAN if grouped else FusionGap.NO_GROUPS
     return Scheduling(
-        queue_by_stream=tuple(queue_profiles),
+        queue_by_stream=tuple(queues),
         queue_by_shape=tuple(shape_queues),
-        batch_impact=tuple(_batch_impact(con, window_s)),
+        batch_impact=tuple(_batches(grains.batches, grains.totals.window_s)),
         cores=tuple(cores),
         jain_index_cores=jain_index([c.busy_us for c in cores]),
         streams=tuple(streams),

@@ -229,10 +229,9 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
     overall = slice_latency(ctx.totals)
     latency: Percentiles = overall["latency"]
     source_ids = sorted(
-        {s for m in shapes for s in m.sources}
-        | {s for b in ctx.buckets for s in b.sources}
-        | set(query.profile_sources(ctx.con, ctx.workload, ctx.slice, ctx.present.tables))
+        {s for m in shapes for s in m.sources} | {s for b in ctx.buckets for s in b.sources}
     )
+    profiles = query.profile_sources(ctx.workload, ctx.slice, ctx.present.tables)
     sources = tuple(
         SourceFile(
             x["source_id"],
@@ -242,9 +241,9 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
             int(x["rejected"]),
             tuple(json.loads(x["rejections"])),
         )
-        for x in query.source_files(ctx.con, source_ids)
+        for x in query.source_files(ctx.con, source_ids, profiles)
     )
-    rows = environments(ctx.con, source_ids, ctx.workload)
+    rows = environments(ctx.con, source_ids, ctx.workload, profiles)
     return SliceFound(
         requests=overall["requests"],
         failed=overall["failed"],
@@ -305,7 +304,7 @@ def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Schedulin
     """Queue wait, batch impact, core and stream fairness, fusion effect."""
     bucket_of = {m.shape: m.bucket for m in shapes if m.bucket is not None}
     queues = [queue_profile(r.shape, r.n_queue, r.queue_quantiles) for r in ctx.rows if r.n_queue]
-    return scheduling(ctx.con, ctx.buckets, bucket_of, ctx.cores, queues, ctx.totals.window_s)
+    return scheduling(ctx.con, ctx.grains, ctx.buckets, bucket_of, ctx.cores, queues)
 
 
 def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
@@ -463,36 +462,32 @@ def analyze(
     run: RunKey,
 ) -> SliceResult:
     """Every metric of METRICS.md for one slice, history included. The slice's requests are
-    one view over its Parquet files while it runs (`query.load_slice`)."""
+    one view over its Parquet files (`query.load_slice`), kept on `con` until the next slice's
+    load replaces it."""
     present = presence(con, workload, slice_)
     runs = loadgen_runs(con, workload, slice_) if present.has("loadgen_run") else ()
     review = sla_from_runs(review, runs)
-    try:
-        ctx = read_context(con, workload, slice_, th, review, stored, run, runs, present)
-        # the families in order, each given what the ones before it found
-        blocked = blocking_step(ctx)
-        found = shapes_step(ctx, blocked)
-        sl = slice_step(ctx, found.shapes)
-        diag = diagnosis_step(ctx, found.shapes, sl, blocked)
-        sched = scheduling_step(ctx, diag.shapes)
-        offline = offline_step(ctx, diag.shapes)
-        serving = served(con, workload, slice_, th, ctx.totals, present)
-        drifted = drift_step(ctx, diag.shapes, offline.operators)
-        # each shape's p95 against the compared night: once, for its actions and the loop
-        moved = tuple(
-            tonight_regressions(
-                diag.shapes, _quantiles(ctx), ctx.stored, ctx.run, ctx.th, (workload, slice_)
-            )
+    ctx = read_context(con, workload, slice_, th, review, stored, run, runs, present)
+    # the families in order, each given what the ones before it found
+    blocked = blocking_step(ctx)
+    found = shapes_step(ctx, blocked)
+    sl = slice_step(ctx, found.shapes)
+    diag = diagnosis_step(ctx, found.shapes, sl, blocked)
+    sched = scheduling_step(ctx, diag.shapes)
+    offline = offline_step(ctx, diag.shapes)
+    serving = served(con, workload, slice_, th, ctx.totals, ctx.rows, present)
+    drifted = drift_step(ctx, diag.shapes, offline.operators)
+    # each shape's p95 against the compared night: once, for its actions and the loop
+    moved = tuple(
+        tonight_regressions(
+            diag.shapes, _quantiles(ctx), ctx.stored, ctx.run, ctx.th, (workload, slice_)
         )
-        reviewed = review_step(
-            ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved, offline
-        )
-        history = history_step(
-            ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans, moved
-        )
-        actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
-    finally:
-        query.drop_slice(con)
+    )
+    reviewed = review_step(
+        ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved, offline
+    )
+    history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans, moved)
+    actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     checks = sla_checks(sl.latency, review, th)
     return SliceResult(
         workload=workload,

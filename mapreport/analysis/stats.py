@@ -25,6 +25,9 @@ class Sample(Protocol):
     def at(self, ranks: IntArray) -> FloatArray:
         """The values at these 0-based ranks."""
 
+    def prefetch(self, ranks: IntArray) -> None:
+        """Read these ranks ahead, in one go where a read costs a query."""
+
 
 class SortedArray:
     """A sample held in memory, sorted."""
@@ -39,6 +42,9 @@ class SortedArray:
     def at(self, ranks: IntArray) -> FloatArray:
         """The values at these ranks."""
         return np.asarray(self.values[ranks], dtype=np.float64)
+
+    def prefetch(self, ranks: IntArray) -> None:
+        """Nothing to read ahead: the values are here."""
 
 
 def as_sample(x: Sample | Sequence[float] | FloatArray) -> Sample:

@@ -349,13 +349,3 @@ def tail_rows(
             n_compute=s.n_compute,
         )
     return out
-
-
-def core_medians(con: Connection) -> dict[str, list[tuple[int, float]]]:
-    """Per shape: median compute of ok requests on each core."""
-    out: dict[str, list[tuple[int, float]]] = {}
-    for shape, core, p50 in con.execute(
-        f"SELECT shape, core, c50_core FROM {CORE_STATS} ORDER BY shape, core"
-    ).fetchall():
-        out.setdefault(shape, []).append((int(core), float(p50)))
-    return out

@@ -479,33 +479,47 @@ def histogram_quantiles(
     return out
 
 
+_SUMMARIES = """
+WITH s AS (
+    SELECT metric, source_id, scrape, scrape_us, labels, sample, quantile, value
+    FROM metric_sample WHERE workload = $w AND slice = $s AND list_contains($ms, metric)
+), last AS (
+    SELECT metric, source_id, scrape FROM (
+        SELECT metric, source_id, scrape, row_number() OVER (
+            PARTITION BY metric ORDER BY scrape_us DESC NULLS LAST, source_id DESC, scrape DESC
+        ) AS k FROM s
+    ) WHERE k = 1
+), counts AS (
+    SELECT metric, labels, n FROM (
+        SELECT s.metric, s.labels, s.value AS n, row_number() OVER (
+            PARTITION BY s.metric ORDER BY s.value DESC, s.labels
+        ) AS k
+        FROM s JOIN last USING (metric, source_id, scrape) WHERE s.sample = s.metric || '_count'
+    ) WHERE k = 1
+)
+SELECT s.metric, s.quantile, s.value, counts.n FROM s JOIN last USING (metric, source_id, scrape)
+JOIN counts ON counts.metric = s.metric AND s.labels IS NOT DISTINCT FROM counts.labels
+WHERE s.quantile IS NOT NULL ORDER BY s.metric, s.quantile
+"""
+"""Per summary metric: its quantiles in its last scrape, of the label set with the most
+observations there."""
+
+
 def summary_quantiles(
     con: Connection, workload: str, slice_: str, v: Vocabulary
 ) -> list[MetricQuantile]:
     """Each summary's quantiles as the last scrape exports them (of its label set with the
-    most observations: quantiles of several sets cannot be added up)."""
+    most observations: quantiles of several sets cannot be added up), every summary in one
+    statement, in the vocabulary's order."""
+    if not v.summaries:
+        return []
+    by_metric: dict[str, list[tuple[Any, Any, Any]]] = {}
+    params = {"w": workload, "s": slice_, "ms": [m for m, _, _ in v.summaries]}
+    for metric, q, value, n in con.execute(_SUMMARIES, params).fetchall():
+        by_metric.setdefault(str(metric), []).append((q, value, n))
     out = []
     for metric, what, scale in v.summaries:
-        rows = con.execute(
-            """
-            WITH s AS (
-                SELECT source_id, scrape, scrape_us, labels, sample, quantile, value
-                FROM metric_sample WHERE workload = $w AND slice = $s AND metric = $m
-            ), last AS (
-                SELECT source_id, scrape FROM s
-                ORDER BY scrape_us DESC NULLS LAST, source_id DESC, scrape DESC LIMIT 1
-            ), counts AS (
-                SELECT labels, value AS n FROM s JOIN last USING (source_id, scrape)
-                WHERE sample = $m || '_count'
-                ORDER BY n DESC, labels LIMIT 1
-            )
-            SELECT s.quantile, s.value, counts.n FROM s JOIN last USING (source_id, scrape)
-            JOIN counts ON s.labels IS NOT DISTINCT FROM counts.labels
-            WHERE s.quantile IS NOT NULL ORDER BY s.quantile
-            """,
-            {"w": workload, "s": slice_, "m": metric},
-        ).fetchall()
-        for q, value, n in rows:
+        for q, value, n in by_metric.get(metric, ()):
             if n:
                 val = None if value is None or math.isnan(value) else float(value) * scale
                 out.append(MetricQuantile(metric, what, float(q), val, False, n=int(n)))

@@ -4,12 +4,12 @@ each shape's requests had."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mapreport.analysis.common import Percentiles
-from mapreport.analysis.query import QS, REQUESTS, pct_of
+from mapreport.analysis.query import ShapeRow
 from mapreport.analysis.slicestats import SliceTotals
-from mapreport.core.connection import Connection
 from mapreport.core.shapes import sort_key
 
 
@@ -24,27 +24,13 @@ class TokenTiming:
     output_tokens_p50: float | None
 
 
-def token_timing(con: Connection) -> tuple[TokenTiming, ...]:
-    """Of the loaded slice: per shape with token timing, its TTFT and ITL p50/p95/p99."""
-    rows = con.execute(
-        f"""
-        WITH r AS ({REQUESTS})
-        SELECT shape, count(ttft_us), quantile_cont(ttft_us, {QS}), count(itl_us),
-            quantile_cont(itl_us, {QS}), quantile_cont(input_tokens, 0.5),
-            quantile_cont(output_tokens, 0.5)
-        FROM r WHERE status = 'ok' AND (ttft_us IS NOT NULL OR itl_us IS NOT NULL)
-        GROUP BY shape ORDER BY shape
-        """
-    ).fetchall()
+def token_timing(rows: Sequence[ShapeRow]) -> tuple[TokenTiming, ...]:
+    """Of the slice's per-shape rows: per shape with token timing, its TTFT and ITL
+    p50/p95/p99 (ok requests)."""
     out = [
-        TokenTiming(
-            str(shape),
-            pct_of(int(n_ttft), ttft),
-            pct_of(int(n_itl), itl),
-            None if isl is None else float(isl),
-            None if osl is None else float(osl),
-        )
-        for shape, n_ttft, ttft, n_itl, itl, isl, osl in rows
+        TokenTiming(r.shape, r.ttft, r.itl, r.input_tokens_p50, r.output_tokens_p50)
+        for r in rows
+        if r.ttft.n or r.itl.n
     ]
     return tuple(sorted(out, key=lambda t: sort_key(t.shape)))
 
