@@ -64,15 +64,25 @@ WITH r AS (
     FROM compile_event
     WHERE workload = {{w}} AND slice = {{s}} AND ts_us IS NOT NULL AND compile_ms IS NOT NULL
 ), adapting AS (
-    SELECT r.rid, min(ev.event) AS event
-    FROM r JOIN ev ON ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
-        AND (ev.shape IS NULL OR ev.shape = r.shape)
-        AND (ev.core IS NULL OR r.core IS NULL OR ev.core = r.core)
-    GROUP BY r.rid
+    -- an event of the request's shape (an equality join), or one naming no shape: with the
+    -- two ORed in one condition the join was a merge join over every request's times (71 ms
+    -- of CPU on a slice of 188,000 requests; 6 ms this way)
+    SELECT rid, min(event) AS event FROM (
+        SELECT r.rid, ev.event FROM r JOIN ev ON ev.shape = r.shape
+            AND ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
+            AND (ev.core IS NULL OR r.core IS NULL OR ev.core = r.core)
+        UNION ALL
+        SELECT r.rid, ev.event FROM r JOIN ev ON ev.shape IS NULL
+            AND ev.ts_us < r.compute_end_us AND ev.end_us > r.compute_start_us
+            AND (ev.core IS NULL OR r.core IS NULL OR ev.core = r.core)
+    ) GROUP BY rid
 ), ordered AS (
-    -- per-worker and per-shape figures are grouped and joined, not windows: a window
-    -- partitions every request with its columns, a GROUP BY only the keys (issue 38)
-    SELECT r.*, a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
+    -- the windows carry the columns they need only (a window sorts every column it carries:
+    -- 0.41 s of CPU against 0.23 s on that slice); the others are joined back at the end for
+    -- the requests marked. Per-worker figures are grouped and joined, not windows (issue 38)
+    SELECT r.rid, r.worker, r.compute_start_us, r.compute_end_us, r.compute_us,
+        r.arrival_known, r.arrival_us,
+        a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
         coalesce(a.event, CASE WHEN r.variant = 'fallback' THEN 'fallback' END) AS how,
         max(r.compute_end_us) OVER (
             PARTITION BY r.worker ORDER BY r.compute_start_us, r.rid
@@ -130,15 +140,18 @@ WITH r AS (
                 b.compute_us DESC, b.rid
         ) AS k
     FROM wanted v JOIN held b ON b.worker = v.worker AND b.period = v.period AND b.seq = v.seq
+), marked AS (
+    SELECT p.rid, p.how, p.adapted, c.blocked_by
+    FROM placed p LEFT JOIN credit c ON c.rid = p.rid AND c.k = 1
+    WHERE p.adapted OR c.blocked_by IS NOT NULL
 ), firsts AS (
     SELECT shape, worker, min(compute_start_us) AS first_us FROM r GROUP BY shape, worker
 )
-SELECT p.source_id, p.line, p.rid, p.shape, p.plan_id, p.how, p.adapted,
-    f.first_us < p.compute_start_us AS seen_before,
-    p.worker, p.compute_start_us, p.compute_us, p.queue_us, c.blocked_by
-FROM placed p LEFT JOIN credit c ON c.rid = p.rid AND c.k = 1
-JOIN firsts f ON f.shape = p.shape AND f.worker = p.worker
-WHERE p.adapted OR c.blocked_by IS NOT NULL
+SELECT r.source_id, r.line, r.rid, r.shape, r.plan_id, m.how, m.adapted,
+    f.first_us < r.compute_start_us AS seen_before,
+    r.worker, r.compute_start_us, r.compute_us, r.queue_us, m.blocked_by
+FROM marked m JOIN r USING (rid)
+JOIN firsts f ON f.shape = r.shape AND f.worker = r.worker
 """
 
 
