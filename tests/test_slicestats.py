@@ -191,3 +191,20 @@ def test_a_slices_analysis_runs_at_most_twenty_statements(demo_dataset: Path) ->
         counted.append(n)
     assert len(counted) >= 3  # the demo's slices, each analysed
     assert min(counted) >= 15  # each slice's statements counted, whichever module ran them
+
+
+class _Holding(_Counting):
+    """A connection that holds a loaded slice as a table (as Spark's does)."""
+
+    holds_slices = True
+
+
+def test_a_slice_held_as_a_table_is_analysed_as_its_view(demo_dataset: Path) -> None:
+    viewed, held = Dataset(demo_dataset).connect(), Dataset(demo_dataset).connect()
+    for w, s in list_slices(viewed):
+        want = analyze_slice(viewed, w, s, Thresholds())
+        assert repr(analyze_slice(_Holding(held), w, s, Thresholds())) == repr(want)
+    kinds = held.execute(
+        "SELECT table_name FROM duckdb_tables() WHERE table_name = 'slice_request'"
+    ).fetchall()
+    assert kinds == [("slice_request",)]  # a table, not a view

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from mapreport.analysis.common import Percentiles
-from mapreport.core.connection import Connection
+from mapreport.core.connection import Connection, holds_slices
 
 SqlValue: TypeAlias = "str | int | float | bool | Sequence[SqlValue] | None"
 """A value a query binds as a parameter, or `inline` writes as a literal."""
@@ -34,7 +34,8 @@ QUEUE_P50 = 50
 """SQL's position of p50 in a `CDF_POINTS` list."""
 
 SLICE_TABLE = "slice_request"
-"""A temporary view of one slice's requests while `analyze_slice` runs (`load_slice`)."""
+"""One slice's requests while `analyze_slice` runs (`load_slice`): a temporary view, or a
+table on a connection that `holds_slices`."""
 
 BLOCKED_TABLE = f"{SLICE_TABLE}_blocked"
 """The slice's adapting requests and the requests blocked behind them (`blocking.load_blocking`),
@@ -209,9 +210,12 @@ def load_slice(con: Connection, workload: str, slice_: str, over: Sequence[float
     """Define the slice's requests (a temporary view over the Parquet files, with the derived
     columns) and count its requests per (shape, plan) once, from which each shape's primary
     plan comes, so no query re-derives them. The view streams from Parquet: memory does not
-    grow with the slice. `over`: the SLA's latency targets, whose excess `shape_rows` reads.
+    grow with the slice (a connection that `holds_slices` makes it a table). `over`: the SLA's
+    latency targets, whose excess `shape_rows` reads.
     The next slice's load replaces them (no statement is spent dropping them)."""
     for kind, name, select in slice_definitions(workload, slice_, over):
+        if name == SLICE_TABLE and holds_slices(con):
+            kind = "TABLE"
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
 

@@ -25,3 +25,10 @@ def sample_limit(con: Connection) -> int | None:
     number); a larger group is read by rank (`adaptation.RankedSample`)."""
     limit = getattr(con, "sample_limit", None)
     return None if limit is None else int(limit)
+
+
+def holds_slices(con: Connection) -> bool:
+    """Whether the analysis holds a loaded slice's requests as a table on `con` rather than as
+    a view over the dataset's files (`query.load_slice`): where a view's every read scans the
+    files again."""
+    return bool(getattr(con, "holds_slices", False))

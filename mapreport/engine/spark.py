@@ -164,6 +164,11 @@ class SparkConnection:
     sample_limit = 100_000
     """The most compute times of one (shape, variant) brought to the driver for the bootstrap
     (800 KB); a larger group is read by rank, the bootstrap's order statistics only."""
+    holds_slices = True
+    """A loaded slice's requests are a table here (a local checkpoint), not a view: a query
+    does not share another's scan, so each read of the view scanned every request file again
+    (six 1M slices on local[2]: 164.4 s as a view, 130.9 s as a table). DuckDB reads the view
+    as fast as a table (3.52 s against 3.46 s) without holding the slice's rows."""
 
     def __init__(self, session: SparkSession):
         self.session = session
