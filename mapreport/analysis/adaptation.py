@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -66,6 +67,71 @@ class ShapeGain:
         return self.baseline_p50_us - self.adapted_p50_us
 
 
+class _Compared(NamedTuple):
+    """The samples a shape's gain compares, and on what basis."""
+
+    adapted: Sample | None
+    base: Sample | None
+    base_variant: str
+    basis: GainBasis
+    compared: tuple[str, ...]
+    charged: bool = True
+    """The adapted side is this shape's own (False: other shapes' compiled path, and this
+    shape did not compile: no adaptation cost to charge)."""
+
+
+def _compared(
+    covered: bool,
+    samples: dict[str, Sample],
+    th: Thresholds,
+    other: Mapping[str, OtherPath] | None,
+) -> _Compared:
+    """Adapted against the baseline (static when covered, else fallback); an uncovered shape
+    that ran one path only against the other path on comparable shapes (`other`)."""
+    base_variant = "static" if covered else "fallback"
+    adapted = samples.get("adapted")
+    base = samples.get(base_variant)
+    na = 0 if adapted is None else len(adapted)
+    nb = 0 if base is None else len(base)
+    if not covered and other and min(na, nb) < th.min_samples:
+        # one path only: the other from comparable shapes, per element
+        eager, compiled = other.get("fallback"), other.get("adapted")
+        if na >= th.min_samples and eager is not None:
+            return _Compared(
+                adapted, eager.sample, base_variant, GainBasis.COMPARABLE_SHAPES, eager.shapes
+            )
+        if nb >= th.min_samples and compiled is not None:
+            return _Compared(
+                compiled.sample,
+                base,
+                base_variant,
+                GainBasis.COMPARABLE_SHAPES,
+                compiled.shapes,
+                charged=False,
+            )
+    return _Compared(adapted, base, base_variant, GainBasis.SAME_SHAPE, ())
+
+
+def gain_reads(
+    key: tuple[str, str, str],
+    covered: bool,
+    samples: dict[str, Sample],
+    th: Thresholds,
+    other: Mapping[str, OtherPath] | None = None,
+) -> None:
+    """Ask the samples `shape_gain` will compare to read ahead the ranks its bootstrap reads
+    (`Sample.prefetch`), so that a slice's groups read by rank on the engine are read for all
+    of its shapes in one query."""
+    c = _compared(covered, samples, th, other)
+    na = 0 if c.adapted is None else len(c.adapted)
+    nb = 0 if c.base is None else len(c.base)
+    if c.adapted is None or c.base is None or min(na, nb) < max(th.min_samples, 1):
+        return
+    seed = seed_for(th.seed, *key)
+    with_p95 = min(na, nb) >= th.min_samples_p95
+    _read_once(c.adapted, c.base, na, nb, th.bootstrap_resamples, seed, with_p95)
+
+
 def shape_gain(
     key: tuple[str, str, str],
     covered: bool,
@@ -88,24 +154,12 @@ def shape_gain(
     is the compiled path, "fallback" the eager one), when its own path has the samples the
     evidence rules ask for; the basis says which comparison was made.
     """
-    base_variant = "static" if covered else "fallback"
-    adapted = samples.get("adapted")
-    base = samples.get(base_variant)
+    adapted, base, base_variant, basis, compared, charged = _compared(covered, samples, th, other)
     na = 0 if adapted is None else len(adapted)
     nb = 0 if base is None else len(base)
     n_events, cost_us = events
-    basis = GainBasis.SAME_SHAPE
-    compared: tuple[str, ...] = ()
-    if not covered and other and min(na, nb) < th.min_samples:
-        # one path only: the other from comparable shapes, per element
-        eager, compiled = other.get("fallback"), other.get("adapted")
-        if na >= th.min_samples and eager is not None:
-            base, basis, compared = eager.sample, GainBasis.COMPARABLE_SHAPES, eager.shapes
-        elif nb >= th.min_samples and compiled is not None:
-            adapted, basis, compared = compiled.sample, GainBasis.COMPARABLE_SHAPES, compiled.shapes
-            cost_us, caused_wait_us = 0.0, None  # it did not compile: nothing to charge
-        na = 0 if adapted is None else len(adapted)
-        nb = 0 if base is None else len(base)
+    if not charged:
+        cost_us, caused_wait_us = 0.0, None  # it did not compile: nothing to charge
 
     def missing(gap: GainGap) -> ShapeGain:
         variant = base_variant if nb else None
@@ -282,7 +336,8 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
     limit = sample_limit(con)
     sizes = {(r.shape, v): n for r in rows for v, (n, _, _) in r.variants.items()}
     big = [k for k, n in sizes.items() if limit is not None and n > limit]
-    out: dict[tuple[str, str], Sample] = {k: RankedSample(con, *k, sizes[k]) for k in big}
+    reader = RankReader(con, big)
+    out: dict[tuple[str, str], Sample] = {k: RankedSample(reader, k, sizes[k]) for k in big}
     if len(big) == len(sizes):
         return out
     t = con.sql(
@@ -299,14 +354,57 @@ def compute_samples(con: Connection, rows: Sequence[ShapeRow]) -> dict[tuple[str
     return out | _sorted_lists(t)
 
 
+RANK_BASE = 2**32
+"""A wanted rank's code is its group's position times this, plus the rank."""
+
 RANKS_SQL = f"""
-SELECT i, v FROM (
-    SELECT compute_us AS v, row_number() OVER (ORDER BY compute_us) - 1 AS i
-    FROM ({SAMPLES}) WHERE shape = $shape AND variant = $variant
-) WHERE list_contains($ranks, i)
+WITH wanted AS (SELECT unnest($codes) AS code), ranked AS (
+    SELECT list_position($groups, shape || chr(31) || variant) AS g, compute_us AS v,
+        row_number() OVER (PARTITION BY shape, variant ORDER BY compute_us) - 1 AS i
+    FROM ({SAMPLES}) WHERE list_contains($groups, shape || chr(31) || variant)
+)
+SELECT ranked.g, ranked.i, ranked.v FROM ranked
+JOIN wanted ON wanted.code = ranked.g * {RANK_BASE} + ranked.i
 """
-"""The compute times of one (shape, variant) at the given 0-based ranks (ascending order, the
-order `compute_samples` sorts a group in)."""
+"""The compute times of (shape, variant) groups at the given 0-based ranks (ascending order,
+the order `compute_samples` sorts a group in), each wanted rank coded with its group's
+(1-based) position in `$groups`: every group's ranks in one query, the groups sorted on the
+engine once."""
+
+
+class RankReader:
+    """Reads the ranks of a slice's large groups (`RankedSample`) for all of them at once:
+    the ranks the samples are asked to read ahead (`want`) wait until a value is needed, then
+    every group's are read in one query (one sort of each group on the engine, one job)."""
+
+    def __init__(self, con: Connection, groups: Sequence[tuple[str, str]]):
+        self.con = con
+        self.groups = list(groups)
+        self.known: dict[tuple[str, str], dict[int, float]] = {g: {} for g in self.groups}
+        self.pending: dict[tuple[str, str], set[int]] = {g: set() for g in self.groups}
+
+    def want(self, group: tuple[str, str], ranks: IntArray) -> None:
+        """Read these ranks of `group` with the next query (those not read before)."""
+        self.pending[group] |= set(ranks.tolist()) - self.known[group].keys()
+
+    def values(self, group: tuple[str, str], ranks: IntArray) -> FloatArray:
+        """The values at these ranks of `group`; a query for every group's pending ranks when
+        one of these was not read."""
+        wanted = ranks.tolist()
+        known = self.known[group]
+        if any(r not in known for r in wanted):
+            self.want(group, ranks)
+            self._read()
+        return np.array([known[r] for r in wanted], dtype=np.float64)
+
+    def _read(self) -> None:
+        codes = [
+            (i + 1) * RANK_BASE + r for i, g in enumerate(self.groups) for r in self.pending[g]
+        ]
+        params = {"groups": [f"{s}\x1f{v}" for s, v in self.groups], "codes": sorted(codes)}
+        for g, i, v in self.con.execute(RANKS_SQL, params).fetchall():
+            self.known[self.groups[int(g) - 1]][int(i)] = float(v)
+        self.pending = {g: set() for g in self.groups}
 
 
 class RankedSample:
@@ -314,9 +412,8 @@ class RankedSample:
     process is the order statistics the bootstrap draws (at most two per resample and
     quantile), not the group."""
 
-    def __init__(self, con: Connection, shape: str, variant: str, n: int):
-        self.con, self.shape, self.variant, self.n = con, shape, variant, n
-        self.known: dict[int, float] = {}
+    def __init__(self, reader: RankReader, group: tuple[str, str], n: int):
+        self.reader, self.group, self.n = reader, group, n
 
     def __len__(self) -> int:
         """The group's size (its ok requests of the primary plan)."""
@@ -324,17 +421,11 @@ class RankedSample:
 
     def at(self, ranks: IntArray) -> FloatArray:
         """The values at these ranks, reading the ones not read before."""
-        wanted = ranks.tolist()
-        missing = sorted(set(wanted) - self.known.keys())
-        if missing:
-            params = {"shape": self.shape, "variant": self.variant, "ranks": missing}
-            for i, v in self.con.execute(RANKS_SQL, params).fetchall():
-                self.known[int(i)] = float(v)
-        return np.array([self.known[r] for r in wanted], dtype=np.float64)
+        return self.reader.values(self.group, ranks)
 
     def prefetch(self, ranks: IntArray) -> None:
-        """Read these ranks in one query (those not read before)."""
-        self.at(ranks)
+        """Read these ranks with the reader's next query (the slice's groups together)."""
+        self.reader.want(self.group, ranks)
 
 
 def adaptation_costs(

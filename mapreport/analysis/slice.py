@@ -8,13 +8,17 @@ metric family is one step here plus its module (see docs/architecture.md).
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope
 from mapreport.analysis.adaptation import (
+    OtherPath,
     adaptation_costs,
+    gain_reads,
     other_paths,
     shape_gain,
 )
@@ -43,6 +47,7 @@ from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.context import Context, read_context
 from mapreport.analysis.coverage import (
     Coverage,
+    Placement,
     PlanVersion,
     coverage,
     plan_versions,
@@ -70,12 +75,13 @@ from mapreport.analysis.offline import Offline, offline, served
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.planning import plan_actions
 from mapreport.analysis.presence import presence
+from mapreport.analysis.query import ShapeRow
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
 from mapreport.analysis.slicestats import slice_latency
-from mapreport.analysis.stats import bootstrap_relative_error
+from mapreport.analysis.stats import Sample, bootstrap_relative_error, relative_error_ranks
 from mapreport.analysis.status import slice_status
 from mapreport.analysis.tail import (
     TailDrivers,
@@ -84,7 +90,7 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
-from mapreport.core.connection import Connection
+from mapreport.core.connection import Connection, sample_limit
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
 
 
@@ -144,13 +150,66 @@ UNREAD = ShapeClass(BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.TOO_FEW_RE
 """A shape's class before `diagnosis_step` reads its tail."""
 
 
-def _error_ci(ctx: Context, shape: str, acc: ShapeAccuracy) -> Interval | None:
+def _error_sample(ctx: Context, shape: str, acc: ShapeAccuracy) -> Sample | None:
+    """The static sample a shape's error interval resamples (None: it has none)."""
     static = ctx.samples.get((shape, "static"))
     if acc.signed_error is None or acc.predicted_us is None or static is None:
+        return None
+    return static
+
+
+def _error_ci(ctx: Context, shape: str, acc: ShapeAccuracy) -> Interval | None:
+    static = _error_sample(ctx, shape, acc)
+    if static is None or acc.predicted_us is None:
         return None
     resamples = ctx.th.bootstrap_resamples
     seed = ctx.seed(shape, "error")
     return Interval(*bootstrap_relative_error(static, acc.predicted_us, resamples, seed))
+
+
+class _Shape(NamedTuple):
+    """What a shape's figures are computed from, read before any is (`shapes_step`)."""
+
+    row: ShapeRow
+    placement: Placement
+    accuracy: ShapeAccuracy
+    samples: dict[str, Sample]
+    other: dict[str, OtherPath] | None
+
+
+def _shape_inputs(ctx: Context, r: ShapeRow) -> _Shape:
+    """A shape's placement, accuracy (its interval not yet drawn), samples and, where it ran
+    one path only, the other path on comparable shapes."""
+    pl = ctx.placements[r.shape]
+    covered = pl.bucket is not None
+    n_static, static_p50, _ = r.variants.get("static", (0, None, None))
+    predicted = pl.bucket.predicted_us if pl.bucket else None
+    gap = pl.bucket.prediction_gap if pl.bucket else PredictionGap.PLAN_STATES_NONE
+    acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th, gap)
+    samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
+    # pooling comparable shapes costs a pass over every sample: only where one path ran
+    own = [len(samples[v]) if v in samples else 0 for v in ("adapted", "fallback")]
+    one_path = not covered and min(own) < ctx.th.min_samples
+    other = other_paths(r.shape, ctx.samples) if one_path else None
+    return _Shape(r, pl, acc, samples, other)
+
+
+def _read_ahead(ctx: Context, shapes: Sequence[_Shape]) -> None:
+    """Ask every sample the shapes' error intervals and gains will resample to read those
+    ranks ahead: groups read by rank on the engine are then read in one query for the
+    slice, not one per group and figure. Nothing to do where every group is here (a
+    connection without a `sample_limit`)."""
+    th = ctx.th
+    if sample_limit(ctx.con) is None:
+        return
+    for sh in shapes:
+        shape = sh.row.shape
+        static = _error_sample(ctx, shape, sh.accuracy)
+        if static is not None:
+            seed = ctx.seed(shape, "error")
+            static.prefetch(relative_error_ranks(len(static), th.bootstrap_resamples, seed))
+        key = (ctx.workload, ctx.slice, shape)
+        gain_reads(key, sh.placement.bucket is not None, sh.samples, th, sh.other)
 
 
 def _insufficient(n: int, th: Thresholds) -> tuple[str, ...]:
@@ -171,23 +230,16 @@ def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
     waits = blocked.caused_waits()
     eager = fallback_causes(ctx.con, ctx.workload, ctx.slice) if has("compile_event") else {}
     total = sum(r.n_total for r in ctx.rows)
+    read = [_shape_inputs(ctx, r) for r in ctx.rows]
+    _read_ahead(ctx, read)
     pairs = []
-    for r in ctx.rows:
-        pl = ctx.placements[r.shape]
+    for r, pl, acc, samples, other in read:
         covered = pl.bucket is not None
-        n_static, static_p50, _ = r.variants.get("static", (0, None, None))
-        predicted = pl.bucket.predicted_us if pl.bucket else None
-        gap = pl.bucket.prediction_gap if pl.bucket else PredictionGap.PLAN_STATES_NONE
-        acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th, gap)
+        n_static = r.variants.get("static", (0, None, None))[0]
         acc = replace(acc, signed_error_ci=_error_ci(ctx, r.shape, acc))
         share = r.n_total / total if total else 0.0
         pairs.append((share, acc))
-        samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
         key = (ctx.workload, ctx.slice, r.shape)
-        # pooling comparable shapes costs a pass over every sample: only where one path ran
-        own = [len(samples[v]) if v in samples else 0 for v in ("adapted", "fallback")]
-        one_path = not covered and min(own) < ctx.th.min_samples
-        other = other_paths(r.shape, ctx.samples) if one_path else None
         gain = shape_gain(
             key, covered, samples, costs.get(r.shape, (0, 0.0)), ctx.th, other, waits.get(r.shape)
         )

@@ -219,6 +219,13 @@ def bootstrap_relative_error(
     return float(lo), float(hi)
 
 
+def relative_error_ranks(n: int, resamples: int, seed: int) -> IntArray:
+    """Every rank `bootstrap_relative_error` reads from n measured values, drawn as it draws
+    them (to read them ahead from a sample read by rank)."""
+    i1, i2, _ = resample_ranks(n, 0.5, resamples, np.random.default_rng(seed))
+    return np.concatenate([i1, () if i2 is None else i2]).astype(np.int64)
+
+
 def jain_index(loads: Sequence[float]) -> float | None:
     """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 for equal loads, 1/n for one busy
     participant; None without participants or load."""

@@ -134,9 +134,15 @@ def _create(gen: Any, node: exp.Create) -> str:
     return str(Spark.Generator.create_sql(gen, node))
 
 
-RENAMED = {"EPOCH_US": "UNIX_MICROS", "FSUM": "SUM", "FAVG": "AVG"}
+RENAMED = {
+    "EPOCH_US": "UNIX_MICROS",
+    "FSUM": "SUM",
+    "FAVG": "AVG",
+    "LIST_POSITION": "ARRAY_POSITION",
+}
 """DuckDB functions sqlglot passes through by name that Spark calls otherwise. Spark has no
-compensated sum: its floating sums may differ from DuckDB's in the last digits."""
+compensated sum: its floating sums may differ from DuckDB's in the last digits. A list
+position is 1-based in both (not found: NULL in DuckDB, 0 in Spark)."""
 
 
 def _anonymous(gen: Any, node: exp.Anonymous) -> str:
