@@ -79,6 +79,22 @@ class _Compared(NamedTuple):
     """The adapted side is this shape's own (False: other shapes' compiled path, and this
     shape did not compile: no adaptation cost to charge)."""
 
+    @property
+    def sizes(self) -> tuple[int, int]:
+        """The adapted and the baseline sample's sizes (0: none)."""
+        return (
+            0 if self.adapted is None else len(self.adapted),
+            0 if self.base is None else len(self.base),
+        )
+
+    def measurable(self, th: Thresholds) -> bool:
+        """Both samples hold the evidence rules' minimum (and at least one value)."""
+        return (
+            self.adapted is not None
+            and self.base is not None
+            and (min(self.sizes) >= max(th.min_samples, 1))
+        )
+
 
 def _compared(
     covered: bool,
@@ -123,13 +139,11 @@ def gain_reads(
     (`Sample.prefetch`), so that a slice's groups read by rank on the engine are read for all
     of its shapes in one query."""
     c = _compared(covered, samples, th, other)
-    na = 0 if c.adapted is None else len(c.adapted)
-    nb = 0 if c.base is None else len(c.base)
-    if c.adapted is None or c.base is None or min(na, nb) < max(th.min_samples, 1):
-        return
-    seed = seed_for(th.seed, *key)
-    with_p95 = min(na, nb) >= th.min_samples_p95
-    _read_once(c.adapted, c.base, na, nb, th.bootstrap_resamples, seed, with_p95)
+    if c.adapted is not None and c.base is not None and c.measurable(th):
+        na, nb = c.sizes
+        seed = seed_for(th.seed, *key)
+        with_p95 = min(na, nb) >= th.min_samples_p95
+        _read_once(c.adapted, c.base, na, nb, th.bootstrap_resamples, seed, with_p95)
 
 
 def shape_gain(
@@ -154,9 +168,9 @@ def shape_gain(
     is the compiled path, "fallback" the eager one), when its own path has the samples the
     evidence rules ask for; the basis says which comparison was made.
     """
-    adapted, base, base_variant, basis, compared, charged = _compared(covered, samples, th, other)
-    na = 0 if adapted is None else len(adapted)
-    nb = 0 if base is None else len(base)
+    c = _compared(covered, samples, th, other)
+    adapted, base, base_variant, basis, compared, charged = c
+    na, nb = c.sizes
     n_events, cost_us = events
     if not charged:
         cost_us, caused_wait_us = 0.0, None  # it did not compile: nothing to charge
@@ -172,7 +186,7 @@ def shape_gain(
     if base is None or nb == 0:
         alone = one_path and na >= th.min_samples
         return missing(GainGap.NO_OTHER_PATH if alone else GainGap.NO_BASELINE)
-    if na < th.min_samples or nb < th.min_samples:
+    if not c.measurable(th):
         return missing(GainGap.TOO_FEW)
     seed = seed_for(th.seed, *key)
     with_p95 = min(na, nb) >= th.min_samples_p95

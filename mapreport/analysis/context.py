@@ -36,13 +36,17 @@ class Context:
     buckets: list[BucketRow]
     placements: dict[str, Placement]
     samples: dict[tuple[str, str], Sample]
-    cores: dict[str, list[tuple[int, float]]]
     grains: SliceGrains
     runs: tuple[LoadgenRun, ...] = ()
     """The slice's MLPerf runs (read first: one's target may be the SLA)."""
     present: Presence = EVERY_TABLE
     """The tables holding the slice's records (read first: families over the others are
     not asked)."""
+
+    @property
+    def cores(self) -> dict[str, list[tuple[int, float]]]:
+        """Per shape (in name order): the median compute of its ok requests on each core."""
+        return {r.shape: list(r.cores) for r in sorted(self.rows, key=lambda r: r.shape) if r.cores}
 
     @property
     def totals(self) -> SliceTotals:
@@ -94,7 +98,6 @@ def read_context(
         buckets=buckets,
         placements=place(rows, buckets),
         samples=both[1] if both else compute_samples(con, [r for r in rows if r.variants]),
-        cores={r.shape: list(r.cores) for r in sorted(rows, key=lambda r: r.shape) if r.cores},
         grains=slice_grains(con),
         runs=runs,
         present=present,

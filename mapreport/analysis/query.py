@@ -163,12 +163,13 @@ def inline(sql: str, params: Mapping[str, SqlValue]) -> str:
 
 
 def slice_definitions(
-    workload: str, slice_: str, over: Sequence[float] = ()
+    workload: str, slice_: str, over: Sequence[float] = (), held: bool = False
 ) -> list[tuple[str, str, str]]:
     """(kind, name, SELECT) of the slice's objects, in dependency order: each shape's plans
     and primary plan, the requests with their derived columns and the per-core and per-shape
-    statistics (with the counts above the SLA targets `over`). `load_slice` creates them; an
-    evidence pack's SQL defines them as CTEs of the same text."""
+    statistics (with the counts above the SLA targets `over`); the requests a table when
+    `held`, else a view. `load_slice` creates them; an evidence pack's SQL defines them as
+    CTEs of the same text."""
     w, s = literal(workload), literal(slice_)
     named = "FILTER (WHERE plan_id IS NOT NULL)"
     return [
@@ -184,7 +185,7 @@ def slice_definitions(
         ) GROUP BY shape""",
         ),
         (
-            "VIEW",
+            "TABLE" if held else "VIEW",
             SLICE_TABLE,
             f"""SELECT r.shape, r.status, r.plan_id, coalesce(r.plan_variant, 'static') AS variant,
             (r.plan_variant = 'static' AND r.plan_id IS NOT NULL) AS ran_plan,
@@ -213,9 +214,7 @@ def load_slice(con: Connection, workload: str, slice_: str, over: Sequence[float
     grow with the slice (a connection that `holds_slices` makes it a table). `over`: the SLA's
     latency targets, whose excess `shape_rows` reads.
     The next slice's load replaces them (no statement is spent dropping them)."""
-    for kind, name, select in slice_definitions(workload, slice_, over):
-        if name == SLICE_TABLE and holds_slices(con):
-            kind = "TABLE"
+    for kind, name, select in slice_definitions(workload, slice_, over, holds_slices(con)):
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
 
