@@ -18,9 +18,8 @@ import pytest
 from click.testing import CliRunner
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices, query
-from mapreport.analysis.blocking import EVENTS_SQL, LIMIT_HIT, VICTIMS_SQL, blocked_select
+from mapreport.analysis.blocking import EVENTS_SQL, LIMIT_HIT, VICTIMS_SQL, blocking_definitions
 from mapreport.analysis.query import (
-    BLOCKED_TABLE,
     GRID,
     PLANS_TABLE,
     SAMPLES,
@@ -98,11 +97,11 @@ def test_the_tricky_constructs_give_duckdbs_rows(spark: Any, demo_dataset: Path)
     compared = 0
     for w, s in list_slices(con):
         query.load_slice(con, w, s)
-        select = blocked_select(w, s)
-        con.execute(f"CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS {select}")
-        for kind, name, body in query.slice_definitions(w, s):
+        marks = blocking_definitions(w, s)
+        for kind, name, body in marks:
+            con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {body}")
+        for kind, name, body in [*query.slice_definitions(w, s), *marks]:
             spark.sql(to_spark(f"CREATE OR REPLACE TEMP {kind} {name} AS {body}"))
-        spark.sql(to_spark(f"CREATE OR REPLACE TEMP TABLE {BLOCKED_TABLE} AS {select}"))
         for check, sql in CHECKS.items():
             want = [list(r) for r in con.execute(sql).fetchall()]
             got = [list(r) for r in spark.sql(to_spark(sql)).collect()]

@@ -15,7 +15,17 @@ import sqlglot
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.adaptation import RANKS_SQL
 from mapreport.dataset.store import Dataset
+from mapreport.core.kinds import Driver
 from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
+from mapreport.run.evidence import pack_sql
+from mapreport.run.pack_params import (
+    NoParams,
+    QueueParams,
+    Reduction,
+    RegressionParams,
+    SampleParams,
+    TailParams,
+)
 from mapreport.run.ingesting import ingest
 from tests.test_torch_serving import CASE
 
@@ -106,3 +116,27 @@ def test_every_analysis_query_transpiles(demo_dataset: Path, tmp_path: Path) -> 
         assert not re.search(r"\bLIST_[A-Z_]+\s*\(", out, re.IGNORECASE), out
         assert not APPROXIMATE.search(out), q
         assert not re.search(r"\$[A-Za-z_]", out)  # DuckDB's $name parameters are Spark's :name
+
+
+@pytest.mark.parametrize(
+    ("reduction", "params"),
+    [
+        (
+            Reduction.TAIL_SHARE,
+            TailParams(Driver.BLOCKED_BEHIND_ADAPTATION, ["a'b"], ["w", "s"], {"a'b": 1e9}),
+        ),
+        (Reduction.NET_GAIN, SampleParams(covered=True)),
+        (Reduction.REGRESSION, RegressionParams([1.0, 2.0], 2)),
+        (Reduction.BLOCKED_SHARE, NoParams()),
+        (Reduction.QUEUE_CHECK, QueueParams("vLLM", 0.0, 1e6)),
+    ],
+)
+def test_a_packs_sql_names_each_cte_once(reduction: Reduction, params: Any) -> None:
+    """A pack's SQL defines the slice's objects as CTEs, each over its own CTEs: Spark refuses
+    one name defined twice at any depth (DUPLICATED_CTE_NAMES), where DuckDB lets the inner
+    one shadow the outer."""
+    sql = pack_sql(reduction, "w", "s", "a'b", params)
+    names = [c.alias for c in sqlglot.parse_one(sql, read="duckdb").find_all(sqlglot.exp.CTE)]
+    assert len(names) > 5
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+    to_spark(sql)

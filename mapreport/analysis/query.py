@@ -37,6 +37,10 @@ SLICE_TABLE = "slice_request"
 """One slice's requests while `analyze_slice` runs (`load_slice`): a temporary view, or a
 table on a connection that `holds_slices`."""
 
+HELD_TABLE = f"{SLICE_TABLE}_held"
+"""The slice's requests that held their worker while adapting or ran after an adapting request
+of their busy period (`blocking.load_blocking`): with their period, ready time and the
+adapting requests before them, from which BLOCKED_TABLE credits each wait."""
 BLOCKED_TABLE = f"{SLICE_TABLE}_blocked"
 """The slice's adapting requests and the requests blocked behind them (`blocking.load_blocking`),
 with `source_id` and `line`: the tail attribution joins it."""

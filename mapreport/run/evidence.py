@@ -4,7 +4,7 @@ them from the dataset (`<id>.sql`), and a spec (`<id>.json`: the figure, its n a
 report states them, the window, the thresholds and how the figure follows from the rows).
 
 The SQL defines the slice's objects as CTEs of the same text the analysis creates them from
-(`query.slice_definitions`, `blocking.blocked_select`) and runs the analysis's own selection
+(`query.slice_definitions`, `blocking.blocking_definitions`) and runs the analysis's own selection
 (`tail.tail_sql`, the primary plan's compute samples, the blocked requests). The figure follows
 from the rows by the analysis's own functions (`attribute`, `shares`, `share_intervals`,
 `shape_gain`, `shape_accuracy`, the Wilson interval), with the same seeds: nothing is computed
@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from mapreport.analysis.accuracy import shape_accuracy
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.adaptation import shape_gain
-from mapreport.analysis.blocking import blocked_select
+from mapreport.analysis.blocking import blocking_definitions
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Evidence, Thresholds
 from mapreport.analysis.consistency import difference
@@ -145,7 +145,7 @@ def _tables(workload: str, slice_: str) -> str:
     return as_ctes(
         [
             *slice_definitions(workload, slice_),
-            ("TABLE", BLOCKED_TABLE, blocked_select(workload, slice_)),
+            *blocking_definitions(workload, slice_),
         ]
     )
 
