@@ -14,10 +14,11 @@ import sqlglot
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.adaptation import RANKS_SQL
-from mapreport.dataset.store import Dataset
 from mapreport.core.kinds import Driver
+from mapreport.dataset.store import Dataset
 from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
 from mapreport.run.evidence import pack_sql
+from mapreport.run.ingesting import ingest
 from mapreport.run.pack_params import (
     NoParams,
     QueueParams,
@@ -26,7 +27,6 @@ from mapreport.run.pack_params import (
     SampleParams,
     TailParams,
 )
-from mapreport.run.ingesting import ingest
 from tests.test_torch_serving import CASE
 
 
