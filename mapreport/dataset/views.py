@@ -139,6 +139,10 @@ def duckdb_connection(
         con.execute("SET threads = $v", {"v": threads})
     for statement, value in (
         ("SET enable_progress_bar = $v", False),
+        # every statement binds its views again, and a view over files read by name reads each
+        # file's footer: six 1M slices' 112 statements spent 0.35 s binding, 0.29 s with the
+        # footers kept (the connection's own cache; a dataset's files are never rewritten)
+        ("SET parquet_metadata_cache = $v", True),
         # rows come back in the order a query asks for, not in the files' order
         ("SET preserve_insertion_order = $v", False),
         ("SET temp_directory = $v", str(spill / "spill")),
