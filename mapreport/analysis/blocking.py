@@ -362,7 +362,8 @@ FALLBACK_HOWS = ("fallback", "fallback_enter", "compile_failed", LIMIT_HIT)
 
 
 def load_blocking(con: Connection, workload: str, slice_: str) -> None:
-    """Mark the slice's adapting and blocked requests (BLOCKED_TABLE) over the slice view."""
+    """Mark the slice's adapting and blocked requests over the slice view (HELD_TABLE, then
+    BLOCKED_TABLE: `blocking_definitions`)."""
     for kind, name, select in blocking_definitions(workload, slice_):
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
