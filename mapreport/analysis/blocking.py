@@ -84,6 +84,12 @@ WITH r AS (
         r.arrival_us, a.event IS NOT NULL OR r.variant = 'fallback' AS adapted,
         coalesce(a.event, CASE WHEN r.variant = 'fallback' THEN 'fallback' END) AS how
     FROM r LEFT JOIN adapting a USING (rid)
+), firsts AS (
+    -- per shape and worker in one pass over the requests: its first start (a shape seen
+    -- before on its worker), and what the worker's mean gap between starts is made of
+    SELECT shape, worker, min(compute_start_us) AS first_us,
+        max(compute_start_us) AS last_us, count(*) AS n
+    FROM r GROUP BY shape, worker
 ), ordered AS (
     -- in the worker's order, one sort: what ran before each request (busy_until), and the
     -- requests and adapting requests before it, counted in one sum (PACK: adapting ones in
@@ -101,9 +107,8 @@ WITH r AS (
         ), 0) AS BIGINT) AS before,
         g.mean_gap_us
     FROM marked m JOIN (
-        SELECT worker, (max(compute_start_us) - min(compute_start_us))
-            / greatest(count(*) - 1, 1) AS mean_gap_us
-        FROM r GROUP BY worker
+        SELECT worker, (max(last_us) - min(first_us)) / greatest(sum(n) - 1, 1) AS mean_gap_us
+        FROM firsts GROUP BY worker
     ) g USING (worker)
 ), opened AS (
     SELECT *, CASE
@@ -138,8 +143,6 @@ WITH r AS (
         adapting_before
     FROM counted
     WHERE adapted OR adapting_before > 0
-), firsts AS (
-    SELECT shape, worker, min(compute_start_us) AS first_us FROM r GROUP BY shape, worker
 )
 SELECT r.source_id, r.line, h.rid, r.shape, r.plan_id, h.how, h.adapted,
     f.first_us < r.compute_start_us AS seen_before, h.worker, h.period, h.compute_start_us,
