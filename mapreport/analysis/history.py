@@ -82,6 +82,8 @@ class ActionState:
     rollback_threshold: float | None
     rollback_now: float | None
     params: ActionParams | None = None
+    """The figures the action stated: tonight's, or those of the night it was first proposed
+    (None for a night recorded before they were kept: `title` holds its words then)."""
     rollback_pre_change: float | None = None
     """The rollback metric's value on the night the action was proposed (the +10% base)."""
     rollback_sla_us: float | None = None
@@ -90,8 +92,6 @@ class ActionState:
     """Rolled back earlier and proposed again tonight on evidence that is not new (its shape's
     compile plan version is the one it was rolled back under): it stays rolled back, and is
     not proposed."""
-    """The figures the action stated: tonight's, or those of the night it was first proposed
-    (None for a night recorded before they were kept: `title` holds its words then)."""
 
 
 @dataclass(frozen=True)

@@ -77,13 +77,13 @@ class SliceResult:
     blocking: Blocking
     """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
     budgets: dict[str, float] = field(default_factory=dict)
+    """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     drifts: tuple[ShapeDrift, ...] = ()
     """Per shape, its signed error across the nights of its plan version (analysis/drift.py)."""
     op_drifts: tuple[OpDrift, ...] = ()
     """Per planned op with per-op times, its signed error across nights (analysis/drift.py)."""
     profile_next: tuple[ProfileItem, ...] = ()
     """What to collect next to settle thin findings that matter (analysis/observe.py)."""
-    """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a
     `blocked_behind_adaptation` class here is the blocking finding."""
@@ -94,6 +94,7 @@ class SliceResult:
     tokens: tuple[TokenTiming, ...] = ()
     """Per shape, time to first token and inter-token latency (analysis/tokens.py)."""
     loadgen: tuple[LoadgenRun, ...] = ()
+    """The slice's MLPerf runs (analysis/loadgen.py)."""
     sla: tuple[SlaCheck, ...] = ()
     """p95 and p99 against their targets, judged once (`common.sla_checks`): the headline,
     the verdict, the index's state and the rollback bounds read these."""
@@ -109,7 +110,6 @@ class SliceResult:
     """Profiler rows per category (a trace without device time says what it holds)."""
     graphs: Graphs | None = None
     """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
-    """The slice's MLPerf runs (analysis/loadgen.py)."""
 
     @property
     def blocking_drives_tail(self) -> bool:

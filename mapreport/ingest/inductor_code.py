@@ -44,9 +44,9 @@ class WrapperCode:
 
     launches: tuple[Launch, ...]
     cpu: bool
+    """The graph allocates its buffers on the CPU (`empty_strided_cpu`)."""
     profiled: dict[str, str]
     """Kernel -> the name it records in the profiler, where that is not its own name."""
-    """The graph allocates its buffers on the CPU (`empty_strided_cpu`)."""
 
 
 def read_wrapper(code: bytes) -> WrapperCode:

@@ -161,12 +161,12 @@ class ReportView:
     actions: tuple[ActionView, ...]
     blocking: BlockingTable
     blocking_action: tuple[int, str] | None
+    """(number, id) of the blocking action, when blocking drives the slice's tail."""
     profile_next: tuple[tuple[ProfileItem, str], ...]
     """The profiling list with each item's words."""
     op_drifting: tuple[OpDrift, ...]
     ops_compared: int
     """Planned ops whose signed error has earlier nights of the same plan version."""
-    """(number, id) of the blocking action, when blocking drives the slice's tail."""
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
