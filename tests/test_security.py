@@ -84,7 +84,7 @@ def test_inline_writes_each_value_once_as_a_literal(a: str, b: str) -> None:
 def _params(reduction: Reduction, shape: str) -> object:
     kind = PARAMS[reduction]
     if kind is TailParams:
-        return TailParams(Driver.QUEUEING, [shape, "x"], ["tail"], {shape: 1.5e6})
+        return TailParams(Driver.QUEUEING, [shape, "x"], {shape: 1.5e6})
     if kind is SampleParams:
         return SampleParams(covered=True, predicted_us=10.0, baseline=0.1)
     if kind is QueueParams:

@@ -123,7 +123,7 @@ def test_every_analysis_query_transpiles(demo_dataset: Path, tmp_path: Path) -> 
     [
         (
             Reduction.TAIL_SHARE,
-            TailParams(Driver.BLOCKED_BEHIND_ADAPTATION, ["a'b"], ["w", "s"], {"a'b": 1e9}),
+            TailParams(Driver.BLOCKED_BEHIND_ADAPTATION, ["a'b"], {"a'b": 1e9}),
         ),
         (Reduction.NET_GAIN, SampleParams(covered=True)),
         (Reduction.REGRESSION, RegressionParams([1.0, 2.0], 2)),

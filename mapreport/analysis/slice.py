@@ -327,21 +327,22 @@ def diagnosis_step(
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
     tails = tail_rows(ctx.con, budgets, ctx.rows)
-    evaluated = []  # attributed tail parts of every shape with tail evidence
+    evaluated = []  # the resampled tail of every shape with tail evidence
     shapes = []
     for m in found:
         t = tails.get(m.shape)
         drivers = None
         if t is not None:
             parts = attribute(t.raw)
-            drivers = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
-            if drivers is not None:
-                evaluated.append((parts, drivers.unmeasured))
+            got = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
+            if got is not None:
+                drivers, resampled = got
+                evaluated.append((resampled, drivers.unmeasured))
         measured = m.latency.p50 is not None or not m.n
         c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th, measured)
         shapes.append(replace(m, tail=drivers, diagnosis=c))
     lat = sl.latency
-    args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review, ctx.seed("tail"))
+    args = (lat.p50, lat.p95, lat.p99, lat.n, ctx.th, ctx.review)
     tail = combine(evaluated, *args, unblocked_p50=blocked.unblocked_p50_us)
     sources = tuple(s.source_id for s in sl.sources)
     tail_class = None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -113,41 +114,70 @@ def sums_near_normal(parts: FloatArray) -> bool:
     return bool(np.all(skew <= SUM_SKEW_MAX))
 
 
-def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver, Interval]:
-    """Percentile bootstrap 95% CIs of the shares, resampling tail requests.
+class Resampled(NamedTuple):
+    """One shape's attributed tail parts, rows in canonical order, and the column sums of each
+    of its bootstrap resamples (resamples x COLUMNS): the pooled tail's resamples are the
+    shapes' added up (`pooled`)."""
 
-    A share is a ratio of column sums of the resampled rows. Every resample is drawn row by
-    row, unless the sums are near normal (`sums_near_normal`): then they are drawn from a
-    normal with their exact bootstrap mean (k x column means) and covariance (k x the rows'
-    covariance), and the cost no longer grows with the tail."""
+    parts: FloatArray
+    sums: FloatArray
+
+
+def resample(parts: FloatArray, resamples: int, seed: int) -> Resampled:
+    """Bootstrap resamples of a tail's rows, summed per column.
+
+    Every resample is drawn row by row, unless the sums are near normal (`sums_near_normal`):
+    then they are drawn from a normal with their exact bootstrap mean (k x column means) and
+    covariance (k x the rows' covariance), and the cost no longer grows with the tail. A tail
+    of one row, or without any excess, is every resample of itself."""
+    parts = canonical_rows(parts)
     k = len(parts)
-    if k < 2:
-        return {}
+    if k < 2 or not parts.any():
+        return Resampled(parts, np.tile(parts.sum(axis=0), (resamples, 1)))
     rng = np.random.default_rng(seed)
-    out = np.empty((resamples, COLUMNS))
     if sums_near_normal(parts):
         mean = parts.mean(axis=0) * k
         cov = np.cov(parts, rowvar=False, bias=True) * k
         sums = rng.multivariate_normal(
             mean, cov, size=resamples, method="eigh", check_valid="ignore"
         )
-        totals = sums.sum(axis=1, keepdims=True)
-        out = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
-    else:
-        chunk = max(1, 2_000_000 // (k * COLUMNS))
-        for start in range(0, resamples, chunk):
-            stop = min(resamples, start + chunk)
-            idx = rng.integers(0, k, size=(stop - start, k))
-            # each resample's row counts, then one matrix product: the same sums as adding
-            # up the drawn rows, without materialising resamples x k x COLUMNS values
-            offsets = (np.arange(stop - start) * k)[:, None]
-            counts = np.bincount((idx + offsets).ravel(), minlength=(stop - start) * k)
-            sums = counts.reshape(stop - start, k).astype(np.float64) @ parts
-            totals = sums.sum(axis=1, keepdims=True)
-            out[start:stop] = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
+        return Resampled(parts, sums)
+    sums = np.empty((resamples, COLUMNS))
+    chunk = max(1, 2_000_000 // (k * COLUMNS))
+    for start in range(0, resamples, chunk):
+        stop = min(resamples, start + chunk)
+        idx = rng.integers(0, k, size=(stop - start, k))
+        # each resample's row counts, then one matrix product: the same sums as adding up the
+        # drawn rows, without materialising resamples x k x COLUMNS values
+        offsets = (np.arange(stop - start) * k)[:, None]
+        counts = np.bincount((idx + offsets).ravel(), minlength=(stop - start) * k)
+        sums[start:stop] = counts.reshape(stop - start, k).astype(np.float64) @ parts
+    return Resampled(parts, sums)
+
+
+def pooled(tails: Sequence[Resampled]) -> tuple[FloatArray, dict[Driver, Interval]]:
+    """The rows of one or more shapes' tails together (canonical order) and the percentile
+    bootstrap 95% CIs of their shares. A share is a ratio of column sums; a resample of the
+    pooled tail draws each shape's tail within the shape (stratified: each shape keeps its
+    tail's size, as its own p95 fixed it) and adds the shapes' sums, so the slice's CIs reuse
+    the shapes' resamples instead of drawing the whole pool again. No CI below two rows or
+    without any excess."""
+    rows = canonical_rows(np.concatenate([t.parts for t in tails]))
+    if len(rows) < 2 or shares(rows) is None:
+        return rows, {}
+    sums = tails[0].sums.copy()
+    for t in tails[1:]:
+        sums += t.sums
+    totals = sums.sum(axis=1, keepdims=True)
+    out = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(out, [alpha, 1 - alpha], axis=0)
-    return {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
+    return rows, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
+
+
+def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver, Interval]:
+    """Percentile bootstrap 95% CIs of the shares of one tail, resampling its rows."""
+    return pooled([resample(parts, resamples, seed)])[1]
 
 
 def material(
@@ -181,7 +211,7 @@ def canonical_rows(parts: FloatArray) -> FloatArray:
 
 
 def _drivers(
-    parts: FloatArray,
+    tails: Sequence[Resampled],
     n: int,
     p50: float | None,
     p95: float | None,
@@ -189,13 +219,11 @@ def _drivers(
     unmeasured: Sequence[Driver],
     th: Thresholds,
     review: Review,
-    seed: int,
     unblocked_p50: float | None = None,
 ) -> TailDrivers:
     """Shares, their CIs and materiality of attributed tail parts."""
-    parts = canonical_rows(parts)
+    parts, ci = pooled(tails)
     sh = shares(parts)
-    ci = share_intervals(parts, th.bootstrap_resamples, seed) if sh else {}
     # a driver not measured has no share: its zero would read as "measured, none"
     return TailDrivers(
         n=n,
@@ -212,36 +240,36 @@ def _drivers(
 
 def tail_drivers(
     t: TailRows, parts: FloatArray, th: Thresholds, review: Review, seed: int
-) -> TailDrivers | None:
-    """The tail drivers of one shape from its attributed parts; None below the p95 evidence
-    threshold or without latency (its requests record no arrival)."""
+) -> tuple[TailDrivers, Resampled] | None:
+    """The tail drivers of one shape from its attributed parts, and its resampled tail (the
+    pooled tail's stratum, `combine`); None below the p95 evidence threshold or without
+    latency (its requests record no arrival)."""
     if t.n < th.min_samples_p95 or t.p50_us is None:
         return None
     unmeasured = [d for d in MEASURED_FROM if t.measured(d) == 0]
-    return _drivers(parts, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review, seed)
+    tail = resample(parts, th.bootstrap_resamples, seed)
+    return _drivers([tail], t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review), tail
 
 
 def combine(
-    per_shape: Sequence[tuple[FloatArray, Sequence[Driver]]],
+    per_shape: Sequence[tuple[Resampled, Sequence[Driver]]],
     p50: float | None,
     p95: float | None,
     p99: float | None,
     n: int,
     th: Thresholds,
     review: Review,
-    seed: int,
     unblocked_p50: float | None = None,
 ) -> TailDrivers | None:
     """Slice-level drivers: every evaluated shape's attributed tail parts pooled (each against
-    its own shape's p50 and p95), with materiality judged on the slice's latency (and the p50
-    of its requests not blocked behind adaptation, `material`)."""
-    pooled = [parts for parts, _ in per_shape if len(parts)]
-    if not pooled:
+    its own shape's p50 and p95; the CIs resample each shape's tail within it, `pooled`), with
+    materiality judged on the slice's latency (and the p50 of its requests not blocked behind
+    adaptation, `material`)."""
+    tails = [tail for tail, _ in per_shape if len(tail.parts)]
+    if not tails:
         return None
     unmeasured = sorted({u for _, missing in per_shape for u in missing})
-    return _drivers(
-        np.concatenate(pooled), n, p50, p95, p99, unmeasured, th, review, seed, unblocked_p50
-    )
+    return _drivers(tails, n, p50, p95, p99, unmeasured, th, review, unblocked_p50)
 
 
 @dataclass(frozen=True)

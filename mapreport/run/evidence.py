@@ -6,7 +6,7 @@ report states them, the window, the thresholds and how the figure follows from t
 The SQL defines the slice's objects as CTEs of the same text the analysis creates them from
 (`query.slice_definitions`, `blocking.blocking_definitions`) and runs the analysis's own selection
 (`tail.tail_sql`, the primary plan's compute samples, the blocked requests). The figure follows
-from the rows by the analysis's own functions (`attribute`, `shares`, `share_intervals`,
+from the rows by the analysis's own functions (`attribute`, `shares`, `resample`, `pooled`,
 `shape_gain`, `shape_accuracy`, the Wilson interval), with the same seeds: nothing is computed
 a second way. `mapreport explain ID --dataset DS` reruns the SQL against the dataset and the
 reduction, and says whether the figure, n and CI are the ones the report stated.
@@ -58,9 +58,9 @@ from mapreport.analysis.stats import (
 from mapreport.analysis.tail import (
     DRIVERS,
     attribute,
-    canonical_rows,
     group_tails,
-    share_intervals,
+    pooled,
+    resample,
     shares,
     tail_sql,
 )
@@ -265,10 +265,9 @@ def _window(w: Window) -> dict[str, Any]:
 
 def _tail_pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:
     driver = Driver(ev.metric.split(".", 1)[1])
-    pooled = shape == SLICE_WIDE
-    shapes = [m.shape for m in r.shapes if m.tail is not None] if pooled else [shape]
-    seed_key = ["tail"] if pooled else [shape, "tail"]
-    params = TailParams(driver, shapes, seed_key, dict(r.budgets))
+    whole = shape == SLICE_WIDE
+    shapes = [m.shape for m in r.shapes if m.tail is not None] if whole else [shape]
+    params = TailParams(driver, shapes, dict(r.budgets))
     return _spec(r, pid, subject, shape, ev, Reduction.TAIL_SHARE, params)
 
 
@@ -373,14 +372,21 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
     files = tuple(sorted(set(rows["source_id"].to_pylist()))) if rows.num_rows else ()
     if p.reduction == Reduction.TAIL_SHARE:
         tails = group_tails(rows)
-        parts = [attribute(tails[s][0]) for s in params.shapes if s in tails]
-        pooled = canonical_rows(np.concatenate(parts) if parts else np.zeros((0, len(DRIVERS))))
-        seed = seed_for(th.seed, p.workload, p.slice, *params.seed_key)
-        driver = params.driver
-        sh = shares(pooled) or {}
-        ci = share_intervals(pooled, th.bootstrap_resamples, seed).get(driver) if sh else None
+        # each shape's tail resampled with its own seed, as the analysis did (`tail.pooled`)
+        resampled = [
+            resample(
+                attribute(tails[s][0]),
+                th.bootstrap_resamples,
+                seed_for(th.seed, p.workload, p.slice, s, "tail"),
+            )
+            for s in params.shapes
+            if s in tails
+        ]
+        parts, cis = pooled(resampled) if resampled else (np.zeros((0, len(DRIVERS))), {})
+        sh = shares(parts) or {}
+        ci = cis.get(params.driver)
         interval = None if ci is None else (ci.low, ci.high)
-        return Recomputed(sh.get(driver), len(pooled), interval, rows.num_rows, files)
+        return Recomputed(sh.get(params.driver), len(parts), interval, rows.num_rows, files)
     if p.reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
         return _from_samples(p, params, rows, th, files)
     if p.reduction == Reduction.BLOCKED_SHARE:

@@ -13,7 +13,7 @@ class Reduction(StrEnum):
     """How a pack's figure follows from its rows."""
 
     TAIL_SHARE = "tail_share"
-    """A driver's share of the tail excess (`attribute`, `shares`, `share_intervals`)."""
+    """A driver's share of the tail excess (`attribute`, `shares`, `resample`, `pooled`)."""
     NET_GAIN = "net_gain"
     """The net p50 gain of adaptation (`shape_gain`)."""
     APE = "ape"
@@ -44,12 +44,12 @@ class Reduction(StrEnum):
 
 @dataclass(frozen=True)
 class TailParams:
-    """A tail share's pack: the driver, the shapes pooled, the bootstrap's seed key and the
-    memory budgets the plan states (the tail query's literals)."""
+    """A tail share's pack: the driver, the shapes pooled (each shape's tail is resampled
+    with the seed of its own tail, `tail.pooled`) and the memory budgets the plan states (the
+    tail query's literals)."""
 
     driver: Driver
     shapes: list[str]
-    seed_key: list[str]
     budgets: dict[str, float]
 
 
