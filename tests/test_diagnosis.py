@@ -15,9 +15,10 @@ from hypothesis.extra.numpy import arrays
 
 from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice, tail
 from mapreport.analysis.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
+from mapreport.analysis.common import Interval
 from mapreport.analysis.stats import jain_index
 from mapreport.analysis.tail import DRIVERS, attribute, shares
-from mapreport.core.kinds import ActionKind, BlockingRemedy
+from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
 from mapreport.report.prose import rollback_text
@@ -201,12 +202,17 @@ def test_attribution_parts_are_non_negative_and_sum_to_excess(raw: np.ndarray) -
         assert all(0 <= v <= 1 for v in sh.values())
 
 
+def _intervals(parts: np.ndarray, seed: int) -> dict[Driver, Interval]:
+    """The CIs of one tail's shares, its rows resampled with `seed`."""
+    return tail.pooled([tail.resample(parts, 2000, seed)])[1]
+
+
 def _ends(parts: np.ndarray, normal: bool, seeds: range) -> np.ndarray:
     """Each driver's CI ends (low, high), averaged over `seeds`, with the resampled sums drawn
     from their normal limit or row by row."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(tail, "sums_near_normal", lambda _parts: normal)
-        cis = [tail.share_intervals(parts, 2000, seed) for seed in seeds]
+        cis = [_intervals(parts, seed) for seed in seeds]
     return np.array([[[c[d].low, c[d].high] for d in DRIVERS] for c in cis]).mean(axis=0)
 
 
@@ -217,7 +223,7 @@ def test_a_skewed_tail_is_resampled_row_by_row_however_long() -> None:
     parts[:, -1] += 1.0
     assert not tail.sums_near_normal(parts)
     resampled = _ends(parts, False, range(7, 8))
-    got = tail.share_intervals(parts, 2000, 7)
+    got = _intervals(parts, 7)
     assert np.array_equal([[got[d].low, got[d].high] for d in DRIVERS], resampled)
 
 
@@ -247,7 +253,7 @@ def test_a_slices_tail_resamples_each_shapes_tail_within_the_shape() -> None:
         assert cis[d].low == pytest.approx(share[d])
         assert cis[d].high == pytest.approx(share[d])
     # resampling the pool as one lets the slow shape give 15 +- 4 rows: a wide interval
-    blocked = tail.share_intervals(rows, 2000, 3)[DRIVERS[0]]
+    blocked = _intervals(rows, 3)[DRIVERS[0]]
     assert blocked.high - blocked.low > 0.2
 
 
@@ -352,8 +358,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
     import dataclasses
 
     from mapreport.analysis.classify import classify
-    from mapreport.analysis.common import Interval
-    from mapreport.core.kinds import BottleneckClass, ClassBasis, Driver
+    from mapreport.core.kinds import BottleneckClass, ClassBasis
     from mapreport.report.words import class_reason
 
     m = next(s for s in demo_results["bert-base"].shapes if s.tail is not None and s.tail.material)

@@ -175,11 +175,6 @@ def pooled(tails: Sequence[Resampled]) -> tuple[FloatArray, dict[Driver, Interva
     return rows, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
 
 
-def share_intervals(parts: FloatArray, resamples: int, seed: int) -> dict[Driver, Interval]:
-    """Percentile bootstrap 95% CIs of the shares of one tail, resampling its rows."""
-    return pooled([resample(parts, resamples, seed)])[1]
-
-
 def material(
     p50: float | None,
     p95: float | None,
