@@ -204,7 +204,7 @@ def test_attribution_parts_are_non_negative_and_sum_to_excess(raw: np.ndarray) -
 
 def _intervals(parts: np.ndarray, seed: int) -> dict[Driver, Interval]:
     """The CIs of one tail's shares, its rows resampled with `seed`."""
-    return tail.pooled([tail.resample(parts, 2000, seed)])[1]
+    return tail.pooled([tail.resample(parts, 2000, seed)])[2]
 
 
 def _ends(parts: np.ndarray, normal: bool, seeds: range) -> np.ndarray:
@@ -245,9 +245,8 @@ def test_a_slices_tail_resamples_each_shapes_tail_within_the_shape() -> None:
     many = np.tile([0.0, 1.0, 0.0, 0.0, 0.0, 0.5], (1000, 1))  # queueing, a fast shape
     few = np.tile([80.0, 0.0, 0.0, 0.0, 0.0, 0.0], (15, 1))  # blocked: 15 requests of a slow one
     tails = [tail.resample(many, 2000, 1), tail.resample(few, 2000, 2)]
-    rows, cis = tail.pooled(tails)
+    rows, share, cis = tail.pooled(tails)
     assert len(rows) == 1015
-    share = tail.shares(rows)
     assert share is not None
     for d in DRIVERS:
         assert cis[d].low == pytest.approx(share[d])

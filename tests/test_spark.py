@@ -98,8 +98,7 @@ def test_the_tricky_constructs_give_duckdbs_rows(spark: Any, demo_dataset: Path)
     for w, s in list_slices(con):
         query.load_slice(con, w, s)
         marks = blocking_definitions(w, s)
-        for kind, name, body in marks:
-            con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {body}")
+        query.create(con, marks)
         for kind, name, body in [*query.slice_definitions(w, s), *marks]:
             spark.sql(to_spark(f"CREATE OR REPLACE TEMP {kind} {name} AS {body}"))
         for check, sql in CHECKS.items():

@@ -22,7 +22,7 @@ import math
 from dataclasses import dataclass
 
 from mapreport.analysis.compiles import VaryingDim
-from mapreport.analysis.query import BLOCKED_TABLE, HELD_TABLE, SLICE_TABLE, literal
+from mapreport.analysis.query import BLOCKED_TABLE, HELD_TABLE, SLICE_TABLE, create, literal
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BlockingRemedy
 
@@ -366,8 +366,7 @@ FALLBACK_HOWS = ("fallback", "fallback_enter", "compile_failed", LIMIT_HIT)
 def load_blocking(con: Connection, workload: str, slice_: str) -> None:
     """Mark the slice's adapting and blocked requests over the slice view (HELD_TABLE, then
     BLOCKED_TABLE: `blocking_definitions`)."""
-    for kind, name, select in blocking_definitions(workload, slice_):
-        con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
+    create(con, blocking_definitions(workload, slice_))
 
 
 def blocking(con: Connection) -> Blocking:

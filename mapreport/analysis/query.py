@@ -218,7 +218,13 @@ def load_slice(con: Connection, workload: str, slice_: str, over: Sequence[float
     grow with the slice (a connection that `holds_slices` makes it a table). `over`: the SLA's
     latency targets, whose excess `shape_rows` reads.
     The next slice's load replaces them (no statement is spent dropping them)."""
-    for kind, name, select in slice_definitions(workload, slice_, over, holds_slices(con)):
+    create(con, slice_definitions(workload, slice_, over, holds_slices(con)))
+
+
+def create(con: Connection, definitions: list[tuple[str, str, str]]) -> None:
+    """Definitions (kind, name, SELECT) as temporary objects of `con`, in their order, each
+    replacing the one of its name (the previous slice's)."""
+    for kind, name, select in definitions:
         con.execute(f"CREATE OR REPLACE TEMP {kind} {name} AS {select}")
 
 

@@ -155,16 +155,21 @@ def resample(parts: FloatArray, resamples: int, seed: int) -> Resampled:
     return Resampled(parts, sums)
 
 
-def pooled(tails: Sequence[Resampled]) -> tuple[FloatArray, dict[Driver, Interval]]:
-    """The rows of one or more shapes' tails together (canonical order) and the percentile
-    bootstrap 95% CIs of their shares. A share is a ratio of column sums; a resample of the
-    pooled tail draws each shape's tail within the shape (stratified: each shape keeps its
-    tail's size, as its own p95 fixed it) and adds the shapes' sums, so the slice's CIs reuse
-    the shapes' resamples instead of drawing the whole pool again. No CI below two rows or
-    without any excess."""
+def pooled(
+    tails: Sequence[Resampled],
+) -> tuple[FloatArray, dict[Driver, float] | None, dict[Driver, Interval]]:
+    """The rows of one or more shapes' tails together (canonical order), their shares
+    (`shares`) and the shares' percentile bootstrap 95% CIs. A share is a ratio of column
+    sums; a resample of the pooled tail draws each shape's tail within the shape (stratified:
+    each shape keeps its tail's size, as its own p95 fixed it) and adds the shapes' sums, so
+    the slice's CIs reuse the shapes' resamples instead of drawing the whole pool again. No CI
+    below two rows or without any excess."""
+    if not tails:
+        return np.zeros((0, COLUMNS)), None, {}
     rows = canonical_rows(np.concatenate([t.parts for t in tails]))
-    if len(rows) < 2 or shares(rows) is None:
-        return rows, {}
+    sh = shares(rows)
+    if len(rows) < 2 or sh is None:
+        return rows, sh, {}
     sums = tails[0].sums.copy()
     for t in tails[1:]:
         sums += t.sums
@@ -172,7 +177,7 @@ def pooled(tails: Sequence[Resampled]) -> tuple[FloatArray, dict[Driver, Interva
     out = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
     alpha = (1 - CI_LEVEL) / 2
     lo, hi = np.quantile(out, [alpha, 1 - alpha], axis=0)
-    return rows, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
+    return rows, sh, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
 
 
 def material(
@@ -217,8 +222,7 @@ def _drivers(
     unblocked_p50: float | None = None,
 ) -> TailDrivers:
     """Shares, their CIs and materiality of attributed tail parts."""
-    parts, ci = pooled(tails)
-    sh = shares(parts)
+    parts, sh, ci = pooled(tails)
     # a driver not measured has no share: its zero would read as "measured, none"
     return TailDrivers(
         n=n,

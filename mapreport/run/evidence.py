@@ -56,12 +56,10 @@ from mapreport.analysis.stats import (
     wilson_interval,
 )
 from mapreport.analysis.tail import (
-    DRIVERS,
     attribute,
     group_tails,
     pooled,
     resample,
-    shares,
     tail_sql,
 )
 from mapreport.analysis.telemetry import (
@@ -382,11 +380,11 @@ def recompute(p: Pack, rows: pa.Table) -> Recomputed:
             for s in params.shapes
             if s in tails
         ]
-        parts, cis = pooled(resampled) if resampled else (np.zeros((0, len(DRIVERS))), {})
-        sh = shares(parts) or {}
+        parts, sh, cis = pooled(resampled)
         ci = cis.get(params.driver)
         interval = None if ci is None else (ci.low, ci.high)
-        return Recomputed(sh.get(params.driver), len(parts), interval, rows.num_rows, files)
+        share = None if sh is None else sh.get(params.driver)
+        return Recomputed(share, len(parts), interval, rows.num_rows, files)
     if p.reduction in (Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT):
         return _from_samples(p, params, rows, th, files)
     if p.reduction == Reduction.BLOCKED_SHARE:
