@@ -183,6 +183,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.HeadroomRemedy: prose.HEADROOM_REMEDIES,
     kinds.OpKind: devicetime.KIND_WORDS,
     kinds.Bound: devicetime.BOUND_WORDS,
+    kinds.Suspect: devicetime.SUSPECT_WORDS,
     kinds.DeviceActivity: devicetime.ACTIVITY_WORDS,
     kinds.CompareVerdict: compare_words.VERDICT_WORDS,
     kinds.ShipReason: compare_words.SHIP_WORDS,

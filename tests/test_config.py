@@ -142,9 +142,18 @@ def test_sources_inside_the_dataset_or_out_are_refused(tmp_path: Path, glob: str
     [
         ('name = "MI325X"', r"device.name 'MI325X' is not in the table .*memory_gbps"),
         ("matrix_tflops = { bf17 = 3.0 }", r"unknown data type 'bf17' \(known: fp64, fp32"),
-        ("memory_gbps = -1", r"device.memory_gbps must be > 0"),
-        ("vector_tflops = inf", r"device.vector_tflops must be > 0"),
-        ("matrix_tflops = { bf16 = nan }", r"device.matrix_tflops.bf16 must be > 0"),
+        ("memory_gbps = -1", r"device.memory_gbps must be within \[10, 100,000\] GB/s, got -1$"),
+        ("vector_tflops = inf", r"device.vector_tflops must be within \[0.1, 1,000\] TFLOP/s"),
+        ("matrix_tflops = { bf16 = nan }", r"device.matrix_tflops.bf16 must be within \[1, "),
+        # issue 49: 1e-300 GB/s put every op at 1e302 times its roof
+        ("memory_gbps = 1e-300", r"device.memory_gbps must be within .* got 1e-300$"),
+        ("memory_gbps = 3.35", r"device.memory_gbps .* got 3.35$"),  # an H100's, in TB/s
+        ("memory_gbps = 1e6", r"device.memory_gbps must be within \[10, 100,000\] GB/s"),
+        ("vector_tflops = 0.067", r"device.vector_tflops must be within \[0.1, 1,000\]"),
+        (
+            "matrix_tflops = { fp8 = 1e9 }",
+            r"device.matrix_tflops.fp8 must be within \[1, 100,000\]",
+        ),
         ("nam = 1", r"unknown field `nam`"),
     ],
 )
@@ -153,6 +162,31 @@ def test_bad_device_keys_name_the_key(tmp_path: Path, body: str, message: str) -
     p.write_text(f"[device]\n{body}\n")
     with pytest.raises(ConfigError, match=message):
         load_config(p)
+
+
+def test_an_implausible_device_figure_exits_4_with_one_line(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+
+    p = tmp_path / "c.toml"
+    p.write_text('[device]\nname = "H100"\nmemory_gbps = 1e-300\n')
+    res = CliRunner().invoke(main, ["run", str(p), "--date", "2026-11-28", "-q"])
+    assert res.exit_code == 4, res.output
+    said = [line for line in res.output.splitlines() if line.strip()]
+    assert len(said) == 1
+    assert "device.memory_gbps must be within [10, 100,000] GB/s, got 1e-300" in said[0]
+
+
+def test_the_edges_of_the_plausible_ranges_load(tmp_path: Path) -> None:
+    p = tmp_path / "c.toml"
+    p.write_text(
+        "[device]\nname = 'x'\nmemory_gbps = 10\nvector_tflops = 1000\n"
+        "matrix_tflops = { bf16 = 1, fp8 = 100000 }\n"
+    )
+    device = load_config(p).device
+    assert device is not None
+    assert (device.memory_gbps, device.vector_tflops) == (10.0, 1000.0)
 
 
 def test_a_device_the_table_lacks_is_configured_by_its_figures(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from mapreport.analysis.roofline import roofline
 from mapreport.analysis.timeline import covered, of_rows, overlap, union
 from mapreport.app.cli import main
 from mapreport.core.devices import DeviceConfig, by_name, configured, recognise
-from mapreport.core.kinds import ActionKind, Bound, DeviceActivity, OpKind
+from mapreport.core.kinds import ActionKind, Bound, DeviceActivity, OpKind, Suspect
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.run.evidence import explain
@@ -704,7 +705,8 @@ REAL_TRACES = sorted(
 @pytest.mark.parametrize("trace", REAL_TRACES, ids=lambda p: str(p.relative_to(REALDATA)))
 def test_every_real_trace_says_where_its_device_time_went(tmp_path: Path, trace: Path) -> None:
     """Issue 36: every real trace reads under abort, and its summary speaks of its device: the
-    idle share and the op with the most headroom (or time), or what it holds without one."""
+    idle share and the op with the most headroom (or time), or what it holds without one.
+    Issue 49: no real op's records are suspect (the suspect rule flags none)."""
     from mapreport.report import devicetime
     from mapreport.report.filters import pct
 
@@ -713,7 +715,305 @@ def test_every_real_trace_says_where_its_device_time_went(tmp_path: Path, trace:
     r = analyze_slice(ds.connect(), "w", "", Thresholds())
     said = devicetime.summary(r)
     assert said
+    assert r.roofline is None or r.roofline.suspects == ()
     if r.timeline is not None:
         assert f"idle {pct(r.timeline.shares[DeviceActivity.IDLE])}" in said
     else:
         assert "holds no kernel" in said
+
+
+# Suspect records (issue 49): op records that cannot be real are not figures --------------
+
+Call = tuple[str, list[list[int]], list[str], list[str], list[float]]
+"""(op, Input Dims, Input type, Concrete Inputs, its kernels' durations in us)."""
+H100 = "NVIDIA H100 80GB HBM3"
+GEMM_4096 = ("aten::mm", [[4096, 4096], [4096, 4096]], [BF16, BF16], [])
+"""2 x 4096^3 = 1.37e11 FLOPs: 139 us at an H100's bf16 peak, its floor and its roof."""
+
+
+def op_trace(
+    path: Path,
+    calls: list[Call],
+    device: str | None = H100,
+    legacy: bool = False,
+    first_correlation: int = 10_000,
+) -> None:
+    """A trace of op calls one after another on one thread, each launching its kernels. A
+    `legacy` trace gives each launch its correlation as its External id (as PyTorch 1.x wrote
+    them), so that only the operator span holding the launch names its operator."""
+    host = {"pid": 1, "tid": 1}
+    events: list[dict[str, Any]] = []
+    t, ext, corr = 1_000.0, 1, first_correlation
+    for op, dims, types, concrete, kernels in calls:
+        args = {"External id": ext, "Input Dims": dims, "Input type": types}
+        if concrete:
+            args["Concrete Inputs"] = concrete
+        events.append(
+            {"ph": "X", "cat": "cpu_op", "name": op, "ts": t, "dur": 90.0, "args": args, **host}
+        )
+        for i, dur in enumerate(kernels):
+            named = corr if legacy else ext
+            launch = {"External id": named, "correlation": corr}
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "cuda_runtime",
+                    "name": "cudaLaunchKernel",
+                    "ts": t + 10 + 10 * i,
+                    "dur": 5.0,
+                    "args": launch,
+                    **host,
+                }
+            )
+            events.append(
+                {
+                    "ph": "X",
+                    "cat": "kernel",
+                    "name": f"kernel_{i}",
+                    "pid": 0,
+                    "tid": 7,
+                    "ts": t + 20 + 1_000 * i,
+                    "dur": dur,
+                    "args": {"External id": named, "correlation": corr, "device": 0},
+                }
+            )
+            corr += 1
+        t += 5_000
+        ext += 1
+    doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": events}
+    if device:
+        doc["deviceProperties"] = [{"name": device}]
+    path.write_text(json.dumps(doc))
+
+
+def _roofline_of(tmp_path: Path, calls: list[Call], **kw: Any) -> Any:
+    trace = tmp_path / "t.json"
+    op_trace(trace, calls, **kw)
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, trace, hints={"workload": "w"}, policy="abort")
+    rf = roofline(ds.connect(), "w", "", Thresholds())
+    assert rf is not None
+    return rf
+
+
+def test_degenerate_convolution_arguments_give_no_count_not_an_error() -> None:
+    conv = [[1, 3, 224, 224], [64, 3, 7, 7], [64]]
+    good = ["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "1"]
+    assert work("aten::convolution", conv, ["float"] * 3, good) is not None
+    for at, value in [(3, "[0, 0]"), (8, "0"), (5, "[0, 0]"), (3, "[-1, 2]"), (8, "2")]:
+        bad = [*good[:at], value, *good[at + 1 :]]  # groups 2: 3 input channels are not 2 x 3
+        assert work("aten::convolution", conv, ["float"] * 3, bad) is None, (at, value)
+    assert work("aten::conv2d", conv, ["float"] * 3, ["", "", "", "0", "0", "1", "0"]) is None
+
+
+def test_a_bad_convolution_record_does_not_fail_the_slice(tmp_path: Path) -> None:
+    """The tester's record: stride 0 and groups 0 raised ZeroDivisionError for the slice."""
+    conv = [[1, 3, 224, 224], [64, 3, 7, 7], [64]]
+    concrete = ["", "", "", "[0, 0]", "[3, 3]", "[1, 1]", "False", "[0, 0]", "0"]
+    calls: list[Call] = [
+        ("aten::convolution", conv, ["float"] * 3, concrete, [50.0]),
+        (*GEMM_4096, [150.0]),
+    ]
+    rf = _roofline_of(tmp_path, calls)
+    rows = {x.op: x for x in rf.rows}
+    assert rows["aten::convolution"].flops is None
+    assert rows["aten::convolution"].roofline_pct is None
+    assert rows["aten::mm"].roofline_pct is not None
+
+
+def test_counts_beyond_float_range_are_infinite_not_an_error() -> None:
+    huge = 2**1100  # beyond float range (1.8e308)
+    w = work("aten::mm", [[huge, 2], [2, 2]], [BF16, BF16], [])
+    assert w is not None
+    assert (w.flops, w.bytes) == (math.inf, math.inf)
+    add = work("aten::add", [[huge], [huge]], [BF16, BF16], [])
+    assert add is not None
+    assert add.bytes == math.inf
+
+
+@pytest.mark.parametrize(
+    ("op", "dims", "types", "concrete", "nbytes"),
+    [
+        # index_select of a 1-D table: one element per index (was 1024 x 755000 elements)
+        ("aten::index_select", [[755000], [], [1024]], ["float", "Scalar", "long int"], [], 8192),
+        # ... of rows: one row of 512 per index, along dim 0
+        (
+            "aten::index_select",
+            [[1000, 512], [], [64]],
+            [BF16, "Scalar", "long int"],
+            ["", "0", ""],
+            2 * 64 * 512 * 2,
+        ),
+        # gather: one element per index, whatever the table's width (was 888 x 2880 x 2880)
+        (
+            "aten::gather",
+            [[25136, 2880], [], [888, 2880], [], [888, 2880]],
+            [BF16, "Scalar", "long int", "Scalar", BF16],
+            ["", "0", "", "False", ""],
+            2 * 888 * 2880 * 2,
+        ),
+        # embedding: a row of the table per index
+        ("aten::embedding", [[30522, 512], [1, 141]], [BF16, "long int"], [], 2 * 141 * 512 * 2),
+    ],
+)
+def test_a_lookup_moves_what_it_gathers(
+    op: str, dims: list[list[int]], types: list[str], concrete: list[str], nbytes: int
+) -> None:
+    w = work(op, dims, types, concrete)
+    assert w is not None
+    assert (w.kind, w.flops, w.bytes) == (OpKind.COPY, 0, nbytes)
+
+
+@pytest.mark.parametrize(
+    ("calls", "device"),
+    [
+        # the tester's: a 4096^3 GEMM in 0.001 us printed 1.37e8 TFLOP/s, 1.39e5 of the roof
+        ([(*GEMM_4096, [0.001])], H100),
+        # one impossible call among credible ones makes the row's mean no figure either
+        ([(*GEMM_4096, [150.0])] * 11 + [(*GEMM_4096, [0.001])], H100),
+        # without a known device it is held to the fastest one [device] accepts
+        ([(*GEMM_4096, [0.001])], None),
+        # whole microseconds: even read 1 us short, 1 us is under two-thirds of 139 us
+        ([(*GEMM_4096, [1.0])], H100),
+    ],
+    ids=["0.001us", "one-of-twelve", "no-device", "whole-us"],
+)
+def test_a_call_faster_than_the_device_is_suspect(
+    tmp_path: Path, calls: list[Call], device: str | None
+) -> None:
+    rf = _roofline_of(tmp_path, calls, device=device)
+    (row,) = rf.rows
+    assert row.suspect == Suspect.FASTER_THAN_DEVICE
+    assert row.suspect_calls == 1
+    assert (row.tflops, row.gbps, row.roofline_pct, row.roof_us) == (None, None, None, None)
+    assert (row.headroom_us, row.headroom_share) == (None, None)
+    assert row.flops == 2 * 4096**3  # the count itself is sound: the time is not
+    assert row.min_us == pytest.approx(min(c[4][0] for c in calls))
+    assert rf.suspects == (row,)
+    assert (rf.suspect_calls, rf.headroom_us, rf.findings) == (1, 0.0, ())
+
+
+def test_dims_of_two_to_the_forty_are_suspect(tmp_path: Path) -> None:
+    """The tester's: 2^40-sized dims gave 6.8e16 TFLOP/s. A GEMM of them, or dims a shape holds
+    (up to 2^53) but no device (over 16 TiB), have no count; a 2 TiB add in 20 us is faster
+    than any device."""
+    big = 2**40
+    calls: list[Call] = [
+        ("aten::mm", [[big, big], [big, big]], [BF16, BF16], [], [20.0]),
+        ("aten::mm", [[2**52, 2], [2, 2]], [BF16, BF16], [], [20.0]),
+        ("aten::add", [[big], [big]], [BF16, BF16], [], [20.0]),
+    ]
+    rf = _roofline_of(tmp_path, calls)
+    why = {x.shape: x.suspect for x in rf.rows}
+    assert why == {
+        f"{big}x{big};{big}x{big}": Suspect.ABSURD_WORK,
+        f"{2**52}x2;2x2": Suspect.ABSURD_WORK,
+        f"{big};{big}": Suspect.FASTER_THAN_DEVICE,
+    }
+    for x in rf.rows:
+        assert (x.tflops, x.gbps, x.roofline_pct, x.headroom_us) == (None,) * 4
+        assert (x.suspect_calls, x.total_us) == (1, 20.0)  # its time still counts
+        if x.suspect == Suspect.ABSURD_WORK:
+            assert (x.flops, x.bytes, x.floor_us) == (None, None, None)
+    assert (rf.suspect_calls, len(rf.suspects)) == (3, 3)
+
+
+@pytest.mark.parametrize(
+    ("device", "dur", "pct"),
+    [
+        (H100, 150.0, 138.9 / 150),  # at 93% of the roof
+        (H100, 100.0, 1.389),  # 1.39x the roof: over it, but within the margin
+        ("NVIDIA A100-SXM4-80GB", 500.0, 440.4 / 500),  # bf16 at 312 TFLOP/s
+    ],
+)
+def test_real_calls_near_the_roof_stay_figures(
+    tmp_path: Path, device: str, dur: float, pct: float
+) -> None:
+    rf = _roofline_of(tmp_path, [(*GEMM_4096, [dur])] * 12, device=device)
+    (row,) = rf.rows
+    assert (row.suspect, row.suspect_calls, rf.suspect_calls) == (None, 0, 0)
+    assert row.roofline_pct == pytest.approx(pct, rel=1e-3)
+    assert row.tflops == pytest.approx(2 * 4096**3 / dur / 1e6)
+
+
+def test_an_fp32_gemm_may_run_at_the_tf32_peak_and_a_conv_as_winograd(tmp_path: Path) -> None:
+    """Neither is visible in a trace: an fp32 GEMM at 5.7x the fp32 roof (TF32, as HTA's A100
+    trace has them) and a 3x3 convolution at 2x its direct count's are real."""
+    conv = [[32, 256, 56, 56], [256, 256, 3, 3]]
+    concrete = ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]
+    conv_roof = 2 * 32 * 256 * 56 * 56 * 256 * 9 / 312e6  # compute-bound at bf16's 312
+    calls: list[Call] = [
+        *[("aten::mm", [[2048, 1024], [1024, 4864]], ["float"] * 2, [], [183.0])] * 6,
+        *[("aten::conv2d", conv, [BF16] * 2, concrete, [conv_roof / 2])] * 4,
+    ]
+    rf = _roofline_of(tmp_path, calls, device="NVIDIA A100-SXM4-40GB")
+    rows = {x.op: x for x in rf.rows}
+    assert rows["aten::mm"].roofline_pct == pytest.approx(1046.2 / 183, rel=1e-3)
+    assert rows["aten::conv2d"].roofline_pct == pytest.approx(2.0)
+    assert rf.suspect_calls == 0
+
+
+def test_kernels_of_one_call_in_an_older_trace_are_one_call(tmp_path: Path) -> None:
+    """Older traces give each launch its own id: a GEMM and its split-K reduction were two calls,
+    the reduction's 8 us at 33 TB/s (HTA's A100 trace); now one call of 291 us."""
+    mm = ("aten::mm", [[30, 98304], [98304, 647]], ["float"] * 2, [])
+    rf = _roofline_of(
+        tmp_path, [(*mm, [283.0, 8.0])] * 6, device="NVIDIA A100-SXM4-40GB", legacy=True
+    )
+    (row,) = rf.rows
+    assert (row.calls, row.kernels, row.mean_us, row.min_us) == (6, 12, 291.0, 291.0)
+    assert row.suspect is None
+
+
+def test_an_older_traces_launch_ids_name_no_operator(tmp_path: Path) -> None:
+    """In an older trace a launch's own id can equal an unrelated operator's External id: the
+    mm's launch (id 2) named the add (External id 2), as alexnet's memcpys named aten::view."""
+    add = ("aten::add", [[4096], [4096]], [BF16, BF16], [], [2.0])
+    rf = _roofline_of(tmp_path, [(*GEMM_4096, [150.0]), add], legacy=True, first_correlation=2)
+    assert {(x.op, x.calls, x.total_us) for x in rf.rows} == {
+        ("aten::mm", 1, 150.0),
+        ("aten::add", 1, 2.0),
+    }
+
+
+def test_calls_of_two_trace_files_stay_apart(tmp_path: Path) -> None:
+    """Two workers' traces reuse external ids: their calls are not summed into one."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    for name, dur in (("a.json", 150.0), ("b.json", 152.0)):
+        op_trace(tmp_path / name, [(*GEMM_4096, [dur])] * 3)
+        ingest_file(ds, tmp_path / name, hints={"workload": "w"})
+    rf = roofline(ds.connect(), "w", "", Thresholds())
+    assert rf is not None
+    (row,) = rf.rows
+    assert (row.calls, row.mean_us, row.min_us) == (6, 151.0, 150.0)
+
+
+def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> None:
+    from mapreport.analysis.results import SliceResult
+    from mapreport.report import devicetime
+    from mapreport.report.findings import _device_time
+
+    big = ("aten::mm", [[8192, 8192], [8192, 8192]], [BF16, BF16], [], [0.001])
+    calls: list[Call] = [(*GEMM_4096, [150.0])] * 12 + [big]
+    trace = tmp_path / "t.json"
+    op_trace(trace, calls)
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, trace, hints={"workload": "w"})
+    r: SliceResult = analyze_slice(ds.connect(), "w", "", Thresholds())
+    v = devicetime.view(r)
+    assert v is not None
+    assert v.suspect_line.startswith("1 op x shape (1 call) cannot be real and is left out")
+    (line,) = v.suspects
+    assert line.startswith("aten::mm M=8192 N=8192 K=8192 bf16: 1 of 1 calls ran faster")
+    assert "(fastest 0.001 µs; it needs at least 1.11 ms)" in line
+    said = devicetime.summary(r)
+    assert said is not None
+    assert v.suspect_line in said
+    doc = _device_time(r)
+    assert doc["device"]["suspect_ops"] == 1
+    assert doc["device"]["suspect_calls"] == 1
+    marked = [x for x in doc["ops"] if x["suspect"]]
+    assert [(x["suspect"], x["suspect_calls"], x["tflops"]) for x in marked] == [
+        ("faster_than_device", 1, None)
+    ]
+    assert marked[0]["floor_us"] == pytest.approx(2 * 8192**3 / 989.5e6)

@@ -233,6 +233,8 @@ _OUT_AT = {
 """Where an elementwise op's `out=` tensor sits when the profiler records the out variant (one
 argument more than the functional form): it is written, not read."""
 _WRITE_ONLY = {"fill", "zero"}
+_LOOKUPS = {"embedding": 1, "index_select": 2, "gather": 2, "index": 1}
+"""Lookups: where the index tensor sits (the table is the first input)."""
 NORM_FLOPS_PER_ELEMENT = 5
 """Normalisations and softmax: max, subtract, exp, sum, divide (or mean, variance, scale,
 shift) per element, as TraceLens and fvcore count them."""
@@ -258,6 +260,15 @@ def _numel(d: Sequence[int]) -> int:
     return math.prod(d) if d else 0
 
 
+def _float(count: int | float) -> float:
+    """A count as a float: infinite beyond float range (dims of 2**400 elements), never an
+    OverflowError; the roofline flags an infinite count as suspect (`roofline.suspect`)."""
+    try:
+        return float(count)
+    except OverflowError:
+        return math.inf
+
+
 def _tensors(dims: Dims, types: Sequence[Any]) -> list[tuple[Sequence[int], Dtype]]:
     """The tensor inputs: (dims, dtype) where the type is an element type and dims are set."""
     out = []
@@ -268,8 +279,8 @@ def _tensors(dims: Dims, types: Sequence[Any]) -> list[tuple[Sequence[int], Dtyp
     return out
 
 
-def _bytes(tensors: Sequence[tuple[Sequence[int], Dtype]]) -> float:
-    return float(sum(_numel(d) * ELEMENT_BYTES[t] for d, t in tensors))
+def _bytes(tensors: Sequence[tuple[Sequence[int], Dtype]]) -> int:
+    return sum(_numel(d) * ELEMENT_BYTES[t] for d, t in tensors)
 
 
 def _base(op: str) -> str:
@@ -316,8 +327,10 @@ def _gemm(op: str, dims: Dims, types: Sequence[Any]) -> Work | None:
         return None
     outputs = 1 if op == "aten::addbmm" else batch  # addbmm sums its products into one
     written = outputs * m * n * ELEMENT_BYTES[Dtype.BF16 if dtype == Dtype.FP8 else dtype]
-    flops = 2.0 * batch * m * n * k
-    return Work(OpKind.GEMM, flops, _bytes(tensors) + written, dtype, (m, n, k), batch)
+    flops = 2 * batch * m * n * k
+    return Work(
+        OpKind.GEMM, _float(flops), _float(_bytes(tensors) + written), dtype, (m, n, k), batch
+    )
 
 
 def _attention(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> Work | None:
@@ -336,15 +349,15 @@ def _attention(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any
         and causal_at < len(concrete)
         and str(concrete[causal_at]).strip().lower() == "true"
     )
-    flops = 2.0 * b * h * sq * sk * d + 2.0 * b * h * sq * sk * dv
+    flops = 2 * b * h * sq * sk * d + 2 * b * h * sq * sk * dv
     if causal:
-        flops /= 2
+        flops //= 2  # even: both terms carry the factor 2
     tensors = _tensors(dims[:3], types)
     if not tensors:
         return None
     dtype = tensors[0][1]
     out = b * h * sq * dv * ELEMENT_BYTES[dtype]
-    return Work(OpKind.ATTENTION, flops, _bytes(tensors) + out, dtype)
+    return Work(OpKind.ATTENTION, _float(flops), _float(_bytes(tensors) + out), dtype)
 
 
 def _conv(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> Work | None:
@@ -367,23 +380,49 @@ def _conv(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) ->
     if stride is None or padding is None:
         return None
     g = groups[0] if groups else 1
+    # a record no convolution can have (stride or groups 0, input channels that are not
+    # groups x the weight's): no count, rather than a ZeroDivisionError or a made-up one
+    if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0 or g <= 0:
+        return None
+    if x[1] != w[1] * g:
+        return None
     out_spatial = [
         (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
         for i in range(rank)
     ]
-    if any(o <= 0 for o in out_spatial) or g <= 0:
+    if any(o <= 0 for o in out_spatial):
         return None
     n, cout, cin_g = x[0], w[0], w[1]
-    flops = 2.0 * n * cout * _numel(out_spatial) * cin_g * _numel(w[2:])
+    flops = 2 * n * cout * _numel(out_spatial) * cin_g * _numel(w[2:])
     tensors = _tensors(dims, types)
     if not tensors:
         return None
     dtype = tensors[0][1]
     out = n * cout * _numel(out_spatial) * ELEMENT_BYTES[dtype]
-    return Work(OpKind.CONV, flops, _bytes(tensors) + out, dtype)
+    return Work(OpKind.CONV, _float(flops), _float(_bytes(tensors) + out), dtype)
 
 
-def _pointwise(kind: OpKind, base: str, dims: Dims, types: Sequence[Any]) -> Work | None:
+def _lookup(base: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> Work | None:
+    """A lookup reads what it writes: the elements it gathers (twice), not the whole table."""
+    table, at = (dims[0] if dims else []), _LOOKUPS[base]
+    dtype = dtype_of(types[0]) if types else None
+    if not table or dtype is None or at >= len(dims) or not dims[at]:
+        return None
+    picked = _numel(dims[at])
+    if base == "gather":
+        gathered = picked  # one element per index
+    else:  # whole slices along `dim` (index_select's argument; the first dim otherwise)
+        arg = _int_list(concrete[1], 1) if base == "index_select" and len(concrete) > 1 else None
+        along = table[arg[0] % len(table)] if arg else table[0]
+        gathered = picked * (_numel(table) // along) if along else 0
+    return Work(OpKind.COPY, 0.0, _float(2 * gathered * ELEMENT_BYTES[dtype]), dtype)
+
+
+def _pointwise(
+    kind: OpKind, base: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]
+) -> Work | None:
+    if kind == OpKind.COPY and base in _LOOKUPS:
+        return _lookup(base, dims, types, concrete)
     out_at = _OUT_AT.get(base) if kind == OpKind.ELEMENTWISE else None
     if out_at is not None and len(dims) > out_at and dims[out_at]:
         dims, types = dims[:out_at], types[:out_at]
@@ -393,28 +432,24 @@ def _pointwise(kind: OpKind, base: str, dims: Dims, types: Sequence[Any]) -> Wor
     largest, dtype = max(tensors, key=lambda t: _numel(t[0]))
     n = _numel(largest)
     read = _bytes(tensors)
+    written = n * ELEMENT_BYTES[dtype]
     if kind == OpKind.REDUCTION:
-        return Work(kind, float(n), read, dtype)  # the reduced output is negligible
+        return Work(kind, _float(n), _float(read), dtype)  # the reduced output is negligible
     if kind == OpKind.NORM:
-        return Work(kind, float(NORM_FLOPS_PER_ELEMENT * n), read + n * ELEMENT_BYTES[dtype], dtype)
+        return Work(kind, _float(NORM_FLOPS_PER_ELEMENT * n), _float(read + written), dtype)
     if kind == OpKind.COPY:
-        if base in ("index_select", "embedding", "gather", "index"):
-            # a lookup reads what it writes: the output rows, not the whole table
-            rows = _numel(dims[-1]) if base != "embedding" else _numel(dims[1])
-            width = largest[-1] if largest else 1
-            moved = rows * width * ELEMENT_BYTES[dtype]
-            return Work(kind, 0.0, 2.0 * moved, dtype)
         if base == "copy_" and len(tensors) >= 2:
-            return Work(kind, 0.0, read, dtype)  # dst written, src read: both inputs
-        return Work(kind, 0.0, 2.0 * read, dtype)
+            return Work(kind, 0.0, _float(read), dtype)  # dst written, src read: both inputs
+        return Work(kind, 0.0, _float(2 * read), dtype)
     if base in _WRITE_ONLY:
-        return Work(kind, 0.0, float(n * ELEMENT_BYTES[dtype]), dtype)
-    return Work(kind, float(n), read + n * ELEMENT_BYTES[dtype], dtype)
+        return Work(kind, 0.0, _float(written), dtype)
+    return Work(kind, _float(n), _float(read + written), dtype)
 
 
 def work(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> Work | None:
     """The FLOPs and bytes one execution of `op` asks for; None when the table does not know
-    the op or its inputs do not say enough (no dims, no dtype, missing conv arguments)."""
+    the op or its inputs do not say enough (no dims, no dtype, missing or degenerate conv
+    arguments: stride or groups 0). A count beyond float range is infinite, not an error."""
     try:
         if op in _GEMM:
             return _gemm(op, dims, types)
@@ -432,9 +467,10 @@ def work(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> 
             (OpKind.COPY, _COPY),
         ):
             if base in names or op.split("::", 1)[-1] in names:
-                return _pointwise(
-                    kind, op.split("::", 1)[-1] if kind == OpKind.COPY else base, dims, types
-                )
-    except (IndexError, ValueError, TypeError):
-        return None  # dims that do not fit the op's signature: no roofline for it
+                name = op.split("::", 1)[-1] if kind == OpKind.COPY else base
+                return _pointwise(kind, name, dims, types, concrete)
+    except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
+        # dims or arguments that do not fit the op's signature, or degenerate ones (a zero
+        # that divides, a number beyond float range): no count, so no roofline for this op
+        return None
     return None

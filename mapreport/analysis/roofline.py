@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.flops import Work, parse_dims, work
 from mapreport.analysis.stats import bootstrap_mean, seed_for
 from mapreport.core.connection import Connection
-from mapreport.core.devices import DeviceConfig, DeviceLimits, configured, recognise
-from mapreport.core.kinds import Bound, OpKind
+from mapreport.core.devices import (
+    UNKNOWN_DEVICE,
+    DeviceConfig,
+    DeviceLimits,
+    configured,
+    recognise,
+)
+from mapreport.core.kinds import Bound, OpKind, Suspect
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,16 @@ class OpShape:
     """The launching op's `Input type` (JSON text): with op, shape and `concrete`, the row's
     selection (its evidence pack's)."""
     concrete: str = "[]"
+    min_us: float = 0.0
+    """The fastest call."""
+    floor_us: float | None = None
+    """The least time one call's work can take on the device (`floor_us`): what `suspect`
+    holds the fastest call to."""
+    suspect: Suspect | None = None
+    """Why the row's records cannot be real (its throughput, roofline share and headroom are
+    then None); None for a credible row."""
+    suspect_calls: int = 0
+    """Calls faster than the device allows (every call, when the work itself is absurd)."""
 
     @property
     def label(self) -> str:
@@ -134,6 +151,14 @@ class Roofline:
     by_request_shape: tuple[ShapeHeadroom, ...] = ()
     """Where the trace annotates requests: the headroom rolled up per request shape, most
     first."""
+    suspect_calls: int = 0
+    """Calls of suspect rows that ran faster than the device allows (or whose work is
+    absurd), over every row."""
+
+    @property
+    def suspects(self) -> tuple[OpShape, ...]:
+        """The rows left out of the roofline as suspect, in the table's order."""
+        return tuple(r for r in self.rows if r.suspect is not None)
 
     def top(self, n: int) -> tuple[OpShape, ...]:
         """The `n` rows with the most headroom (or time, where no roofline)."""
@@ -149,21 +174,21 @@ _CALLS_CTE = """
             coalesce(json_extract(extra, '$.concrete'), '[]') AS concrete,
             coalesce(json_extract_string(extra, '$.external_id'),
                      CAST(correlation AS VARCHAR), CAST(ts_us AS VARCHAR)) AS call,
-            count(*) AS kernels, fsum(dur_us) AS dur, min(source_id) AS source_id,
-            min(line) AS line
+            source_id, count(*) AS kernels, fsum(dur_us) AS dur, min(line) AS line
         FROM op_exec
         WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
         GROUP BY ALL
     )
 """
 """One row per op call: its launching op (or the kernel's own name when no op launched it),
-inputs, and device time summed over its kernels."""
+inputs, and device time summed over its kernels. A call is keyed within its trace file (two
+workers' traces reuse external ids)."""
 _DEVICE_TIME = (
     _CALLS_CTE
     + """
     SELECT op, launched, category, shape, CAST(types AS VARCHAR), CAST(concrete AS VARCHAR),
         count(*) AS calls, sum(kernels) AS kernels, fsum(dur) AS total,
-        quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.95) AS p95
+        quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.95) AS p95, min(dur) AS fastest
     FROM calls GROUP BY op, launched, category, shape, types, concrete
 """
 )
@@ -259,31 +284,88 @@ def trace_devices(con: Connection, workload: str, slice_: str) -> list[dict[str,
     return out
 
 
+SUSPECT_MARGIN = 1.5
+"""A call is suspect below 1/SUSPECT_MARGIN of its floor (`floor_us`). The table's peaks are
+datasheet maxima at boost clock, which no kernel beats, but a trace's device may be read as a
+sibling part (an H100 NVL taken for an SXM has 1.16x its bandwidth) and a profiler's clock can
+cut a kernel short: 1.5 leaves room for both, while a broken record misses by orders of
+magnitude (a 4096^3 GEMM in 0.001 us is 1e5 times too fast)."""
+CACHE_SPEEDUP = 5.0
+"""How much faster than HBM the floor lets a call move its bytes. Bytes are the compulsory
+traffic, but a tensor read right after another kernel wrote it can come from on-chip cache:
+A100's L2 reads 5,120 B/clk (7.2 TB/s at 1.41 GHz), 4.6x the 40GB part's HBM; MI300X's
+Infinity Cache (17.2 TB/s) is 3.2x its HBM."""
+FEWER_FLOPS: Mapping[OpKind, float] = {OpKind.CONV: 4.0, OpKind.ATTENTION: 2.0}
+"""How much less arithmetic than the counted FLOPs a library may do. Convolutions: Winograd
+F(4x4, 3x3), which cuDNN and MIOpen pick for 3x3 kernels, multiplies 4x less than the direct
+count; attention: a causal or windowed mask the recorded arguments do not state (the
+efficient kernel's mask type) halves the work."""
+MAX_BYTES = 2.0**44
+"""16 TiB: no call's inputs and output can be larger (the largest accelerators hold 288 GB,
+a Grace Hopper module 576 GB with its host memory); dims that add up to more are broken."""
+TIMER_US = 1.0
+"""What a whole-microsecond duration (older Kineto traces write no fractions) may miss per
+kernel; a call whose fastest time is fractional was timed finer and gets no allowance."""
+
+
+def floor_us(w: Work, device: DeviceLimits | None) -> float:
+    """The least time one call of `w` can take on `device` (without one: on the fastest device
+    `[device]` may declare): its FLOPs at the fastest peak its type may run at, less what a
+    library may skip (FEWER_FLOPS), or its bytes at CACHE_SPEEDUP times the bandwidth."""
+    d = device or UNKNOWN_DEVICE
+    peak = d.fastest_tflops(w.dtype, w.kind.matrix)
+    compute = w.flops / FEWER_FLOPS.get(w.kind, 1.0) / (peak * 1e6)
+    return max(compute, w.bytes / (CACHE_SPEEDUP * d.memory_gbps * 1e3))
+
+
+def suspect(
+    flops: float, nbytes: float, floor: float, dur_us: float, kernels: int
+) -> Suspect | None:
+    """Why a call of `flops` and `nbytes`, timed at `dur_us` over `kernels` kernels, cannot be
+    real, or None: a count beyond float range or bytes beyond MAX_BYTES, or a time under
+    1/SUSPECT_MARGIN of the call's floor even with TIMER_US more per kernel where the time is
+    whole microseconds."""
+    if not (math.isfinite(flops) and math.isfinite(nbytes)) or nbytes > MAX_BYTES:
+        return Suspect.ABSURD_WORK
+    timer = TIMER_US * kernels if float(dur_us).is_integer() else 0.0
+    if (dur_us + timer) * SUSPECT_MARGIN < floor:
+        return Suspect.FASTER_THAN_DEVICE
+    return None
+
+
 def _row(
     key: tuple[Any, ...], stats: tuple[Any, ...], gpu: float, device: DeviceLimits | None
 ) -> OpShape:
     op, launched, category, shape, types, concrete = key
-    calls, kernels, total, p50, p95 = stats
-    total, calls = float(total), int(calls)
+    calls, kernels, total, p50, p95, fastest = stats
+    total, calls, fastest = float(total), int(calls), float(fastest)
     mean = total / calls
     w: Work | None = None
     if launched and category == "kernel":  # a copy to or from the host is not held to HBM
         w = work(op, parse_dims(shape), _json_list(types), _json_list(concrete))
+    floor = floor_us(w, device) if w is not None else None
+    per_call = math.ceil(int(kernels) / calls)
+    # the fastest call decides: a row whose mean holds an impossible time has no figure
+    why = suspect(w.flops, w.bytes, floor, fastest, per_call) if w and floor is not None else None
     tflops = gbps = intensity = pct = headroom = roof = None
     bound = None
-    if w is not None and mean > 0:
-        tflops = w.flops / mean / 1e6
-        gbps = w.bytes / mean / 1e3
+    if why == Suspect.ABSURD_WORK:
+        floor = None  # dims that add up to no real count: no FLOPs, bytes or figure from them
+    elif w is not None and mean > 0:
         intensity = w.flops / w.bytes if w.bytes else None
         peak = device.peak_tflops(w.dtype, w.kind.matrix) if device else None
         if device is not None and peak and w.bytes:
             compute_us = w.flops / (peak * 1e6)
             memory_us = w.bytes / (device.memory_gbps * 1e3)
             bound = Bound.COMPUTE if compute_us >= memory_us else Bound.MEMORY
-            roof_us = max(compute_us, memory_us)
-            pct = roof_us / mean
-            headroom = max(0.0, mean - roof_us) * calls
-            roof = roof_us
+            roof = max(compute_us, memory_us)
+        if why is None:  # a suspect row's time gives no throughput and no headroom
+            tflops, gbps = w.flops / mean / 1e6, w.bytes / mean / 1e3
+            if roof is not None:
+                pct, headroom = roof / mean, max(0.0, mean - roof) * calls
+        else:
+            roof = None
+    counted = w if why != Suspect.ABSURD_WORK else None
     return OpShape(
         op=op,
         category=category,
@@ -297,8 +379,8 @@ def _row(
         p50_us=float(p50),
         p95_us=float(p95),
         gpu_share=total / gpu if gpu else 0.0,
-        flops=w.flops if w else None,
-        bytes=w.bytes if w else None,
+        flops=counted.flops if counted else None,
+        bytes=counted.bytes if counted else None,
         gemm=w.gemm if w else None,
         tflops=tflops,
         gbps=gbps,
@@ -312,7 +394,22 @@ def _row(
         kernel_name=None if launched else op,
         types=types,
         concrete=concrete,
+        min_us=fastest,
+        floor_us=floor,
+        suspect=why,
+        suspect_calls=calls if why == Suspect.ABSURD_WORK else 0,
     )
+
+
+def _suspect_calls(con: Connection, workload: str, slice_: str, row: OpShape) -> OpShape:
+    """A row faster than the device with its number of calls that `suspect` flags."""
+    if row.suspect != Suspect.FASTER_THAN_DEVICE or row.floor_us is None:
+        return row
+    flops, nbytes, floor = row.flops or 0.0, row.bytes or 0.0, row.floor_us
+    per_call = math.ceil(row.kernels / row.calls)
+    calls = con.execute(CALLS, calls_params(workload, slice_, row)).fetchall()
+    fast = [d for d, _, _ in calls if suspect(flops, nbytes, floor, float(d), per_call)]
+    return replace(row, suspect_calls=len(fast))
 
 
 def calls_params(workload: str, slice_: str, row: OpShape) -> dict[str, str]:
@@ -403,6 +500,7 @@ def roofline(
     device = configured(recognised, cfg or DeviceConfig())
     gpu = math.fsum(float(r[8]) for r in measured)
     rows = [_row(tuple(r[:6]), tuple(r[6:]), gpu, device) for r in measured]
+    rows = [_suspect_calls(con, workload, slice_, r) for r in rows]
     rows.sort(key=lambda r: (r.headroom_us is None, -(r.headroom_us or r.total_us), r.op, r.shape))
     counted = math.fsum(r.total_us for r in rows if r.flops is not None)
     by_shape = _by_request_shape(con, p, rows, gpu)
@@ -417,4 +515,5 @@ def roofline(
         counted_share=counted / gpu if gpu else 0.0,
         findings=tuple(found[:FINDINGS]),
         by_request_shape=by_shape,
+        suspect_calls=sum(r.suspect_calls for r in rows),
     )

@@ -69,6 +69,11 @@ _KINETO_TYPES: Mapping[str, Dtype] = {
 """The profiler's `Input type` spellings (C++ type names) of tensor element types."""
 
 
+FP32_MATMUL_AS = (Dtype.TF32, Dtype.BF16)
+"""What PyTorch may run an fp32 matrix op in (`allow_tf32`, `set_float32_matmul_precision`
+"high" or "medium"): the trace records fp32 inputs either way."""
+
+
 def dtype_of(kineto_type: object) -> Dtype | None:
     """The element type a profiler `Input type` names; None for scalars, lists and unknowns."""
     return _KINETO_TYPES.get(kineto_type) if isinstance(kineto_type, str) else None
@@ -97,6 +102,18 @@ class DeviceLimits:
             return None
         return self.matrix_tflops.get(dtype)
 
+    def fastest_tflops(self, dtype: Dtype | None, matrix: bool) -> float:
+        """The most an op of this type could run at: an fp32 matrix op at the fastest of its
+        own, TF32 and bf16 peaks (FP32_MATMUL_AS), a type the device lists no peak for at its
+        fastest matrix peak; vector ops at the vector peak."""
+        if not matrix:
+            return self.vector_tflops
+        if dtype == Dtype.FP32:
+            peaks = [self.matrix_tflops.get(d) for d in (dtype, *FP32_MATMUL_AS)]
+            return max(p for p in [*peaks, self.vector_tflops] if p)
+        listed = self.matrix_tflops.get(dtype) if dtype else None
+        return listed or max([self.vector_tflops, *self.matrix_tflops.values()])
+
     def as_dict(self) -> dict[str, Any]:
         """findings.json's `device`."""
         return {
@@ -112,6 +129,26 @@ class DeviceLimits:
 _F = Dtype
 _NV = "NVIDIA {} datasheet (dense figures), https://www.nvidia.com/en-us/data-center/{}/"
 _AMD = "AMD Instinct {} specifications, https://www.amd.com/en/products/accelerators/instinct/{}"
+
+
+PLAUSIBLE: Mapping[str, tuple[float, float]] = {
+    "memory_gbps": (10.0, 100_000.0),
+    "vector_tflops": (0.1, 1_000.0),
+    "matrix_tflops": (1.0, 100_000.0),
+}
+"""The range a `[device]` figure must lie in. The table spans 300 (L4) to 8,000 GB/s,
+vector 15.7 to 163.4 and matrix 7.8 (V100 fp64) to 5,033 TFLOP/s (MI355X fp8): the upper ends
+leave over 10x for parts to come; the lower ones refuse a unit slip (an H100's bandwidth
+written in TB/s, 3.35; its vector peak in PFLOP/s, 0.067) and a figure like 1e-300, which
+would put every op at 1e300 times its roof."""
+UNKNOWN_DEVICE = DeviceLimits(
+    "no device (the largest figures PLAUSIBLE allows)",
+    PLAUSIBLE["memory_gbps"][1],
+    PLAUSIBLE["vector_tflops"][1],
+    dict.fromkeys(MATRIX_DTYPES, PLAUSIBLE["matrix_tflops"][1]),
+)
+"""What a trace without a known device is held to when its op records are judged
+(`roofline.suspect`): no plausible device is faster."""
 
 
 @dataclass(frozen=True)

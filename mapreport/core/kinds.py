@@ -388,6 +388,16 @@ class Bound(StrEnum):
     MEMORY = "memory"
 
 
+class Suspect(StrEnum):
+    """Why an op x shape's records cannot be real, so that it gives no throughput or headroom
+    (`roofline.suspect`)."""
+
+    FASTER_THAN_DEVICE = "faster_than_device"
+    """A call ran in well under the least time the device needs for its work."""
+    ABSURD_WORK = "absurd_work"
+    """Its dims make FLOPs or bytes beyond float range, or more bytes than a device holds."""
+
+
 class DeviceActivity(StrEnum):
     """What a device was doing."""
 

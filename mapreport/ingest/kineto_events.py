@@ -39,6 +39,7 @@ from mapreport.ingest.gunzip import Spooled
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES
+from mapreport.ingest.jsonkeys import TopKeys
 from mapreport.ingest.kineto_columns import (
     COLUMNS,
     Reject,
@@ -127,11 +128,12 @@ def _read_runs(
 
 class _Half(NamedTuple):
     """What the helper read: columns (event numbers from 0), rejections, and the document
-    after the array."""
+    after the array with the offset it starts at (from the split)."""
 
     table: pa.Table
     rejects: list[Reject]
     rest: bytes
+    rest_at: int
 
 
 class _Split:
@@ -175,14 +177,14 @@ class _Split:
         reply = self._helper.result()
         if reply is None:
             return None
-        rejects, rest = pickle.loads(reply[0])
+        rejects, rest, rest_at = pickle.loads(reply[0])
         try:
             # mapped, not read: the columns stay file pages the kernel may drop and reload;
             # the name goes at once (the mapping lives as long as the columns do)
             table = pa.ipc.open_file(pa.memory_map(str(self._spill))).read_all()
         except (OSError, pa.ArrowInvalid):
             return None
-        return _Half(table, rejects, rest)
+        return _Half(table, rejects, rest, rest_at)
 
     def close(self) -> None:
         """End the helper and remove its file."""
@@ -192,7 +194,7 @@ class _Split:
 
 def _second_half(path: Path, split: int, spill: Path) -> list[bytes]:
     """The helper's work: the events from `split` on; their columns into the Arrow IPC file
-    `spill`, (rejections, rest) as the reply."""
+    `spill`, (rejections, rest, rest_at) as the reply."""
     memo, rejects = RunMemo(), list[Reject]()
     # each run's columns go to the file as they are made: the helper never holds its half
     with (
@@ -203,7 +205,7 @@ def _second_half(path: Path, split: int, spill: Path) -> list[bytes]:
         fh.seek(split)
         stream = _events(fh, inside=True)
         _read_runs(stream, 0, None, memo, writer.write_table, rejects)
-    return [pickle.dumps((rejects, stream.rest))]
+    return [pickle.dumps((rejects, stream.rest, stream.rest_at))]
 
 
 def on_wall_clock(rows: pa.Table, header: Header) -> pa.Table:
@@ -250,8 +252,13 @@ def read(path: Path, sink: Sink) -> None:
     rows = on_wall_clock(rows, header)
     linked = link(rows)
     ops = linked.ops
-    for name in ("shape", "types", "concrete"):
-        column = linked.shapes if name == "shape" else getattr(linked, name)
+    linked_columns = {
+        "shape": linked.shapes,
+        "types": linked.types,
+        "concrete": linked.concrete,
+        "external_id": linked.external_ids,
+    }
+    for name, column in linked_columns.items():
         rows = rows.set_column(rows.schema.get_field_index(name), name, column)
     rows = rows.append_column("plan_id", region_plans(rows))
     workload = sink.hints.get("workload") or path.name.split(".")[0]
@@ -341,7 +348,7 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
 
             first = _read_runs(stream, 0, sink, memo, tables.append, between=late)
             if not stream.stopped:
-                rest = stream.rest
+                rest, rest_at = stream.rest, stream.rest_at
             else:
                 assert second is not None
                 half = second.result()
@@ -351,18 +358,23 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
                         tail = _events(plain, inside=True)
                         _read_runs(tail, first, sink, memo, tables.append)
                     rest = stream.prefix + b"[]" + tail.rest
+                    rest_at = second.split + tail.rest_at
                 else:
                     hand_over(sink, half.rejects, first)
                     lines = pc.add(half.table["line"], first)
                     tables.append(half.table.set_column(0, "line", lines))
                     rest = stream.prefix + b"[]" + half.rest
+                    rest_at = second.split + half.rest_at
     finally:
         if second is not None:
             second.close()
     try:
-        return _HEADER.decode(rest)
+        header = _HEADER.decode(rest)
     except msgspec.DecodeError as e:
         raise InputError(path, None, None, f"not a Chrome trace: {e}") from None
+    events_end = len(stream.prefix) + 2  # `rest` holds `[]` where the events were
+    _refuse_repeated_keys(path, [(0, rest[:events_end]), (rest_at, rest[events_end:])])
+    return header
 
 
 def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Header:
@@ -376,6 +388,7 @@ def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Hea
         doc = _WHOLE.decode(data)
     except msgspec.DecodeError as e:
         raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
+    _refuse_repeated_keys(path, [(0, data)])
     if len(doc.traceEvents) > MAX_EVENTS:
         raise TooManyEvents
     for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):
@@ -386,6 +399,24 @@ def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Hea
         if table is not None:
             tables.append(table)
     return doc
+
+
+def _refuse_repeated_keys(path: Path, pieces: list[tuple[int, bytes]]) -> None:
+    """Refuse a document whose top-level object names a key twice (`pieces`: its bytes
+    without the events, each with its offset in the file). JSON readers disagree on which
+    one counts (msgspec and json, so HTA, take the last; the stream takes the first
+    `traceEvents`), so any choice could drop events or device data without a word."""
+    scan = TopKeys()
+    for at, piece in pieces:
+        scan.feed(piece, at)
+    found = scan.repeated()
+    if found is not None:
+        key, first, again = found
+        why = (
+            f"top-level key named twice (byte {first:,} and byte {again:,} of the JSON text); "
+            "readers disagree on which counts: keep one"
+        )
+        raise InputError(path, None, key, why)
 
 
 _DEVICE_KEYS = frozenset(

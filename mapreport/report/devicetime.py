@@ -9,7 +9,7 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.roofline import OpShape, Roofline
 from mapreport.analysis.timeline import Timeline
 from mapreport.core.devices import DeviceLimits
-from mapreport.core.kinds import Bound, DeviceActivity, OpKind
+from mapreport.core.kinds import Bound, DeviceActivity, OpKind, Suspect
 from mapreport.report.filters import duration, pct
 
 SHOWN_ROWS = 25
@@ -31,6 +31,12 @@ KIND_WORDS = {
     OpKind.NORM: "normalisation",
     OpKind.COPY: "copy",
 }
+SUSPECT_WORDS = {
+    Suspect.FASTER_THAN_DEVICE: "ran faster than the device can do its work",
+    Suspect.ABSURD_WORK: "has dims whose FLOPs or bytes no device could hold",
+}
+SHOWN_SUSPECTS = 10
+"""Suspect op x shapes the roofline section names (findings.json lists every one)."""
 COUNTED_LOW = 0.5
 """Below this share of device time with counted work, the summary says how much is counted."""
 DEVICE_KEY = "[device] name (or memory_gbps and vector_tflops) in the run configuration"
@@ -57,6 +63,10 @@ class DeviceTimeView:
     device_line: str
     timeline: tuple[tuple[str, float], ...]
     """(activity in words, share of the span), busy activities first, only those seen."""
+    suspects: tuple[str, ...] = ()
+    """One line per suspect op x shape (at most SHOWN_SUSPECTS): what it is and why."""
+    suspect_line: str = ""
+    """How many op x shapes and calls were left out as suspect ("" when none)."""
 
 
 def device_line(rf: Roofline) -> str:
@@ -96,7 +106,35 @@ def view(r: SliceResult) -> DeviceTimeView | None:
         device=rf.device,
         device_line=device_line(rf),
         timeline=timeline_shares(r.timeline),
+        suspects=tuple(suspect_words(x) for x in rf.suspects[:SHOWN_SUSPECTS]),
+        suspect_line=suspect_line(rf),
     )
+
+
+def suspect_words(x: OpShape) -> str:
+    """A suspect op x shape in one line: which calls, and why they cannot be real."""
+    if x.suspect is None:
+        return ""
+    why = SUSPECT_WORDS[x.suspect]
+    if x.suspect == Suspect.ABSURD_WORK:
+        return f"{x.label}: {why} ({x.calls:,} call{'s' if x.calls != 1 else ''})"
+    # a broken record's time can be far below what `duration` shows (0.001 us, not 0.00 us)
+    fastest = duration(x.min_us) if x.min_us >= 0.01 else f"{x.min_us:.2g} µs"
+    return (
+        f"{x.label}: {x.suspect_calls:,} of {x.calls:,} calls {why} (fastest "
+        f"{fastest}; it needs at least {duration(x.floor_us)})"
+    )
+
+
+def suspect_line(rf: Roofline) -> str:
+    """How many op x shapes and calls are left out of the roofline as suspect ("" if none)."""
+    rows = rf.suspects
+    if not rows:
+        return ""
+    ops = f"{len(rows):,} op x shape{'s' if len(rows) != 1 else ''}"
+    calls = f"{rf.suspect_calls:,} call{'s' if rf.suspect_calls != 1 else ''}"
+    verb = "cannot be real and is" if len(rows) == 1 else "cannot be real and are"
+    return f"{ops} ({calls}) {verb} left out of throughput and headroom"
 
 
 def timeline_shares(t: Timeline | None) -> tuple[tuple[str, float], ...]:
@@ -121,6 +159,13 @@ def without_device(r: SliceResult) -> str | None:
         "break down (a trace with CUDA or HIP activities adds it; other devices' event "
         "categories are kept, not read as device time)"
     )
+
+
+def _no_roofline(rf: Roofline, x: OpShape) -> str:
+    """Why an op x shape has no roofline figure, in a few words."""
+    if x.suspect is not None:
+        return "its records are suspect"
+    return DEVICE_KEY if rf.device is None else "its work is not counted"
 
 
 def summary(r: SliceResult) -> str | None:
@@ -154,8 +199,10 @@ def summary(r: SliceResult) -> str | None:
     elif top is not None:
         parts.append(
             f"the largest op is {top.label} ({pct(top.gpu_share)} of device time; no "
-            f"roofline: {DEVICE_KEY if rf.device is None else 'its work is not counted'})"
+            f"roofline: {_no_roofline(rf, top)})"
         )
+    if rf.suspects:
+        parts.append(suspect_line(rf))
     if rf.counted_share < COUNTED_LOW and top is not None and top.roofline_pct is not None:
         parts.append(
             f"FLOPs and bytes are counted for {pct(rf.counted_share)} of device time (the rest "

@@ -84,6 +84,10 @@ def _op(x: OpShape) -> dict[str, Any]:
         "roof_us": x.roof_us,
         "headroom_us": x.headroom_us,
         "headroom_share": x.headroom_share,
+        "min_us": x.min_us,
+        "floor_us": x.floor_us,
+        "suspect": x.suspect.value if x.suspect else None,
+        "suspect_calls": x.suspect_calls,
     }
 
 
@@ -101,6 +105,8 @@ def _device_time(r: SliceResult) -> dict[str, Any]:
             "headroom_us": rf.headroom_us,
             "counted_share": rf.counted_share,
             "by_request_shape": plain(rf.by_request_shape),
+            "suspect_ops": len(rf.suspects),
+            "suspect_calls": rf.suspect_calls,
         }
     timeline = None
     if t is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import glob
-import math
 import os
 import re
 import tomllib
@@ -20,7 +19,7 @@ from typing import Any, Literal
 import msgspec
 
 from mapreport.analysis.common import Thresholds
-from mapreport.core.devices import KNOWN, MATRIX_DTYPES, DeviceConfig, by_name
+from mapreport.core.devices import KNOWN, MATRIX_DTYPES, PLAUSIBLE, DeviceConfig, by_name
 from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.core.window import parse_duration_us, zone
 from mapreport.engine.settings import EngineName, EngineSettings
@@ -270,23 +269,26 @@ def _build(raw: _File, path: Path | None) -> Config:
 
 
 def _device(raw: _Device | None, path: Path | None) -> DeviceConfig | None:
-    """`[device]` checked: a name the table knows, or bandwidth and a vector peak; positive
-    figures; matrix peaks keyed by a known data type."""
+    """`[device]` checked: a name the table knows, or bandwidth and a vector peak; figures
+    within PLAUSIBLE; matrix peaks keyed by a known data type."""
     if raw is None:
         return None
     known = [str(d) for d in MATRIX_DTYPES]
-    for key, value in raw.matrix_tflops.items():
+    figures = [(f"matrix_tflops.{k}", "matrix_tflops", v) for k, v in raw.matrix_tflops.items()]
+    figures += [(k, k, getattr(raw, k)) for k in ("memory_gbps", "vector_tflops")]
+    for key in raw.matrix_tflops:
         if key not in known:
             raise ConfigError(
                 f"{path}: device.matrix_tflops: unknown data type {key!r} "
                 f"(known: {', '.join(known)})"
             )
-        if not 0 < value < math.inf:
-            raise ConfigError(f"{path}: device.matrix_tflops.{key} must be > 0, got {value}")
-    for key in ("memory_gbps", "vector_tflops"):
-        value = getattr(raw, key)
-        if value is not None and not 0 < value < math.inf:
-            raise ConfigError(f"{path}: device.{key} must be > 0, got {value}")
+    for key, kind, value in figures:
+        low, high = PLAUSIBLE[kind]
+        if value is not None and not low <= value <= high:  # NaN fails both
+            unit = "GB/s" if kind == "memory_gbps" else "TFLOP/s"
+            raise ConfigError(
+                f"{path}: device.{key} must be within [{low:,g}, {high:,g}] {unit}, got {value:g}"
+            )
     if raw.name and by_name(raw.name) is None and (not raw.memory_gbps or not raw.vector_tflops):
         names = ", ".join(k.limits.name for k in KNOWN)
         raise ConfigError(
