@@ -496,34 +496,52 @@ main.add_command(compare_cmd)
 @click.option(
     "--repair",
     is_flag=True,
-    help="Move each damaged file, with its source's commit record and data files, to "
-    "DATASET/damaged/<time>/ and say what to ingest again.",
+    help="Move each damaged file (with its source's commit record and data files where it is "
+    "a committed source's) to DATASET/damaged/<time>/, remove FIFOs and sockets, and say what "
+    "to ingest again.",
+)
+@click.option(
+    "--quick",
+    is_flag=True,
+    help="Read footers only: no content hash, no page (a damaged page or a flipped bit "
+    "passes unseen).",
 )
 @verbose_opt
 @domain_errors
-def check_cmd(dataset: Path, repair: bool, verbose: bool) -> None:
-    """Verify every file the dataset holds: commit records, Parquet footers and column types,
-    the log against the data files, history, evidence specs. Exit 5 when one is damaged
-    (without --repair)."""
+def check_cmd(dataset: Path, repair: bool, quick: bool, verbose: bool) -> None:
+    """Verify every file the dataset holds: links and special files, commit records, each
+    data file's bytes against its commit record's hash and its pages' checksums, Parquet
+    footers and column types, the records against the data files, history, evidence specs.
+    Exit 5 when one is damaged (without --repair, or what --repair leaves)."""
     from mapreport.dataset.store import Dataset
     from mapreport.run.check import check
     from mapreport.run.check import repair as set_aside
 
     setup_logging(verbose)
     ds = Dataset(dataset)
-    found = check(ds)
+    found = check(ds, quick=quick)
     for d in found.damage:
         echo(f"damaged   {d.path}: {d.why}" + (f"; {d.remedy}" if d.remedy else ""))
     if not found.damage:
-        echo(f"ok        {found.files} file(s) checked in {dataset}")
+        echo(f"ok        {found.files} file(s) checked in {dataset}" + (" (quick)" * quick))
         return
     if not repair:
         raise DatasetError(
             f"{len(found.damage)} damaged file(s) in {dataset}; `mapreport check --dataset "
             f"{dataset} --repair` sets them aside"
         )
-    aside = set_aside(ds, found)
-    echo(f"set aside {len(found.damage)} damaged file(s) (and their sources' files) in {aside}")
+    done = set_aside(ds, found)
+    if done.aside is not None:
+        echo(
+            f"set aside {done.moved} file(s) (the damaged ones and their sources') in {done.aside}"
+        )
+    if done.removed:
+        echo(f"removed   {done.removed} FIFO(s), socket(s) or device(s)")
+    if done.left:
+        raise DatasetError(
+            f"{len(done.left)} link(s) out of {dataset} left as they are: replace each with the "
+            "folder or file it points to"
+        )
 
 
 @main.command("formats")

@@ -302,6 +302,9 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("schema_version", _S, nullable=False),
             pa.field("mtime_ns", _I64),  # the file's modification time when it was read
             pa.field("night", _S),  # the night it was ingested for (rows without a date)
+            # JSON: each data file's path in the dataset -> the SHA-256 of its bytes (null in
+            # records written before files were hashed)
+            pa.field("files", _S),
         ]
     ),
 }

@@ -31,10 +31,12 @@ import json
 import logging
 import os
 import shutil
+import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mapreport.core.errors import DatasetError
-from mapreport.core.files import atomic_write, refuse_outside_links, write_parquet
+from mapreport.core.files import atomic_write, content_hash, refuse_outside_links, write_parquet
 from mapreport.core.names import partition_name
 from mapreport.core.schema import (
     DAY_PARTITIONED,
@@ -63,6 +65,13 @@ STAGING = ".staging"
 TRASH = ".trash"
 """Day partitions on their way out (retention); `recover()` finishes removing them."""
 RETIRED = "retired"
+DAMAGED = "damaged"
+"""Where `check --repair` sets damaged files aside, one folder per repair (`set_aside`)."""
+MOVES = "moves.json"
+"""A repair's list of moves, written before the first (`set_aside`)."""
+RETENTION = "retention.json"
+"""The first day retention keeps (`retain`), so that files of earlier partitions that a commit
+record names are known to be gone by design, not lost."""
 """One small record per source file retired by retention (`Dataset.retain`)."""
 DAY = "day="
 """The prefix of a day partition's folder name (`day=2026-11-29`)."""
@@ -93,6 +102,9 @@ class LogEntry:
     night: str | None = None
     """The night the file was ingested for (`--date`): where its rows without a wall-clock
     time belong, and from when a compile profile without captured_at is in force."""
+    files: dict[str, str] | None = None
+    """Each data file the source wrote, by its path in the dataset (`/`-separated), with the
+    SHA-256 of its bytes (None in records written before files were hashed)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +154,12 @@ class _Index:
         self.sizes[e.size_bytes] += 1
 
     def commit(self, e: LogEntry) -> None:
-        """A new entry, which supersedes its path's earlier versions."""
+        """A new entry, which supersedes its path's earlier versions (and replaces an earlier
+        record of its own source, read again because its files were not whole)."""
+        again = [x for x in self.entries if x.source_id == e.source_id]
+        for x in again:
+            self.entries.remove(x)
+            self._forget(x)
         bisect.insort(self.entries, e, key=lambda x: (x.ingested_at, x.source_id))
         for old in e.supersedes:
             gone = self.live.pop(old, None)
@@ -153,6 +170,19 @@ class _Index:
                 if self.by_sha.get(gone.sha256) is gone:
                     del self.by_sha[gone.sha256]
         self.add(e)
+
+    def _forget(self, e: LogEntry) -> None:
+        """Drop a live entry from the lookups (its record is being replaced)."""
+        if self.live.get(e.source_id) is not e:
+            return
+        del self.live[e.source_id]
+        with contextlib.suppress(ValueError):
+            self.by_path[e.path].remove(e.source_id)
+        if self.by_file.get((e.path, e.size_bytes, e.mtime_ns)) is e:
+            del self.by_file[(e.path, e.size_bytes, e.mtime_ns)]
+        self.sizes[e.size_bytes] -= 1
+        if self.by_sha.get(e.sha256) is e:
+            del self.by_sha[e.sha256]
 
 
 class Dataset(HistoryFiles):
@@ -226,27 +256,7 @@ class Dataset(HistoryFiles):
                 f"{f}: damaged commit record ({str(e).splitlines()[0]}); run `mapreport check "
                 f"--dataset {self.root} --repair` to set it aside and see what to ingest again"
             ) from None
-        for r in rows:
-            check_schema_version(r.get("schema_version"), f)
-        entries = []
-        for r in rows:
-            entries.append(
-                LogEntry(
-                    source_id=r["source_id"],
-                    path=r["path"],
-                    format=r["format"],
-                    sha256=r["sha256"],
-                    size_bytes=r["size_bytes"],
-                    ingested_at=r["ingested_at"],
-                    rows=json.loads(r["rows"]),
-                    rejected=r["rejected"],
-                    rejections=json.loads(r["rejections"]),
-                    supersedes=tuple(s for s in (r["supersedes"] or "").split(",") if s),
-                    mtime_ns=r.get("mtime_ns"),
-                    night=r.get("night"),
-                )
-            )
-        return entries
+        return [record_entry(r, f) for r in rows]
 
     def live(self) -> dict[str, LogEntry]:
         """Committed sources that no later version of the same path superseded."""
@@ -257,15 +267,42 @@ class Dataset(HistoryFiles):
         time: the file was not rewritten since, so its content hash need not be recomputed
         (as make and git decide; a nightly job over gigabytes of unchanged telemetry would
         otherwise hash all of it again)."""
-        return self._current().by_file.get((path, size, mtime_ns))
+        entry = self._current().by_file.get((path, size, mtime_ns))
+        return entry if entry is not None and self.whole(entry) else None
 
     def versions(self, path: str) -> tuple[str, ...]:
         """The live source ids read from `path` (what a new version of it supersedes)."""
         return tuple(self._current().by_path.get(path, ()))
 
     def find(self, sha256: str) -> LogEntry | None:
-        """The live entry for a file content, if that content was already ingested."""
-        return self._current().by_sha.get(sha256)
+        """The live entry for a file content, if that content was already ingested and its
+        data files are all in place (else it is read again: `whole`)."""
+        entry = self._current().by_sha.get(sha256)
+        return entry if entry is not None and self.whole(entry) else None
+
+    def whole(self, entry: LogEntry) -> bool:
+        """Whether every data file the entry's commit record names is in place (those of day
+        partitions retention removed excepted). A record written before files were hashed
+        names none: it counts as whole."""
+        if not entry.files:
+            return True
+        kept_from = self.kept_from()
+        return all(
+            (self.root / name).is_file() or retained_away(name, kept_from) for name in entry.files
+        )
+
+    def kept_from(self) -> str | None:
+        """The first day retention keeps (`retain`): partitions before it are gone by design."""
+        try:
+            record = json.loads((self.root / RETENTION).read_bytes())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as e:
+            raise DatasetError(f"{self.root / RETENTION}: damaged retention record ({e})") from None
+        kept = record.get("keep_from") if isinstance(record, dict) else None
+        if not isinstance(kept, str):
+            raise DatasetError(f"{self.root / RETENTION}: damaged retention record (no keep_from)")
+        return kept
 
     def may_hold(self, size: int) -> bool:
         """Whether a file of `size` bytes could be one the dataset holds or retired (its hash
@@ -310,8 +347,23 @@ class Dataset(HistoryFiles):
         """The day partitions a staged source's runtime rows went into."""
         return tuple(sorted({d.name[len(DAY) :] for d in staging.glob(f"*/*/{DAY}*")}))
 
+    @staticmethod
+    def staged_files(staging: Path) -> dict[str, str]:
+        """A staged source's data files by their path in the dataset, with their SHA-256 (what
+        its commit record keeps, so that `check` and every read can tell bit rot)."""
+        return {
+            f.relative_to(staging).as_posix(): content_hash(f)
+            for f in sorted(staging.rglob("*.parquet"))
+        }
+
     def commit(self, staging: Path, entry: LogEntry) -> None:
-        """Move a staged source into the dataset, then write its log record (the commit point)."""
+        """Move a staged source into the dataset, then write its log record (the commit point).
+        A source committed before whose files are no longer whole (`find`) is read again: its
+        remaining files make way for the new ones first."""
+        if entry.files is None:
+            entry = replace(entry, files=self.staged_files(staging))
+        for f in self.source_files(entry.source_id):
+            f.unlink()
         for f in sorted(staging.rglob("*.parquet")):
             target = self.root / f.relative_to(staging)
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -330,6 +382,7 @@ class Dataset(HistoryFiles):
             "schema_version": SCHEMA_VERSION,
             "mtime_ns": entry.mtime_ns,
             "night": entry.night,
+            "files": json.dumps(entry.files, sort_keys=True),
         }
         write_parquet(
             pa.Table.from_pylist([row], schema=TABLES[LOG]),
@@ -342,10 +395,11 @@ class Dataset(HistoryFiles):
             self._drop_source(old)
 
     @contextlib.contextmanager
-    def writing(self, wait: bool = True) -> Iterator[None]:
+    def writing(self, wait: bool = True, checked: bool = True) -> Iterator[None]:
         """Hold the dataset's writer lock while the block runs. One writer at a time: a second
         one waits (saying so), or with `wait` false fails at once naming the holder. Readers
-        take no lock: a file counts only once its log record is committed."""
+        take no lock: a file counts only once its log record is committed. Not `checked`:
+        the dataset may hold what `check_links` refuses (`check --repair` is removing it)."""
         root = self.root.resolve()
         if root in _HELD:  # nested in this process: already held
             _HELD[root] += 1
@@ -354,7 +408,8 @@ class Dataset(HistoryFiles):
             finally:
                 _HELD[root] -= 1
             return
-        self.check_links()
+        if checked:
+            self.check_links()
         path = self.root / LOCK
         try:
             # never through a link: a `.lock` pointing elsewhere would have every writer
@@ -397,9 +452,59 @@ class Dataset(HistoryFiles):
             refuse_outside_links(self.root, "dataset")
             self._links_checked = True
 
+    def set_aside(self, paths: Iterable[Path]) -> Path | None:
+        """Move files of the dataset to `damaged/<time>/` (same relative paths; nothing is
+        deleted), under the writer lock, as one step a crash cannot split: the list of moves
+        is written first, commit records move before data files (a source whose record has
+        gone is no longer read), and `recover()` finishes a list a crash interrupted before
+        it removes any uncommitted file. The folder (None: nothing to move)."""
+        names = sorted(
+            {p.relative_to(self.root).as_posix() for p in paths},
+            key=lambda n: (not n.startswith(f"{LOG}/"), n),
+        )
+        if not names:
+            return None
+        with self.writing():
+            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+            aside = self.root / DAMAGED / stamp
+            aside.mkdir(parents=True)
+            atomic_write(aside / MOVES, json.dumps({"moves": names, "done": False}).encode())
+            self._finish_moves(aside)
+        return aside
+
+    def _finish_moves(self, aside: Path) -> None:
+        """Do what remains of a list of moves (`set_aside`), then mark it done."""
+        plan = json.loads((aside / MOVES).read_bytes())
+        for name in plan["moves"]:
+            source = self.root / name
+            if os.path.lexists(source):
+                target = aside / name
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(source, target)
+        atomic_write(aside / MOVES, json.dumps({**plan, "done": True}).encode())
+        self._index = None  # read again: the log folder changed
+
+    def _unfinished_moves(self) -> list[Path]:
+        """The folders of `set_aside` lists a crash interrupted."""
+        found = []
+        for moves in sorted((self.root / DAMAGED).glob(f"*/{MOVES}")):
+            try:
+                plan = json.loads(moves.read_bytes())
+                done = plan["done"] and isinstance(plan["moves"], list)
+            except (OSError, ValueError, KeyError, TypeError):
+                raise DatasetError(
+                    f"{moves}: damaged list of moves (set it right by hand)"
+                ) from None
+            if not done:
+                found.append(moves.parent)
+        return found
+
     def recover(self) -> int:
-        """Delete staging folders and data files of uncommitted or superseded sources (under
-        the writer lock: what a staging folder holds then was left by a writer that died)."""
+        """Finish an interrupted `set_aside`, then delete staging folders and data files of
+        uncommitted or superseded sources (under the writer lock: what a staging folder holds
+        then was left by a writer that died)."""
+        for aside in self._unfinished_moves():
+            self._finish_moves(aside)
         shutil.rmtree(self.root / STAGING, ignore_errors=True)
         shutil.rmtree(self.root / TRASH, ignore_errors=True)
         removed = self.collect_garbage()
@@ -409,15 +514,24 @@ class Dataset(HistoryFiles):
     def _drop_source(self, source_id: str) -> int:
         """Delete one source's data files, then its log record."""
         removed = 0
-        for table in TABLES:
-            if table != LOG and (self.root / table).is_dir():
-                for f in (self.root / table).rglob(f"{source_id}-*.parquet"):
-                    f.unlink()
-                    removed += 1
+        for f in self.source_files(source_id):
+            f.unlink()
+            removed += 1
         with contextlib.suppress(FileNotFoundError):
             (self.root / LOG / f"{source_id}.parquet").unlink()
             removed += 1
         return removed
+
+    def source_files(self, source_id: str) -> list[Path]:
+        """The data files of one source, found by their names' source id compared as text (an
+        id read from a damaged file's name is never a pattern: `*` matches only `*`)."""
+        return sorted(
+            f
+            for table in TABLES
+            if table != LOG and (self.root / table).is_dir()
+            for f in (self.root / table).rglob("*.parquet")
+            if source_of(f) == source_id
+        )
 
     def collect_garbage(self) -> int:
         """Remove files of superseded sources and data files that no live log record owns."""
@@ -433,7 +547,7 @@ class Dataset(HistoryFiles):
             if table == LOG:
                 continue
             for f in (self.root / table).rglob("*.parquet") if (self.root / table).is_dir() else []:
-                if f.name.split("-", 1)[0] not in live:
+                if source_of(f) not in live:
                     f.unlink()
                     removed += 1
         # a superseding record keeps naming sources that are gone; that is harmless
@@ -461,9 +575,9 @@ class Dataset(HistoryFiles):
             gone = self.expired(keep_from)
             files = [f for d in gone for f in d.glob("*.parquet")]
             size = sum(f.stat().st_size for f in files)
-            touched = {f.name.split("-", 1)[0] for f in files}
+            touched = {source_of(f) for f in files}
             remaining = {
-                f.name.split("-", 1)[0]
+                source_of(f)
                 for table in DATA_KEPT
                 for f in (self.root / table).rglob("*.parquet")
                 if f.parent not in gone
@@ -472,6 +586,9 @@ class Dataset(HistoryFiles):
             plan = Retention(keep_from, tuple(gone), len(files), size, retired)
             if dry_run:
                 return plan
+            kept = self.kept_from()
+            if kept is None or kept < keep_from:  # before any partition goes (`whole`)
+                atomic_write(self.root / RETENTION, json.dumps({"keep_from": keep_from}).encode())
             trash = self.root / TRASH
             for i, d in enumerate(gone):
                 trash.mkdir(exist_ok=True)
@@ -528,7 +645,58 @@ class Dataset(HistoryFiles):
                 base.glob(f"{part}/*.parquet") if legacy else (),
                 *(base.glob(f"{part}/{DAY}{glob.escape(d)}/*.parquet") for d in sorted(set(days))),
             )
-        return sorted(f for f in found if f.name.split("-", 1)[0] in live)
+        return sorted(f for f in found if source_of(f) in live)
+
+    def verify(self, paths: Iterable[Path]) -> None:
+        """Refuse (DatasetError, exit 5, naming the file) a data file a read would use that is
+        not a regular file, that its source's commit record does not name, whose bytes are not
+        the ones the record hashed (bit rot, an edit, a damaged page header), or, where the
+        record predates hashes, whose footer says a newer schema. No query ever computes from
+        such a file; `check` says what to do."""
+        live = self._current().live
+        for f in paths:
+            try:
+                st = f.lstat()
+            except OSError as e:
+                raise DatasetError(f"{f}: cannot read ({e.strerror})") from None
+            if not stat.S_ISREG(st.st_mode):
+                raise DatasetError(f"{f}: not a regular file; `mapreport check` names it")
+            entry = live.get(source_of(f))
+            files = entry.files if entry is not None else None
+            name = f.relative_to(self.root).as_posix()
+            want = files.get(name) if files is not None else None
+            key = (str(f), st.st_size, st.st_mtime_ns, want or "")
+            if key in _VERIFIED:
+                continue
+            remedy = (
+                f"run `mapreport check --dataset {self.root} --repair`, then ingest "
+                f"{entry.path if entry else 'its input'} again"
+            )
+            if files is None:
+                self._check_footer(f, remedy)
+            elif want is None:
+                raise DatasetError(
+                    f"{f}: a data file its source's commit record does not name (copied in "
+                    f"by hand?); {remedy}"
+                )
+            elif content_hash(f) != want:
+                raise DatasetError(
+                    f"{f}: its bytes are not those its commit record hashed (SHA-256 differs: "
+                    f"bit rot, an edit or a partial copy); {remedy}"
+                )
+            _VERIFIED.add(key)
+
+    @staticmethod
+    def _check_footer(f: Path, remedy: str) -> None:
+        """A file of a record that keeps no hashes: its footer reads, of a schema this reads."""
+        try:
+            meta = pq.read_metadata(f).metadata or {}
+        except (OSError, pa.ArrowException) as e:
+            why = str(e).splitlines()[0]
+            raise DatasetError(f"{f}: unreadable Parquet ({why}); {remedy}") from None
+        version = meta.get(b"mapreport.schema_version")
+        if version is not None:
+            check_schema_version(version.decode(errors="replace"), f)
 
     def days(self, table: str, workload: str | None = None) -> list[str]:
         """The day partitions a runtime table holds (of one workload, or of any)."""
@@ -571,6 +739,118 @@ class Dataset(HistoryFiles):
         """A DuckDB connection with a view per canonical table over the committed files (of
         the `sources` only, when given: `views.connect`)."""
         return views.connect(self, workload, window, sources)
+
+
+def record_entry(row: dict[str, Any], where: Path) -> LogEntry:
+    """One commit record as its log file holds it, every field of the type mapreport writes:
+    else a DatasetError naming the file and the field (exit 5), never a crash deep in a later
+    step. A record of a newer schema is refused first (`check_schema_version`)."""
+    check_schema_version(row.get("schema_version"), where)
+
+    def damaged(name: str, why: str) -> DatasetError:
+        root = where.parent.parent
+        return DatasetError(
+            f"{where}: damaged commit record: field {name!r} {why}; run `mapreport check "
+            f"--dataset {root} --repair` to set it aside and see what to ingest again"
+        )
+
+    def text(name: str, optional: bool = False) -> Any:
+        value = row.get(name)
+        if (value is None and not optional) or (value is not None and not isinstance(value, str)):
+            raise damaged(name, f"is {_kind(value)}, not text")
+        return value
+
+    def count(name: str, optional: bool = False) -> Any:
+        value = row.get(name)
+        if value is None and optional:
+            return None
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise damaged(name, f"is {_kind(value)}, not a count")
+        return value
+
+    def decoded(name: str, kind: type, optional: bool = False) -> Any:
+        raw = text(name, optional)
+        if raw is None:
+            return None
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            raise damaged(name, "is not JSON") from None
+        if not isinstance(value, kind):
+            raise damaged(name, f"is {_kind(value)}, not a JSON {kind.__name__}")
+        return value
+
+    source_id = text("source_id")
+    if source_id != where.stem:
+        raise damaged("source_id", f"is {source_id!r}, not its file's name {where.stem!r}")
+    rows = decoded("rows", dict)
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rows.values()):
+        raise damaged("rows", "holds a value that is not a count")
+    files = decoded("files", dict, optional=True)
+    if files is not None:
+        for name, sha in files.items():
+            if not _dataset_path(name) or not (isinstance(sha, str) and _is_sha256(sha)):
+                raise damaged("files", f"names {name!r}, not a data file with its SHA-256")
+    supersedes = text("supersedes", optional=True)
+    return LogEntry(
+        source_id=source_id,
+        path=text("path"),
+        format=text("format"),
+        sha256=text("sha256"),
+        size_bytes=count("size_bytes"),
+        ingested_at=text("ingested_at"),
+        rows=rows,
+        rejected=count("rejected"),
+        rejections=decoded("rejections", list),
+        supersedes=tuple(s for s in (supersedes or "").split(",") if s),
+        mtime_ns=count("mtime_ns", optional=True),
+        night=text("night", optional=True),
+        files=files,
+    )
+
+
+def _kind(value: object) -> str:
+    """A value's JSON kind, in words, for a line about a field of the wrong type."""
+    if value is None:
+        return "missing"
+    return {bool: "a boolean", int: "a number", float: "a number", str: "text"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _dataset_path(name: str) -> bool:
+    """A data file's path as a commit record names it: relative, inside a table's folder."""
+    parts = name.split("/")
+    return (
+        len(parts) >= 2
+        and parts[0] in TABLES
+        and parts[0] != LOG
+        and all(p not in ("", ".", "..") for p in parts)
+        and name.endswith(".parquet")
+    )
+
+
+def _is_sha256(value: str) -> bool:
+    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
+
+
+def source_of(f: Path) -> str:
+    """The source id a data file's name carries (`<source_id>-<n>.parquet`)."""
+    return f.name.split("-", 1)[0]
+
+
+def retained_away(name: str, kept_from: str | None) -> bool:
+    """Whether a data file's path lies in a day partition retention removed."""
+    if kept_from is None:
+        return False
+    days = [p[len(DAY) :] for p in name.split("/") if p.startswith(DAY)]
+    return bool(days) and days[0] != UNDATED and days[0] < kept_from
+
+
+_VERIFIED: set[tuple[str, int, int, str]] = set()
+"""Data files whose bytes matched their commit record, by path, size, modification time and
+the hash they matched: each version of a file is hashed once per process (a night reports
+many slices over the same files)."""
 
 
 DATA_KEPT = tuple(t for t in TABLES if t not in ("ingest_log", "environment", "quarantine"))

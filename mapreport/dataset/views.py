@@ -11,7 +11,7 @@ import os
 import shutil
 import tempfile
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol
@@ -66,6 +66,9 @@ class Dataset(Protocol):
 
     def check_links(self) -> None:
         """Refuse a dataset with links pointing outside it."""
+
+    def verify(self, paths: Iterable[Path]) -> None:
+        """Refuse a data file whose bytes are not those its commit record hashed."""
 
 
 class ParquetSource(Protocol):
@@ -176,11 +179,16 @@ def define_views(
             f"CREATE TEMP TABLE {SELECTED} AS SELECT unnest($ids::VARCHAR[]) AS source_id",
             {"ids": list(sources)},
         )
+    every: dict[str, list[Scan]] = {}
     for table in TABLES:
-        name = ALL_PLANS if table == "compile_plan" else table
-        scans = ds.scans(table, workload, live, window)
+        every[table] = ds.scans(table, workload, live, window)
         if table in SERVER_WIDE and workload:
-            scans += ds.scans(table, "", live, window)
+            every[table] += ds.scans(table, "", live, window)
+    # every file a view reads is checked against its commit record before any statement
+    # reads it: no figure is computed from a damaged or altered file
+    ds.verify(f for scans in every.values() for scan in scans for f in scan.files)
+    for table, scans in every.items():
+        name = ALL_PLANS if table == "compile_plan" else table
         select = view_select(files, table, scans, window)
         if sources is not None and table != "ingest_log":
             chosen = f"SELECT source_id FROM {SELECTED}"

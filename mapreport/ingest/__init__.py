@@ -231,6 +231,7 @@ def stage_file(
         rejected=sink.rejected,
         rejections=sink.rejections,
         supersedes=(),
+        files=Dataset.staged_files(staging),
     )
     days = Dataset.staged_days(staging)
     result = IngestResult(
@@ -250,6 +251,7 @@ def commit_staged(dataset: Dataset, staged: Staged) -> IngestResult:
         shutil.rmtree(staging, ignore_errors=True)
         r = staged.result
         return IngestResult(r.path, known.source_id, known.format, "unchanged", known.rows, 0)
-    previous = dataset.versions(entry.path)
+    # its own id too when a source whose files were lost is read again: never superseded
+    previous = tuple(s for s in dataset.versions(entry.path) if s != entry.source_id)
     dataset.commit(staging, replace(entry, supersedes=previous))
     return staged.result
