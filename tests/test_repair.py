@@ -24,7 +24,8 @@ from hypothesis import strategies as st
 
 from mapreport.app.cli import main
 from mapreport.core.errors import DatasetError
-from mapreport.dataset.store import LOG, Dataset
+from mapreport.dataset.log import LOG
+from mapreport.dataset.store import Dataset
 from mapreport.run.check import check, repair
 from mapreport.run.ingesting import ingest
 

@@ -1,6 +1,7 @@
 """The canonical dataset on disk: layout, atomic commits, idempotent re-ingest.
 
-This is the only module that knows paths inside a dataset. Layout:
+This package (store, log, integrity, history) is the only one that knows paths inside a
+dataset. Layout:
 
     <root>/<table>/workload=<enc>/day=<date>/<source_id>-<n>.parquet   runtime tables
     <root>/<table>/workload=<enc>/<source_id>-<n>.parquet   other partitioned tables
@@ -9,6 +10,8 @@ This is the only module that knows paths inside a dataset. Layout:
     <root>/retired/<source_id>.json                         a source file aged out (retention)
     <root>/history/<table>/run_date=<date>/<slice key>.parquet   the closed-loop history
     <root>/.staging/<source_id>.<pid>/...                   a file being ingested
+    <root>/retention.json                                   the first day retention keeps
+    <root>/damaged/<time>/...                               what `check --repair` set aside
 
 A runtime row's day is the UTC date of its time, or for a row without a wall-clock time the
 night its file was ingested for (`day=undated` without one); see `window.py`.
@@ -21,7 +24,6 @@ readable dataset; `recover()` deletes what such a run left behind.
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import errno
 import fcntl
@@ -31,12 +33,9 @@ import json
 import logging
 import os
 import shutil
-import stat
 import tempfile
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,11 +50,16 @@ from mapreport.core.schema import (
     PARTITIONED,
     SCHEMA_VERSION,
     TABLES,
-    check_schema_version,
 )
 from mapreport.core.window import EVERYTHING, UNDATED, Window
 from mapreport.dataset import views
 from mapreport.dataset.history import HistoryFiles
+from mapreport.dataset.integrity import (
+    DAY,
+    RETENTION,
+    IntegrityFiles,
+)
+from mapreport.dataset.log import LOG, LogEntry, LogIndex, record_entry, source_of
 from mapreport.dataset.views import Rows, Scan
 
 if TYPE_CHECKING:
@@ -65,46 +69,12 @@ STAGING = ".staging"
 TRASH = ".trash"
 """Day partitions on their way out (retention); `recover()` finishes removing them."""
 RETIRED = "retired"
-DAMAGED = "damaged"
-"""Where `check --repair` sets damaged files aside, one folder per repair (`set_aside`)."""
-MOVES = "moves.json"
-"""A repair's list of moves, written before the first (`set_aside`)."""
-RETENTION = "retention.json"
-"""The first day retention keeps (`retain`), so that files of earlier partitions that a commit
-record names are known to be gone by design, not lost."""
 """One small record per source file retired by retention (`Dataset.retain`)."""
-DAY = "day="
-"""The prefix of a day partition's folder name (`day=2026-11-29`)."""
 LOCK = ".lock"
 """The writer lock (an advisory flock held for a whole ingest and for each history write)."""
 _HELD: dict[Path, int] = {}
 """Dataset roots whose lock this process holds, with the depth of nesting."""
 log = logging.getLogger(__name__)
-LOG = "ingest_log"
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    """One committed source file."""
-
-    source_id: str
-    path: str
-    format: str
-    sha256: str
-    size_bytes: int
-    ingested_at: str
-    rows: dict[str, int]
-    rejected: int
-    rejections: list[dict[str, Any]]
-    supersedes: tuple[str, ...]
-    mtime_ns: int | None = None
-    """The file's modification time when it was read (None in logs written before 0.1.1)."""
-    night: str | None = None
-    """The night the file was ingested for (`--date`): where its rows without a wall-clock
-    time belong, and from when a compile profile without captured_at is in force."""
-    files: dict[str, str] | None = None
-    """Each data file the source wrote, by its path in the dataset (`/`-separated), with the
-    SHA-256 of its bytes (None in records written before files were hashed)."""
 
 
 @dataclass(frozen=True)
@@ -119,79 +89,13 @@ class Retention:
     """Source ids none of whose rows remain (their log records went)."""
 
 
-@dataclass
-class _Index:
-    """The commit log as the writer holding the lock knows it: kept up to date by its own
-    commits, so an ingest of thousands of files never lists the log folder again."""
-
-    entries: list[LogEntry]
-    live: dict[str, LogEntry]
-    by_file: dict[tuple[str, int, int | None], LogEntry]
-    by_sha: dict[str, LogEntry]
-    by_path: dict[str, list[str]] = field(default_factory=dict)
-    """Live source ids per input path."""
-    sizes: Counter[int] = field(default_factory=Counter)
-    """Live entries per file size."""
-    retired_sizes: frozenset[int | None] = frozenset()
-    """Sizes of retired files (None: a record written before sizes were kept)."""
-
-    @classmethod
-    def of(cls, entries: list[LogEntry], retired_sizes: frozenset[int | None]) -> _Index:
-        """The index of a log read from disk."""
-        dead = {s for e in entries for s in e.supersedes}
-        idx = cls(entries, {}, {}, {}, retired_sizes=retired_sizes)
-        for e in entries:
-            if e.source_id not in dead:
-                idx.add(e)
-        return idx
-
-    def add(self, e: LogEntry) -> None:
-        """A live entry."""
-        self.live[e.source_id] = e
-        self.by_file.setdefault((e.path, e.size_bytes, e.mtime_ns), e)
-        self.by_sha.setdefault(e.sha256, e)
-        self.by_path.setdefault(e.path, []).append(e.source_id)
-        self.sizes[e.size_bytes] += 1
-
-    def commit(self, e: LogEntry) -> None:
-        """A new entry, which supersedes its path's earlier versions (and replaces an earlier
-        record of its own source, read again because its files were not whole)."""
-        again = [x for x in self.entries if x.source_id == e.source_id]
-        for x in again:
-            self.entries.remove(x)
-            self._forget(x)
-        bisect.insort(self.entries, e, key=lambda x: (x.ingested_at, x.source_id))
-        for old in e.supersedes:
-            gone = self.live.pop(old, None)
-            if gone is not None:
-                self.by_path[gone.path].remove(old)
-                self.by_file.pop((gone.path, gone.size_bytes, gone.mtime_ns), None)
-                self.sizes[gone.size_bytes] -= 1
-                if self.by_sha.get(gone.sha256) is gone:
-                    del self.by_sha[gone.sha256]
-        self.add(e)
-
-    def _forget(self, e: LogEntry) -> None:
-        """Drop a live entry from the lookups (its record is being replaced)."""
-        if self.live.get(e.source_id) is not e:
-            return
-        del self.live[e.source_id]
-        with contextlib.suppress(ValueError):
-            self.by_path[e.path].remove(e.source_id)
-        if self.by_file.get((e.path, e.size_bytes, e.mtime_ns)) is e:
-            del self.by_file[(e.path, e.size_bytes, e.mtime_ns)]
-        self.sizes[e.size_bytes] -= 1
-        if self.by_sha.get(e.sha256) is e:
-            del self.by_sha[e.sha256]
-
-
-class Dataset(HistoryFiles):
+class Dataset(HistoryFiles, IntegrityFiles):
     """A canonical dataset folder."""
 
     def __init__(self, root: Path, create: bool = False):
         self.root = root
         self._log_cache: dict[tuple[str, int, int], list[LogEntry]] = {}
-        self._index: _Index | None = None
+        self._index: LogIndex | None = None
         """Set while this instance holds the writer lock (no one else changes the log)."""
         self._owner = False
         self._links_checked = False
@@ -221,11 +125,11 @@ class Dataset(HistoryFiles):
         """Every committed source, oldest first."""
         return list(self._current().entries)
 
-    def _current(self) -> _Index:
+    def _current(self) -> LogIndex:
         """The log's index: the writer's own while it holds the lock, else read from disk."""
         if self._index is not None:
             return self._index
-        idx = _Index.of(self._read_logs(), self._retired_sizes())
+        idx = LogIndex.of(self._read_logs(), self._retired_sizes())
         if self._owner:
             self._index = idx
         return idx
@@ -279,30 +183,6 @@ class Dataset(HistoryFiles):
         data files are all in place (else it is read again: `whole`)."""
         entry = self._current().by_sha.get(sha256)
         return entry if entry is not None and self.whole(entry) else None
-
-    def whole(self, entry: LogEntry) -> bool:
-        """Whether every data file the entry's commit record names is in place (those of day
-        partitions retention removed excepted). A record written before files were hashed
-        names none: it counts as whole."""
-        if not entry.files:
-            return True
-        kept_from = self.kept_from()
-        return all(
-            (self.root / name).is_file() or retained_away(name, kept_from) for name in entry.files
-        )
-
-    def kept_from(self) -> str | None:
-        """The first day retention keeps (`retain`): partitions before it are gone by design."""
-        try:
-            record = json.loads((self.root / RETENTION).read_bytes())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError) as e:
-            raise DatasetError(f"{self.root / RETENTION}: damaged retention record ({e})") from None
-        kept = record.get("keep_from") if isinstance(record, dict) else None
-        if not isinstance(kept, str):
-            raise DatasetError(f"{self.root / RETENTION}: damaged retention record (no keep_from)")
-        return kept
 
     def may_hold(self, size: int) -> bool:
         """Whether a file of `size` bytes could be one the dataset holds or retired (its hash
@@ -452,53 +332,6 @@ class Dataset(HistoryFiles):
             refuse_outside_links(self.root, "dataset")
             self._links_checked = True
 
-    def set_aside(self, paths: Iterable[Path]) -> Path | None:
-        """Move files of the dataset to `damaged/<time>/` (same relative paths; nothing is
-        deleted), under the writer lock, as one step a crash cannot split: the list of moves
-        is written first, commit records move before data files (a source whose record has
-        gone is no longer read), and `recover()` finishes a list a crash interrupted before
-        it removes any uncommitted file. The folder (None: nothing to move)."""
-        names = sorted(
-            {p.relative_to(self.root).as_posix() for p in paths},
-            key=lambda n: (not n.startswith(f"{LOG}/"), n),
-        )
-        if not names:
-            return None
-        with self.writing():
-            stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S.%fZ")
-            aside = self.root / DAMAGED / stamp
-            aside.mkdir(parents=True)
-            atomic_write(aside / MOVES, json.dumps({"moves": names, "done": False}).encode())
-            self._finish_moves(aside)
-        return aside
-
-    def _finish_moves(self, aside: Path) -> None:
-        """Do what remains of a list of moves (`set_aside`), then mark it done."""
-        plan = json.loads((aside / MOVES).read_bytes())
-        for name in plan["moves"]:
-            source = self.root / name
-            if os.path.lexists(source):
-                target = aside / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(source, target)
-        atomic_write(aside / MOVES, json.dumps({**plan, "done": True}).encode())
-        self._index = None  # read again: the log folder changed
-
-    def _unfinished_moves(self) -> list[Path]:
-        """The folders of `set_aside` lists a crash interrupted."""
-        found = []
-        for moves in sorted((self.root / DAMAGED).glob(f"*/{MOVES}")):
-            try:
-                plan = json.loads(moves.read_bytes())
-                done = plan["done"] and isinstance(plan["moves"], list)
-            except (OSError, ValueError, KeyError, TypeError):
-                raise DatasetError(
-                    f"{moves}: damaged list of moves (set it right by hand)"
-                ) from None
-            if not done:
-                found.append(moves.parent)
-        return found
-
     def recover(self) -> int:
         """Finish an interrupted `set_aside`, then delete staging folders and data files of
         uncommitted or superseded sources (under the writer lock: what a staging folder holds
@@ -647,57 +480,6 @@ class Dataset(HistoryFiles):
             )
         return sorted(f for f in found if source_of(f) in live)
 
-    def verify(self, paths: Iterable[Path]) -> None:
-        """Refuse (DatasetError, exit 5, naming the file) a data file a read would use that is
-        not a regular file, that its source's commit record does not name, whose bytes are not
-        the ones the record hashed (bit rot, an edit, a damaged page header), or, where the
-        record predates hashes, whose footer says a newer schema. No query ever computes from
-        such a file; `check` says what to do."""
-        live = self._current().live
-        for f in paths:
-            try:
-                st = f.lstat()
-            except OSError as e:
-                raise DatasetError(f"{f}: cannot read ({e.strerror})") from None
-            if not stat.S_ISREG(st.st_mode):
-                raise DatasetError(f"{f}: not a regular file; `mapreport check` names it")
-            entry = live.get(source_of(f))
-            files = entry.files if entry is not None else None
-            name = f.relative_to(self.root).as_posix()
-            want = files.get(name) if files is not None else None
-            key = (str(f), st.st_size, st.st_mtime_ns, want or "")
-            if key in _VERIFIED:
-                continue
-            remedy = (
-                f"run `mapreport check --dataset {self.root} --repair`, then ingest "
-                f"{entry.path if entry else 'its input'} again"
-            )
-            if files is None:
-                self._check_footer(f, remedy)
-            elif want is None:
-                raise DatasetError(
-                    f"{f}: a data file its source's commit record does not name (copied in "
-                    f"by hand?); {remedy}"
-                )
-            elif content_hash(f) != want:
-                raise DatasetError(
-                    f"{f}: its bytes are not those its commit record hashed (SHA-256 differs: "
-                    f"bit rot, an edit or a partial copy); {remedy}"
-                )
-            _VERIFIED.add(key)
-
-    @staticmethod
-    def _check_footer(f: Path, remedy: str) -> None:
-        """A file of a record that keeps no hashes: its footer reads, of a schema this reads."""
-        try:
-            meta = pq.read_metadata(f).metadata or {}
-        except (OSError, pa.ArrowException) as e:
-            why = str(e).splitlines()[0]
-            raise DatasetError(f"{f}: unreadable Parquet ({why}); {remedy}") from None
-        version = meta.get(b"mapreport.schema_version")
-        if version is not None:
-            check_schema_version(version.decode(errors="replace"), f)
-
     def days(self, table: str, workload: str | None = None) -> list[str]:
         """The day partitions a runtime table holds (of one workload, or of any)."""
         part = partition_name(workload) if workload is not None else "*"
@@ -739,118 +521,6 @@ class Dataset(HistoryFiles):
         """A DuckDB connection with a view per canonical table over the committed files (of
         the `sources` only, when given: `views.connect`)."""
         return views.connect(self, workload, window, sources)
-
-
-def record_entry(row: dict[str, Any], where: Path) -> LogEntry:
-    """One commit record as its log file holds it, every field of the type mapreport writes:
-    else a DatasetError naming the file and the field (exit 5), never a crash deep in a later
-    step. A record of a newer schema is refused first (`check_schema_version`)."""
-    check_schema_version(row.get("schema_version"), where)
-
-    def damaged(name: str, why: str) -> DatasetError:
-        root = where.parent.parent
-        return DatasetError(
-            f"{where}: damaged commit record: field {name!r} {why}; run `mapreport check "
-            f"--dataset {root} --repair` to set it aside and see what to ingest again"
-        )
-
-    def text(name: str, optional: bool = False) -> Any:
-        value = row.get(name)
-        if (value is None and not optional) or (value is not None and not isinstance(value, str)):
-            raise damaged(name, f"is {_kind(value)}, not text")
-        return value
-
-    def count(name: str, optional: bool = False) -> Any:
-        value = row.get(name)
-        if value is None and optional:
-            return None
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise damaged(name, f"is {_kind(value)}, not a count")
-        return value
-
-    def decoded(name: str, kind: type, optional: bool = False) -> Any:
-        raw = text(name, optional)
-        if raw is None:
-            return None
-        try:
-            value = json.loads(raw)
-        except ValueError:
-            raise damaged(name, "is not JSON") from None
-        if not isinstance(value, kind):
-            raise damaged(name, f"is {_kind(value)}, not a JSON {kind.__name__}")
-        return value
-
-    source_id = text("source_id")
-    if source_id != where.stem:
-        raise damaged("source_id", f"is {source_id!r}, not its file's name {where.stem!r}")
-    rows = decoded("rows", dict)
-    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in rows.values()):
-        raise damaged("rows", "holds a value that is not a count")
-    files = decoded("files", dict, optional=True)
-    if files is not None:
-        for name, sha in files.items():
-            if not _dataset_path(name) or not (isinstance(sha, str) and _is_sha256(sha)):
-                raise damaged("files", f"names {name!r}, not a data file with its SHA-256")
-    supersedes = text("supersedes", optional=True)
-    return LogEntry(
-        source_id=source_id,
-        path=text("path"),
-        format=text("format"),
-        sha256=text("sha256"),
-        size_bytes=count("size_bytes"),
-        ingested_at=text("ingested_at"),
-        rows=rows,
-        rejected=count("rejected"),
-        rejections=decoded("rejections", list),
-        supersedes=tuple(s for s in (supersedes or "").split(",") if s),
-        mtime_ns=count("mtime_ns", optional=True),
-        night=text("night", optional=True),
-        files=files,
-    )
-
-
-def _kind(value: object) -> str:
-    """A value's JSON kind, in words, for a line about a field of the wrong type."""
-    if value is None:
-        return "missing"
-    return {bool: "a boolean", int: "a number", float: "a number", str: "text"}.get(
-        type(value), f"a {type(value).__name__}"
-    )
-
-
-def _dataset_path(name: str) -> bool:
-    """A data file's path as a commit record names it: relative, inside a table's folder."""
-    parts = name.split("/")
-    return (
-        len(parts) >= 2
-        and parts[0] in TABLES
-        and parts[0] != LOG
-        and all(p not in ("", ".", "..") for p in parts)
-        and name.endswith(".parquet")
-    )
-
-
-def _is_sha256(value: str) -> bool:
-    return len(value) == 64 and all(c in "0123456789abcdef" for c in value)
-
-
-def source_of(f: Path) -> str:
-    """The source id a data file's name carries (`<source_id>-<n>.parquet`)."""
-    return f.name.split("-", 1)[0]
-
-
-def retained_away(name: str, kept_from: str | None) -> bool:
-    """Whether a data file's path lies in a day partition retention removed."""
-    if kept_from is None:
-        return False
-    days = [p[len(DAY) :] for p in name.split("/") if p.startswith(DAY)]
-    return bool(days) and days[0] != UNDATED and days[0] < kept_from
-
-
-_VERIFIED: set[tuple[str, int, int, str]] = set()
-"""Data files whose bytes matched their commit record, by path, size, modification time and
-the hash they matched: each version of a file is hashed once per process (a night reports
-many slices over the same files)."""
 
 
 DATA_KEPT = tuple(t for t in TABLES if t not in ("ingest_log", "environment", "quarantine"))

@@ -38,7 +38,8 @@ from mapreport.ingest.tvm import TvmReader
 from mapreport.ingest.xla_trace import XlaTraceReader, XplaneReader
 
 if TYPE_CHECKING:
-    from mapreport.dataset.store import Dataset, LogEntry
+    from mapreport.dataset.log import LogEntry
+    from mapreport.dataset.store import Dataset
 
 _ALL: tuple[Reader, ...] = (
     XlaTraceReader(),  # before Kineto's: both are Chrome traces, this one names XLA planes
@@ -176,7 +177,8 @@ def stage_file(
     without a wall-clock time go to the day partition of `night` (else `undated`)."""
     # the sink and the store (Arrow's compute, Parquet) load only when a file is read, so
     # listing and detecting formats stays light
-    from mapreport.dataset.store import Dataset, LogEntry
+    from mapreport.dataset.log import LogEntry
+    from mapreport.dataset.store import Dataset
     from mapreport.ingest.sink import Sink
 
     path = path.resolve()

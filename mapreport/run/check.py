@@ -32,17 +32,9 @@ import pyarrow.parquet as pq
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import content_hash, unsafe_entries
 from mapreport.core.schema import HISTORY_TABLES, TABLES, check_schema_version
-from mapreport.dataset.store import (
-    DAMAGED,
-    LOG,
-    RETENTION,
-    RETIRED,
-    Dataset,
-    LogEntry,
-    record_entry,
-    retained_away,
-    source_of,
-)
+from mapreport.dataset.integrity import DAMAGED, RETENTION, retained_away
+from mapreport.dataset.log import LOG, LogEntry, record_entry, source_of
+from mapreport.dataset.store import RETIRED, Dataset
 from mapreport.run.evidence import PACKS, SpecError, load
 
 
