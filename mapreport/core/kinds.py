@@ -173,6 +173,7 @@ class ActionState(StrEnum):
     NEW = "new"
     OPEN = "open"
     VERIFIED = "verified"
+    ROLLBACK_DUE = "rollback_due"
     ROLLED_BACK = "rolled_back"
     DROPPED = "dropped"
 
