@@ -193,6 +193,25 @@ def test_truncated_trace(tmp_path: Path) -> None:
         ingest_file(Dataset(tmp_path / "ds", create=True), f)
 
 
+@pytest.mark.parametrize("damage", ["cut", "bad byte", "bad byte after"])
+def test_a_broken_trace_names_the_byte(tmp_path: Path, damage: str) -> None:
+    """A trace cut short or holding a bad character is refused in one line with the byte
+    where it broke (in the file, not in the buffer the decoder saw)."""
+    events = [{**GOOD, "name": f"k{i}"} for i in range(500)]
+    raw = json.dumps({"schemaVersion": 1, "traceEvents": events, "after": [1, 2]}).encode()
+    if damage == "cut":
+        raw, where = raw[: len(raw) // 2], len(raw) // 2
+    else:
+        where = raw.index(b"k250") if damage == "bad byte" else raw.index(b"[1, 2]") + 1
+        raw = raw[:where] + b"\x00" + raw[where + 1 :]
+    f = tmp_path / "t.json"
+    f.write_bytes(raw)
+    with pytest.raises(InputError) as err:
+        ingest_file(Dataset(tmp_path / "ds", create=True), f)
+    assert f"invalid JSON at byte {where:,}:" in err.value.reason
+    assert err.value.lines() == [str(err.value)]
+
+
 def test_streamed_runs_cut_only_between_events(tmp_path: Path) -> None:
     """Runs of a few hundred bytes: cuts land next to `}, {` inside strings and nested lists,
     the array sits between other keys, and every event still arrives once, in order."""
@@ -215,6 +234,35 @@ def test_streamed_runs_cut_only_between_events(tmp_path: Path) -> None:
     names = [e.name for r in runs for e in r.events if e is not None]
     assert names == [e["name"] for e in events]
     assert json.loads(stream.rest) == {**doc, "traceEvents": []}
+    assert raw[stream.rest_at :] == stream.rest[len(stream.prefix) + 2 :]
+
+
+def test_an_array_that_closes_early_is_read_to_the_end_at_once() -> None:
+    """A first `traceEvents` that is `[]`, megabytes of document after it: the first run's
+    decode stops with trailing characters, which proves the array closed, and the rest is
+    read whole. Trying a run at every cut of every block instead copied the growing buffer
+    for each: 8 s for a 51 MiB trace, quadratic in its size."""
+    import io
+
+    from mapreport.ingest import jsonarray
+    from mapreport.ingest.kineto_columns import decode_run
+
+    doc = {"traceEvents": [], "more": [GOOD] * 2000}
+    raw = json.dumps(doc).encode()
+    calls = 0
+
+    def decode(data: bytes) -> Any:
+        nonlocal calls
+        calls += 1
+        return decode_run(data)
+
+    stream = jsonarray.ArrayStream(
+        io.BytesIO(raw), b"traceEvents", decode, lambda r: len(r.events), block=4096
+    )
+    assert [len(r.events) for r in stream] == [0]
+    assert json.loads(stream.rest) == doc
+    assert stream.rest_at == raw.index(b"[]") + 2
+    assert calls <= 3
 
 
 def test_not_streamable_layout_is_read_whole(tmp_path: Path) -> None:
@@ -226,6 +274,118 @@ def test_not_streamable_layout_is_read_whole(tmp_path: Path) -> None:
     f.write_bytes(body)
     res = ingest_file(Dataset(tmp_path / "ds", create=True), f)
     assert res.rows["op_exec"] == 2
+
+
+EVENT = json.dumps(GOOD)
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        # the first, empty list was read and the events dropped without a word
+        ('{"schemaVersion": 1, "traceEvents": [], "x": 1, "traceEvents": [@, @]}', "traceEvents"),
+        ('{"traceEvents": [@], "deviceProperties": [], "traceEvents": [@]}', "traceEvents"),
+        # metadata: msgspec kept the last device list, a stream of the keys the first
+        (
+            '{"deviceProperties": [{"name": "A"}], "traceEvents": [@], "deviceProperties": []}',
+            "deviceProperties",
+        ),
+        (
+            '{"distributedInfo": {"rank": 0}, "distributedInfo": {}, "traceEvents": [@]}',
+            "distributedInfo",
+        ),
+        # read whole (a `"traceEvents": [` inside a string comes first)
+        ('{"n": "\\"traceEvents\\": [", "traceEvents": [@], "n": 2}', "n"),
+    ],
+)
+@pytest.mark.parametrize("packed", [False, True])
+def test_a_top_level_key_named_twice_is_refused(
+    tmp_path: Path, doc: str, key: str, packed: bool
+) -> None:
+    """JSON readers disagree on which of two same-named keys counts: the trace is refused
+    in one line naming the key and where both are (bytes of the JSON text)."""
+    data = doc.replace("@", EVENT).encode()
+    f = tmp_path / ("t.json.gz" if packed else "t.json")
+    f.write_bytes(gzip.compress(data) if packed else data)
+    with pytest.raises(InputError) as err:
+        ingest_file(Dataset(tmp_path / "ds", create=True), f)
+    first, second = data.index(b'"%s"' % key.encode()), data.rindex(b'"%s"' % key.encode())
+    assert err.value.field == key
+    assert f"byte {first:,} and byte {second:,}" in err.value.reason
+    assert err.value.lines() == [str(err.value)]
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.slow
+def test_a_key_named_twice_after_the_events_of_a_split_trace(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """Read by two processes, the offset of a key after the events is the same as read by
+    one: the helper says where its part of the document begins."""
+    events = [{**GOOD, "name": f"k{i}", "ts": float(i)} for i in range(3000)]
+    doc = {"schemaVersion": 1, "deviceProperties": [], "traceEvents": events}
+    raw = json.dumps(doc, indent=1).encode()
+    f = tmp_path / "t.json"
+    f.write_bytes(raw[:-2] + b',\n "schemaVersion": 2}')
+    one, two, used = _one_and_two_processes(tmp_path, f, monkeypatch)
+    assert used == [True]
+    assert two == one
+    data = f.read_bytes()
+    first, second = data.index(b'"schemaVersion"'), data.rindex(b'"schemaVersion"')
+    assert one[:3] == ("error", None, "schemaVersion")
+    assert f"byte {first:,} and byte {second:,}" in one[3]
+
+    def broken(path: Path, split: int, spill: Path) -> list[bytes]:
+        raise MemoryError("simulated")
+
+    from mapreport.ingest import kineto_events
+
+    monkeypatch.setattr(kineto_events, "_second_half", broken)  # its half is read here
+    assert _outcome(tmp_path, f, "three", None) == one
+
+
+BERT = TRACELENS / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+ESCAPES = b'"' + b'\\\\\\"' * 300_000 + b'"'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("mutation", "error"),
+    [
+        # a metadata string of escapes (what cost the key scanner 45 s per 64 MiB)
+        (lambda d: d.replace(b"{", b'{"notes": ' + ESCAPES + b", ", 1), None),
+        (lambda d: d.replace(b'"metadata": {', b'"metadata": {"x": ' + ESCAPES + b", ", 1), None),
+        (lambda d: d.replace(b'"traceEvents"', b'"m": [' + ESCAPES + b'], "traceEvents"', 1), None),
+        # the same key twice: refused in one line
+        (lambda d: d[: d.rindex(b"}")] + b', "traceEvents": []}', "traceEvents"),
+        (lambda d: d.replace(b"{", b'{"traceEvents": [], ', 1), "traceEvents"),
+        (lambda d: d[: d.rindex(b"}")] + b', "metadata": {}}', "metadata"),
+        # cut short: before, inside and after the events
+        (lambda d: d[: len(d) // 200], "format not recognised"),  # no traceEvents key
+        (lambda d: d[: len(d) // 2], "not a Chrome trace"),
+        (lambda d: d[:-1], "not a Chrome trace"),
+    ],
+)
+def test_a_real_trace_mutated_reads_the_same_or_fails_in_one_line(
+    tmp_path: Path, mutation: Any, error: str | None
+) -> None:
+    """TraceLens's bert-small trace (a `metadata` object before `traceEvents`): an escape-heavy
+    metadata string changes no row; a repeated key or a cut gives one line naming the file."""
+    data = gzip.decompress(BERT.read_bytes())
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    original = tmp_path / "a" / "trace.json"
+    original.write_bytes(data)
+    mutated = tmp_path / "b" / "trace.json"
+    mutated.write_bytes(mutation(data))
+    want = _outcome(tmp_path, original, "one", None)
+    got = _outcome(tmp_path, mutated, "two", None)
+    if error is None:
+        assert got == want
+        return
+    assert got[0] == "error"
+    assert error in (got[2] or "") + got[3]
+    assert "\n" not in got[3]
 
 
 @settings(max_examples=60, deadline=None)

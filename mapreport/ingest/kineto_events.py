@@ -39,7 +39,7 @@ from mapreport.ingest.gunzip import Spooled
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.jsonarray import CUT, ArrayStream, BadArray, NotStreamable
 from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES
-from mapreport.ingest.jsonkeys import TopKeys
+from mapreport.ingest.jsonkeys import CHUNK, TopKeys
 from mapreport.ingest.kineto_columns import (
     COLUMNS,
     Reject,
@@ -356,7 +356,12 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
                     with open(second.path, "rb") as plain:
                         plain.seek(second.split)
                         tail = _events(plain, inside=True)
-                        _read_runs(tail, first, sink, memo, tables.append)
+                        try:
+                            _read_runs(tail, first, sink, memo, tables.append)
+                        except BadArray as e:
+                            if e.at is not None:  # counted from the split
+                                e.at += second.split
+                            raise
                     rest = stream.prefix + b"[]" + tail.rest
                     rest_at = second.split + tail.rest_at
                 else:
@@ -373,7 +378,8 @@ def _stream(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> He
     except msgspec.DecodeError as e:
         raise InputError(path, None, None, f"not a Chrome trace: {e}") from None
     events_end = len(stream.prefix) + 2  # `rest` holds `[]` where the events were
-    _refuse_repeated_keys(path, [(0, rest[:events_end]), (rest_at, rest[events_end:])])
+    view = memoryview(rest)
+    _refuse_repeated_keys(path, [(0, view[:events_end]), (rest_at, view[events_end:])])
     return header
 
 
@@ -387,8 +393,9 @@ def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Hea
     try:
         doc = _WHOLE.decode(data)
     except msgspec.DecodeError as e:
-        raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}") from None
-    _refuse_repeated_keys(path, [(0, data)])
+        end = f" (the document ends at byte {len(data):,})" if "truncated" in str(e) else ""
+        raise InputError(path, None, "traceEvents", f"not a Chrome trace: {e}{end}") from None
+    _refuse_repeated_keys(path, [(0, memoryview(data))])
     if len(doc.traceEvents) > MAX_EVENTS:
         raise TooManyEvents
     for start in range(0, len(doc.traceEvents), EVENTS_PER_RUN):
@@ -401,14 +408,18 @@ def _whole(path: Path, sink: Sink, memo: RunMemo, tables: list[pa.Table]) -> Hea
     return doc
 
 
-def _refuse_repeated_keys(path: Path, pieces: list[tuple[int, bytes]]) -> None:
+def _refuse_repeated_keys(path: Path, pieces: list[tuple[int, memoryview]]) -> None:
     """Refuse a document whose top-level object names a key twice (`pieces`: its bytes
     without the events, each with its offset in the file). JSON readers disagree on which
     one counts (msgspec and json, so HTA, take the last; the stream takes the first
     `traceEvents`), so any choice could drop events or device data without a word."""
     scan = TopKeys()
     for at, piece in pieces:
-        scan.feed(piece, at)
+        # fed a chunk at a time: the scan holds one chunk's copies, not the document's
+        for i in range(0, len(piece), CHUNK):
+            if scan.done:
+                break
+            scan.feed(bytes(piece[i : i + CHUNK]), at + i)
     found = scan.repeated()
     if found is not None:
         key, first, again = found
