@@ -34,6 +34,7 @@ from mapreport.core.kinds import (
     ClassBasis,
     Criterion,
     Decision,
+    GainBasis,
     GainState,
     OwnerRole,
 )
@@ -337,6 +338,19 @@ def _decision_action(
     return None
 
 
+def gain_evidence(m: ShapeMetrics, th: Thresholds) -> Evidence:
+    """A shape's net gain as evidence: n counts its own requests on the path it ran; a gain
+    compared with the other path pooled from comparable shapes says how many of theirs it
+    pools (`pooled_n`)."""
+    g = m.gain
+    n, pooled = g.n_adapted, 0
+    if g.basis == GainBasis.COMPARABLE_SHAPES:
+        # the shape's own path is the one with the samples the evidence rules ask for
+        own_adapted = m.n_adapted >= th.min_samples
+        n, pooled = (g.n_adapted, g.n_baseline) if own_adapted else (g.n_baseline, g.n_adapted)
+    return Evidence("net_gain_p50", g.net_gain_p50, n, g.net_gain_p50_ci, m.sources, pooled)
+
+
 def shape_actions(
     s: Scope, m: ShapeMetrics, slowest_core: tuple[int, float] | None
 ) -> list[Action]:
@@ -354,11 +368,8 @@ def shape_actions(
     by_decision = _decision_action(s, m)
     if by_decision is not None:
         kind, target, params = by_decision
-        gain = m.gain
-        ev = Evidence(
-            "net_gain_p50", gain.net_gain_p50, gain.n_adapted, gain.net_gain_p50_ci, m.sources
-        )
-        impact = m.traffic_share * (gain.net_gain_p50 or 0.0)
+        ev = gain_evidence(m, s.thresholds)
+        impact = m.traffic_share * (m.gain.net_gain_p50 or 0.0)
         out.append(make_action(s, m.shape, kind, ev, rb, _matrix(s, m, target), impact, params))
     return out
 

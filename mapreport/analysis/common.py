@@ -138,8 +138,12 @@ class Evidence:
     metric: str
     value: float | None
     n: int
+    """Requests (or op calls) of what the action names: its own shape's, never pooled."""
     ci: Interval | None
     sources: tuple[str, ...]
+    pooled_n: int = 0
+    """Requests of other shapes the figure pools (a gain compared with the other path on
+    comparable shapes); 0 when the figure is the shape's own."""
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ from mapreport.analysis.coverage import (
     coverage,
     plan_versions,
 )
-from mapreport.analysis.decision import decide
+from mapreport.analysis.decision import borrows, decide
 from mapreport.analysis.device_actions import device_actions
 from mapreport.analysis.drift import OpDrift, ShapeDrift, drifts, in_force, op_drifts
 from mapreport.analysis.environment import (
@@ -262,7 +262,7 @@ def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
                 n_fallback=r.variants.get("fallback", (0, None, None))[0],
                 accuracy=acc,
                 gain=gain,
-                decision=decide(acc.state, gain.state),
+                decision=decide(acc.state, gain.state, borrows(gain, r.n, ctx.th)),
                 insufficient=_insufficient(r.n, ctx.th),
                 sources=tuple(sorted(sources)),
                 tail=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from mapreport.analysis.accuracy import Accuracy
 from mapreport.analysis.common import Thresholds
+from mapreport.analysis.decision import borrows
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.core.kinds import (
     AccuracyGap,
@@ -161,6 +162,12 @@ def _decision_reason(m: ShapeMetrics, th: Thresholds) -> str:
     if acc == AccuracyState.NO_PREDICTION:
         return PREDICTION_GAPS[m.accuracy.prediction_gap or PredictionGap.PLAN_STATES_NONE]
     reason = gain_reason(m, th)
+    if borrows(m.gain, m.n, th):
+        return (
+            f"{reason}; a figure pooled from other shapes acts on no shape with fewer than "
+            f"{th.min_samples_p95} requests of its own (this one has {m.n}): record more of "
+            "its requests to decide it"
+        )
     if m.gain.state == GainState.NOT_MEASURED or acc == AccuracyState.ACCURATE:
         return reason
     miss = (

@@ -394,6 +394,11 @@ def evidence(e: Evidence | None) -> str:
 
 def evidence_note(e: Evidence) -> str:
     """What an evidence record's figure is, where its metric name does not say it."""
+    if e.pooled_n:
+        return (
+            f"n counts this shape's own requests; the other path is {e.pooled_n:,} requests "
+            "pooled from comparable shapes"
+        )
     if e.metric.startswith("tail_share."):
         return f"share of the excess of {e.n} requests above p95"
     if e.metric == "ape" and e.ci is not None:
