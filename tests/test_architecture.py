@@ -18,7 +18,7 @@ from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import causes, decisions, devicetime, prose, words
+from mapreport.report import causes, checks, decisions, devicetime, prose, words
 from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
@@ -169,6 +169,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.Decision: words.DECISION_MEANING,
     kinds.Criterion: words.CRITERIA,
     kinds.CheckItem: words.CHECK_ITEMS,
+    kinds.CheckGap: checks.CHECK_GAPS,
     kinds.PitfallKind: words.PITFALLS,
     kinds.GainGap: decisions.GAIN_GAPS,
     kinds.PredictionGap: decisions.PREDICTION_GAPS,

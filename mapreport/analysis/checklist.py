@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from mapreport.analysis.actions import Action
 from mapreport.analysis.common import QualityGuard, Review, Thresholds
@@ -13,7 +13,14 @@ from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.query import records
 from mapreport.core.connection import Connection
-from mapreport.core.kinds import EVIDENCE_FREE, ActionKind, CheckItem, OwnerRole, PitfallKind
+from mapreport.core.kinds import (
+    ActionKind,
+    CheckGap,
+    CheckItem,
+    CheckState,
+    OwnerRole,
+    PitfallKind,
+)
 
 if TYPE_CHECKING:
     from mapreport.analysis.shape import ShapeMetrics
@@ -51,28 +58,34 @@ class PrecisionCheck:
         return known.get(changed[0], QualityGuard(changed[0]))
 
 
+BreachWhy = Literal["no_evidence", "no_n", "no_ci", "ci_includes_zero", "few_samples"]
+"""How an action breaks the evidence rules: it states neither n nor a CI, no n (none, or 0),
+no CI, a CI that includes zero, or an n below min_samples."""
+
+
 @dataclass(frozen=True)
 class Breach:
-    """An action that breaks the evidence rules: its CI is missing or includes zero (n None),
-    or its n is below min_samples."""
+    """An action that breaks the evidence rules, and how."""
 
     action_id: str
     kind: ActionKind
     shape: str
+    why: BreachWhy
     n: int | None = None
 
 
 @dataclass(frozen=True)
 class ChecklistItem:
-    """One review-checklist item, evaluated from data and configuration."""
+    """One review-checklist item, evaluated from data and configuration: passed only when
+    something was checked, else not applicable with what is absent (`gap`)."""
 
     item: CheckItem
-    passed: bool
+    state: CheckState
+    gap: CheckGap | None = None
+    """Why nothing was checked (state not_applicable)."""
     roles: tuple[OwnerRole, ...] = ()
     """Roles without an owner (ownership) or without a sign-off (signoff)."""
     breaches: tuple[Breach, ...] = ()
-    applicable: bool = True
-    """False: nothing to check (no action rests on measured evidence): passed, vacuously."""
 
 
 @dataclass(frozen=True)
@@ -125,41 +138,58 @@ def precision_changes(
 
 
 def _breach(a: Action, th: Thresholds) -> Breach | None:
-    """How an action breaks the evidence rules, or None."""
-    if a.kind in EVIDENCE_FREE:
-        return None
+    """How an action breaks the evidence rules, or None. Every action is held to them: one
+    that rests on a missing or differing record (a blocker) states no n and no CI, so the
+    evidence item fails until the record is there."""
     ev = a.evidence
-    if ev.ci is None or not ev.ci.excludes_zero():
-        return Breach(a.id, a.kind, a.shape)
+    if not ev.n:
+        return Breach(a.id, a.kind, a.shape, "no_evidence" if ev.ci is None else "no_n", ev.n)
+    if ev.ci is None:
+        return Breach(a.id, a.kind, a.shape, "no_ci", ev.n)
+    if not ev.ci.excludes_zero():
+        return Breach(a.id, a.kind, a.shape, "ci_includes_zero", ev.n)
     # a tail share counts tail requests; its shape already passed min_samples_p95 in classify
     if not ev.metric.startswith("tail_share") and ev.n < th.min_samples:
-        return Breach(a.id, a.kind, a.shape, ev.n)
+        return Breach(a.id, a.kind, a.shape, "few_samples", ev.n)
     return None
 
 
+def _state(ok: bool) -> CheckState:
+    return CheckState.PASS if ok else CheckState.FAIL
+
+
 def checklist(
-    review: Review, env: EnvironmentCheck, actions: Sequence[Action], th: Thresholds
+    review: Review,
+    env: EnvironmentCheck,
+    actions: Sequence[Action],
+    th: Thresholds,
+    requests: int,
 ) -> tuple[ChecklistItem, ...]:
-    """The five review items of METRICS.md, each passed or failed with what failed it."""
+    """The five review items of METRICS.md: each passes only when something was checked and
+    held, fails with what failed it, or is not applicable with what is absent (`requests`:
+    the slice's per-request latency records)."""
+    na = CheckState.NOT_APPLICABLE
     breaches = tuple(b for a in actions if (b := _breach(a, th)))
     unowned = tuple(sorted({a.owner_role for a in actions if not a.owner}))
     unsigned = tuple(role for role in OwnerRole if role not in review.signoffs)
-    return (
-        ChecklistItem(CheckItem.SCOPE, bool(review.sla_p95_us or review.sla_p99_us)),
-        ChecklistItem(CheckItem.ENVIRONMENT, env.locked),
-        ChecklistItem(
-            CheckItem.EVIDENCE,
-            not breaches,
-            breaches=breaches,
-            applicable=any(a.kind not in EVIDENCE_FREE for a in actions),
-        ),
-        ChecklistItem(
-            CheckItem.OWNERSHIP,
-            not unowned and all(a.validation_matrix for a in actions),
-            roles=unowned,
-        ),
-        ChecklistItem(CheckItem.SIGNOFF, not unsigned, roles=unsigned),
-    )
+    sla = bool(review.sla_p95_us or review.sla_p99_us)
+    if sla or requests:
+        scope = ChecklistItem(CheckItem.SCOPE, _state(sla))
+    else:
+        scope = ChecklistItem(CheckItem.SCOPE, na, CheckGap.NO_REQUESTS)
+    if env.locked and not env.compared:
+        environment = ChecklistItem(CheckItem.ENVIRONMENT, na, CheckGap.ONE_SIDE)
+    else:
+        environment = ChecklistItem(CheckItem.ENVIRONMENT, _state(env.locked))
+    if not actions:
+        evidence = ChecklistItem(CheckItem.EVIDENCE, na, CheckGap.NO_ACTIONS)
+        ownership = ChecklistItem(CheckItem.OWNERSHIP, na, CheckGap.NO_ACTIONS)
+    else:
+        evidence = ChecklistItem(CheckItem.EVIDENCE, _state(not breaches), breaches=breaches)
+        owned = not unowned and all(a.validation_matrix for a in actions)
+        ownership = ChecklistItem(CheckItem.OWNERSHIP, _state(owned), roles=unowned)
+    signoff = ChecklistItem(CheckItem.SIGNOFF, _state(not unsigned), roles=unsigned)
+    return (scope, environment, evidence, ownership, signoff)
 
 
 def pitfalls(

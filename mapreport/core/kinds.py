@@ -255,6 +255,26 @@ class CheckItem(StrEnum):
     SIGNOFF = "signoff"
 
 
+class CheckState(StrEnum):
+    """Where one review-checklist item stands: `pass` only when something was checked."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    NOT_APPLICABLE = "not_applicable"
+    """Nothing the slice holds is what the item checks (`CheckGap` says what is absent)."""
+
+
+class CheckGap(StrEnum):
+    """Why a review-checklist item had nothing to check."""
+
+    NO_REQUESTS = "no_requests"
+    """Scope: no per-request latency to hold to an SLA target (a trace or compile log alone)."""
+    ONE_SIDE = "one_side"
+    """Environment: the slice has one side only (no compile plan, or no runtime data)."""
+    NO_ACTIONS = "no_actions"
+    """Evidence, ownership: the slice calls for no action."""
+
+
 class PitfallKind(StrEnum):
     """The known pitfalls a slice is checked for."""
 

@@ -26,7 +26,7 @@ from mapreport.report import devicetime, prose, words
 from mapreport.report.lines import ActionView
 from mapreport.report.view import ReportView, ShapeLine
 
-FINDINGS_SCHEMA_VERSION = "1.9"
+FINDINGS_SCHEMA_VERSION = "2.0"
 
 
 def strict(doc: Any) -> Any:
@@ -310,7 +310,9 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "tail_class_evidence": _evidence(r.tail_class.evidence) if r.tail_class else None,
         "scheduling": _scheduling(r.scheduling, view),
         "actions": [_action(v) for v in view.actions],
-        "checklist": [{"item": c.name, "passed": c.flag, "reason": c.text} for c in view.checklist],
+        "checklist": [
+            {"item": c.name, "state": c.state.value, "reason": c.text} for c in view.checklist
+        ],
         "pitfalls": [{"name": p.name, "present": p.flag, "detail": p.text} for p in view.pitfalls],
         "history": _history(r.history, view),
         "blocking": {

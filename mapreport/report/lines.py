@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.actions import Action
+from mapreport.core.kinds import CheckState
 
 
 @dataclass(frozen=True)
@@ -24,8 +25,27 @@ class ActionView:
 
 
 @dataclass(frozen=True)
+class CheckLine:
+    """One review-checklist item: its name, its state and why."""
+
+    name: str
+    state: CheckState
+    text: str
+
+    @property
+    def failed(self) -> bool:
+        """The item was checked and does not hold."""
+        return self.state == CheckState.FAIL
+
+    @property
+    def passed(self) -> bool:
+        """The item was checked and holds."""
+        return self.state == CheckState.PASS
+
+
+@dataclass(frozen=True)
 class Row:
-    """A label, its text and whether it is a problem: one line of a checklist or pitfall."""
+    """A label, its text and whether it is a problem: one line of the pitfalls."""
 
     name: str
     flag: bool

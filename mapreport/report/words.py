@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
-from mapreport.analysis.checklist import ChecklistItem, Pitfall
 from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
@@ -23,6 +22,7 @@ from mapreport.core.kinds import (
     ActionState,
     BottleneckClass,
     CheckItem,
+    CheckState,
     ClassBasis,
     Criterion,
     Decision,
@@ -49,7 +49,6 @@ from mapreport.report.filters import (
     pct,
     pct_whole,
     plural,
-    plural_word,
     signed_pct,
 )
 
@@ -68,6 +67,7 @@ LABELLED = (
     RegressionKind,
     IngestStatus,
     Health,
+    CheckState,
 )
 LABELS: dict[str, str] = {str(m): m.value.replace("_", " ") for e in LABELLED for m in e}
 LABELS[Health.SLA_MISSED] = "SLA missed"
@@ -425,68 +425,6 @@ def criterion(v: ValidationRow) -> str:
     )
 
 
-def check_reason(c: ChecklistItem, r: SliceResult) -> str:
-    """Why a checklist item passed or failed."""
-    rv, env = r.review, r.environment
-    if c.item == CheckItem.SCOPE:
-        sla = [
-            f"p95 {duration(rv.sla_p95_us)}" if rv.sla_p95_us else "",
-            f"p99 {duration(rv.sla_p99_us)}" if rv.sla_p99_us else "",
-        ]
-        text = ", ".join(s for s in sla if s)
-        if text:
-            if rv.sla_from:
-                return f"SLA from the {rv.sla_from}: {text} (none configured)"
-            return f"SLA configured: {text}"
-        return f"no SLA target configured for {r.name} ([[slices]] in the config)"
-    if c.item == CheckItem.ENVIRONMENT:
-        if env.locked and not env.compared:
-            return f"the {' and '.join(env.sides)} side is recorded (the slice has no other)"
-        if env.locked:
-            return f"both sides match on {env_keys(env.compared_keys)}"
-        if not env.comparable:
-            return (
-                "not comparable: no key is stated on both sides (neither states "
-                f"{env_keys(env.uncompared_keys)} on both)"
-            )
-        return "; ".join(
-            [f"no environment record on the {s} side" for s in env.missing_sides]
-            + [
-                f"{env_keys((m.key,))} differs ({'/'.join(m.compile) or '-'} vs "
-                f"{'/'.join(m.runtime) or '-'})"
-                for m in env.mismatches
-            ]
-        )
-    if c.item == CheckItem.EVIDENCE:
-        if not c.applicable:
-            return (
-                "not applicable: no action rests on measured evidence (they ask for data or a "
-                "review, not a change)"
-            )
-        if c.passed:
-            return "every action rests on n and a CI that excludes zero"
-        return "; ".join(
-            f"{b.action_id} ({b.kind} at {b.shape}): confidence interval missing or includes zero"
-            if b.n is None
-            else f"{b.action_id}: n = {b.n} below {r.thresholds.min_samples}"
-            for b in c.breaches
-        )
-    if c.item == CheckItem.OWNERSHIP:
-        if not c.roles:
-            return (
-                f"{plural(len(r.actions), 'action')}, each with an owner, a rollback trigger and a "
-                "validation matrix"
-            )
-        roles = f"{plural_word(len(c.roles), 'role')} {', '.join(label(x) for x in c.roles)}"
-        return f"no owner configured for the {roles} ([owners] in the config)"
-    if c.passed:
-        return "signed by " + ", ".join(
-            f"{label(OwnerRole(k)) if k in set(OwnerRole) else k}: {v}"
-            for k, v in sorted(rv.signoffs.items())
-        )
-    return "missing sign-off: " + ", ".join(label(x) for x in c.roles)
-
-
 STATUS_REASONS: dict[StatusReason, str] = {
     StatusReason.SLA_MISSED: "{q} {value} misses its SLA of {target} by {over}",
     StatusReason.LITTLE_HEADROOM: "{q} {value} meets its SLA of {target} with {headroom} to "
@@ -537,38 +475,6 @@ def no_blocking(r: SliceResult) -> str:
     return (
         f"{plural(r.blocking.adapting, 'request')} adapted, and no request of its worker was "
         "ready while one of them ran: none waited behind adaptation."
-    )
-
-
-def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
-    """What a pitfall found (or that it found nothing)."""
-    if p.kind == PitfallKind.SYNTHETIC_ONLY:
-        synthetic = r.coverage.synthetic_only_buckets
-        if not r.coverage.buckets:
-            return "not applicable: no compiled bucket to check"
-        if not synthetic:
-            return "every compiled bucket served production traffic"
-        return ", ".join(f"{b.plan_id}: {b.bucket}" for b in synthetic) + " compiled, never served"
-    if p.kind == PitfallKind.AVERAGE_ONLY:
-        if not p.actions:
-            return "every action's shape has a p95 with enough samples"
-        return ", ".join(f"{aid} at {shape}" for aid, shape in p.actions) + (
-            " rest on shapes without a p95"
-        )
-    q = r.precision
-    if p.kind == PitfallKind.DESCRIBED_PRECISION:
-        if not q.described:
-            return "the description names no precision, or one the plan runs"
-        return (
-            f"the description says {', '.join(q.described)}; the plan runs "
-            f"{', '.join(q.planned)}: correct the description or check the plan that was served"
-        )
-    return (
-        "; ".join(
-            [f"{x}: no quality record" for x in q.missing]
-            + [f"{x}: the quality drop exceeds the largest drop allowed" for x in q.failing]
-        )
-        or "every precision change has passing quality evidence"
     )
 
 
