@@ -118,6 +118,13 @@ class SlaCheck:
             return None
         return self.value_us / self.target_us - 1
 
+    @property
+    def headroom(self) -> float | None:
+        """How far the value is below its target, as a share of it: positive with room to
+        spare, negative when missed (the one sign every rendering of headroom uses)."""
+        excess = self.excess
+        return None if excess is None else -excess
+
 
 def sla_checks(latency: Percentiles, review: Review, th: Thresholds) -> tuple[SlaCheck, ...]:
     """p95 and p99 of a slice against their configured targets, each judged once here."""

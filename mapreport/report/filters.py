@@ -97,16 +97,20 @@ def size(n: float | None) -> str:
 
 
 def metric_value(value: float | None, metric: str) -> str:
-    """A value formatted by the unit its metric name carries (_us, _bytes, shares)."""
+    """A value formatted by the unit its metric name carries (_us, _bytes, shares, a relative
+    `_change`); a metric whose name carries no unit is a count (mismatching keys, blocked
+    requests), printed whole: never "1.00" keys."""
     if metric.endswith("_us"):
         return duration(value)
     if metric.endswith("_bytes"):
         return size(value)
     if metric.startswith("quality"):
         return DASH if value is None else f"{value:g}"  # a score as its record states it
+    if metric.endswith("_change"):
+        return signed_pct(value)
     if any(k in metric for k in ("share", "ape", "rate", "gain", "error")):
         return pct(value)
-    return num(value, 2) if isinstance(value, float) else num(value)
+    return num(value)
 
 
 def pct_whole(x: float | None) -> str:

@@ -135,7 +135,7 @@ def _rule(av: ActionView) -> str:
 def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
     rows = []
     for s in v.verdict.sla:
-        headroom = "–" if s.excess is None else signed_pct(-s.excess)
+        headroom = signed_pct(s.headroom)
         key = f"latency_{s.quantile}_us"
         nights = " → ".join(duration(getattr(p, key)) for p in v.recent_runs[-NIGHTS:])
         rows.append((s, headroom, nights or "first night"))

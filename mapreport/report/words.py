@@ -150,6 +150,12 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "the part of the tail excess no measured driver explains (compute variance, or a "
         "driver without telemetry).",
     ),
+    "headroom": (
+        "headroom",
+        "against an SLA: (target − value) / target, positive with room to spare, negative when "
+        "missed; above the roofline: the device time an op spends beyond its bound (never "
+        "negative).",
+    ),
     "blocker": (
         "blocker",
         "an action that must come before any tuning: a precision change without quality "

@@ -1,0 +1,77 @@
+"""One convention per quantity (issue 50, item 7): headroom has one sign in the HTML and the
+PDF; counts print whole; the PDF has bookmarks for its sections."""
+
+from __future__ import annotations
+
+import json
+import re
+from html import unescape
+from pathlib import Path
+
+import pypdf
+import pytest
+
+from mapreport.report.filters import metric_value, signed_pct
+from tests.test_render import SLICES, pdftotext
+
+
+def _text(html: str) -> str:
+    html = re.sub(r"<(script|style)[^>]*>.*?</\1>", " ", html, flags=re.S)
+    return re.sub(r"\s+", " ", unescape(re.sub(r"<[^>]+>", " ", html))).strip()
+
+
+def _flat(text: str) -> str:
+    return re.sub(r"\s+", " ", text)
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_headroom_has_one_sign_in_the_html_and_the_pdf(demo_reports: Path, name: str) -> None:
+    """Before: page 1 of the PDF said +15.7% and the HTML's verdict −15.7% for one met p95."""
+    folder = demo_reports / name
+    doc = json.loads((folder / "findings.json").read_text())
+    html = _text((folder / "report.html").read_text())
+    pdf = pdftotext(folder / "report.pdf", 1)
+    scope = doc["scope"]
+    for q in ("p95", "p99"):
+        target, value = scope[f"sla_{q}_us"], scope[f"latency_{q}_us"]
+        if not target or value is None:
+            continue
+        said = signed_pct(-(value / target - 1))  # the one sign: positive with room to spare
+        assert f"headroom {said}" in html, (name, q, said)
+        row = next(line for line in pdf.splitlines() if line.strip().startswith(q))
+        assert said in row.split(), (name, q, row)
+
+
+def test_counts_print_whole() -> None:
+    """Before: a count kept as a float printed `environment mismatches = 1.00`, and a relative
+    change `... against the compared night = 0.13`."""
+    assert metric_value(1.0, "environment.mismatches") == "1"
+    assert metric_value(18.0, "blocked_requests") == "18"
+    assert metric_value(0.13, "latency_p95_change") == "+13.0%"
+    assert metric_value(0.5, "fallback_share") == "50.0%"
+
+
+def test_the_demo_reports_print_counts_whole(demo_reports: Path) -> None:
+    count = re.compile(r"\b(n|mismatches|requests|night) = \d[\d,]*\.\d")
+    for html in sorted(demo_reports.rglob("report.html")):
+        text = _text(html.read_text())
+        assert not count.search(text), (html, count.search(text))
+        pdf = _flat(pdftotext(html.parent / "report.pdf"))
+        assert not count.search(pdf), (html, count.search(pdf))
+
+
+@pytest.mark.parametrize("name", SLICES)
+def test_the_packet_has_bookmarks_for_its_sections(demo_reports: Path, name: str) -> None:
+    """A reader jumps to a part of the packet from the PDF's outline."""
+    reader = pypdf.PdfReader(demo_reports / name / "report.pdf")
+
+    def titles(outline: list[object]) -> list[str]:
+        out: list[str] = []
+        for o in outline:
+            out += titles(o) if isinstance(o, list) else [o.title]  # type: ignore[attr-defined]
+        return out
+
+    marks = titles(reader.outline)
+    for part in ("Actions", "The loop", "Appendix", "Review checklist", "Data sources"):
+        assert part in marks, (name, part, marks)
+    assert marks[0] == name
