@@ -19,7 +19,7 @@ from mapreport.analysis.actions import (
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.shape import ShapeMetrics
-from mapreport.core.kinds import BLOCKERS, BottleneckClass, Driver, RegressionKind
+from mapreport.core.kinds import BLOCKERS, ActionKind, BottleneckClass, Driver, RegressionKind
 
 UNMEASURED_FIELDS = {
     Driver.BLOCKED_BEHIND_ADAPTATION: "queue_start_us",
@@ -30,6 +30,32 @@ UNMEASURED_FIELDS = {
 }
 """The request field a tail driver needs, when it could not be measured (client-side timing
 has no server-side queue start or compute start)."""
+
+
+FITS_MODEL = frozenset(
+    {ActionKind.COST_MODEL_DRIFT, ActionKind.MAPPING_INACCURACY, ActionKind.CLOSE_THE_LOOP}
+)
+"""Actions that fit the cost model (or the plan) to a shape's measured figures: none is
+proposed on a shape whose p95 regressed (it would fit the model to the regressed figure; the
+regression's action is the one proposed)."""
+CAUSES: dict[ActionKind, str] = dict.fromkeys(FITS_MODEL, "cost_model")
+"""Kinds that name one cause on a shape (the cost model's figures for it): one action, one
+owner, per shape and cause. Every other kind is its own cause."""
+
+
+def one_owner(actions: Sequence[Action], regressed: set[str]) -> list[Action]:
+    """Tonight's actions with one per shape and cause (the first in rank order), and none that
+    fits a model to a regressed shape's figures."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for a in actions:
+        if a.kind in FITS_MODEL and a.shape in regressed:
+            continue
+        cause = (a.shape, CAUSES.get(a.kind, f"{a.kind}:{a.id}"))
+        if cause not in seen:
+            seen.add(cause)
+            out.append(a)
+    return out
 
 
 def _unmeasured(shapes: Sequence[ShapeMetrics]) -> list[tuple[str, str]]:
@@ -72,7 +98,8 @@ def plan_actions(
 ) -> tuple[Action, ...]:
     """Every action of a slice: blockers first (`BLOCKERS`, in that order), then those on the
     shape that breaks the SLA, then the other tuning actions, most impact first (ties: shape,
-    kind). `device`: the actions of the slice's device time (`device_actions`)."""
+    kind); one per shape and cause, and no model fitted to a regressed shape (`one_owner`).
+    `device`: the actions of the slice's device time (`device_actions`)."""
     actions = [*device, *(a for m in s.shapes for a in shape_actions(s, m, slowest.get(m.shape)))]
     unmeasured = _unmeasured(s.shapes)
     actions += slice_actions(s, env, missing_quality, unmeasured, sources)
@@ -83,12 +110,12 @@ def plan_actions(
         actions.append(blocked)
     by_shape = {m.shape: m for m in s.shapes}
     actions += [drift_action(s, by_shape[d.shape], d) for d in s.drifts if d.drifting]
-    actions += [
-        regression_action(s, by_shape[g.shape], g)
-        for g in s.regressions
-        if g.kind == RegressionKind.REGRESSION and g.shape in by_shape
+    regressed = [
+        g for g in s.regressions if g.kind == RegressionKind.REGRESSION and g.shape in by_shape
     ]
-    return tuple(sorted(actions, key=lambda a: _rank(a, s.sla_driver)))
+    actions += [regression_action(s, by_shape[g.shape], g) for g in regressed]
+    ranked = sorted(actions, key=lambda a: _rank(a, s.sla_driver))
+    return tuple(one_owner(ranked, {g.shape for g in regressed}))
 
 
 def _rank(a: Action, sla_driver: str | None) -> tuple[int, bool, float, str, str]:

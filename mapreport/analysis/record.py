@@ -7,9 +7,8 @@ from typing import Any
 
 from mapreport.analysis.action_params import encode
 from mapreport.analysis.drift import in_force
-from mapreport.analysis.history import RunKey
+from mapreport.analysis.history import History, RunKey
 from mapreport.analysis.results import SliceResult
-from mapreport.core.kinds import ActionState as State
 
 
 def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]:
@@ -25,6 +24,7 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
         "slice": r.slice,
     }
     lat = r.latency
+    judged = [c.judged for c in r.sla if c.judged is not None]
     first_seen = {a.action_id: a.first_run_id for a in h.actions}
     return {
         "history_run": [
@@ -44,6 +44,7 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
                 "inputs": key.inputs,
                 "revision": key.revision,
                 "recorded_at": key.recorded_at,
+                "sla_met": all(judged) if judged else None,
             }
         ],
         "history_shape": [
@@ -85,27 +86,38 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
             for o in (r.operators.rows if r.operators else ())
             if o.signed_error is not None
         ],
-        "history_action": [
-            {
-                **row_key,
-                "action_id": a.action_id,
-                "class": a.kind.value,
-                "shape": a.shape,
-                "title": a.title,
-                "owner_role": a.owner_role.value,
-                "state": a.state.value,
-                "proposed": a.state in (State.NEW, State.OPEN),
-                "first_run_id": first_seen.get(a.action_id) or key.run_id,
-                "target_metric": a.target_metric,
-                "target_baseline": a.target_baseline,
-                "rollback_metric": a.rollback_metric,
-                "rollback_threshold": a.rollback_threshold,
-                "rollback_pre_change": a.rollback_pre_change,
-                "rollback_sla_us": a.rollback_sla_us,
-                "target_now": a.target_now,
-                "rollback_now": a.rollback_now,
-                "params": None if a.params is None else encode(a.params),
-            }
-            for a in h.actions
-        ],
+        "history_action": _action_rows(h, row_key, key, first_seen),
     }
+
+
+def _action_rows(
+    h: History, row_key: dict[str, str], key: RunKey, first_seen: dict[str, str]
+) -> list[dict[str, Any]]:
+    """The loop's rows of one run: each action's state and the facts a later night reads
+    (its kind, typed params, rollback trigger and target as proposed)."""
+    return [
+        {
+            **row_key,
+            "action_id": a.action_id,
+            "class": a.kind.value,
+            "shape": a.shape,
+            "title": a.title,
+            "owner_role": a.owner_role.value,
+            "state": a.state.value,
+            "proposed": a.proposed,
+            "first_run_id": first_seen.get(a.action_id) or key.run_id,
+            "target_metric": a.target_metric,
+            "target_baseline": a.target_baseline,
+            "rollback_metric": a.rollback_metric,
+            "rollback_threshold": a.rollback_threshold,
+            "rollback_pre_change": a.rollback_pre_change,
+            "rollback_sla_us": a.rollback_sla_us,
+            "target_now": a.target_now,
+            "rollback_now": a.rollback_now,
+            "params": None if a.params is None else encode(a.params),
+            "target_criterion": a.target_criterion.value if a.target_criterion else None,
+            "target_limit": a.target_limit,
+            "target_reference": a.target_reference,
+        }
+        for a in h.actions
+    ]

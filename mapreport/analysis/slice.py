@@ -75,7 +75,7 @@ from mapreport.analysis.offline import Offline, offline, served
 from mapreport.analysis.operators import Operators
 from mapreport.analysis.planning import plan_actions
 from mapreport.analysis.presence import presence
-from mapreport.analysis.query import ShapeRow
+from mapreport.analysis.query import CDF_GRID, ShapeRow
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.shape import ShapeMetrics
@@ -90,6 +90,7 @@ from mapreport.analysis.tail import (
     tail_drivers,
     tail_rows,
 )
+from mapreport.analysis.targets import Curve
 from mapreport.core.connection import Connection, sample_limit
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
 
@@ -438,7 +439,7 @@ def review_step(
     return Reviewed(
         precision,
         actions,
-        checklist(ctx.review, sl.environment, actions, ctx.th, sl.latency.n),
+        checklist(ctx.review, sl.environment, actions, ctx.th),
         pitfalls(found.coverage, actions, list(diag.shapes), precision),
     )
 
@@ -484,6 +485,11 @@ def history_step(
         seed_key,
         versions,
         moved,
+        {
+            r.shape: Curve(r.queue_quantiles, CDF_GRID, r.n_queue)
+            for r in ctx.rows
+            if r.queue_quantiles
+        },
     )
 
 

@@ -329,6 +329,9 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("inputs", _S),
             pa.field("revision", _I64),
             pa.field("recorded_at", _S),
+            # the slice met every SLA target it had the evidence to judge that night (null: no
+            # target judged, or a night recorded before it was kept): a regression's reference
+            pa.field("sla_met", _B),
         ]
     ),
     "history_shape": pa.schema(
@@ -382,6 +385,11 @@ HISTORY_TABLES: Final[dict[str, pa.Schema]] = {
             # for metrics no shape or run row holds (an op x shape's, the device's)
             pa.field("target_now", _F),
             pa.field("rollback_now", _F),
+            # the target as proposed (its criterion and the figures that bound it): what a
+            # later night verifies it against (null on nights recorded before they were kept)
+            pa.field("target_criterion", _S),
+            pa.field("target_limit", _F),
+            pa.field("target_reference", _F),
         ]
     ),
     "history_op": pa.schema(

@@ -14,7 +14,7 @@ import jinja2
 import plotly.graph_objects as go
 from markupsafe import Markup
 
-from mapreport.report import words
+from mapreport.report import states, words
 from mapreport.report.filters import FILTERS
 
 
@@ -44,6 +44,8 @@ def environment() -> jinja2.Environment:
     env.filters["metric"] = words.metric
     env.filters["evidence"] = words.evidence
     env.filters["shape_name"] = words.shape_name
+    env.filters["state_line"] = states.state_line
+    env.filters["trigger"] = states.trigger
     return env
 
 

@@ -16,6 +16,7 @@ from mapreport.report import devicetime, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
 from mapreport.report.sections import SECTIONS, Section
+from mapreport.report.states import state_line
 from mapreport.report.view import ReportView
 
 DECISIONS = 3
@@ -30,20 +31,8 @@ OP_ROWS_ALONE = 12
 """Op x shape rows page 3 prints when the roofline is the only mapping to hold a slice to."""
 CHARTS = ("accuracy_vs_gain",)
 """The charts the packet prints (on its mapping page): the only ones its PDF exports."""
-APPENDIX = (
-    "checklist",
-    "environment",
-    "coverage",
-    "blocking",
-    "method",
-    "data",
-    "glossary",
-)
-"""The sections the appendix holds (the environment only when it is not locked); the review
-checklist and the pitfalls first (page 1 counts them and names the failing ones)."""
-APPENDIX_PARTS = {"checklist": Section("checklist", "Review checklist", "sections/checks.html.j2")}
-"""Appendix parts shorter than their report section: the checklist without the sign-offs
-table (page 1 states every sign-off)."""
+APPENDIX = ("environment", "coverage", "blocking", "method", "data", "glossary")
+"""The sections the appendix holds (the environment only when it is not locked)."""
 
 
 @dataclass(frozen=True)
@@ -135,7 +124,7 @@ def _rule(av: ActionView) -> str:
 def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
     rows = []
     for s in v.verdict.sla:
-        headroom = signed_pct(s.headroom)
+        headroom = "–" if s.excess is None else signed_pct(-s.excess)
         key = f"latency_{s.quantile}_us"
         nights = " → ".join(duration(getattr(p, key)) for p in v.recent_runs[-NIGHTS:])
         rows.append((s, headroom, nights or "first night"))
@@ -197,8 +186,7 @@ def _changes(r: SliceResult, v: ReportView) -> tuple[str, ...]:
         if s.state == ActionState.OPEN and not s.held:
             continue
         what = f"{words.label(s.kind)} at {words.shape_name(s.shape)}"
-        state = "stays rolled back" if s.held else words.label(s.state)
-        out.append(f"{what} {state}")
+        out.append(f"{what} {state_line(s)}")
     if v.moved:
         out.append(
             "p95 moved beyond its CI at "
@@ -235,7 +223,7 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
     )
     by_id = {s.id: s for s in SECTIONS}
     appendix = tuple(
-        APPENDIX_PARTS.get(i, by_id[i])
+        by_id[i]
         for i in APPENDIX
         if i in {s.id for s in v.sections} and (i != "environment" or not r.environment.locked)
     )

@@ -15,8 +15,8 @@ from mapreport.analysis.status import TailChange
 from mapreport.analysis.status import tail_change as status_tail_change
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.core.kinds import ActionState as State
-from mapreport.report import prose, words
-from mapreport.report.lines import ActionView, CheckLine
+from mapreport.report import prose, states, words
+from mapreport.report.lines import ActionView, Row
 
 if TYPE_CHECKING:
     pass
@@ -46,6 +46,8 @@ class Verdict:
     """The night compared with (None on a first night)."""
     tail: str = ""
     """What drives the slice's tail, when its pooled tail decides a class."""
+    rollback_due: tuple[str, ...] = ()
+    """Each action whose rollback trigger is exceeded tonight, with the figure."""
 
 
 def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
@@ -65,7 +67,7 @@ def sla_missed(sla: tuple[SlaCheck, ...]) -> bool:
 
 
 def holding(
-    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]
+    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]
 ) -> tuple[Health, ...]:
     """Every state that holds of the slice, most severe first (healthy when none does)."""
     held = [
@@ -73,14 +75,14 @@ def holding(
         for h, holds in (
             (Health.SLA_MISSED, sla_missed(sla)),
             (Health.ENVIRONMENT_UNLOCKED, not r.environment.locked),
-            (Health.CHECKLIST_FAILING, any(c.failed for c in checks)),
+            (Health.CHECKLIST_FAILING, any(not c.flag for c in checks)),
         )
         if holds
     ]
     return tuple(held) or (Health.HEALTHY,)
 
 
-def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]) -> Health:
+def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
     return holding(r, sla, checks)[0]
@@ -99,7 +101,7 @@ def verdict(
     r: SliceResult,
     sla: tuple[SlaCheck, ...],
     actions: tuple[ActionView, ...],
-    checks: tuple[CheckLine, ...],
+    checks: tuple[Row, ...],
 ) -> Verdict:
     """Page 1 of the report, from the facts the sections state in full."""
     h = r.history
@@ -112,10 +114,15 @@ def verdict(
         over=over,
         actions=actions[:VERDICT_ACTIONS],
         blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
-        failed=tuple(c.name for c in checks if c.failed),
+        failed=tuple(c.name for c in checks if not c.flag),
         pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
         changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
         compared_to=h.compared_night if h and h.compared_to else None,
         tail=prose.tail_sentence(r).strip(),
+        rollback_due=tuple(
+            f"{words.label(s.kind)} at {words.shape_name(s.shape)}: {states.trigger(s)}"
+            for s in (h.actions if h is not None else ())
+            if s.state == State.ROLLBACK_DUE
+        ),
     )

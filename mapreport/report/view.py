@@ -17,12 +17,14 @@ from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.drift import OpDrift
-from mapreport.analysis.history import IMPROVEMENT, ActionState, RunPoint
+from mapreport.analysis.history import RunPoint
+from mapreport.analysis.loop import ActionState
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import JAIN_IMBALANCE, CoreCompute
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.status import TailChange
+from mapreport.analysis.targets import BACK_MARGIN
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,
@@ -34,10 +36,9 @@ from mapreport.core.kinds import (
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
 from mapreport.report import causes, decisions, devicetime, prose, words
-from mapreport.report.checks import check_reason, checklist_count, pitfall_detail
 from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
-from mapreport.report.lines import ActionView, CheckLine, Row
+from mapreport.report.lines import ActionView, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section, not_measured
 from mapreport.report.serving import ServingView, serving_view
@@ -171,9 +172,8 @@ class ReportView:
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
-    checklist: tuple[CheckLine, ...]
-    checklist_count: str
-    """How many items pass, fail and are not applicable (`3 pass, 1 fail, 1 not applicable`)."""
+    checklist: tuple[Row, ...]
+    checklist_passed: int
     checklist_failed: tuple[str, ...]
     pitfalls: tuple[Row, ...]
     signoffs: tuple[tuple[str, str, str, bool], ...]
@@ -435,7 +435,7 @@ def build(r: SliceResult) -> ReportView:
         for d in Decision
     )
     checks = tuple(
-        CheckLine(words.CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist
+        Row(words.CHECK_ITEMS[c.item], c.passed, words.check_reason(c, r)) for c in r.checklist
     )
     h = r.history
     states = _states(r, actions)
@@ -475,10 +475,10 @@ def build(r: SliceResult) -> ReportView:
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
         checklist=checks,
-        checklist_count=checklist_count([c.state for c in checks]),
-        checklist_failed=tuple(c.name for c in checks if c.failed),
+        checklist_passed=sum(1 for c in r.checklist if c.passed),
+        checklist_failed=tuple(c.name for c in checks if not c.flag),
         pitfalls=tuple(
-            Row(words.PITFALLS[p.kind], p.present, pitfall_detail(p, r)) for p in r.pitfalls
+            Row(words.PITFALLS[p.kind], p.present, words.pitfall_detail(p, r)) for p in r.pitfalls
         ),
         signoffs=tuple(
             (role, rv.owners.get(role, "–"), rv.signoffs.get(role, "missing"), role in rv.signoffs)
@@ -508,7 +508,7 @@ def build(r: SliceResult) -> ReportView:
         limits={
             "deciding_share": DECIDING_SHARE,
             "jain_imbalance": JAIN_IMBALANCE,
-            "improvement": IMPROVEMENT,
+            "back_margin": BACK_MARGIN,
             "minor_share": MINOR_SHARE,
             "material_traffic": MATERIAL_TRAFFIC,
         },
