@@ -439,7 +439,7 @@ def review_step(
     return Reviewed(
         precision,
         actions,
-        checklist(ctx.review, sl.environment, actions, ctx.th),
+        checklist(ctx.review, sl.environment, actions, ctx.th, sl.latency.n),
         pitfalls(found.coverage, actions, list(diag.shapes), precision),
     )
 

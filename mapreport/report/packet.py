@@ -31,8 +31,20 @@ OP_ROWS_ALONE = 12
 """Op x shape rows page 3 prints when the roofline is the only mapping to hold a slice to."""
 CHARTS = ("accuracy_vs_gain",)
 """The charts the packet prints (on its mapping page): the only ones its PDF exports."""
-APPENDIX = ("environment", "coverage", "blocking", "method", "data", "glossary")
-"""The sections the appendix holds (the environment only when it is not locked)."""
+APPENDIX = (
+    "checklist",
+    "environment",
+    "coverage",
+    "blocking",
+    "method",
+    "data",
+    "glossary",
+)
+"""The sections the appendix holds (the environment only when it is not locked); the review
+checklist and the pitfalls first (page 1 counts them and names the failing ones)."""
+APPENDIX_PARTS = {"checklist": Section("checklist", "Review checklist", "sections/checks.html.j2")}
+"""Appendix parts shorter than their report section: the checklist without the sign-offs
+table (page 1 states every sign-off)."""
 
 
 @dataclass(frozen=True)
@@ -124,7 +136,7 @@ def _rule(av: ActionView) -> str:
 def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
     rows = []
     for s in v.verdict.sla:
-        headroom = "–" if s.excess is None else signed_pct(-s.excess)
+        headroom = signed_pct(s.headroom)
         key = f"latency_{s.quantile}_us"
         nights = " → ".join(duration(getattr(p, key)) for p in v.recent_runs[-NIGHTS:])
         rows.append((s, headroom, nights or "first night"))
@@ -223,7 +235,7 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
     )
     by_id = {s.id: s for s in SECTIONS}
     appendix = tuple(
-        by_id[i]
+        APPENDIX_PARTS.get(i, by_id[i])
         for i in APPENDIX
         if i in {s.id for s in v.sections} and (i != "environment" or not r.environment.locked)
     )

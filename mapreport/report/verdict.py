@@ -16,7 +16,7 @@ from mapreport.analysis.status import tail_change as status_tail_change
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.core.kinds import ActionState as State
 from mapreport.report import prose, states, words
-from mapreport.report.lines import ActionView, Row
+from mapreport.report.lines import ActionView, CheckLine
 
 if TYPE_CHECKING:
     pass
@@ -67,7 +67,7 @@ def sla_missed(sla: tuple[SlaCheck, ...]) -> bool:
 
 
 def holding(
-    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]
+    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]
 ) -> tuple[Health, ...]:
     """Every state that holds of the slice, most severe first (healthy when none does)."""
     held = [
@@ -75,14 +75,14 @@ def holding(
         for h, holds in (
             (Health.SLA_MISSED, sla_missed(sla)),
             (Health.ENVIRONMENT_UNLOCKED, not r.environment.locked),
-            (Health.CHECKLIST_FAILING, any(not c.flag for c in checks)),
+            (Health.CHECKLIST_FAILING, any(c.failed for c in checks)),
         )
         if holds
     ]
     return tuple(held) or (Health.HEALTHY,)
 
 
-def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[Row, ...]) -> Health:
+def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
     return holding(r, sla, checks)[0]
@@ -101,7 +101,7 @@ def verdict(
     r: SliceResult,
     sla: tuple[SlaCheck, ...],
     actions: tuple[ActionView, ...],
-    checks: tuple[Row, ...],
+    checks: tuple[CheckLine, ...],
 ) -> Verdict:
     """Page 1 of the report, from the facts the sections state in full."""
     h = r.history
@@ -114,7 +114,7 @@ def verdict(
         over=over,
         actions=actions[:VERDICT_ACTIONS],
         blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
-        failed=tuple(c.name for c in checks if not c.flag),
+        failed=tuple(c.name for c in checks if c.failed),
         pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
         changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),

@@ -36,9 +36,10 @@ from mapreport.core.kinds import (
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
 from mapreport.report import causes, decisions, devicetime, prose, words
+from mapreport.report.checks import check_reason, checklist_count, pitfall_detail
 from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
-from mapreport.report.lines import ActionView, Row
+from mapreport.report.lines import ActionView, CheckLine, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section, not_measured
 from mapreport.report.serving import ServingView, serving_view
@@ -172,8 +173,9 @@ class ReportView:
     shapes: tuple[ShapeLine, ...]
     decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
-    checklist: tuple[Row, ...]
-    checklist_passed: int
+    checklist: tuple[CheckLine, ...]
+    checklist_count: str
+    """How many items pass, fail and are not applicable (`3 pass, 1 fail, 1 not applicable`)."""
     checklist_failed: tuple[str, ...]
     pitfalls: tuple[Row, ...]
     signoffs: tuple[tuple[str, str, str, bool], ...]
@@ -435,7 +437,7 @@ def build(r: SliceResult) -> ReportView:
         for d in Decision
     )
     checks = tuple(
-        Row(words.CHECK_ITEMS[c.item], c.passed, words.check_reason(c, r)) for c in r.checklist
+        CheckLine(words.CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist
     )
     h = r.history
     states = _states(r, actions)
@@ -475,10 +477,10 @@ def build(r: SliceResult) -> ReportView:
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
         checklist=checks,
-        checklist_passed=sum(1 for c in r.checklist if c.passed),
-        checklist_failed=tuple(c.name for c in checks if not c.flag),
+        checklist_count=checklist_count([c.state for c in checks]),
+        checklist_failed=tuple(c.name for c in checks if c.failed),
         pitfalls=tuple(
-            Row(words.PITFALLS[p.kind], p.present, words.pitfall_detail(p, r)) for p in r.pitfalls
+            Row(words.PITFALLS[p.kind], p.present, pitfall_detail(p, r)) for p in r.pitfalls
         ),
         signoffs=tuple(
             (role, rv.owners.get(role, "–"), rv.signoffs.get(role, "missing"), role in rv.signoffs)
