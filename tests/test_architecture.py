@@ -170,6 +170,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.Criterion: words.CRITERIA,
     kinds.CheckItem: words.CHECK_ITEMS,
     kinds.CheckGap: checks.CHECK_GAPS,
+    kinds.ImpactUnit: words.IMPACT_UNITS,
     kinds.PitfallKind: words.PITFALLS,
     kinds.GainGap: decisions.GAIN_GAPS,
     kinds.PredictionGap: decisions.PREDICTION_GAPS,

@@ -1,5 +1,6 @@
 """One convention per quantity (issue 50, item 7): headroom has one sign in the HTML and the
-PDF; counts print whole; the PDF has bookmarks for its sections."""
+PDF; an action's impact prints with its unit; counts print whole; the PDF has bookmarks for its
+sections."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from pathlib import Path
 import pypdf
 import pytest
 
+from mapreport.analysis.impact import Impact
+from mapreport.core.kinds import ImpactUnit
+from mapreport.report import words
 from mapreport.report.filters import metric_value, signed_pct
 from tests.test_render import SLICES, pdftotext
 
@@ -40,6 +44,30 @@ def test_headroom_has_one_sign_in_the_html_and_the_pdf(demo_reports: Path, name:
         assert f"headroom {said}" in html, (name, q, said)
         row = next(line for line in pdf.splitlines() if line.strip().startswith(q))
         assert said in row.split(), (name, q, row)
+
+
+def test_impact_prints_with_its_unit(demo_reports: Path) -> None:
+    """Before: the packet's Impact column printed a unitless 128.1% (traffic share times a
+    relative effect); now each action states what it acts on, in a unit."""
+    unit = re.compile(
+        r"^(≈ )?[\d.,]+ (µs|ms|s) of (request latency|compute|device time)"
+        r"|^(< |> )?[\d.]+% of (requests|the devices' span, idle)|^none: |^–$"
+    )
+    for findings in sorted(demo_reports.rglob("findings.json")):
+        doc = json.loads(findings.read_text())
+        page = _flat(pdftotext(findings.parent / "report.pdf"))
+        html = _text((findings.parent / "report.html").read_text())
+        for a in doc["actions"]:
+            impact = a["impact"]
+            assert set(impact) == {"unit", "value", "share", "text"}
+            assert unit.match(impact["text"]), impact
+            assert f"Impact {impact['text']}" in html
+            first = impact["text"].split(" of ")[0].split(":")[0]
+            assert first in page, (findings, impact["text"])
+    assert words.impact(Impact(ImpactUnit.DEVICE_US, 1_234.0, 0.25)) == (
+        "1.23 ms of device time (25.0%)"
+    )
+    assert words.impact(Impact(ImpactUnit.REQUEST_SHARE, 0.071)) == "7.1% of requests"
 
 
 def test_counts_print_whole() -> None:

@@ -138,6 +138,25 @@ EVIDENCE_FREE = frozenset(
 """Action kinds that rest on a missing or differing record, not on a statistic."""
 
 
+class ImpactUnit(StrEnum):
+    """The unit of an action's impact (`analysis/impact.py`): time over the report's period,
+    or a share a reader can weigh."""
+
+    LATENCY_US = "latency_us"
+    """Request latency the action's driver holds: the part of the tail requests' latency
+    above their shape's p50 (or the wait behind adaptation), summed over the period."""
+    COMPUTE_US = "compute_us"
+    """Compute the shape's requests save or lose at the measured net p50 gain, summed."""
+    DEVICE_US = "device_us"
+    """Device time in the trace: above the roofline bound, or spent on graph padding."""
+    DEVICE_SHARE = "device_share"
+    """A share of the devices' span (idle)."""
+    REQUEST_SHARE = "request_share"
+    """The share of the slice's requests the action's shape carries."""
+    NONE = "none"
+    """No figure: the action asks for a record, not a change."""
+
+
 class BlockingRemedy(StrEnum):
     """What removes head-of-line blocking behind adaptation, by what the evidence shows of the
     adapting requests (`analysis.blocking.remedy`)."""

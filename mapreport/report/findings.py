@@ -224,7 +224,7 @@ def _action(v: ActionView) -> dict[str, Any]:
             }
             for x in a.validation_matrix
         ],
-        "impact": a.impact,
+        "impact": {**plain(v.impact), "text": v.impact_text},
     }
 
 

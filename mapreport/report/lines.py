@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.actions import Action
+from mapreport.analysis.impact import Impact
 from mapreport.core.kinds import CheckState
 
 
@@ -20,6 +21,10 @@ class ActionView:
     """The anchor key of the action's shape ('' for a slice-wide action)."""
     evidence_href: str
     """The report anchor showing the evidence the action rests on."""
+    impact: Impact
+    """What the action acts on, in its unit."""
+    impact_text: str
+    """The impact in words with its unit (`words.impact`)."""
     ticket: str = ""
     """The action as Markdown, for an issue tracker."""
 

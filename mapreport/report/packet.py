@@ -107,11 +107,11 @@ def _effect(av: ActionView) -> str:
     if e.metric == "net_gain_p50" and e.value is not None:
         return f"{signed_pct(e.value)} net p50 compute on its shape"
     if e.metric == "headroom_us" and e.value is not None:
-        return f"up to {duration(e.value)} of device time ({pct(av.a.impact)})"
+        return f"up to {av.impact_text}"
     if e.metric == "device_idle_share" and e.value is not None:
         return f"up to {pct(e.value)} of the device's span, now idle"
     if e.metric == "padding_waste_us" and e.value is not None:
-        return f"up to {duration(e.value)} of replay time ({pct(av.a.impact)})"
+        return f"up to {av.impact_text} on padding"
     if av.a.impact <= 0:
         return "a result that can be trusted"
     return words.evidence(e)

@@ -18,6 +18,7 @@ from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.drift import OpDrift
 from mapreport.analysis.history import RunPoint
+from mapreport.analysis.impact import action_impact
 from mapreport.analysis.loop import ActionState
 from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.results import SliceResult
@@ -268,8 +269,16 @@ def action_view(a: Action, r: SliceResult, cores: frozenset[str] = frozenset()) 
     title = prose.action_title(a, r.name)
     rollback = prose.rollback_text(a, r.name)
     key = anchor_key(a.shape) if a.shape != SLICE_WIDE else ""
+    impact = action_impact(a, r)
     return ActionView(
-        a, title, rollback, key, evidence_href(a, cores), prose.ticket(a, title, rollback, r)
+        a,
+        title,
+        rollback,
+        key,
+        evidence_href(a, cores),
+        impact,
+        words.impact(impact),
+        prose.ticket(a, title, rollback, r),
     )
 
 

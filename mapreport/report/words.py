@@ -12,6 +12,7 @@ from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
+from mapreport.analysis.impact import Impact
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
@@ -32,6 +33,7 @@ from mapreport.core.kinds import (
     GainState,
     Health,
     HistoryNote,
+    ImpactUnit,
     IngestStatus,
     OwnerRole,
     PitfallKind,
@@ -149,6 +151,14 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "residual",
         "the part of the tail excess no measured driver explains (compute variance, or a "
         "driver without telemetry).",
+    ),
+    "impact": (
+        "impact",
+        "what an action acts on over the report's period (a night, on the nightly job), in "
+        "its unit: the request latency its driver holds above the shape's p50 (or the wait "
+        "behind adaptation); compute at the net p50 gain (≈); device time above the roofline "
+        "bound or on graph padding; the share of the devices' span idle; or the share of "
+        "requests its shape carries.",
     ),
     "headroom": (
         "headroom",
@@ -429,6 +439,26 @@ def criterion(v: ValidationRow) -> str:
     return CRITERIA[v.criterion].format(
         limit=metric_value(v.limit, v.metric), reference=metric_value(v.reference, v.metric)
     )
+
+
+IMPACT_UNITS: dict[ImpactUnit, str] = {
+    ImpactUnit.LATENCY_US: "{value} of request latency",
+    ImpactUnit.COMPUTE_US: "≈ {value} of compute",
+    ImpactUnit.DEVICE_US: "{value} of device time",
+    ImpactUnit.DEVICE_SHARE: "{value} of the devices' span, idle",
+    ImpactUnit.REQUEST_SHARE: "{value} of requests",
+    ImpactUnit.NONE: "none: a record, not a change",
+}
+"""An action's impact in its unit (the glossary's "impact" says what each is)."""
+
+
+def impact(i: Impact) -> str:
+    """An action's impact with its unit: `13.28 s of request latency`, `7.1% of requests`."""
+    if i.unit != ImpactUnit.NONE and i.value is None:
+        return DASH
+    timed = i.unit in (ImpactUnit.LATENCY_US, ImpactUnit.COMPUTE_US, ImpactUnit.DEVICE_US)
+    text = IMPACT_UNITS[i.unit].format(value=duration(i.value) if timed else pct(i.value))
+    return f"{text} ({pct(i.share)})" if i.share is not None else text
 
 
 STATUS_REASONS: dict[StatusReason, str] = {
