@@ -1,6 +1,6 @@
 """One convention per quantity (issue 50, item 7): headroom has one sign in the HTML and the
-PDF; an action's impact prints with its unit; counts print whole; the PDF has bookmarks for its
-sections."""
+PDF; an action's impact prints with its unit; counts print whole; what a reader takes away
+names no path of the machine that built it; the PDF has bookmarks for its sections."""
 
 from __future__ import annotations
 
@@ -86,6 +86,28 @@ def test_the_demo_reports_print_counts_whole(demo_reports: Path) -> None:
         assert not count.search(text), (html, count.search(text))
         pdf = _flat(pdftotext(html.parent / "report.pdf"))
         assert not count.search(pdf), (html, count.search(pdf))
+
+
+def test_no_build_machine_path_reaches_a_reader(demo_reports: Path, sample_dir: Path) -> None:
+    """HTML (its tickets among it), PDF text, findings.json and the board name the input files
+    below the folder they were ingested from (before: `below /tmp/.../sample` in the PDF,
+    every ticket's files and findings.json's `sources` with absolute paths, the board's
+    dataset by its path)."""
+    machine = (str(sample_dir), str(demo_reports.parent), str(demo_reports))
+    outputs = [
+        *demo_reports.rglob("report.html"),
+        *demo_reports.rglob("findings.json"),
+        demo_reports / "index.html",
+    ]
+    for f in outputs:
+        text = f.read_text()
+        assert not [m for m in machine if m in text], f
+    for pdf in demo_reports.rglob("report.pdf"):
+        text = "".join(pdftotext(pdf).split())
+        assert not [m for m in machine if "".join(m.split()) in text], pdf
+    doc = json.loads((demo_reports / "bert-base" / "findings.json").read_text())
+    paths = {s["path"] for s in doc["sources"]}
+    assert paths == {"bert-base.runtime.jsonl.gz", "bert-base.compile.jsonl"}
 
 
 @pytest.mark.parametrize("name", SLICES)

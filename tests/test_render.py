@@ -266,16 +266,17 @@ def test_index_is_a_health_board(demo_html: Path) -> None:
     assert "table.sortable" in index  # the inline sort script, no CDN
 
 
-def test_data_sources_name_files_below_one_folder(demo_html: Path) -> None:
-    """Data sources says the folder once and each file below it (before: every absolute
-    build path in full); findings.json keeps the full paths."""
+def test_data_sources_name_files_below_one_folder(demo_html: Path, sample_dir: Path) -> None:
+    """Data sources names the folder the files were ingested from and each file below it
+    (before: every absolute build path in full); findings.json names them the same way
+    (issue 50: no path of the build machine in what a reader takes away)."""
     doc = json.loads((demo_html / "bert-base" / "findings.json").read_text())
     html = (demo_html / "bert-base" / "report.html").read_text()
     shown = re.findall(r'<td class="path">([^<]*)</td>', html)
-    full = [s["path"] for s in doc["sources"]]
-    root = str(Path(full[0]).parent)
-    assert f"below <code>{root}</code>" in html
-    assert sorted(shown) == sorted(str(Path(p).relative_to(root)) for p in full)
+    assert f"ingested from (<code>{sample_dir.name}</code>)" in html
+    assert str(sample_dir) not in html
+    assert sorted(shown) == sorted(s["path"] for s in doc["sources"])
+    assert not [s["path"] for s in doc["sources"] if Path(s["path"]).is_absolute()]
 
 
 @pytest.mark.parametrize("name", SLICES)

@@ -247,7 +247,8 @@ def write_index(out: Path, entries: list[IndexEntry], dataset: str) -> Path:
         b=board(entries),
         periods=periods,
         mixed_periods=len(periods) > 1,
-        dataset=dataset,
+        # the board names the dataset relative to itself, not by the build machine's path
+        dataset=Path(os.path.relpath(dataset, out)).as_posix(),
         css=Markup(html.css()),
         media="screen",
         plotly_js=None,

@@ -24,6 +24,7 @@ from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
 from mapreport.report import devicetime, prose, words
 from mapreport.report.lines import ActionView
+from mapreport.report.sources import shown, source_dir
 from mapreport.report.view import ReportView, ShapeLine
 
 FINDINGS_SCHEMA_VERSION = "2.0"
@@ -293,7 +294,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
                 "end_us": r.period.end_us,
                 "text": view.period,
             },
-            "plans": [plain(p) for p in r.plans],
+            "plans": [plain(p) | {"path": shown(p.path, source_dir(r))} for p in r.plans],
         },
         "thresholds": plain(r.thresholds),
         "environment": {**plain(env), "locked": env.locked, "comparable": env.comparable},
@@ -337,6 +338,6 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "token_timing": plain(r.tokens),
         "token_rate": plain(r.token_rate),
         "loadgen": plain(r.loadgen),
-        "sources": plain(r.sources),
+        "sources": [plain(s) | {"path": view.source_paths[s.source_id]} for s in r.sources],
         **_device_time(r),
     }

@@ -3,7 +3,6 @@ each compile plan in force for it."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
@@ -11,6 +10,7 @@ from zoneinfo import ZoneInfo
 from mapreport.analysis.coverage import PlanVersion
 from mapreport.analysis.results import SliceResult
 from mapreport.core.window import Window, WindowKind, is_wall_clock
+from mapreport.report.sources import shown
 
 CAPTURED_BY = {
     "captured_at": "captured_at of its environment record",
@@ -112,6 +112,4 @@ def _after(p: PlanVersion, v: PlanVersion) -> bool:
 
 
 def _relative(v: PlanVersion, root: str) -> str:
-    if root and v.path and os.path.commonpath([root, v.path]) == root:
-        return os.path.relpath(v.path, root)
-    return v.path
+    return shown(v.path, root)

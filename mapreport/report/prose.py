@@ -28,6 +28,7 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
+from mapreport.report.sources import source_paths
 from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
 
@@ -417,7 +418,7 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     """One action as Markdown for an issue tracker: title, owner, evidence, rollback trigger
     and validation matrix. Every value is escaped (`md_text`, `md_code`): a name is text in
     the tracker, never markup."""
-    files = {s.source_id: s.path for s in r.sources}
+    files = source_paths(r)  # below the folder they were ingested from: no build-machine path
     owner = md_text(a.owner or "unassigned")
     h = r.history
     run = next((p.run_id for p in h.runs if p.current), None) if h else None

@@ -7,9 +7,7 @@ reads it from here (or from the result it came from), so no two places decide it
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import dataclass
-from pathlib import PurePath
 from typing import Any, cast
 
 from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
@@ -44,6 +42,7 @@ from mapreport.report.lines import ActionView, CheckLine, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section, not_measured
 from mapreport.report.serving import ServingView, serving_view
+from mapreport.report.sources import folder_name, source_dir, source_paths
 from mapreport.report.verdict import (
     Verdict,
     headline,
@@ -200,10 +199,11 @@ class ReportView:
     unplotted: tuple[ShapeMetrics, ...]
     """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
     source_formats: str
-    source_dir: str
-    """The folder every input file of the slice lies below (the paths shown are relative to it)."""
+    source_folder: str
+    """The name of the folder every input file of the slice lies below (the paths shown are
+    relative to it; its own path is the build machine's, and stays out of the report)."""
     source_paths: dict[str, str]
-    """Per source id: its path relative to `source_dir`."""
+    """Per source id: its path relative to that folder (`sources.source_paths`)."""
     rejected_total: int
     unlisted_rejections: dict[str, int]
     """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
@@ -326,18 +326,6 @@ def mape_class(within_tolerance: bool | None) -> str:
     """The weighted MAPE's style against the tolerance, as the analysis judged it ('' when
     not measured)."""
     return "" if within_tolerance is None else "ok" if within_tolerance else "bad"
-
-
-def source_dir(r: SliceResult) -> str:
-    """The deepest folder holding every input file of the slice ('' without files)."""
-    folders = [str(PurePath(s.path).parent) for s in r.sources]
-    return os.path.commonpath(folders) if folders else ""
-
-
-def source_paths(r: SliceResult) -> dict[str, str]:
-    """Each input file's path below `source_dir` (a build machine's absolute prefix said once)."""
-    root = source_dir(r)
-    return {s.source_id: os.path.relpath(s.path, root) if root else s.path for s in r.sources}
 
 
 def _states(r: SliceResult, actions: tuple[ActionView, ...]) -> tuple[StateView, ...]:
@@ -512,7 +500,7 @@ def build(r: SliceResult) -> ReportView:
             if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
         ),
         source_formats=formats,
-        source_dir=source_dir(r),
+        source_folder=folder_name(r),
         source_paths=source_paths(r),
         rejected_total=sum(s.rejected for s in r.sources),
         unlisted_rejections={s.source_id: s.rejected - len(s.rejections) for s in r.sources},
