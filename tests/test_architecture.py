@@ -18,7 +18,7 @@ from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import causes, checks, decisions, devicetime, prose, words
+from mapreport.report import causes, checks, decisions, devicetime, judgements, prose, words
 from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
@@ -176,7 +176,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.PredictionGap: decisions.PREDICTION_GAPS,
     kinds.AccuracyGap: decisions.ACCURACY_GAPS,
     kinds.FallbackCause: decisions.FALLBACK_CAUSES,
-    kinds.StatusReason: words.STATUS_REASONS,
+    kinds.StatusReason: judgements.WORDS,
+    kinds.JudgementFamily: judgements.FAMILY_NAMES,
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,

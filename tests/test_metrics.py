@@ -380,25 +380,26 @@ def test_status_failing_at_risk_healthy() -> None:
     """Issue 35: a missed judged target fails; a met one with under 10% headroom, or with
     shapes regressed beyond their CIs since the compared night, is at risk; qwen-chat (p95
     5.88 s against 6.00 s) is at risk, not a green "met"."""
-    from mapreport.analysis.common import Interval, Regression, SlaCheck
+    from mapreport.analysis.common import Interval, Percentiles, Regression, SlaCheck
     from mapreport.analysis.history import History
     from mapreport.analysis.status import slice_status
     from mapreport.core.kinds import RegressionKind, Status, StatusReason
 
+    n = Percentiles(500, 4e6, 5e6, 6e6)
     met = (SlaCheck("p95", 6e6, 5.0e6, True, True),)
-    assert slice_status(met, None).status == Status.HEALTHY
+    assert slice_status(met, n, None).status == Status.HEALTHY
     tight = (SlaCheck("p95", 6e6, 5.88e6, True, True),)
-    st = slice_status(tight, None)
+    st = slice_status(tight, n, None)
     assert (st.status, st.reason) == (Status.AT_RISK, StatusReason.LITTLE_HEADROOM)
     assert st.headroom == pytest.approx(0.02)
     missed = (SlaCheck("p95", 6e6, 6.5e6, True, False), SlaCheck("p99", 7e6, 9e6, False, False))
-    st = slice_status(missed, None)
+    st = slice_status(missed, n, None)
     assert (st.status, st.check) == (Status.FAILING, missed[0])  # an unjudged p99 fails nothing
     up = Regression(
         "b=1", "r2", "2026-11-29", 4e6, 5e6, 0.25, Interval(0.1, 0.4), RegressionKind.REGRESSION
     )
     h = History((), (), (up,), "r2", None, None, "2026-11-29")
-    st = slice_status(met, h)
+    st = slice_status(met, n, h)
     assert (st.status, st.reason, st.regressed) == (
         Status.AT_RISK,
         StatusReason.REGRESSED,

@@ -15,6 +15,7 @@ import pytest
 from markupsafe import escape
 
 from mapreport.report.charts import CHARTS
+from mapreport.report.judgements import FAMILY_NAMES
 from mapreport.report.sections import SECTIONS
 
 SLICES = ["bert-base", "resnet50-int8/prod", "llama-decode/chat"]
@@ -121,8 +122,9 @@ def test_the_full_pdf_keeps_every_section(demo_results: dict[str, Any], tmp_path
 
     marks = set(titles(reader.outline))
     # every section the demo has data for (nine need inputs it lacks: a profiler trace's
-    # device time, timeline and graphs among them; "Not measured" lists them)
-    assert len([s for s in SECTIONS if s.title in marks]) == len(SECTIONS) - 9
+    # device time, timeline and graphs among them; "Not measured" lists them; bert-base has
+    # no failure or restart to show)
+    assert len([s for s in SECTIONS if s.title in marks]) == len(SECTIONS) - 10
 
 
 @pytest.mark.slow
@@ -231,27 +233,25 @@ def test_requests_over_the_sla_per_shape(demo_dataset: Path, demo_html: Path) ->
 
 
 def test_index_is_a_health_board(demo_html: Path) -> None:
-    """Issue 35: the board lists slices most severe first (failing, at risk, healthy), each
-    with its status as findings.json has it and every other state that holds (SLA missed,
-    environment unlocked, checklist failing); names link to the reports; the top action's
-    whole title is one click away; counts per status head the page; the table sorts."""
+    """Issue 35: the board lists slices most severe first (failing, at risk, healthy, not
+    judged), each with its status as findings.json has it, the family that decided it and
+    every other family failing or at risk (issue 50), and a failing checklist; names link to
+    the reports; the top action's whole title is one click away; counts per status head the
+    page; the table sorts."""
     index = (demo_html / "index.html").read_text()
     body = index.split("<tbody>")[1]
     rows = re.findall(r'<tr data-status="([^"]*)"[^>]*>(.*?)</tr>', body, re.S)
     assert len(rows) == len(SLICES)
-    order = {"failing": 0, "at risk": 1, "healthy": 2}
+    order = {"failing": 0, "at risk": 1, "healthy": 2, "not judged": 3}
     assert [order[s] for s, _ in rows] == sorted(order[s] for s, _ in rows)
+    names = {str(k): v for k, v in FAMILY_NAMES.items()}
     for name in SLICES:
         doc = json.loads((demo_html / name / "findings.json").read_text())
-        scope = doc["scope"]
-        states = []
-        if any(
-            scope[f"sla_{q}_us"] and scope[f"latency_{q}_us"] > scope[f"sla_{q}_us"]
-            for q in ("p95", "p99")
-        ):
-            states.append("SLA missed")
-        if not doc["environment"]["locked"]:
-            states.append("environment unlocked")
+        states = [
+            names[j["family"]]
+            for j in doc["judgements"]
+            if j["deciding"] or j["state"] in ("failing", "at_risk")
+        ]
         if any(c["state"] == "fail" for c in doc["checklist"]):
             states.append("checklist failing")
         (status, row) = next(
@@ -261,7 +261,7 @@ def test_index_is_a_health_board(demo_html: Path) -> None:
         for state in states:
             assert state in row, (name, state)
         assert str(escape(doc["actions"][0]["title"])) in row  # as autoescape writes it
-    for words in ("failing", "at risk", "healthy"):
+    for words in ("failing", "at risk", "healthy", "not judged"):
         assert f"</strong> {words}</button>" in index
     assert "table.sortable" in index  # the inline sort script, no CDN
 

@@ -11,6 +11,7 @@ from mapreport.analysis.actions import Action
 from mapreport.analysis.common import QualityGuard, Review, Thresholds
 from mapreport.analysis.coverage import Coverage
 from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.query import records
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import (
@@ -18,8 +19,11 @@ from mapreport.core.kinds import (
     CheckGap,
     CheckItem,
     CheckState,
+    JudgementFamily,
     OwnerRole,
     PitfallKind,
+    Status,
+    StatusReason,
 )
 
 if TYPE_CHECKING:
@@ -224,3 +228,23 @@ def quality_records(con: Connection, workload: str, slice_: str) -> list[dict[st
         {"w": workload, "s": slice_},
     )
     return records(cur)
+
+
+def judge_quality(p: PrecisionCheck) -> Judgement | None:
+    """Precision changes against their quality evidence: failing when a change's quality drop
+    exceeds its record's max_drop; at risk when a change has no quality record or the
+    description names a precision the plans do not run; healthy when every change holds its
+    bound (None: the plans run no precision, or only reference precisions)."""
+    family = JudgementFamily.QUALITY
+    changes = len(p.passing) + len(p.missing) + len(p.failing)
+    if p.failing:
+        reason, state, subject = StatusReason.QUALITY_DROP, Status.FAILING, p.failing[0]
+    elif p.missing:
+        reason, state, subject = StatusReason.NO_QUALITY_EVIDENCE, Status.AT_RISK, p.missing[0]
+    elif p.described:
+        reason, state, subject = StatusReason.DESCRIBED_PRECISION, Status.AT_RISK, p.described[0]
+    elif p.passing:
+        reason, state, subject = StatusReason.QUALITY_HELD, Status.HEALTHY, p.passing[0]
+    else:
+        return None
+    return Judgement(family, state, reason, float(changes), n=changes, subject=subject)

@@ -15,9 +15,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.query import SLICE_TABLE
 from mapreport.core.connection import Connection
-from mapreport.core.kinds import FallbackCause
+from mapreport.core.kinds import (
+    FallbackCause,
+    FigureUnit,
+    JudgementFamily,
+    Status,
+    StatusReason,
+)
 from mapreport.core.shapes import sort_key
 
 
@@ -97,6 +104,72 @@ def graph_breaks(con: Connection, workload: str, slice_: str) -> tuple[GraphBrea
 
 
 @dataclass(frozen=True)
+class CompileFailure:
+    """One compile attempt that did not compile, as tlparse shows it."""
+
+    compile_id: str
+    frame: str | None
+    at: str | None
+    """The user's `file:line` of the frame (the file's name only: the path is the recording
+    machine's)."""
+    exception: str | None
+    """Dynamo's fail_type (`BackendCompilerFailed`)."""
+    reason: str | None
+    """The first line of its fail_reason."""
+    outcome: str
+    """`failed` or `limit_hit` (refused at the recompile limit)."""
+    compile_ms: float | None
+    later: int
+    """Compile events of the same worker after it: the process went on, so the frame ran
+    eagerly (dynamo's fallback); 0 with the log ending there: it may have stopped."""
+
+    @property
+    def went_on(self) -> bool:
+        """The worker went on after it (the frame ran eagerly), as far as the log shows."""
+        return self.outcome == "limit_hit" or self.later > 0
+
+
+_FAILURES = """
+    SELECT compile_id, frame, outcome, compile_ms, extra,
+        count(*) OVER (PARTITION BY coalesce(core, -1) ORDER BY coalesce(ts_us, 0), compile_id
+            ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS later
+    FROM compile_event WHERE workload = $w AND slice = $s
+    QUALIFY outcome IN ('failed', 'limit_hit')
+    ORDER BY coalesce(ts_us, 0), compile_id
+"""
+
+
+def failures(con: Connection, workload: str, slice_: str) -> tuple[CompileFailure, ...]:
+    """The slice's compile attempts that failed or were refused, with where and why."""
+    out = []
+    rows = con.execute(_FAILURES, {"w": workload, "s": slice_}).fetchall()
+    for compile_id, frame, outcome, ms, extra, later in rows:
+        try:
+            meta = json.loads(extra) if extra else {}
+        except ValueError:
+            meta = {}
+        meta = meta if isinstance(meta, dict) else {}
+        filename, line = meta.get("co_filename"), meta.get("co_firstlineno")
+        at = (
+            f"{str(filename).replace(chr(92), '/').rsplit('/', 1)[-1]}:{line}" if filename else None
+        )
+        reason = meta.get("fail_reason")
+        out.append(
+            CompileFailure(
+                str(compile_id),
+                frame,
+                at,
+                str(meta["fail_type"]) if meta.get("fail_type") else None,
+                str(reason).strip().splitlines()[-1][:300] if reason else None,
+                str(outcome),
+                None if ms is None else float(ms),
+                int(later),
+            )
+        )
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class Compiles:
     """Compile cost per shape of one slice."""
 
@@ -110,6 +183,8 @@ class Compiles:
     failed: int = 0
     graph_breaks: tuple[GraphBreak, ...] = ()
     """Where dynamo broke the compiled frames' graphs, and on what (TORCH_TRACE)."""
+    failures: tuple[CompileFailure, ...] = ()
+    """Every compile attempt that failed or was refused, in the order they happened."""
 
 
 REGION = "Torch-Compiled Region: "
@@ -220,6 +295,9 @@ def compiles(
         refused=sum(r.refused for r in rows),
         failed=sum(r.failed for r in rows),
         graph_breaks=graph_breaks(con, workload, slice_),
+        failures=failures(con, workload, slice_)
+        if any(r.failed or r.refused for r in rows)
+        else (),
     )
 
 
@@ -316,3 +394,78 @@ def fallback_causes(con: Connection, workload: str, slice_: str) -> dict[str, Fa
         else:
             out[str(shape)] = FallbackCause.UNSTATED
     return out
+
+
+RECOMPILE_LIMIT = 8
+"""Recompiles of one frame from which it is at risk: torch.compile's default
+`recompile_limit` (8), past which the frame runs eagerly."""
+
+
+def frame_recompiles(c: Compiles) -> dict[str, int]:
+    """Recompiles per frame, summed over the shapes that recompiled it."""
+    out: dict[str, int] = {}
+    for row in c.shapes:
+        for frame in row.frames:
+            out[frame] = out.get(frame, 0) + row.recompiles
+    return out
+
+
+def judge(c: Compiles | None) -> Judgement | None:
+    """Compile attempts: failing when any failed (what ran instead is not what was compiled);
+    at risk when the compiler refused one at its recompile limit or a frame recompiled
+    RECOMPILE_LIMIT times or more; healthy when every attempt compiled (None: no compile log)."""
+    family = JudgementFamily.COMPILES
+    if c is None:
+        return None
+    attempts = c.compiles + c.failed + c.refused
+    if not attempts:
+        return None
+    if c.failed:
+        return Judgement(
+            family, Status.FAILING, StatusReason.COMPILE_FAILED, float(c.failed), n=attempts
+        )
+    if c.refused:
+        return Judgement(
+            family, Status.AT_RISK, StatusReason.RECOMPILE_LIMIT, float(c.refused), n=attempts
+        )
+    per_frame = frame_recompiles(c)
+    frame, most = max(per_frame.items(), key=lambda x: x[1]) if per_frame else ("", c.recompiles)
+    if most >= RECOMPILE_LIMIT:
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.MANY_RECOMPILES,
+            float(most),
+            FigureUnit.COUNT,
+            RECOMPILE_LIMIT,
+            attempts,
+            subject=frame,
+        )
+    return Judgement(
+        family,
+        Status.HEALTHY,
+        StatusReason.COMPILED,
+        float(most),
+        FigureUnit.COUNT,
+        RECOMPILE_LIMIT,
+        attempts,
+        subject=frame,
+    )
+
+
+def judge_breaks(c: Compiles | None) -> Judgement | None:
+    """Graph breaks: at risk when a compiled frame broke (the code between its pieces ran
+    eagerly), healthy when frames compiled whole (None: no compile log)."""
+    family = JudgementFamily.GRAPH_BREAKS
+    if c is None or not c.compiles:
+        return None
+    if c.graph_breaks:
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.GRAPH_BREAKS,
+            float(len(c.graph_breaks)),
+            n=c.compiles,
+            subject=c.graph_breaks[0].at,
+        )
+    return Judgement(family, Status.HEALTHY, StatusReason.NO_GRAPH_BREAKS, 0.0, n=c.compiles)

@@ -20,10 +20,21 @@ from mapreport.analysis.actions import (
 )
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.graphs import Graphs
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.roofline import HeadroomFinding, OpShape, Roofline
 from mapreport.analysis.stats import seed_for
 from mapreport.analysis.timeline import Timeline, idle_interval
-from mapreport.core.kinds import ActionKind, Bound, Criterion, DeviceActivity, HeadroomRemedy
+from mapreport.core.kinds import (
+    ActionKind,
+    Bound,
+    Criterion,
+    DeviceActivity,
+    FigureUnit,
+    HeadroomRemedy,
+    JudgementFamily,
+    Status,
+    StatusReason,
+)
 
 IDLE_MATERIAL = 0.3
 """A device idle for this share of its span is a finding (HTA's idle-time breakdown reads
@@ -109,6 +120,33 @@ def idle_action(
         replays_graphs,
     )
     return make_action(s, SLICE_WIDE, ActionKind.DEVICE_IDLE, ev, NO_ROLLBACK, (row,), idle, params)
+
+
+IDLE_FAILING = 0.5
+"""Idle over half the devices' span (its CI's low end above it): the device waits more than
+it works, failing; between IDLE_MATERIAL and this it is at risk (and an action stands)."""
+
+
+def judge_idle(t: Timeline | None, th: Thresholds, workload: str, slice_: str) -> Judgement | None:
+    """The devices' idle share with its CI (the idle action's evidence, same seed): failing
+    when the CI's low end is at least IDLE_FAILING, at risk when it is at least
+    IDLE_MATERIAL (where the idle action stands), else healthy (None: no device rows)."""
+    if t is None or not t.kernels:
+        return None
+    ev = idle_evidence(t, th, seed_for(th.seed, workload, slice_, "device_idle"))
+    idle = t.shares[DeviceActivity.IDLE]
+    low = ev.ci.low if ev.ci is not None else idle
+    if low >= IDLE_FAILING:
+        state, bound = Status.FAILING, IDLE_FAILING
+    elif idle >= IDLE_MATERIAL and low >= IDLE_MATERIAL:
+        state, bound = Status.AT_RISK, IDLE_MATERIAL
+    else:
+        state, bound = Status.HEALTHY, IDLE_MATERIAL
+    reason = StatusReason.DEVICE_BUSY if state is Status.HEALTHY else StatusReason.DEVICE_IDLE
+    ci = (ev.ci.low, ev.ci.high) if ev.ci is not None else None
+    return Judgement(
+        JudgementFamily.DEVICE, state, reason, idle, FigureUnit.SHARE, bound, t.kernels, ci
+    )
 
 
 def padding_action(s: Scope, g: Graphs) -> Action | None:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mapreport.analysis.common import SourceFile
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.query import Selection, records
 from mapreport.core.connection import Connection
-from mapreport.core.schema import ENVIRONMENT_COMPARED, ENVIRONMENT_SHOWN
+from mapreport.core.kinds import JudgementFamily, Status, StatusReason
+from mapreport.core.schema import (
+    ENVIRONMENT_COMPARED,
+    ENVIRONMENT_SHOWN,
+    RECORDS_NO_ENVIRONMENT,
+)
 
 SIDES = ("compile", "runtime")
+COMPILE_TABLES = ("compile_plan", "compile_event")
+"""The tables of a slice's compile side."""
 RUNTIME_TABLES = (
     "request",
     "op_exec",
@@ -43,6 +52,11 @@ class EnvironmentCheck:
     sides: tuple[str, ...] = SIDES
     """The sides the slice has data of: a served model without a compile plan or compile log
     has no compile side to record, and a compile log alone no runtime side."""
+    unrecorded: tuple[str, ...] = ()
+    """Sides without a record whose every input is of a format that holds none (a TORCH_TRACE
+    log, an AIPerf export): nothing to ask of them, so they are not `missing_sides`."""
+    unrecorded_formats: tuple[str, ...] = ()
+    """The formats of those sides' inputs."""
 
     @property
     def comparable(self) -> bool:
@@ -72,16 +86,23 @@ def _values(rows: Sequence[dict[str, Any]], key: str) -> tuple[str, ...]:
 
 
 def check_environment(
-    rows: Sequence[dict[str, Any]], expected: tuple[str, ...] = SIDES
+    rows: Sequence[dict[str, Any]],
+    expected: tuple[str, ...] = SIDES,
+    formats: Mapping[str, frozenset[str]] | None = None,
 ) -> EnvironmentCheck:
     """Compare the environment records of a slice's compile-side and runtime-side files;
-    `expected`: the sides the slice has data of (only those can be missing).
+    `expected`: the sides the slice has data of (only those can be missing); `formats`: each
+    side's input formats (a side read only from formats that hold no record is not missing
+    its record, it has none to give: `RECORDS_NO_ENVIRONMENT`).
 
     A key differs when both sides state it with different values, or when one side holds
     several values (files of one side captured in different environments).
     """
     sides = {s: [r for r in rows if r["side"] == s] for s in SIDES}
-    missing = tuple(s for s, rs in sides.items() if not rs and s in expected)
+    absent = tuple(s for s, rs in sides.items() if not rs and s in expected)
+    given = formats or {}
+    unrecorded = tuple(s for s in absent if given.get(s) and given[s] <= RECORDS_NO_ENVIRONMENT)
+    missing = tuple(s for s in absent if s not in unrecorded)
     shown = {
         s: {k: ", ".join(v) for k in ENVIRONMENT_SHOWN if (v := _values(rs, k))}
         for s, rs in sides.items()
@@ -101,7 +122,22 @@ def check_environment(
         missing_sides=missing,
         compared_keys=tuple(compared),
         sides=tuple(s for s in SIDES if s in expected),
+        unrecorded=unrecorded,
+        unrecorded_formats=tuple(sorted(set().union(*(given[s] for s in unrecorded)))),
     )
+
+
+def side_formats(sources: Sequence[SourceFile]) -> dict[str, frozenset[str]]:
+    """The input formats of each side: a source is of the compile side when it wrote compile
+    rows, of the runtime side when it wrote runtime rows (a file may be of both)."""
+    out: dict[str, set[str]] = {s: set() for s in SIDES}
+    for f in sources:
+        tables = {t for t, n in f.rows.items() if n}
+        if tables & set(COMPILE_TABLES):
+            out["compile"].add(f.format)
+        if tables & set(RUNTIME_TABLES):
+            out["runtime"].add(f.format)
+    return {side: frozenset(found) for side, found in out.items()}
 
 
 def environments(
@@ -182,3 +218,33 @@ def select_sources(con: Connection, workload: str, key: str, value: str) -> Sour
     return SourceSelection(
         key, value, tuple(sorted(chosen)), len(files), unstated, ambiguous, tuple(sorted(seen))
     )
+
+
+def judge(env: EnvironmentCheck) -> Judgement | None:
+    """The compile side's environment against the runtime side's: at risk when a compared key
+    differs (the prediction was made elsewhere); healthy when locked on at least one compared
+    key; not judged when a side records none, the slice has one side only, or no key is stated
+    on both (None: the slice has neither side)."""
+    family = JudgementFamily.ENVIRONMENT
+    if not env.sides:
+        return None
+    if env.mismatches:
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.ENVIRONMENT_DIFFERS,
+            float(len(env.mismatches)),
+            n=len(env.compared_keys),
+            subject=env.mismatches[0].key,
+        )
+    if env.unrecorded and not env.missing_sides:
+        return Judgement(
+            family,
+            Status.NOT_JUDGED,
+            StatusReason.ENVIRONMENT_NOT_RECORDED,
+            subject=", ".join(env.unrecorded_formats),
+        )
+    if env.locked and env.compared_keys:
+        n = len(env.compared_keys)
+        return Judgement(family, Status.HEALTHY, StatusReason.ENVIRONMENT_LOCKED, 0.0, n=n)
+    return Judgement(family, Status.NOT_JUDGED, StatusReason.ENVIRONMENT_ONE_SIDE)

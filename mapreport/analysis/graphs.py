@@ -16,8 +16,10 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from mapreport.analysis.common import Evidence, Interval, Thresholds
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.stats import bootstrap_mean, seed_for
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 
 CAPTURE = re.compile(r"^capture_(\d+)_([A-Za-z_]+)$")
 """A capture annotation: the captured size and the mode (FULL, PIECEWISE, DECODE)."""
@@ -286,3 +288,35 @@ def graphs(con: Connection, workload: str, slice_: str, th: Thresholds) -> Graph
     if not captures and not any(s.launches for s in steps):
         return None
     return buckets_of(captures, steps, th, padding_seed(th, workload, slice_))
+
+
+def judge(g: Graphs | None) -> Judgement | None:
+    """Captured graphs: at risk when their padding waste is a finding (material, CI clear of
+    it: where the padding action stands), healthy when graphs replayed without it (None: no
+    graph replayed)."""
+    family = JudgementFamily.CUDA_GRAPHS
+    if g is None or not g.launches:
+        return None
+    f = g.finding
+    if f is not None:
+        per = 1 / g.graph_us if g.graph_us else 0.0
+        ci = (f.evidence.ci.low * per, f.evidence.ci.high * per) if f.evidence.ci else None
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.PADDING_WASTE,
+            f.share,
+            FigureUnit.SHARE,
+            PADDING_MATERIAL,
+            f.evidence.n,
+            ci,
+        )
+    return Judgement(
+        family,
+        Status.HEALTHY,
+        StatusReason.GRAPHS_REPLAYED,
+        g.waste_share,
+        FigureUnit.SHARE,
+        PADDING_MATERIAL,
+        len(g.steps),
+    )

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.environment import RUNTIME_TABLES, SIDES
+from mapreport.analysis.environment import COMPILE_TABLES, RUNTIME_TABLES, SIDES
 from mapreport.core.connection import Connection
 
-COMPILE_TABLES = ("compile_plan", "compile_event")
 """Tables whose rows make a slice's compile side (a record naming no slice serves every slice
 of its workload)."""
 PROBED = ("compile_event", *(t for t in RUNTIME_TABLES if t != "request"), "quality")

@@ -120,6 +120,12 @@ class SliceResult:
         )
 
     @property
+    def failures_or_restarts(self) -> bool:
+        """A compile attempt failed or was refused, or the model server restarted."""
+        failed = self.compiles is not None and bool(self.compiles.failures)
+        return failed or (self.telemetry is not None and bool(self.telemetry.resets))
+
+    @property
     def scheduling_measured(self) -> bool:
         """The scheduling section has something to show."""
         return self.scheduling is not None and self.scheduling.measured

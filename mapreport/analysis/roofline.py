@@ -18,6 +18,7 @@ from typing import Any
 
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.flops import Work, parse_dims, work
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.stats import bootstrap_mean, seed_for
 from mapreport.core.connection import Connection
 from mapreport.core.devices import (
@@ -27,7 +28,15 @@ from mapreport.core.devices import (
     configured,
     recognise,
 )
-from mapreport.core.kinds import Bound, OpKind, Suspect
+from mapreport.core.kinds import (
+    Bound,
+    FigureUnit,
+    JudgementFamily,
+    OpKind,
+    Status,
+    StatusReason,
+    Suspect,
+)
 
 
 @dataclass(frozen=True)
@@ -516,4 +525,41 @@ def roofline(
         findings=tuple(found[:FINDINGS]),
         by_request_shape=by_shape,
         suspect_calls=sum(r.suspect_calls for r in rows),
+    )
+
+
+def judge(rf: Roofline | None) -> Judgement | None:
+    """Device time above the roofline: at risk when an op x shape's headroom is a finding
+    (at least HEADROOM_MATERIAL of device time, CI clear of it: where a headroom action
+    stands), healthy when none is; not judged without the device's limits (None: no trace)."""
+    family = JudgementFamily.ROOFLINE
+    if rf is None or not rf.rows:
+        return None
+    if rf.device is None:
+        return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_DEVICE_LIMITS)
+    share = rf.headroom_us / rf.gpu_time_us if rf.gpu_time_us else 0.0
+    calls = sum(r.calls for r in rf.rows)
+    if rf.findings:
+        top = rf.findings[0]  # its evidence is the headroom in us: as shares of device time
+        per = 1 / rf.gpu_time_us if rf.gpu_time_us else 0.0
+        ci = (top.evidence.ci.low * per, top.evidence.ci.high * per) if top.evidence.ci else None
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.ROOFLINE_HEADROOM,
+            top.row.headroom_share,
+            FigureUnit.SHARE,
+            HEADROOM_MATERIAL,
+            top.evidence.n,
+            ci,
+            subject=top.row.label,
+        )
+    return Judgement(
+        family,
+        Status.HEALTHY,
+        StatusReason.NEAR_ROOFLINE,
+        share,
+        FigureUnit.SHARE,
+        HEADROOM_MATERIAL,
+        calls,
     )

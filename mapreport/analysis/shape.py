@@ -9,8 +9,16 @@ from mapreport.analysis.accuracy import ShapeAccuracy
 from mapreport.analysis.adaptation import ShapeGain
 from mapreport.analysis.classify import ShapeClass
 from mapreport.analysis.common import Percentiles
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.tail import TailDrivers
-from mapreport.core.kinds import Decision, FallbackCause
+from mapreport.core.kinds import (
+    Decision,
+    FallbackCause,
+    FigureUnit,
+    JudgementFamily,
+    Status,
+    StatusReason,
+)
 
 
 @dataclass(frozen=True)
@@ -67,3 +75,29 @@ class ShapeMetrics:
             "error_rate": self.error_rate,
         }
         return values.get(name)
+
+
+FALLBACK_MATERIAL = 0.05
+"""A share of requests run on the generic (eager) path from which the slice is at risk."""
+
+
+def judge_fallback(shapes: tuple[ShapeMetrics, ...]) -> Judgement | None:
+    """Requests that ran the generic path: at risk when they are FALLBACK_MATERIAL of the
+    slice's requests or more, healthy below (None: no request)."""
+    total = sum(m.n for m in shapes)
+    if not total:
+        return None
+    eager = sum(m.n_fallback for m in shapes)
+    share = eager / total
+    most = max(shapes, key=lambda m: m.n_fallback)
+    state = Status.AT_RISK if share >= FALLBACK_MATERIAL else Status.HEALTHY
+    return Judgement(
+        JudgementFamily.EAGER_FALLBACK,
+        state,
+        StatusReason.EAGER_REQUESTS if eager else StatusReason.NO_EAGER_REQUESTS,
+        share,
+        FigureUnit.SHARE,
+        FALLBACK_MATERIAL,
+        total,
+        subject=most.shape if eager else "",
+    )

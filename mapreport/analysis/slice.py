@@ -59,6 +59,7 @@ from mapreport.analysis.environment import (
     EnvironmentCheck,
     check_environment,
     environments,
+    side_formats,
 )
 from mapreport.analysis.history import (
     History,
@@ -82,7 +83,7 @@ from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.sla import OverSla, over_sla, sla_driver
 from mapreport.analysis.slicestats import slice_latency
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, relative_error_ranks
-from mapreport.analysis.status import slice_status
+from mapreport.analysis.status import SliceParts, family_judgements, slice_status
 from mapreport.analysis.tail import (
     TailDrivers,
     attribute,
@@ -303,7 +304,9 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
         window=overall["window"],
         latency=latency,
         sources=sources,
-        environment=check_environment(rows, ctx.present.sides(ctx.totals.requests > 0)),
+        environment=check_environment(
+            rows, ctx.present.sides(ctx.totals.requests > 0), side_formats(sources)
+        ),
         over_sla=over_sla(ctx.rows, latency, ctx.review, ctx.th),
     )
 
@@ -561,7 +564,25 @@ def analyze(
         window_end_us=sl.window[1],
         latency=sl.latency,
         sla=checks,
-        status=slice_status(checks, history, sl.requests),
+        status=slice_status(
+            checks,
+            sl.latency,
+            history,
+            family_judgements(
+                SliceParts(
+                    diag.shapes,
+                    sl.environment,
+                    reviewed.precision,
+                    offline.compiles,
+                    offline.timeline,
+                    offline.roofline,
+                    offline.graphs,
+                ),
+                th,
+                workload,
+                slice_,
+            ),
+        ),
         over_sla=sl.over_sla,
         shapes=diag.shapes,
         coverage=found.coverage,

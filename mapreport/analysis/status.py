@@ -1,70 +1,258 @@
-"""A slice's status: failing, at risk or healthy, with what decided it. Read by page 1, the
-board and findings.json (`status`, `status_reason`), decided once here."""
+"""A slice's status: the worst of its judgements, with what decided it. Read by page 1, the
+board and findings.json (`status`, `status_reason`, `judgements`), decided once here. The
+latency, regression and loop rules live here (their figures are the slice's SLA checks and
+its history); each other family's rule lives beside its figure (docs/metrics.md,
+"Judgements")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from mapreport.analysis import compiles, environment, graphs, roofline
 from mapreport.analysis.changepoints import ChangePoint
-from mapreport.analysis.common import SlaCheck, TailQuantile
+from mapreport.analysis.checklist import PrecisionCheck, judge_quality
+from mapreport.analysis.common import Percentiles, SlaCheck, TailQuantile, Thresholds
+from mapreport.analysis.compiles import Compiles
+from mapreport.analysis.device_actions import judge_idle
+from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.graphs import Graphs
 from mapreport.analysis.history import History, RunPoint
-from mapreport.core.kinds import RegressionKind, Status, StatusReason
+from mapreport.analysis.judgement import Judgement, ordered, worst
+from mapreport.analysis.roofline import Roofline
+from mapreport.analysis.shape import ShapeMetrics, judge_fallback
+from mapreport.analysis.timeline import Timeline
+from mapreport.core.kinds import (
+    ActionState,
+    FigureUnit,
+    JudgementFamily,
+    RegressionKind,
+    Status,
+    StatusReason,
+)
 
 AT_RISK_HEADROOM = 0.10
 """A met target with less headroom than this share of it is at risk."""
+CLOSED = frozenset({ActionState.ROLLED_BACK, ActionState.DROPPED, ActionState.VERIFIED})
+"""Action states the loop no longer holds to a rollback trigger."""
 
 
 @dataclass(frozen=True)
 class SliceStatus:
-    """The slice's status and what decided it."""
+    """The slice's status, what decided it, and every judgement it rests on."""
 
     status: Status
     reason: StatusReason
     check: SlaCheck | None
-    """The target that decided it (missed, or the one with the least headroom)."""
+    """The target that decided the latency judgement (missed, or the one with the least
+    headroom)."""
     regressed: tuple[str, ...] = ()
     """Shapes whose p95 rose beyond their CI against the compared night."""
     compared_night: str | None = None
     shift: ChangePoint | None = None
     """The slice's upward change point that put it at risk (reason rising)."""
+    judgements: tuple[Judgement, ...] = ()
+    """Every family's judgement, most severe first (not_judged last)."""
+    deciding: Judgement | None = None
+    """The judgement the status is (the latency one, not judged, when nothing else decides)."""
 
     @property
     def headroom(self) -> float | None:
-        """How far below its target the deciding quantile is, as a share of the target."""
+        """How far below its target the deciding quantile is, as a share of the target
+        (positive: room to spare)."""
         excess = self.check.excess if self.check is not None else None
         return None if excess is None else -excess
 
+    @property
+    def others(self) -> tuple[Judgement, ...]:
+        """The judgements beside the deciding one (judged first)."""
+        return tuple(j for j in self.judgements if j is not self.deciding)
+
+
+def judge_latency(sla: Sequence[SlaCheck], latency: Percentiles) -> Judgement:
+    """Latency against its SLA: failing when a target the samples can state is missed; at
+    risk when met with under AT_RISK_HEADROOM to spare; healthy when met with more; not
+    judged without requests, without a target (the tail is stated, never called healthy), or
+    with too few samples for any targeted quantile."""
+    family = JudgementFamily.SLA
+    if not latency.n:
+        return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_REQUESTS, n=0)
+    targeted = [s for s in sla if s.target_us]
+    if not targeted:
+        return Judgement(
+            family, Status.NOT_JUDGED, StatusReason.NO_SLA, latency.p95, FigureUnit.US, n=latency.n
+        )
+    judged = [s for s in targeted if s.judged is not None and s.excess is not None]
+    if not judged:
+        first = targeted[0]
+        return Judgement(
+            family,
+            Status.NOT_JUDGED,
+            StatusReason.TOO_FEW_SAMPLES,
+            first.value_us,
+            FigureUnit.US,
+            first.target_us,
+            latency.n,
+            subject=first.quantile,
+        )
+    missed = [s for s in judged if s.judged is False]
+    deciding = max(missed or judged, key=lambda s: s.excess or 0.0)
+    if missed:
+        state, reason = Status.FAILING, StatusReason.SLA_MISSED
+    elif -(deciding.excess or 0.0) < AT_RISK_HEADROOM:
+        state, reason = Status.AT_RISK, StatusReason.LITTLE_HEADROOM
+    else:
+        state, reason = Status.HEALTHY, StatusReason.WITHIN_SLA
+    return Judgement(
+        family,
+        state,
+        reason,
+        deciding.value_us,
+        FigureUnit.US,
+        deciding.target_us,
+        latency.n,
+        subject=deciding.quantile,
+    )
+
+
+def judge_regression(history: History | None) -> Judgement | None:
+    """Shapes' p95 against the compared night (beyond their CIs) and the slice's latest
+    upward change point: at risk when either moved up; healthy when a night was compared and
+    nothing did; not judged on a first night (None without a history at all)."""
+    family = JudgementFamily.REGRESSION
+    if history is None:
+        return None
+    night = history.compared_night if history.compared_to else None
+    if night is None:
+        return Judgement(family, Status.NOT_JUDGED, StatusReason.FIRST_NIGHT)
+    regressed = [g for g in history.regressions if g.kind == RegressionKind.REGRESSION]
+    if regressed:
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.REGRESSED,
+            float(len(regressed)),
+            FigureUnit.COUNT,
+            subject=night,
+        )
+    rising = history.rising
+    if rising is not None:
+        return Judgement(
+            family, Status.AT_RISK, StatusReason.RISING, rising.change, FigureUnit.SHARE
+        )
+    return Judgement(family, Status.HEALTHY, StatusReason.NO_REGRESSION, 0.0, subject=night)
+
+
+def judge_loop(history: History | None) -> Judgement | None:
+    """The loop's open actions against tonight's figures: failing when any one's rollback
+    trigger is exceeded tonight (the figure above its threshold: the change it asked for is
+    hurting); healthy when every open action is within its trigger (None: no tracked action)."""
+    family = JudgementFamily.LOOP
+    tracked = [a for a in history.actions if a.state not in CLOSED] if history else []
+    if not tracked:
+        return None
+    exceeded = [
+        a
+        for a in tracked
+        if a.rollback_threshold is not None
+        and a.rollback_now is not None
+        and a.rollback_now > a.rollback_threshold
+    ]
+    tracked = [a for a in tracked if a.state is not ActionState.NEW]  # proposed tonight
+    if exceeded:
+        worst_one = max(
+            exceeded, key=lambda a: (a.rollback_now or 0.0) / (a.rollback_threshold or 1)
+        )
+        return Judgement(
+            family,
+            Status.FAILING,
+            StatusReason.ROLLBACK_DUE,
+            worst_one.rollback_now,
+            FigureUnit.US,
+            worst_one.rollback_threshold,
+            len(exceeded),
+            subject=worst_one.action_id,
+        )
+    if not tracked:
+        return None
+    return Judgement(
+        family, Status.HEALTHY, StatusReason.LOOP_ON_TRACK, float(len(tracked)), n=len(tracked)
+    )
+
+
+def family_judgements(
+    parts: SliceParts, th: Thresholds, workload: str, slice_: str
+) -> tuple[Judgement | None, ...]:
+    """The judgements of every family whose rule lives beside its figure (None: a family the
+    slice holds no figure of)."""
+    return (
+        compiles.judge(parts.compiles),
+        judge_idle(parts.timeline, th, workload, slice_),
+        judge_quality(parts.precision),
+        judge_fallback(parts.shapes),
+        roofline.judge(parts.roofline),
+        graphs.judge(parts.graphs),
+        compiles.judge_breaks(parts.compiles),
+        environment.judge(parts.environment),
+    )
+
+
+@dataclass(frozen=True)
+class SliceParts:
+    """The figures of a slice the other families judge."""
+
+    shapes: tuple[ShapeMetrics, ...]
+    environment: EnvironmentCheck
+    precision: PrecisionCheck
+    compiles: Compiles | None
+    timeline: Timeline | None
+    roofline: Roofline | None
+    graphs: Graphs | None
+
 
 def slice_status(
-    sla: tuple[SlaCheck, ...], history: History | None, requests: int = 1
+    sla: Sequence[SlaCheck],
+    latency: Percentiles,
+    history: History | None,
+    others: Sequence[Judgement | None] = (),
 ) -> SliceStatus:
-    """Failing when a judged target is missed; at risk when a met one has under
-    AT_RISK_HEADROOM of headroom, when shapes regressed beyond their CIs since the compared
-    night, or when the slice's tail shifted up at its latest change point; else healthy (or,
-    without a judged target, healthy for want of one)."""
-    judged = [s for s in sla if s.judged is not None and s.excess is not None]
-    missed = [s for s in judged if s.judged is False]
-    if missed:
-        worst = max(missed, key=lambda s: s.excess or 0.0)
-        return SliceStatus(Status.FAILING, StatusReason.SLA_MISSED, worst)
-    closest = max(judged, key=lambda s: s.excess or -1.0) if judged else None
+    """The worst of the slice's judgements (latency, regression, the loop, and the other
+    families' `others`), with the latency judgement's check and the history's regressed
+    shapes and shift for the words; not_judged when no rule could check anything, or when
+    nothing is wrong but the slice's requests were judged against no target (a slice is
+    healthy only on the latency it was checked for, or, without requests, on its other
+    figures)."""
+    latency_judgement = judge_latency(sla, latency)
+    found = [latency_judgement, judge_regression(history), judge_loop(history), *others]
+    judgements = ordered([j for j in found if j is not None])
+    deciding = worst(judgements)
+    if deciding is None or (
+        deciding.state is Status.HEALTHY
+        and latency_judgement.state is Status.NOT_JUDGED
+        and latency_judgement.reason is not StatusReason.NO_REQUESTS
+    ):
+        # requests whose latency no target judged: never healthy on the other families alone
+        deciding = latency_judgement
+    judged_sla = [s for s in sla if s.judged is not None and s.excess is not None]
+    missed = [s for s in judged_sla if s.judged is False]
+    check = max(missed or judged_sla, key=lambda s: s.excess or 0.0) if judged_sla else None
     night = history.compared_night if history is not None and history.compared_to else None
     regressed = tuple(
         g.shape
         for g in (history.regressions if history is not None and night else ())
         if g.kind == RegressionKind.REGRESSION
     )
-    if closest is not None and -(closest.excess or 0.0) < AT_RISK_HEADROOM:
-        return SliceStatus(Status.AT_RISK, StatusReason.LITTLE_HEADROOM, closest, regressed, night)
-    if regressed:
-        return SliceStatus(Status.AT_RISK, StatusReason.REGRESSED, closest, regressed, night)
-    rising = history.rising if history is not None else None
-    if rising is not None and closest is not None:
-        return SliceStatus(Status.AT_RISK, StatusReason.RISING, closest, regressed, night, rising)
-    reason = StatusReason.WITHIN_SLA if closest is not None else StatusReason.NO_SLA
-    if closest is None and not requests:
-        reason = StatusReason.NO_REQUESTS
-    return SliceStatus(Status.HEALTHY, reason, closest, regressed, night)
+    shift = history.rising if history is not None else None
+    return SliceStatus(
+        deciding.state,
+        deciding.reason,
+        check,
+        regressed,
+        night,
+        shift if deciding.reason == StatusReason.RISING else None,
+        judgements,
+        deciding,
+    )
 
 
 @dataclass(frozen=True)

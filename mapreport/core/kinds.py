@@ -207,11 +207,50 @@ class Health(StrEnum):
 
 
 class Status(StrEnum):
-    """A slice's status on page 1 and the board, most severe first."""
+    """A slice's status on page 1 and the board (and each judgement's state), most severe
+    first. `not_judged`: nothing the slice holds could be checked by the rule (no SLA set, no
+    data of that kind): never counted as healthy."""
 
     FAILING = "failing"
     AT_RISK = "at_risk"
     HEALTHY = "healthy"
+    NOT_JUDGED = "not_judged"
+
+
+class JudgementFamily(StrEnum):
+    """A family of figures that judges a slice (`analysis/judgement.py`), in the order a tie
+    between equally severe judgements is decided."""
+
+    SLA = "sla"
+    """Latency p95/p99 against the configured SLA."""
+    COMPILES = "compiles"
+    """Compile attempts that failed or hit the recompile limit, and recompiles per frame."""
+    DEVICE = "device"
+    """Device time against the traced span: how much of it the devices sat idle."""
+    LOOP = "loop"
+    """The closed loop's actions against tonight's figures (rollback triggers)."""
+    REGRESSION = "regression"
+    """Shapes' p95 against the compared night, and the slice's change points."""
+    QUALITY = "quality"
+    """Precision changes against their quality evidence."""
+    EAGER_FALLBACK = "eager_fallback"
+    """Requests that ran the generic (eager) path instead of a compiled mapping."""
+    ROOFLINE = "roofline"
+    """Device time above the roofline bound of the ops that spent it."""
+    CUDA_GRAPHS = "cuda_graphs"
+    """Captured graph buckets: padding waste and steps replayed eagerly."""
+    GRAPH_BREAKS = "graph_breaks"
+    """Graph breaks that split a compiled frame."""
+    ENVIRONMENT = "environment"
+    """The compile side's environment against the runtime side's."""
+
+
+class FigureUnit(StrEnum):
+    """The unit of the figure a judgement rests on."""
+
+    US = "us"
+    SHARE = "share"
+    COUNT = "count"
 
 
 class StatusReason(StrEnum):
@@ -230,6 +269,41 @@ class StatusReason(StrEnum):
     """No target it can be judged against (none configured, or too few samples)."""
     NO_REQUESTS = "no_requests"
     """No per-request latency at all (a profiler trace, a compile log alone)."""
+    TOO_FEW_SAMPLES = "too_few_samples"
+    """A target is set, but the slice has too few requests to state its quantile."""
+    FIRST_NIGHT = "first_night"
+    """No earlier night to compare with."""
+    NO_REGRESSION = "no_regression"
+    COMPILE_FAILED = "compile_failed"
+    RECOMPILE_LIMIT = "recompile_limit"
+    """The compiler refused to compile again (its recompile limit): the frame ran eagerly."""
+    MANY_RECOMPILES = "many_recompiles"
+    COMPILED = "compiled"
+    DEVICE_IDLE = "device_idle"
+    DEVICE_BUSY = "device_busy"
+    ROLLBACK_DUE = "rollback_due"
+    """A tracked action's rollback trigger is exceeded on this night."""
+    LOOP_ON_TRACK = "loop_on_track"
+    QUALITY_DROP = "quality_drop"
+    """A precision change whose quality drop exceeds its record's max_drop."""
+    NO_QUALITY_EVIDENCE = "no_quality_evidence"
+    DESCRIBED_PRECISION = "described_precision"
+    QUALITY_HELD = "quality_held"
+    EAGER_REQUESTS = "eager_requests"
+    NO_EAGER_REQUESTS = "no_eager_requests"
+    ROOFLINE_HEADROOM = "roofline_headroom"
+    NEAR_ROOFLINE = "near_roofline"
+    NO_DEVICE_LIMITS = "no_device_limits"
+    PADDING_WASTE = "padding_waste"
+    GRAPHS_REPLAYED = "graphs_replayed"
+    GRAPH_BREAKS = "graph_breaks"
+    NO_GRAPH_BREAKS = "no_graph_breaks"
+    ENVIRONMENT_DIFFERS = "environment_differs"
+    ENVIRONMENT_LOCKED = "environment_locked"
+    ENVIRONMENT_NOT_RECORDED = "environment_not_recorded"
+    """The side without a record was read only from formats that hold none (TORCH_TRACE)."""
+    ENVIRONMENT_ONE_SIDE = "environment_one_side"
+    """One side's environment is not recorded (or the run records none: torch.compile)."""
 
 
 class RegressionKind(StrEnum):

@@ -470,3 +470,27 @@ def check_schema_version(version: object, where: Path) -> None:
             f"{where}: written by a newer mapreport (dataset schema {version}; this mapreport "
             f"reads schema {SCHEMA_VERSION} and older): upgrade mapreport to read this dataset"
         )
+
+
+RECORDS_NO_ENVIRONMENT: Final[frozenset[str]] = frozenset(
+    {
+        "aiperf",
+        "aiperf-summary",
+        "mlperf-detail",
+        "mlperf-summary",
+        "model-analyzer",
+        "native-quality",
+        "otlp",
+        "perf-analyzer",
+        "prometheus",
+        "torch-trace",
+        "triton-trace",
+        "tvm",
+        "xla-trace",
+        "xplane",
+    }
+)
+"""The input formats that hold no environment record (their readers write no `environment`
+rows; a test holds this to the readers' declared tables): a side read only from them cannot be
+asked for one. A torch.compile run (TORCH_TRACE) compiles and runs in one process, so its
+compile side's environment is its runtime's."""

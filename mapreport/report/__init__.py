@@ -19,6 +19,7 @@ from mapreport import __version__
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.tail import DRIVERS
 from mapreport.core.files import atomic_write, replacing
+from mapreport.core.kinds import Status
 from mapreport.report import charts as chart_builders
 from mapreport.report import html, packet
 from mapreport.report.board import board
@@ -26,6 +27,7 @@ from mapreport.report.export import SvgExporter
 from mapreport.report.findings import findings, strict
 from mapreport.report.verdict import holding
 from mapreport.report.view import ReportView, build
+from mapreport.report.words import label
 
 
 def _context(
@@ -83,6 +85,10 @@ class IndexEntry(msgspec.Struct, frozen=True):
     status_reason: str = ""
     states: list[str] = []
     """Every `kinds.Health` state that holds (not only the first)."""
+    deciding: str = ""
+    """The family whose judgement is the status (`report.judgements.FAMILY_NAMES`)."""
+    judged: list[str] = []
+    """The other families failing or at risk, with their state ("Device idle: at risk")."""
     workload: str = ""
     trend: list[float] = []
     """The headline quantile over the recorded nights, tonight's last (the sparkline)."""
@@ -145,6 +151,12 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         status=r.status.status.value if r.status else "",
         status_reason=v.status_reason,
         states=list(holding(r, v.verdict.sla, v.checklist)),
+        deciding=next((j.family for j in v.judgements if j.deciding), ""),
+        judged=[
+            f"{j.family}: {label(j.state)}"
+            for j in v.judgements
+            if not j.deciding and j.state in (Status.FAILING, Status.AT_RISK)
+        ],
         workload=r.workload,
         trend=[
             x

@@ -36,7 +36,7 @@ class IndexEntry(Protocol):
     def top_owner(self) -> str: ...
 
 
-SEVERITY = {"": 0, Status.FAILING: 1, Status.AT_RISK: 2, Status.HEALTHY: 3}
+SEVERITY = {"": 0, Status.FAILING: 1, Status.AT_RISK: 2, Status.HEALTHY: 3, Status.NOT_JUDGED: 4}
 """Row order: failed reports, failing, at risk, healthy."""
 SPARK_W, SPARK_H = 96, 22
 """The sparkline's size in CSS pixels."""

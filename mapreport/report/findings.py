@@ -22,7 +22,7 @@ from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
-from mapreport.report import devicetime, prose, words
+from mapreport.report import devicetime, judgements, prose, words
 from mapreport.report.lines import ActionView
 from mapreport.report.sources import shown, source_dir
 from mapreport.report.view import ReportView, ShapeLine
@@ -276,6 +276,7 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "summary": view.summary,
         "status": r.status.status.value if r.status else None,
         "status_reason": view.status_reason,
+        "judgements": judgements.fragment(r),
         "scope": {
             "requests": r.requests,
             "failed": r.failed,

@@ -33,6 +33,7 @@ CHARTS = ("accuracy_vs_gain",)
 """The charts the packet prints (on its mapping page): the only ones its PDF exports."""
 APPENDIX = (
     "checklist",
+    "failures",
     "environment",
     "coverage",
     "blocking",

@@ -166,13 +166,25 @@ def headroom_title(p: P.Headroom) -> str:
 
 def idle_title(p: P.Idle, name: str) -> str:
     """A device that sat idle: how much, and what keeps it waiting."""
-    why = (
-        "its kernels are too short to hide their launches: capture the step in a CUDA or HIP "
-        'graph (torch.compile mode="reduce-overhead") or batch more work per launch'
-        if p.launch_bound
-        else "the host or the input pipeline stalls it: overlap data loading and remove "
-        "synchronisations between steps"
-    )
+    if p.replays_graphs:
+        # the steps already replay a captured graph: capturing it again changes nothing; the
+        # idle time lies between the replays, in the host's work for the next step
+        why = (
+            "its steps already replay captured graphs, so the gaps are between the replays: cut "
+            "the host's work between steps (scheduling, sampling, detokenisation), overlap it "
+            "with the running step (asynchronous scheduling), and capture the batch sizes that "
+            "still run eagerly"
+        )
+    elif p.launch_bound:
+        why = (
+            "its kernels are too short to hide their launches: capture the step in a CUDA or "
+            'HIP graph (torch.compile mode="reduce-overhead") or batch more work per launch'
+        )
+    else:
+        why = (
+            "the host or the input pipeline stalls it: overlap data loading and remove "
+            "synchronisations between steps"
+        )
     median = f", median kernel {duration(p.median_kernel_us)}" if p.median_kernel_us else ""
     return (
         f"Keep the device of {name} fed: it sat idle {pct(p.idle_share)} of its "

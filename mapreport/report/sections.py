@@ -30,6 +30,9 @@ class Section:
     needs: str = ""
     """The result field (operators, roofline, compiles, sweep, telemetry, tokens, loadgen) that
     is None or empty when there is nothing to show."""
+    optional: bool = False
+    """Shown only when `needs` holds something, and never listed as not measured: its absence
+    is good news, not a gap (failures and restarts)."""
 
 
 SECTIONS: tuple[Section, ...] = (
@@ -66,6 +69,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("timeline", "Device timeline", "sections/timeline.html.j2", needs="timeline"),
     Section("graphs", "CUDA and HIP graph buckets", "sections/graphs.html.j2", needs="graphs"),
     Section("compiles", "Compile cost per shape", "sections/compiles.html.j2", needs="compiles"),
+    Section(
+        "failures",
+        "Failures and restarts",
+        "sections/failures.html.j2",
+        needs="failures_or_restarts",
+        optional=True,
+    ),
     Section(
         "decisions",
         "Accuracy versus gain: decision per shape",

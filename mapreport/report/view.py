@@ -38,6 +38,8 @@ from mapreport.report import causes, decisions, devicetime, prose, words
 from mapreport.report.checks import check_reason, checklist_count, pitfall_detail
 from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
+from mapreport.report.judgements import JudgementRow
+from mapreport.report.judgements import rows as judgement_rows
 from mapreport.report.lines import ActionView, CheckLine, Row
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import SECTIONS, Section, not_measured
@@ -222,6 +224,8 @@ class ReportView:
     """Why no op has a prediction ('' when some have, or there is no per-op join)."""
     status_reason: str
     """Why the slice has its status, one line (`words.status_reason`)."""
+    judgements: tuple[JudgementRow, ...]
+    """Every family's judgement, most severe first, the deciding one marked."""
     open_sections: frozenset[str]
     """The sections the HTML report opens on (the packet's first pages); the rest fold."""
     no_blocking: str
@@ -313,11 +317,16 @@ def measured_sections(
     missing = tuple(
         (s, not_measured(s, r, formats))
         for s in SECTIONS
-        if (s.needs_requests and not r.requests)
-        or (s.needs_plan and not r.coverage.plans)
-        or (s.needs and not getattr(r, s.needs))
+        if not s.optional
+        and (
+            (s.needs_requests and not r.requests)
+            or (s.needs_plan and not r.coverage.plans)
+            or (s.needs and not getattr(r, s.needs))
+        )
     )
-    gone = {s.id for s, _ in missing}
+    gone = {s.id for s, _ in missing} | {
+        s.id for s in SECTIONS if s.optional and not getattr(r, s.needs)
+    }
     shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))
     return shown, missing
 
@@ -419,6 +428,7 @@ def _reasons(r: SliceResult) -> dict[str, Any]:
         else "",
         "no_blocking": "" if r.blocking.events else words.no_blocking(r),
         "status_reason": words.status_reason(r),
+        "judgements": judgement_rows(r),
         "open_sections": OPEN_SECTIONS,
     }
 

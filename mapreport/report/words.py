@@ -28,6 +28,7 @@ from mapreport.core.kinds import (
     Criterion,
     Decision,
     Driver,
+    FigureUnit,
     FusionGap,
     GainBasis,
     GainState,
@@ -53,9 +54,11 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
+from mapreport.report.judgements import FAMILY_NAMES, line
 
 LABELLED = (
     Status,
+    FigureUnit,
     Decision,
     BottleneckClass,
     Driver,
@@ -477,11 +480,16 @@ STATUS_REASONS: dict[StatusReason, str] = {
 
 
 def status_reason(r: SliceResult) -> str:
-    """The one line that says why the slice has its status."""
+    """The one line that says why the slice has its status: the deciding judgement's (with the
+    SLA check's words where the slice's latency was judged against a target)."""
     st = r.status
     if st is None:
         return ""
     c = st.check
+    deciding = st.deciding
+    judged_sla = c is not None and st.reason in STATUS_REASONS
+    if deciding is not None and not judged_sla:
+        return f"{FAMILY_NAMES[deciding.family]}: {line(deciding)}"
     return STATUS_REASONS[st.reason].format(
         q=c.quantile if c else "",
         value=duration(c.value_us) if c else "",

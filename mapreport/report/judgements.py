@@ -1,0 +1,171 @@
+"""The judgements of a slice in words: one line per family (its state, why, and the figure it
+rests on with its n and CI), the rows page 1 and the appendix list under the status, and their
+findings.json fragment (`judgements`). The rules are the analysis's (`analysis/judgement.py`);
+this only says what they decided."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mapreport.analysis.judgement import Judgement
+from mapreport.analysis.results import SliceResult
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
+from mapreport.report.filters import DASH, duration, num, pct, plural
+
+FAMILY_NAMES: dict[JudgementFamily, str] = {
+    JudgementFamily.SLA: "Latency against the SLA",
+    JudgementFamily.COMPILES: "Compiles",
+    JudgementFamily.DEVICE: "Device idle",
+    JudgementFamily.LOOP: "Closed loop",
+    JudgementFamily.REGRESSION: "Regressions",
+    JudgementFamily.QUALITY: "Quality evidence",
+    JudgementFamily.EAGER_FALLBACK: "Eager fallback",
+    JudgementFamily.ROOFLINE: "Roofline headroom",
+    JudgementFamily.CUDA_GRAPHS: "CUDA graphs",
+    JudgementFamily.GRAPH_BREAKS: "Graph breaks",
+    JudgementFamily.ENVIRONMENT: "Environment lock",
+}
+"""Each family as a reader names it."""
+
+WORDS: dict[StatusReason, str] = {
+    StatusReason.SLA_MISSED: "{subject} {figure} misses its SLA of {bound}",
+    StatusReason.LITTLE_HEADROOM: "{subject} {figure} meets its SLA of {bound} with under 10% "
+    "to spare",
+    StatusReason.WITHIN_SLA: "{subject} {figure} meets its SLA of {bound}",
+    StatusReason.NO_SLA: "no SLA set: p95 {figure} over {n}, not judged",
+    StatusReason.NO_REQUESTS: "no per-request latency in this slice, not judged",
+    StatusReason.TOO_FEW_SAMPLES: "{subject} target {bound} set, but {n} are too few to state "
+    "it: not judged",
+    StatusReason.FIRST_NIGHT: "no earlier night to compare with: not judged",
+    StatusReason.REGRESSED: "{figure} regressed beyond their CIs since {subject}",
+    StatusReason.RISING: "the slice's tail shifted up {figure} at its latest change point",
+    StatusReason.NO_REGRESSION: "no shape regressed beyond its CI since {subject}",
+    StatusReason.COMPILE_FAILED: "{figure} failed, of {n}: what ran is not what was compiled",
+    StatusReason.RECOMPILE_LIMIT: "{figure} refused at the recompile limit (the frame ran "
+    "eagerly), of {n}",
+    StatusReason.MANY_RECOMPILES: "frame {subject} recompiled {figure} times (the limit is "
+    "{bound})",
+    StatusReason.COMPILED: "{n} compiled; a frame recompiled at most {figure} times (limit "
+    "{bound})",
+    StatusReason.DEVICE_IDLE: "the devices sat idle {figure} of their span {ci} over {n}",
+    StatusReason.DEVICE_BUSY: "the devices sat idle {figure} of their span {ci}, under {bound}",
+    StatusReason.ROLLBACK_DUE: "action {subject}'s rollback trigger is exceeded tonight: "
+    "{figure} against {bound}",
+    StatusReason.LOOP_ON_TRACK: "{n} open, each within its rollback trigger",
+    StatusReason.QUALITY_DROP: "{subject}'s quality drop exceeds its record's bound",
+    StatusReason.NO_QUALITY_EVIDENCE: "{subject} runs without a quality record",
+    StatusReason.DESCRIBED_PRECISION: "the description names {subject}, which no plan runs",
+    StatusReason.QUALITY_HELD: "every precision change holds its quality bound",
+    StatusReason.EAGER_REQUESTS: "{figure} of requests ran the generic (eager) path (at risk "
+    "from {bound}), the most of them of {subject}",
+    StatusReason.NO_EAGER_REQUESTS: "no request ran the generic (eager) path",
+    StatusReason.ROOFLINE_HEADROOM: "{subject} spends {figure} of device time above its "
+    "roofline bound {ci}",
+    StatusReason.NEAR_ROOFLINE: "no op x shape's time above its roofline bound is material "
+    "({figure} of device time in all)",
+    StatusReason.NO_DEVICE_LIMITS: "the device's limits are unknown ([device] in the config): "
+    "not judged",
+    StatusReason.PADDING_WASTE: "padding wastes {figure} of the graph replays' device time {ci}",
+    StatusReason.GRAPHS_REPLAYED: "graphs replayed over {n}; padding waste {figure}",
+    StatusReason.GRAPH_BREAKS: "{figure}, the first at {subject}",
+    StatusReason.NO_GRAPH_BREAKS: "every compiled frame compiled whole",
+    StatusReason.ENVIRONMENT_DIFFERS: "compile and runtime differ in {figure} ({subject} first)",
+    StatusReason.ENVIRONMENT_LOCKED: "compile and runtime match on {n}",
+    StatusReason.ENVIRONMENT_NOT_RECORDED: "not applicable: the inputs of the side without a "
+    "record ({subject}) hold none (a torch.compile run compiles and runs in one process and "
+    "one environment)",
+    StatusReason.ENVIRONMENT_ONE_SIDE: "one side records no environment to compare: not judged",
+}
+"""Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
+judgement's, in its unit."""
+
+NOUNS: dict[StatusReason, tuple[str, str]] = {
+    StatusReason.NO_SLA: ("n", "request"),
+    StatusReason.TOO_FEW_SAMPLES: ("n", "request"),
+    StatusReason.REGRESSED: ("figure", "shape"),
+    StatusReason.COMPILE_FAILED: ("figure", "compile attempt"),
+    StatusReason.RECOMPILE_LIMIT: ("figure", "compile attempt"),
+    StatusReason.COMPILED: ("n", "compile attempt"),
+    StatusReason.DEVICE_IDLE: ("n", "kernel"),
+    StatusReason.LOOP_ON_TRACK: ("n", "action"),
+    StatusReason.GRAPHS_REPLAYED: ("n", "step"),
+    StatusReason.GRAPH_BREAKS: ("figure", "graph break"),
+    StatusReason.ENVIRONMENT_DIFFERS: ("figure", "key"),
+    StatusReason.ENVIRONMENT_LOCKED: ("n", "compared key"),
+}
+"""Counts that read with their noun ("3 shapes", "14 compile attempts")."""
+
+
+def _value(x: float | None, unit: FigureUnit) -> str:
+    """A figure in its unit: a duration, a share, or a whole count."""
+    if x is None:
+        return DASH
+    if unit is FigureUnit.US:
+        return duration(x)
+    if unit is FigureUnit.SHARE:
+        return pct(x)
+    return num(round(x))
+
+
+def line(j: Judgement) -> str:
+    """What one judgement decided, in one line."""
+    values = {
+        "figure": _value(j.figure, j.unit),
+        "bound": _value(j.bound, j.unit),
+        "n": num(j.n) if j.n is not None else DASH,
+        "ci": f"(95% CI {pct(j.ci[0])} to {pct(j.ci[1])})" if j.ci else "",
+        "subject": j.subject or DASH,
+    }
+    counted = NOUNS.get(j.reason)
+    if counted is not None:
+        field, noun = counted
+        count = j.n if field == "n" else j.figure
+        if count is not None:
+            values[field] = plural(round(count), noun)
+    return " ".join(WORDS[j.reason].format(**values).split())
+
+
+@dataclass(frozen=True)
+class JudgementRow:
+    """One judgement as page 1 and the appendix list it."""
+
+    family: str
+    """The family's name (`FAMILY_NAMES`)."""
+    state: Status
+    words: str
+    deciding: bool
+
+
+def rows(r: SliceResult) -> tuple[JudgementRow, ...]:
+    """Every judgement of the slice, most severe first, the deciding one marked."""
+    st = r.status
+    if st is None:
+        return ()
+    return tuple(
+        JudgementRow(FAMILY_NAMES[j.family], j.state, line(j), j is st.deciding)
+        for j in st.judgements
+    )
+
+
+def fragment(r: SliceResult) -> list[dict[str, Any]]:
+    """findings.json `judgements`: one object per family judged or not."""
+    st = r.status
+    if st is None:
+        return []
+    return [
+        {
+            "family": j.family.value,
+            "state": j.state.value,
+            "reason": j.reason.value,
+            "words": line(j),
+            "figure": j.figure,
+            "unit": j.unit.value,
+            "bound": j.bound,
+            "n": j.n,
+            "ci": list(j.ci) if j.ci else None,
+            "subject": j.subject or None,
+            "deciding": j is st.deciding,
+        }
+        for j in st.judgements
+    ]
