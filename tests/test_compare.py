@@ -291,3 +291,31 @@ def test_each_shape_carries_its_queue_and_compute_on_both_sides(
                 assert [got["p50_us"], got["p95_us"], got["p99_us"]] == pytest.approx(list(want))
         # the latency p95 stated twice is one value
         assert s["latency_b"]["p95_us"] == pytest.approx(s["p95_b_us"])
+
+
+def test_the_printed_page_holds_the_moved_and_the_busiest_shapes() -> None:
+    """Issue 49: the PDF prints `PRINTED_ROWS` of a long per-shape table (laying out 4,000 rows
+    took minutes and gigabytes): every shape that moved, then the busiest, in the table's
+    order, and it says how many it leaves out; a short table is printed whole."""
+    from mapreport.report.compare import PRINTED_ROWS, lines, printed
+
+    rng = np.random.default_rng(5)
+    names = [f"batch={i}" for i in range(PRINTED_ROWS + 50)]
+    a = {s: _side(rng, 30 + i) for i, s in enumerate(names)}
+    b = {s: _side(rng, 30 + i, 3.0 if i < 8 else 1.0) for i, s in enumerate(names)}
+    # 10,000 resamples: a p-value can reach what Benjamini-Hochberg asks of 150 tests
+    c = compare(a, b, Thresholds(bootstrap_resamples=10_000))
+    moved = {s.shape for s in c.moved_most(len(c.shapes))}
+    assert moved == set(names[:8])
+    part = printed(c, None)
+    shown = [x.s.shape for x in part.lines]
+    assert len(shown) == PRINTED_ROWS
+    assert moved <= set(shown)
+    # then the busiest: the thinnest shapes (the lowest index, fewest requests) are left out
+    assert set(names[-(PRINTED_ROWS - 8) :]) <= set(shown)
+    assert shown == [s.shape for s in c.shapes if s.shape in set(shown)]  # the table's order
+    assert part.left_out.shapes.startswith(f"Printed: {PRINTED_ROWS} of {len(names)} shapes")
+    few = compare({k: a[k] for k in names[:5]}, {k: b[k] for k in names[:5]}, Thresholds())
+    whole = printed(few, None)
+    assert whole.lines == lines(few)
+    assert (whole.left_out.shapes, whole.only_more) == ("", (0, 0))

@@ -4,10 +4,12 @@ run-level intervals from several runs a side, evidence packs that `explain --com
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from scipy import stats
@@ -229,3 +231,59 @@ def test_the_moved_most_are_ranked_by_traffic_times_effect() -> None:
     moved = c.moved_most()
     assert [s.shape for s in moved] == ["busy", "rare"]
     assert moved[0].impact == pytest.approx(3000 / 4950 * np.log(1.2), rel=1e-9)
+
+
+def test_an_out_folder_inside_a_dataset_is_refused(two_builds: Path, tmp_path: Path) -> None:
+    """Issue 49: OUT that is dataset A or B, a folder inside either, or a link that points
+    into one is a usage error (exit 2) in one line naming OUT and the dataset, and nothing is
+    written: the packs would have gone into the dataset's own evidence/ folder."""
+    other = tmp_path / "other"
+    shutil.copytree(two_builds, other)
+    link = tmp_path / "link"
+    link.symlink_to(two_builds / "evidence", target_is_directory=True)
+    before = sorted(p.relative_to(two_builds) for p in two_builds.rglob("*"))
+    sides = ["--a", "compiler_version=1.4", "--b", "compiler_version=1.5"]
+    for a, b, out, which in (
+        (two_builds, two_builds, two_builds, "A"),
+        (two_builds, two_builds, two_builds / "evidence", "A"),
+        (two_builds, two_builds, two_builds / "new" / "out", "A"),
+        (two_builds, two_builds, link / "out", "A"),
+        (other, two_builds, two_builds / ".." / two_builds.name / "out", "B"),
+    ):
+        args = ["compare", str(a), str(b), "--out", str(out), "--no-pdf", *sides]
+        res = CliRunner().invoke(main, args)
+        assert res.exit_code == 2, (out, res.output)
+        said = res.output.strip().splitlines()
+        assert len(said) == 1, res.output
+        assert f"--out {out} is inside dataset {which} ({b if which == 'B' else a})" in said[0]
+    assert sorted(p.relative_to(two_builds) for p in two_builds.rglob("*")) == before
+    # a sibling whose name only starts with the dataset's is outside it
+    beside = two_builds.with_name(two_builds.name + "-out")
+    args = ["compare", str(two_builds), str(two_builds), "--out", str(beside), "--no-pdf"]
+    res = CliRunner().invoke(main, [*args, *sides])
+    assert res.exit_code == 0, res.output
+    assert (beside / "compare.json").is_file()
+
+
+def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_path: Path) -> None:
+    """A side's rows are read once for all of its packs (issue 49: a query per pack made a
+    comparison of thousands of shapes quadratic); each pack's Parquet is still exactly what
+    its own SQL selects, row for row and in order."""
+    from mapreport.run.compare_packs import FOLDER, _connection, load
+
+    out = tmp_path / "out"
+    args = ["compare", str(two_builds), str(two_builds), "--out", str(out), "--no-pdf"]
+    res = CliRunner().invoke(
+        main, [*args, "--a", "compiler_version=1.4", "--b", "compiler_version=1.5"]
+    )
+    assert res.exit_code == 0, res.output
+    ids = sorted({f.name.split(".")[0] for f in (out / FOLDER).iterdir()})
+    assert len(ids) == 2 + len(SHAPES)  # the pooled p95 and p99, and each shape's p95
+    cons: dict = {}
+    for pid in ids:
+        p = load(out, pid)
+        for name, side in (("a", p.a), ("b", p.b)):
+            want = _connection(cons, side).sql(p.sql(side)).to_arrow_table()
+            got = pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")
+            assert got.num_rows > 0
+            assert got.equals(want), (pid, name)

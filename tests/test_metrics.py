@@ -14,7 +14,14 @@ import pandas as pd
 import pytest
 
 from mapreport.analysis import SliceResult
-from mapreport.analysis.adaptation import shape_gain
+from mapreport.analysis.adaptation import (
+    COMPARABLE_FACTOR,
+    PATHS,
+    ComparablePaths,
+    elements,
+    other_paths,
+    shape_gain,
+)
 from mapreport.analysis.blocking import Blocking, BlockingEvent
 from mapreport.analysis.common import Thresholds
 from mapreport.analysis.stats import SortedArray, bootstrap_ratio_gain, kendall_tau_b
@@ -304,6 +311,52 @@ def test_the_net_gain_charges_the_wait_the_adaptation_caused_others() -> None:
         )
     )
     assert blocked.caused_waits() == {"b=8": 8000.0}
+
+
+def _scanned(
+    shape: str, samples: dict[tuple[str, str], SortedArray], variants: tuple[str, ...]
+) -> tuple[np.ndarray, tuple[str, ...]] | None:
+    """The other path of `shape` by a scan of every (shape, variant): each other shape of
+    those variants within the size factor, scaled per element (None: none, or not on both
+    sides of its size)."""
+    e = elements(shape)
+    sizes = {k: elements(k[0]) for k in sorted(samples) if k[0] != shape and k[1] in variants}
+    near = {
+        k: es
+        for k, es in sizes.items()
+        if e is not None and es is not None and e / COMPARABLE_FACTOR <= es <= e * COMPARABLE_FACTOR
+    }
+    if e is None or not near or not min(near.values()) <= e <= max(near.values()):
+        return None
+    pooled = np.concatenate([samples[k].values * (e / es) for k, es in near.items()])
+    return np.sort(pooled), tuple(sorted({s for s, _ in near}))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_other_path_pools_every_comparable_shape_and_no_other(seed: int) -> None:
+    """Issue 49: the comparable shapes are found by bisection in an index built once per slice
+    (a pass over every shape per shape made 4,000 shapes quadratic); the pool is still every
+    other shape of the path within the size factor, each scaled per element, as a scan of
+    every (shape, variant) finds it."""
+    rng = np.random.default_rng(seed)
+    samples: dict[tuple[str, str], SortedArray] = {}
+    for b, s in itertools.product(range(1, 9), (16, 32, 48, 64, 96, 128, 200)):
+        for v in ("static", "adapted", "fallback"):
+            if rng.random() < 0.4:
+                samples[(f"batch={b},seq={s}", v)] = SortedArray(rng.lognormal(6, 0.3, 12))
+    samples[("no dims", "fallback")] = SortedArray([5.0])
+    pools = ComparablePaths(samples)
+    for shape in sorted({s for s, _ in samples}):
+        got = other_paths(shape, pools)
+        for path, variants in PATHS.items():
+            want = _scanned(shape, samples, variants)
+            if want is None:
+                assert path not in got, (shape, path)
+                continue
+            assert np.array_equal(got[path].sample.values, want[0])
+            assert got[path].shapes == want[1]
+        # only the paths asked for are pooled
+        assert set(other_paths(shape, pools, ["fallback"])) <= {"fallback"}
 
 
 def test_nothing_compared_is_not_locked() -> None:

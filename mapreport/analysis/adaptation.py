@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import bisect
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -262,31 +263,59 @@ PATHS: dict[str, tuple[str, ...]] = {"adapted": ("static", "adapted"), "fallback
 """The compiled path (a graph built before or while serving) and the eager one, by variant."""
 
 
-def other_paths(shape: str, samples: Mapping[tuple[str, str], Sample]) -> dict[str, OtherPath]:
-    """Per path ("adapted": compiled, "fallback": eager), that path's compute times on the other
-    shapes of comparable size (`COMPARABLE_FACTOR`), each scaled by this shape's elements over
-    its own: what this shape would have taken on that path, per element. Only where those
-    shapes are as small or smaller and as large or larger than this one (a rate interpolated,
-    not extrapolated to a size no shape of that path had)."""
+class ComparablePaths:
+    """Per path, the in-memory compute samples of every shape that ran it, ordered by element
+    count: what `other_paths` pools from. Built once per slice, so that a shape's comparable
+    shapes are a range found by bisection, not a pass parsing every shape of the slice (which
+    made a slice of thousands of shapes quadratic)."""
+
+    def __init__(self, samples: Mapping[tuple[str, str], Sample]):
+        sizes = {s: elements(s) for s, _ in samples}  # each shape's dims parsed once
+        self.groups: dict[str, list[tuple[int, str, str, SortedArray]]] = {}
+        for path, variants in PATHS.items():
+            held = [
+                (es, s, v, x)
+                for (s, v), x in samples.items()
+                if v in variants
+                and (es := sizes[s]) is not None
+                # a group too large to hold is not pooled: its shape has both paths itself
+                and isinstance(x, SortedArray)
+            ]
+            held.sort(key=lambda g: (g[0], g[1], g[2]))
+            self.groups[path] = held
+        self.sizes = {path: [g[0] for g in held] for path, held in self.groups.items()}
+
+    def near(self, path: str, shape: str, e: int) -> list[tuple[int, str, str, SortedArray]]:
+        """The groups of `path` on other shapes within `COMPARABLE_FACTOR` of `e` elements, in
+        (shape, variant) order."""
+        sizes = self.sizes[path]
+        lo = bisect.bisect_left(sizes, e / COMPARABLE_FACTOR)
+        hi = bisect.bisect_right(sizes, e * COMPARABLE_FACTOR)
+        return sorted(
+            (g for g in self.groups[path][lo:hi] if g[1] != shape), key=lambda g: (g[1], g[2])
+        )
+
+
+def other_paths(
+    shape: str, pools: ComparablePaths, paths: Collection[str] = tuple(PATHS)
+) -> dict[str, OtherPath]:
+    """Per path of `paths` ("adapted": compiled, "fallback": eager), that path's compute times
+    on the other shapes of comparable size (`COMPARABLE_FACTOR`), each scaled by this shape's
+    elements over its own: what this shape would have taken on that path, per element. Only
+    where those shapes are as small or smaller and as large or larger than this one (a rate
+    interpolated, not extrapolated to a size no shape of that path had)."""
     e = elements(shape)
     out: dict[str, OtherPath] = {}
     if e is None:
         return out
-    for path, variants in PATHS.items():
-        pool, used = [], {}
-        for (s, v), x in sorted(samples.items()):
-            es = elements(s) if s != shape and v in variants else None
-            if es is None or not e / COMPARABLE_FACTOR <= es <= e * COMPARABLE_FACTOR:
-                continue
-            if not isinstance(x, SortedArray):
-                continue  # a group too large to hold: its shape has both paths itself
-            pool.append(x.values * (e / es))
-            used[s] = es
-        values = np.concatenate(pool) if pool else np.zeros(0)
+    for path in paths:
+        near = pools.near(path, shape, e)
         # the rate per element is interpolated between sizes that ran, never extrapolated
-        brackets = bool(used) and min(used.values()) <= e <= max(used.values())
-        if brackets and 0 < len(values) <= MAX_POOLED:
-            out[path] = OtherPath(SortedArray(values), tuple(sorted(used)))
+        brackets = bool(near) and min(g[0] for g in near) <= e <= max(g[0] for g in near)
+        count = sum(len(g[3]) for g in near)
+        if brackets and 0 < count <= MAX_POOLED:
+            values = np.concatenate([x.values * (e / es) for es, _, _, x in near])
+            out[path] = OtherPath(SortedArray(values), tuple(sorted({g[1] for g in near})))
     return out
 
 

@@ -16,6 +16,7 @@ from mapreport.analysis import query
 from mapreport.analysis.accuracy import Accuracy, ShapeAccuracy, shape_accuracy, summarise
 from mapreport.analysis.actions import Action, Scope
 from mapreport.analysis.adaptation import (
+    ComparablePaths,
     OtherPath,
     adaptation_costs,
     gain_reads,
@@ -85,6 +86,7 @@ from mapreport.analysis.slicestats import slice_latency
 from mapreport.analysis.stats import Sample, bootstrap_relative_error, relative_error_ranks
 from mapreport.analysis.status import SliceParts, family_judgements, slice_status
 from mapreport.analysis.tail import (
+    SliceTail,
     TailDrivers,
     attribute,
     combine,
@@ -179,21 +181,38 @@ class _Shape(NamedTuple):
     other: dict[str, OtherPath] | None
 
 
-def _shape_inputs(ctx: Context, r: ShapeRow) -> _Shape:
-    """A shape's placement, accuracy (its interval not yet drawn), samples and, where it ran
-    one path only, the other path on comparable shapes."""
+def _shape_inputs(
+    ctx: Context, r: ShapeRow, samples: dict[str, Sample], pools: ComparablePaths
+) -> _Shape:
+    """A shape's placement, accuracy (its interval not yet drawn), samples (by variant) and,
+    where it ran one path only, the other path on comparable shapes (from `pools`)."""
     pl = ctx.placements[r.shape]
     covered = pl.bucket is not None
     n_static, static_p50, _ = r.variants.get("static", (0, None, None))
     predicted = pl.bucket.predicted_us if pl.bucket else None
     gap = pl.bucket.prediction_gap if pl.bucket else PredictionGap.PLAN_STATES_NONE
     acc = shape_accuracy(covered, predicted, n_static, static_p50, ctx.th, gap)
-    samples = {v: x for (s, v), x in ctx.samples.items() if s == r.shape}
-    # pooling comparable shapes costs a pass over every sample: only where one path ran
+    # pooling comparable shapes costs a pass over their samples: only where one path ran
     own = [len(samples[v]) if v in samples else 0 for v in ("adapted", "fallback")]
     one_path = not covered and min(own) < ctx.th.min_samples
-    other = other_paths(r.shape, ctx.samples) if one_path else None
+    other = None
+    if one_path:
+        # and only the path the gain can compare with: the other one of a path with the
+        # samples the evidence rules ask for (`adaptation._compared`); pooling a path no
+        # comparison reads made a slice of thousands of one-path shapes quadratic
+        usable = [
+            p for p, n in (("fallback", own[0]), ("adapted", own[1])) if n >= ctx.th.min_samples
+        ]
+        other = other_paths(r.shape, pools, usable)
     return _Shape(r, pl, acc, samples, other)
+
+
+def _by_shape(samples: dict[tuple[str, str], Sample]) -> dict[str, dict[str, Sample]]:
+    """The compute samples by shape, then variant (in the order `samples` holds them)."""
+    out: dict[str, dict[str, Sample]] = {}
+    for (shape, variant), x in samples.items():
+        out.setdefault(shape, {})[variant] = x
+    return out
 
 
 def _read_ahead(ctx: Context, shapes: Sequence[_Shape]) -> None:
@@ -232,7 +251,8 @@ def shapes_step(ctx: Context, blocked: Blocking) -> ShapesFound:
     waits = blocked.caused_waits()
     eager = fallback_causes(ctx.con, ctx.workload, ctx.slice) if has("compile_event") else {}
     total = sum(r.n_total for r in ctx.rows)
-    read = [_shape_inputs(ctx, r) for r in ctx.rows]
+    by_shape, pools = _by_shape(ctx.samples), ComparablePaths(ctx.samples)
+    read = [_shape_inputs(ctx, r, by_shape.get(r.shape, {}), pools) for r in ctx.rows]
     _read_ahead(ctx, read)
     pairs = []
     for r, pl, acc, samples, other in read:
@@ -331,7 +351,7 @@ def diagnosis_step(
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
     tails = tail_rows(ctx.con, budgets, ctx.rows)
-    evaluated = []  # the resampled tail of every shape with tail evidence
+    evaluated = SliceTail()  # the resampled tails of the shapes with tail evidence
     shapes = []
     for m in found:
         t = tails.get(m.shape)
@@ -341,7 +361,7 @@ def diagnosis_step(
             got = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
             if got is not None:
                 drivers, resampled = got
-                evaluated.append((resampled, drivers.unmeasured))
+                evaluated.add(resampled, drivers.unmeasured)
         measured = m.latency.p50 is not None or not m.n
         c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th, measured)
         shapes.append(replace(m, tail=drivers, diagnosis=c))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -164,20 +164,42 @@ def pooled(
     each shape keeps its tail's size, as its own p95 fixed it) and adds the shapes' sums, so
     the slice's CIs reuse the shapes' resamples instead of drawing the whole pool again. No CI
     below two rows or without any excess."""
-    if not tails:
-        return np.zeros((0, COLUMNS)), None, {}
-    rows = canonical_rows(np.concatenate([t.parts for t in tails]))
-    sh = shares(rows)
-    if len(rows) < 2 or sh is None:
-        return rows, sh, {}
-    sums = tails[0].sums.copy()
-    for t in tails[1:]:
-        sums += t.sums
-    totals = sums.sum(axis=1, keepdims=True)
-    out = np.divide(sums, totals, out=np.zeros_like(sums), where=totals > 0)
-    alpha = (1 - CI_LEVEL) / 2
-    lo, hi = np.quantile(out, [alpha, 1 - alpha], axis=0)
-    return rows, sh, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
+    pool = TailPool()
+    for t in tails:
+        pool.add(t)
+    return pool.pooled()
+
+
+@dataclass
+class TailPool:
+    """Shapes' resampled tails pooled one by one (`pooled`): their rows, and the running sum
+    of their resamples' sums, added in the order the shapes come. A slice's pool holds one
+    resamples x COLUMNS array, not one per shape until the last (4,000 shapes held 370 MB)."""
+
+    parts: list[FloatArray] = field(default_factory=list)
+    sums: FloatArray | None = None
+
+    def add(self, tail: Resampled) -> None:
+        """Pool one shape's resampled tail."""
+        self.parts.append(tail.parts)
+        if self.sums is None:
+            self.sums = tail.sums.copy()
+        else:
+            self.sums += tail.sums
+
+    def pooled(self) -> tuple[FloatArray, dict[Driver, float] | None, dict[Driver, Interval]]:
+        """The pooled rows (canonical order), their shares and the shares' 95% CIs."""
+        if self.sums is None:
+            return np.zeros((0, COLUMNS)), None, {}
+        rows = canonical_rows(np.concatenate(self.parts))
+        sh = shares(rows)
+        if len(rows) < 2 or sh is None:
+            return rows, sh, {}
+        totals = self.sums.sum(axis=1, keepdims=True)
+        out = np.divide(self.sums, totals, out=np.zeros_like(self.sums), where=totals > 0)
+        alpha = (1 - CI_LEVEL) / 2
+        lo, hi = np.quantile(out, [alpha, 1 - alpha], axis=0)
+        return rows, sh, {d: Interval(float(lo[i]), float(hi[i])) for i, d in enumerate(DRIVERS)}
 
 
 def material(
@@ -211,7 +233,7 @@ def canonical_rows(parts: FloatArray) -> FloatArray:
 
 
 def _drivers(
-    tails: Sequence[Resampled],
+    pool: TailPool,
     n: int,
     p50: float | None,
     p95: float | None,
@@ -222,7 +244,7 @@ def _drivers(
     unblocked_p50: float | None = None,
 ) -> TailDrivers:
     """Shares, their CIs and materiality of attributed tail parts."""
-    parts, sh, ci = pooled(tails)
+    parts, sh, ci = pool.pooled()
     # a driver not measured has no share: its zero would read as "measured, none"
     return TailDrivers(
         n=n,
@@ -241,17 +263,36 @@ def tail_drivers(
     t: TailRows, parts: FloatArray, th: Thresholds, review: Review, seed: int
 ) -> tuple[TailDrivers, Resampled] | None:
     """The tail drivers of one shape from its attributed parts, and its resampled tail (the
-    pooled tail's stratum, `combine`); None below the p95 evidence threshold or without
+    pooled tail's stratum, `SliceTail`); None below the p95 evidence threshold or without
     latency (its requests record no arrival)."""
     if t.n < th.min_samples_p95 or t.p50_us is None:
         return None
     unmeasured = [d for d in MEASURED_FROM if t.measured(d) == 0]
     tail = resample(parts, th.bootstrap_resamples, seed)
-    return _drivers([tail], t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review), tail
+    pool = TailPool()
+    pool.add(tail)
+    return _drivers(pool, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review), tail
+
+
+@dataclass
+class SliceTail:
+    """The slice's tail gathered shape by shape (`add`), for its drivers (`combine`): the
+    evaluated shapes' resampled tails pooled as they come, and the drivers any of them left
+    unmeasured."""
+
+    pool: TailPool = field(default_factory=TailPool)
+    unmeasured: set[Driver] = field(default_factory=set)
+
+    def add(self, tail: Resampled, unmeasured: Sequence[Driver]) -> None:
+        """One evaluated shape: its resampled tail (pooled when it has rows) and what it left
+        unmeasured."""
+        self.unmeasured.update(unmeasured)
+        if len(tail.parts):
+            self.pool.add(tail)
 
 
 def combine(
-    per_shape: Sequence[tuple[Resampled, Sequence[Driver]]],
+    gathered: SliceTail,
     p50: float | None,
     p95: float | None,
     p99: float | None,
@@ -264,11 +305,10 @@ def combine(
     its own shape's p50 and p95; the CIs resample each shape's tail within it, `pooled`), with
     materiality judged on the slice's latency (and the p50 of its requests not blocked behind
     adaptation, `material`)."""
-    tails = [tail for tail, _ in per_shape if len(tail.parts)]
-    if not tails:
+    if gathered.pool.sums is None:
         return None
-    unmeasured = sorted({u for _, missing in per_shape for u in missing})
-    return _drivers(tails, n, p50, p95, p99, unmeasured, th, review, unblocked_p50)
+    unmeasured = sorted(gathered.unmeasured)
+    return _drivers(gathered.pool, n, p50, p95, p99, unmeasured, th, review, unblocked_p50)
 
 
 @dataclass(frozen=True)
@@ -359,14 +399,17 @@ def group_tails(t: pa.Table) -> dict[str, tuple[FloatArray, tuple[str, ...]]]:
     out: dict[str, tuple[FloatArray, tuple[str, ...]]] = {}
     if t.num_rows == 0:
         return out
-    shapes = np.asarray(t["shape"].to_pylist(), dtype=object)
     raw = np.column_stack([t[c].to_numpy(zero_copy_only=False) for c in PART_COLUMNS])
-    sources = np.asarray(t["source_id"].to_pylist(), dtype=object)
-    for shape in dict.fromkeys(shapes.tolist()):
-        pick = shapes == shape
+    sources = t["source_id"].to_pylist()
+    # each shape's row numbers in one pass (a comparison of every row per shape made a slice
+    # of thousands of shapes quadratic), in the order its rows come
+    rows: dict[str, list[int]] = {}
+    for i, shape in enumerate(t["shape"].to_pylist()):
+        rows.setdefault(shape, []).append(i)
+    for shape, pick in rows.items():
         out[str(shape)] = (
             raw[pick].astype(np.float64),
-            tuple(sorted(set(sources[pick].tolist()))),
+            tuple(sorted({sources[i] for i in pick})),
         )
     return out
 

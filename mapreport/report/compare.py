@@ -3,7 +3,7 @@ prints), and compare.json (docs/compare.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mapreport.analysis.compare import (
     Comparison,
@@ -414,4 +414,87 @@ def runs_view(r: RunsCompared) -> RunsView:
         f"{held}. Across runs (the geometric mean of each run's figure, Welch's 95% t "
         f"interval): {'; '.join(said) if said else 'nothing moved beyond its interval'}.{ops}",
         rows,
+    )
+
+
+PRINTED_ROWS = 100
+"""Rows each long table of the printed comparison holds, and names each one-side list names
+(compare.html and compare.json hold every one): WeasyPrint took 90 s and 1.7 GB to lay out a
+table of 4,000 shapes in 164 pages, which no one reads on paper."""
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """Per long table, the sentence on the rows the printed comparison leaves out ('' where
+    it leaves out none; the screen's page leaves out none)."""
+
+    shapes: str = ""
+    ops: str = ""
+    mapping: str = ""
+
+
+@dataclass(frozen=True)
+class Printed:
+    """What the printed comparison holds of its long tables and lists (`printed`), and a
+    sentence per table on what it leaves out ('' where it leaves out nothing)."""
+
+    lines: tuple[Line, ...]
+    op_lines: tuple[OpLine, ...]
+    mapping: MappingView | None
+    only_a: tuple[str, ...]
+    only_b: tuple[str, ...]
+    only_more: tuple[int, int]
+    """Names of one side's shapes not printed (A, B)."""
+    left_out: LeftOut
+
+
+def _left_out(shown: int, total: int, noun: str, which: str) -> str:
+    if shown >= total:
+        return ""
+    return (
+        f"Printed: {shown:,} of {plural(total, noun)}, {which}; compare.html and compare.json "
+        "hold every one."
+    )
+
+
+def printed(
+    c: Comparison, mapping: MappingView | None, evidence: Evidence | None = None
+) -> Printed:
+    """The PDF's share of the long tables, `PRINTED_ROWS` each: the shapes that moved (most
+    traffic x effect first, so every drilled shape's row is there) then the busiest others,
+    in the table's order; the op x shapes with the most device time; the shapes whose mapping
+    decision changed, then those whose signed error changed most."""
+    moved = c.moved_most(len(c.shapes))
+    named = {s.shape for s in moved}
+    others = sorted(
+        (s for s in c.shapes if s.shape not in named),
+        key=lambda s: (-max(s.traffic_a, s.traffic_b), s.shape),
+    )
+    keep = {s.shape for s in (*moved, *others)[:PRINTED_ROWS]}
+    shown = tuple(_line(s, evidence or {}) for s in c.shapes if s.shape in keep)
+    left_out = LeftOut(
+        _left_out(len(shown), len(c.shapes), "shape", "those that moved, then the busiest"),
+        _left_out(min(len(c.ops), PRINTED_ROWS), len(c.ops), "op x shape", "the most device time"),
+    )
+    ops = tuple(_op_line(o, evidence or {}) for o in c.ops[:PRINTED_ROWS])
+    if mapping is not None and len(mapping.lines) > PRINTED_ROWS:
+        ranked = sorted(
+            mapping.lines,
+            key=lambda x: (not x.m.decision_changed, -abs(x.m.change or 0.0), x.m.shape),
+        )
+        chosen = {x.m.shape for x in ranked[:PRINTED_ROWS]}
+        rows = tuple(x for x in mapping.lines if x.m.shape in chosen)
+        which = "those whose decision changed, then the largest changes of signed error"
+        left_out = replace(
+            left_out, mapping=_left_out(len(rows), len(mapping.lines), "shape", which)
+        )
+        mapping = replace(mapping, lines=rows)
+    return Printed(
+        shown,
+        ops,
+        mapping,
+        c.only_a[:PRINTED_ROWS],
+        c.only_b[:PRINTED_ROWS],
+        (max(0, len(c.only_a) - PRINTED_ROWS), max(0, len(c.only_b) - PRINTED_ROWS)),
+        left_out,
     )

@@ -99,6 +99,14 @@ class ComparePack:
 
     def sql(self, side: SideSpec) -> str:
         """The self-contained query of one side's rows, built from the parameters alone."""
+        return self._sql(side, pooled=False)
+
+    def pooled_sql(self, side: SideSpec) -> str:
+        """The query of every row one side's packs of this kind select from (every shape's
+        requests, or every op x shape's calls): `sql` is it filtered to this pack's."""
+        return self._sql(side, pooled=True)
+
+    def _sql(self, side: SideSpec, pooled: bool) -> str:
         start, end = _bounds(side)
         bound: dict[str, SqlValue] = {
             "w": side.workload,
@@ -110,13 +118,13 @@ class ComparePack:
             "types": self.types,
         }
         if self.figure == Figure.OP:
-            select = (
-                f"SELECT * FROM ({OP_CALLS}) WHERE op = $op AND shape = $shape AND types = $types"
-            )
-        elif self.figure == Figure.SHAPE:
-            select = f"SELECT * FROM ({SAMPLES}) WHERE shape = $shape"
+            select = f"SELECT * FROM ({OP_CALLS})"
+            if not pooled:
+                select += " WHERE op = $op AND shape = $shape AND types = $types"
         else:
             select = f"SELECT * FROM ({SAMPLES})"
+            if self.figure == Figure.SHAPE and not pooled:
+                select += " WHERE shape = $shape"
         if side.sources is not None:
             bound["ids"] = side.sources
             select = f"SELECT * FROM ({select}) WHERE list_contains($ids, source_id)"
@@ -224,14 +232,67 @@ def write_packs(out: Path, done: list[ComparePack]) -> None:
         if old.name.split(".")[0] not in keep:
             old.unlink()
     cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection] = {}
+    read: dict[tuple[Any, ...], _Rows] = {}
     for p in done:
         for name, side in (("a", p.a), ("b", p.b)):
-            con = _connection(cons, side)
-            pq.write_table(con.sql(p.sql(side)).to_arrow_table(), folder / f"{p.id}.{name}.parquet")
+            rows = _side_rows(read, cons, p, side)
+            pq.write_table(rows, folder / f"{p.id}.{name}.parquet")
         text = f"-- A: {p.a.dataset}\n{p.sql(p.a)};\n\n-- B: {p.b.dataset}\n{p.sql(p.b)};\n"
         atomic_write(folder / f"{p.id}.sql", text.encode())
         spec = msgspec.json.format(msgspec.json.encode(p), indent=1)
         atomic_write(folder / f"{p.id}.json", spec)
+
+
+@dataclass
+class _Rows:
+    """Every row one side's packs of one kind select from (every shape's requests, or every
+    op x shape's calls, of the side's files), and the row numbers of each shape (op x shape)
+    in it, found when a pack first asks."""
+
+    table: pa.Table
+    groups: dict[tuple[str, ...], np.ndarray] | None = None
+
+
+GROUPED_BY = {Figure.SHAPE: ("shape",), Figure.OP: ("op", "shape", "types")}
+"""The columns a pack of each kind selects its rows from its side's rows by."""
+
+
+def _side_rows(
+    read: dict[tuple[Any, ...], _Rows],
+    cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection],
+    p: ComparePack,
+    side: SideSpec,
+) -> pa.Table:
+    """A pack's rows of one side, as its own query (`ComparePack.sql`) selects them. The side's
+    rows are read once for all its packs and each pack takes its shape's: a query per pack
+    scanned and sorted the side's every request once per shape, which made a comparison of
+    thousands of shapes quadratic. The pack's query filters the same ordered selection by the
+    same columns, so the rows and their order are the same (a pooled quantile's pack selects
+    the whole of it)."""
+    pooled = Figure.OP if p.figure == Figure.OP else Figure.SLICE
+    files = None if side.sources is None else tuple(side.sources)
+    k = (pooled, side.dataset, side.night, side.workload, side.slice, files)
+    if k not in read:
+        read[k] = _Rows(_connection(cons, side).sql(p.pooled_sql(side)).to_arrow_table())
+    rows = read[k]
+    if p.figure == Figure.SLICE:
+        return rows.table
+    columns = GROUPED_BY[p.figure]
+    if rows.groups is None:
+        rows.groups = _row_groups(rows.table, columns)
+    wanted = tuple(getattr(p, c) for c in columns)
+    return rows.table.take(rows.groups.get(wanted, np.zeros(0, dtype=np.int64)))
+
+
+def _row_groups(table: pa.Table, columns: tuple[str, ...]) -> dict[tuple[str, ...], np.ndarray]:
+    """The row numbers (in table order) of each value of `columns`; NULLs match no pack (a
+    pack's `=` never selects them)."""
+    keys = list(zip(*(table[c].to_pylist() for c in columns), strict=True))
+    out: dict[tuple[str, ...], list[int]] = {}
+    for i, key in enumerate(keys):
+        if None not in key:
+            out.setdefault(key, []).append(i)
+    return {key: np.asarray(rows, dtype=np.int64) for key, rows in out.items()}
 
 
 def _connection(

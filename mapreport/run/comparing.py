@@ -41,6 +41,7 @@ from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.report.compare import (
+    LeftOut,
     Parts,
     Side,
     drill_lines,
@@ -50,6 +51,7 @@ from mapreport.report.compare import (
     moved_lines,
     op_lines,
     ops_moved_lines,
+    printed,
     runs_view,
     ship_sentence,
     tail_lines,
@@ -181,6 +183,7 @@ def compare_runs(
     from mapreport.report import html as pages
 
     cfg = load_config(config) if config else None  # a bad config fails before any work
+    out_of_datasets(out, a_path, b_path)
     th = th or Thresholds()
     same = a_path == b_path
     ra = _read_side(a_path, a_slice, a_date, a_env, "a", th, same)
@@ -208,6 +211,7 @@ def compare_runs(
     ship = ship_check(c.tail, _targets(cfg, b))
     doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
+    view = mapping_view(mapping)
     context = {
         "a": a,
         "b": b,
@@ -222,7 +226,11 @@ def compare_runs(
         "drill": drill_lines(c, (ra.parts, rb.parts), evidence),
         "lines": lines(c, evidence),
         "op_lines": op_lines(c, evidence),
-        "mapping": mapping_view(mapping),
+        "mapping": view,
+        "only_a": c.only_a,
+        "only_b": c.only_b,
+        "only_more": (0, 0),
+        "left_out": LeftOut(),
         "generated_at": now,
         "version": __version__,
         "css": Markup(pages.css()),
@@ -235,9 +243,36 @@ def compare_runs(
     if pdf:
         from mapreport.report.pdf import write_pdf
 
+        # the printed page holds part of each long table: thousands of rows are a read for
+        # the screen, and laying them out in pages cost minutes and gigabytes
+        part = printed(c, view, evidence)
+        context |= {
+            "lines": part.lines,
+            "op_lines": part.op_lines,
+            "mapping": part.mapping,
+            "only_a": part.only_a,
+            "only_b": part.only_b,
+            "only_more": part.only_more,
+            "left_out": part.left_out,
+        }
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
         write_pdf(printable, out / "compare.pdf")
     return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping, runs)
+
+
+def out_of_datasets(out: Path, a_path: Path, b_path: Path) -> None:
+    """Refuse an output folder that is dataset A or B or inside either (links resolved): its
+    evidence packs would go into the dataset's own `evidence/` folder, replacing the dataset's
+    packs, and `mapreport check` would then call the dataset damaged."""
+    where = out.resolve()
+    for which, path in (("A", a_path), ("B", b_path)):
+        root = path.resolve()
+        if where.is_relative_to(root):
+            raise UsageError(
+                f"--out {out} is inside dataset {which} ({path}): the comparison's evidence "
+                "packs would be written into the dataset, which `mapreport check` then calls "
+                "damaged; choose a folder outside both datasets"
+            )
 
 
 def _targets(cfg: Config | None, side: Side) -> dict[str, float]:
