@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapreport.analysis.changepoints import change_points
-from mapreport.analysis.common import SlaCheck
+from mapreport.analysis.common import Percentiles, SlaCheck
 from mapreport.analysis.history import History
 from mapreport.analysis.status import slice_status
 from mapreport.core.kinds import Status, StatusReason
@@ -54,7 +54,8 @@ def test_a_tail_that_shifted_up_puts_a_met_slice_at_risk() -> None:
     values = [4.0, 4.1, 3.9, 5.2, 5.3, 5.25]
     shifts = change_points(NIGHTS[:6], values, "*", "latency_p95_us")
     h = History((), (), (), "r", None, None, NIGHTS[4], shifts)
-    st_ = slice_status((SlaCheck("p95", 6e6, 5.25e6, True, True),), h)
+    latency = Percentiles(500, 4e6, 5.25e6, 5.5e6)
+    st_ = slice_status((SlaCheck("p95", 6e6, 5.25e6, True, True),), latency, h)
     assert (st_.status, st_.reason) == (Status.AT_RISK, StatusReason.RISING)
     assert st_.shift is not None
     assert st_.shift.night == NIGHTS[3]

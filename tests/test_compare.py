@@ -318,4 +318,4 @@ def test_the_printed_page_holds_the_moved_and_the_busiest_shapes() -> None:
     few = compare({k: a[k] for k in names[:5]}, {k: b[k] for k in names[:5]}, Thresholds())
     whole = printed(few, None)
     assert whole.lines == lines(few)
-    assert (whole.left_out.shapes, whole.only_more) == ("", (0, 0))
+    assert (whole.left_out.shapes, whole.more_a, whole.more_b) == ("", 0, 0)

@@ -181,7 +181,9 @@ def checklist(
         scope = ChecklistItem(CheckItem.SCOPE, _state(sla))
     else:
         scope = ChecklistItem(CheckItem.SCOPE, na, CheckGap.NO_REQUESTS)
-    if env.locked and not env.compared:
+    if env.unrecorded and not env.missing_sides and not env.mismatches:
+        environment = ChecklistItem(CheckItem.ENVIRONMENT, na, CheckGap.IN_PROCESS)
+    elif env.locked and not env.compared:
         environment = ChecklistItem(CheckItem.ENVIRONMENT, na, CheckGap.ONE_SIDE)
     else:
         environment = ChecklistItem(CheckItem.ENVIRONMENT, _state(env.locked))

@@ -12,9 +12,9 @@ from mapreport.analysis.query import Selection, records
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import JudgementFamily, Status, StatusReason
 from mapreport.core.schema import (
+    COMPILED_IN_PROCESS,
     ENVIRONMENT_COMPARED,
     ENVIRONMENT_SHOWN,
-    RECORDS_NO_ENVIRONMENT,
 )
 
 SIDES = ("compile", "runtime")
@@ -53,8 +53,8 @@ class EnvironmentCheck:
     """The sides the slice has data of: a served model without a compile plan or compile log
     has no compile side to record, and a compile log alone no runtime side."""
     unrecorded: tuple[str, ...] = ()
-    """Sides without a record whose every input is of a format that holds none (a TORCH_TRACE
-    log, an AIPerf export): nothing to ask of them, so they are not `missing_sides`."""
+    """A compile side without a record read only from a JIT compiler's logs (TORCH_TRACE): it
+    compiled in the serving process, so nothing is asked of it (not `missing_sides`)."""
     unrecorded_formats: tuple[str, ...] = ()
     """The formats of those sides' inputs."""
 
@@ -92,8 +92,8 @@ def check_environment(
 ) -> EnvironmentCheck:
     """Compare the environment records of a slice's compile-side and runtime-side files;
     `expected`: the sides the slice has data of (only those can be missing); `formats`: each
-    side's input formats (a side read only from formats that hold no record is not missing
-    its record, it has none to give: `RECORDS_NO_ENVIRONMENT`).
+    side's input formats (a compile side read only from a JIT compiler's logs is not missing
+    its record: it compiled in the serving process, `COMPILED_IN_PROCESS`).
 
     A key differs when both sides state it with different values, or when one side holds
     several values (files of one side captured in different environments).
@@ -101,7 +101,9 @@ def check_environment(
     sides = {s: [r for r in rows if r["side"] == s] for s in SIDES}
     absent = tuple(s for s, rs in sides.items() if not rs and s in expected)
     given = formats or {}
-    unrecorded = tuple(s for s in absent if given.get(s) and given[s] <= RECORDS_NO_ENVIRONMENT)
+    unrecorded = tuple(
+        s for s in absent if s == "compile" and given.get(s) and given[s] <= COMPILED_IN_PROCESS
+    )
     missing = tuple(s for s in absent if s not in unrecorded)
     shown = {
         s: {k: ", ".join(v) for k in ENVIRONMENT_SHOWN if (v := _values(rs, k))}

@@ -13,15 +13,12 @@ from mapreport.analysis import compiles, environment, graphs, roofline
 from mapreport.analysis.changepoints import ChangePoint
 from mapreport.analysis.checklist import PrecisionCheck, judge_quality
 from mapreport.analysis.common import Percentiles, SlaCheck, TailQuantile, Thresholds
-from mapreport.analysis.compiles import Compiles
 from mapreport.analysis.device_actions import judge_idle
 from mapreport.analysis.environment import EnvironmentCheck
-from mapreport.analysis.graphs import Graphs
 from mapreport.analysis.history import History, RunPoint
 from mapreport.analysis.judgement import Judgement, ordered, worst
-from mapreport.analysis.roofline import Roofline
+from mapreport.analysis.offline import Offline
 from mapreport.analysis.shape import ShapeMetrics, judge_fallback
-from mapreport.analysis.timeline import Timeline
 from mapreport.core.kinds import (
     ActionState,
     FigureUnit,
@@ -75,8 +72,8 @@ def judge_latency(sla: Sequence[SlaCheck], latency: Percentiles) -> Judgement:
     judged without requests, without a target (the tail is stated, never called healthy), or
     with too few samples for any targeted quantile."""
     family = JudgementFamily.SLA
-    if not latency.n:
-        return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_REQUESTS, n=0)
+    if not latency.n or latency.p95 is None:  # no request, or none with a measured latency
+        return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_REQUESTS, n=latency.n)
     targeted = [s for s in sla if s.target_us]
     if not targeted:
         return Judgement(
@@ -171,7 +168,7 @@ def judge_loop(history: History | None) -> Judgement | None:
             FigureUnit.US,
             worst_one.rollback_threshold,
             len(exceeded),
-            subject=worst_one.action_id,
+            subject=worst_one.shape,
         )
     if not tracked:
         return None
@@ -181,33 +178,25 @@ def judge_loop(history: History | None) -> Judgement | None:
 
 
 def family_judgements(
-    parts: SliceParts, th: Thresholds, workload: str, slice_: str
+    shapes: tuple[ShapeMetrics, ...],
+    env: EnvironmentCheck,
+    precision: PrecisionCheck,
+    found: Offline,
+    scope: tuple[Thresholds, str, str],
 ) -> tuple[Judgement | None, ...]:
     """The judgements of every family whose rule lives beside its figure (None: a family the
-    slice holds no figure of)."""
+    slice holds no figure of); `scope`: the thresholds, workload and slice."""
+    th, workload, slice_ = scope
     return (
-        compiles.judge(parts.compiles),
-        judge_idle(parts.timeline, th, workload, slice_),
-        judge_quality(parts.precision),
-        judge_fallback(parts.shapes),
-        roofline.judge(parts.roofline),
-        graphs.judge(parts.graphs),
-        compiles.judge_breaks(parts.compiles),
-        environment.judge(parts.environment),
+        compiles.judge(found.compiles),
+        judge_idle(found.timeline, th, workload, slice_),
+        judge_quality(precision),
+        judge_fallback(shapes),
+        roofline.judge(found.roofline),
+        graphs.judge(found.graphs),
+        compiles.judge_breaks(found.compiles),
+        environment.judge(env),
     )
-
-
-@dataclass(frozen=True)
-class SliceParts:
-    """The figures of a slice the other families judge."""
-
-    shapes: tuple[ShapeMetrics, ...]
-    environment: EnvironmentCheck
-    precision: PrecisionCheck
-    compiles: Compiles | None
-    timeline: Timeline | None
-    roofline: Roofline | None
-    graphs: Graphs | None
 
 
 def slice_status(

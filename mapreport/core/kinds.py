@@ -301,7 +301,8 @@ class StatusReason(StrEnum):
     ENVIRONMENT_DIFFERS = "environment_differs"
     ENVIRONMENT_LOCKED = "environment_locked"
     ENVIRONMENT_NOT_RECORDED = "environment_not_recorded"
-    """The side without a record was read only from formats that hold none (TORCH_TRACE)."""
+    """The compile side was read only from a JIT compiler's logs (TORCH_TRACE): it compiled in
+    the serving process, in the runtime's environment."""
     ENVIRONMENT_ONE_SIDE = "environment_one_side"
     """One side's environment is not recorded (or the run records none: torch.compile)."""
 
@@ -366,6 +367,9 @@ class CheckGap(StrEnum):
     """Environment: the slice has one side only (no compile plan, or no runtime data)."""
     NO_ACTIONS = "no_actions"
     """Evidence, ownership: the slice calls for no action."""
+    IN_PROCESS = "in_process"
+    """Environment: the compile side is a JIT compiler's log (TORCH_TRACE): it compiled in the
+    serving process, so its environment is the runtime's."""
 
 
 class PitfallKind(StrEnum):

@@ -472,25 +472,9 @@ def check_schema_version(version: object, where: Path) -> None:
         )
 
 
-RECORDS_NO_ENVIRONMENT: Final[frozenset[str]] = frozenset(
-    {
-        "aiperf",
-        "aiperf-summary",
-        "mlperf-detail",
-        "mlperf-summary",
-        "model-analyzer",
-        "native-quality",
-        "otlp",
-        "perf-analyzer",
-        "prometheus",
-        "torch-trace",
-        "triton-trace",
-        "tvm",
-        "xla-trace",
-        "xplane",
-    }
-)
-"""The input formats that hold no environment record (their readers write no `environment`
-rows; a test holds this to the readers' declared tables): a side read only from them cannot be
-asked for one. A torch.compile run (TORCH_TRACE) compiles and runs in one process, so its
-compile side's environment is its runtime's."""
+COMPILED_IN_PROCESS: Final[frozenset[str]] = frozenset({"torch-trace", "xla-trace", "xplane"})
+"""Compile-side formats of a just-in-time compiler that compiles in the serving process itself
+(torch.compile's TORCH_TRACE, XLA's traces): they hold no environment record, and need none
+apart from the runtime's: the compile ran in the same process and environment. A compile side
+read only from them is not asked for a record of its own (every other side is: a native line,
+a trtexec export, AIPerf's GPU telemetry or an MLPerf system file can give one)."""

@@ -24,6 +24,8 @@ CHECK_GAPS: dict[CheckGap, str] = {
     CheckGap.ONE_SIDE: "not applicable: the slice has its {side} side only (recorded: {keys}), "
     "so there is no other side to lock it against",
     CheckGap.NO_ACTIONS: "not applicable: the slice calls for no action",
+    CheckGap.IN_PROCESS: "not applicable: the compile side ({formats}) compiled in the serving "
+    "process, in the runtime's environment, so there is no other environment to lock it against",
 }
 """Why a checklist item had nothing to check."""
 
@@ -72,7 +74,12 @@ def check_reason(c: ChecklistItem, r: SliceResult) -> str:
     if c.gap is not None:
         side = " and ".join(env.sides)
         recorded = {**env.compile, **env.runtime}
-        formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no"
+        formats = ", ".join(
+            env.unrecorded_formats
+            if c.gap is CheckGap.IN_PROCESS
+            else dict.fromkeys(s.format for s in r.sources)
+        )
+        formats = formats or "no"
         keys = env_keys(tuple(recorded)) if recorded else "nothing"
         return CHECK_GAPS[c.gap].format(formats=formats, side=side, keys=keys)
     passed = c.state == CheckState.PASS

@@ -443,8 +443,9 @@ class Printed:
     mapping: MappingView | None
     only_a: tuple[str, ...]
     only_b: tuple[str, ...]
-    only_more: tuple[int, int]
-    """Names of one side's shapes not printed (A, B)."""
+    more_a: int
+    """Names of A's own shapes not printed."""
+    more_b: int
     left_out: LeftOut
 
 
@@ -495,6 +496,7 @@ def printed(
         mapping,
         c.only_a[:PRINTED_ROWS],
         c.only_b[:PRINTED_ROWS],
-        (max(0, len(c.only_a) - PRINTED_ROWS), max(0, len(c.only_b) - PRINTED_ROWS)),
+        max(0, len(c.only_a) - PRINTED_ROWS),
+        max(0, len(c.only_b) - PRINTED_ROWS),
         left_out,
     )

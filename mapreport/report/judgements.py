@@ -34,7 +34,7 @@ WORDS: dict[StatusReason, str] = {
     "to spare",
     StatusReason.WITHIN_SLA: "{subject} {figure} meets its SLA of {bound}",
     StatusReason.NO_SLA: "no SLA set: p95 {figure} over {n}, not judged",
-    StatusReason.NO_REQUESTS: "no per-request latency in this slice, not judged",
+    StatusReason.NO_REQUESTS: "no per-request latency measured in this slice, not judged",
     StatusReason.TOO_FEW_SAMPLES: "{subject} target {bound} set, but {n} are too few to state "
     "it: not judged",
     StatusReason.FIRST_NIGHT: "no earlier night to compare with: not judged",
@@ -46,12 +46,11 @@ WORDS: dict[StatusReason, str] = {
     "eagerly), of {n}",
     StatusReason.MANY_RECOMPILES: "frame {subject} recompiled {figure} times (the limit is "
     "{bound})",
-    StatusReason.COMPILED: "{n} compiled; a frame recompiled at most {figure} times (limit "
-    "{bound})",
+    StatusReason.COMPILED: "{n} compiled, no frame recompiled {bound} times (the most: {figure})",
     StatusReason.DEVICE_IDLE: "the devices sat idle {figure} of their span {ci} over {n}",
     StatusReason.DEVICE_BUSY: "the devices sat idle {figure} of their span {ci}, under {bound}",
-    StatusReason.ROLLBACK_DUE: "action {subject}'s rollback trigger is exceeded tonight: "
-    "{figure} against {bound}",
+    StatusReason.ROLLBACK_DUE: "{n} exceeded tonight, the furthest on {subject}: {figure} "
+    "against {bound}",
     StatusReason.LOOP_ON_TRACK: "{n} open, each within its rollback trigger",
     StatusReason.QUALITY_DROP: "{subject}'s quality drop exceeds its record's bound",
     StatusReason.NO_QUALITY_EVIDENCE: "{subject} runs without a quality record",
@@ -72,9 +71,9 @@ WORDS: dict[StatusReason, str] = {
     StatusReason.NO_GRAPH_BREAKS: "every compiled frame compiled whole",
     StatusReason.ENVIRONMENT_DIFFERS: "compile and runtime differ in {figure} ({subject} first)",
     StatusReason.ENVIRONMENT_LOCKED: "compile and runtime match on {n}",
-    StatusReason.ENVIRONMENT_NOT_RECORDED: "not applicable: the inputs of the side without a "
-    "record ({subject}) hold none (a torch.compile run compiles and runs in one process and "
-    "one environment)",
+    StatusReason.ENVIRONMENT_NOT_RECORDED: "not applicable: the compile side ({subject}) "
+    "compiled in the serving process, in the runtime's environment (a JIT compiler's log "
+    "records none of its own)",
     StatusReason.ENVIRONMENT_ONE_SIDE: "one side records no environment to compare: not judged",
 }
 """Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
@@ -89,6 +88,7 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.COMPILED: ("n", "compile attempt"),
     StatusReason.DEVICE_IDLE: ("n", "kernel"),
     StatusReason.LOOP_ON_TRACK: ("n", "action"),
+    StatusReason.ROLLBACK_DUE: ("n", "rollback trigger"),
     StatusReason.GRAPHS_REPLAYED: ("n", "step"),
     StatusReason.GRAPH_BREAKS: ("figure", "graph break"),
     StatusReason.ENVIRONMENT_DIFFERS: ("figure", "key"),

@@ -229,7 +229,8 @@ def compare_runs(
         "mapping": view,
         "only_a": c.only_a,
         "only_b": c.only_b,
-        "only_more": (0, 0),
+        "more_a": 0,
+        "more_b": 0,
         "left_out": LeftOut(),
         "generated_at": now,
         "version": __version__,
@@ -252,7 +253,8 @@ def compare_runs(
             "mapping": part.mapping,
             "only_a": part.only_a,
             "only_b": part.only_b,
-            "only_more": part.only_more,
+            "more_a": part.more_a,
+            "more_b": part.more_b,
             "left_out": part.left_out,
         }
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
