@@ -124,13 +124,16 @@ def judge_regression(history: History | None) -> Judgement | None:
         return Judgement(family, Status.NOT_JUDGED, StatusReason.FIRST_NIGHT)
     regressed = [g for g in history.regressions if g.kind == RegressionKind.REGRESSION]
     if regressed:
+        # each regression is measured against its own reference night (the last within the
+        # SLA before it): name that night, or the earliest when they differ
+        against = min(g.against_run_date for g in regressed)
         return Judgement(
             family,
             Status.AT_RISK,
             StatusReason.REGRESSED,
             float(len(regressed)),
             FigureUnit.COUNT,
-            subject=night,
+            subject=against,
         )
     rising = history.rising
     if rising is not None:

@@ -38,7 +38,7 @@ WORDS: dict[StatusReason, str] = {
     StatusReason.TOO_FEW_SAMPLES: "{subject} target {bound} set, but {n} are too few to state "
     "it: not judged",
     StatusReason.FIRST_NIGHT: "no earlier night to compare with: not judged",
-    StatusReason.REGRESSED: "{figure} regressed beyond their CIs since {subject}",
+    StatusReason.REGRESSED: "{figure} regressed beyond their CIs against {subject}",
     StatusReason.RISING: "the slice's tail shifted up {figure} at its latest change point",
     StatusReason.NO_REGRESSION: "no shape regressed beyond its CI since {subject}",
     StatusReason.COMPILE_FAILED: "{figure} failed, of {n}: what ran is not what was compiled",

@@ -498,7 +498,11 @@ def status_reason(r: SliceResult) -> str:
         headroom=pct(st.headroom),
         limit=pct_whole(AT_RISK_HEADROOM),
         shapes=shape_list(st.regressed) if st.regressed else "",
-        night=st.shift.night if st.shift else st.compared_night or "",
+        night=(
+            st.shift.night
+            if st.shift
+            else (st.deciding.subject if st.deciding else "") or st.compared_night or ""
+        ),
         shift=signed_pct(st.shift.change) if st.shift else "",
     )
 
