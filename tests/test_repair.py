@@ -417,3 +417,43 @@ def test_any_damage_repaired_and_reingested_loses_no_row(
     after = _tree(ds)
     assert {k: after.get(k) for k in untouched} == untouched
     assert not check(Dataset(ds)).damage
+
+
+def test_an_uncommitted_file_goes_with_the_next_ingest_as_check_says(
+    pristine: Path, inputs: list[Path], tmp_path: Path
+) -> None:
+    """An unreadable file no commit record owns: check says the next ingest removes it; an
+    ingest of inputs already in (all unchanged) does, and loses no row."""
+    ds = _copy(pristine, tmp_path)
+    stray = _data_files(ds)[0].parent / "0123456789abcdef0123-0.parquet"
+    stray.write_bytes(b"left by a writer that died")
+    res = _run("check", "--dataset", str(ds))
+    assert res.exit_code == 5, res.output
+    assert _remedy(res.output).endswith(": the next ingest removes it")
+    res = _run("ingest", "--dataset", str(ds), "--date", "2026-11-28", str(inputs[0]))
+    assert res.exit_code == 0, res.output
+    assert "unchanged" in res.output
+    assert not stray.exists()
+    assert len(_rows(ds)) == 800
+    assert _run("check", "--dataset", str(ds)).exit_code == 0
+
+
+def test_a_file_its_record_does_not_name_is_set_aside_alone(pristine: Path, tmp_path: Path) -> None:
+    """A copy of a source's data file under another number (copied in by hand): every read
+    refuses it (its rows would count twice); check says repair sets it aside alone, and after
+    that the source's own files and rows are as they were."""
+    ds = _copy(pristine, tmp_path)
+    before = _tree(ds)
+    original = _data_files(ds)[0]
+    copy = original.with_name(original.name.split("-", 1)[0] + "-99999.parquet")
+    shutil.copyfile(original, copy)
+    with pytest.raises(DatasetError, match="does not name"):
+        Dataset(ds).connect()
+    res = _run("check", "--dataset", str(ds))
+    assert res.exit_code == 5, res.output
+    assert _remedy(res.output) == "--repair sets it aside alone"
+    res = _run("check", "--dataset", str(ds), "--repair")
+    assert res.exit_code == 0, res.output
+    assert "set aside 1 file(s)" in res.output
+    assert _tree(ds) == before
+    assert len(_rows(ds)) == 800
