@@ -240,3 +240,54 @@ def test_a_torch_compile_log_is_asked_for_no_environment_record(tmp_path: Path) 
     assert judged["environment"]["state"] == "not_judged"
     kinds = [a["evidence"]["metric"] for a in doc["actions"]]  # type: ignore[attr-defined]
     assert not [k for k in kinds if k.startswith("environment.")], kinds
+
+
+def test_a_frame_recompiled_past_the_limit_gets_one_owned_action() -> None:
+    """A frame that recompiled 14 times on a varying size: one action for the compiler lead,
+    naming the dim to mark dynamic; on another guard, the guard to hold constant; a frame
+    under the limit (the clean control) gets none."""
+    from mapreport.analysis.action_params import Recompiled
+    from mapreport.analysis.actions import Scope
+    from mapreport.analysis.blocking import Blocking
+    from mapreport.analysis.common import Review
+    from mapreport.analysis.compile_actions import recompile_action
+    from mapreport.analysis.compiles import RecompiledFrame, VaryingDim
+    from mapreport.analysis.status import judge_latency
+    from mapreport.core.kinds import ActionKind, OwnerRole
+    from mapreport.report.prose import action_title
+
+    latency = Percentiles(0, None, None, None)
+    scope = Scope("w", "", TH, Review(), (), None, latency, Blocking(()), None)
+    sized = RecompiledFrame(
+        "kernel", 14, 0, 15, ("size mismatch at index 0",), (VaryingDim("x", 0, 2, 16, 14),)
+    )
+    action = recompile_action(scope, [sized], ("src",))
+    assert action is not None
+    assert (action.kind, action.owner_role) == (ActionKind.DYNAMIC_SHAPES, OwnerRole.COMPILER_LEAD)
+    assert isinstance(action.params, Recompiled)
+    assert "mark those dims dynamic" in action_title(action, "w")
+    assert "x dim 0 (2 to 16)" in action_title(action, "w")
+    guarded = RecompiledFrame("fwd", 9, 1, 11, ("___check_type_id(L['mode'])",), ())
+    other = recompile_action(scope, [guarded], ())
+    assert other is not None
+    assert "___check_type_id" in action_title(other, "w")
+    assert "refused at the limit" in action_title(other, "w")
+    calm = RecompiledFrame("fwd", 3, 0, 4, ("size mismatch",), ())
+    assert recompile_action(scope, [calm], ()) is None
+    assert judge_latency((), latency).state is Status.NOT_JUDGED
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
+def test_real_compile_log_of_a_frame_recompiled_per_shape(tmp_path: Path) -> None:
+    """tlparse's multi-rank rank_1 log compiles one frame 15 times for shapes [2,2]..[16,16]:
+    the compiles judgement is at risk and one action says which dim to mark dynamic."""
+    doc = _report(
+        tmp_path, REALDATA / "tlparse/inputs/multi_rank_logs/dedicated_log_torch_trace_rank_1.log"
+    )
+    judged = {j["family"]: j for j in doc["judgements"]}  # type: ignore[attr-defined]
+    assert judged["compiles"]["state"] == "at_risk"
+    assert judged["compiles"]["reason"] == "many_recompiles"
+    (action,) = [a for a in doc["actions"] if a["class"] == "dynamic_shapes"]  # type: ignore[attr-defined]
+    assert action["owner_role"] == "compiler_lead"
+    assert "dim 0 (2 to 16)" in action["title"]

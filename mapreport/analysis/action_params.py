@@ -215,6 +215,21 @@ class Padding:
     capture_us: float | None
 
 
+@dataclass(frozen=True)
+class Recompiled:
+    """A compiled frame that recompiled for the shapes it met: how often, against the limit,
+    the dims whose sizes changed, and the guards that failed (first of each)."""
+
+    frame: str
+    recompiles: int
+    refused: int
+    """Attempts refused at the recompile limit (those calls ran eagerly)."""
+    attempts: int
+    limit: int
+    dims: tuple[Dim, ...]
+    reasons: tuple[str, ...]
+
+
 ActionParams = (
     TailShare
     | Queueing
@@ -234,6 +249,7 @@ ActionParams = (
     | Headroom
     | Idle
     | Padding
+    | Recompiled
 )
 """What an action states, by its kind."""
 
@@ -255,6 +271,7 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.ROOFLINE_HEADROOM: (Headroom,),
     ActionKind.DEVICE_IDLE: (Idle,),
     ActionKind.GRAPH_PADDING: (Padding,),
+    ActionKind.DYNAMIC_SHAPES: (Recompiled,),
 }
 """The params each kind of action carries (a test holds every action to it)."""
 

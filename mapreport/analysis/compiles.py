@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from mapreport.analysis.judgement import Judgement
@@ -329,8 +329,15 @@ _SERVING_COMPILES = """
 
 def varying_dims(con: Connection, workload: str, slice_: str) -> tuple[VaryingDim, ...]:
     """The input dims whose size changes caused the serving-time compiles, most first."""
+    rows = con.execute(_SERVING_COMPILES, {"w": workload, "s": slice_}).fetchall()
+    return mismatched_dims(extra for (extra,) in rows)
+
+
+def mismatched_dims(extras: Iterable[str]) -> tuple[VaryingDim, ...]:
+    """The input dims dynamo's `size mismatch` guards name in compile events' extras, with the
+    sizes they took and how many recompiles named each, most first."""
     seen: dict[tuple[str, int], tuple[set[int], int]] = {}
-    for (extra,) in con.execute(_SERVING_COMPILES, {"w": workload, "s": slice_}).fetchall():
+    for extra in extras:
         try:
             found = json.loads(extra).get("mismatch") or []
         except (ValueError, AttributeError):
@@ -469,3 +476,50 @@ def judge_breaks(c: Compiles | None) -> Judgement | None:
             subject=c.graph_breaks[0].at,
         )
     return Judgement(family, Status.HEALTHY, StatusReason.NO_GRAPH_BREAKS, 0.0, n=c.compiles)
+
+
+@dataclass(frozen=True)
+class RecompiledFrame:
+    """One compiled frame's attempts across the slice's compile logs."""
+
+    frame: str
+    recompiles: int
+    refused: int
+    attempts: int
+    reasons: tuple[str, ...]
+    """Its distinct recompile reasons (the guards that failed), in the order they came."""
+    dims: tuple[VaryingDim, ...]
+
+
+_FRAMES = """
+    SELECT coalesce(frame, '') AS frame,
+        count(*) FILTER (WHERE recompile_reason IS NOT NULL
+            AND coalesce(outcome, 'compiled') = 'compiled') AS recompiles,
+        count(*) FILTER (WHERE outcome = 'limit_hit') AS refused,
+        count(*) AS attempts,
+        list(recompile_reason ORDER BY coalesce(ts_us, 0), compile_id)
+            FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
+        list(extra) FILTER (WHERE extra IS NOT NULL) AS extras
+    FROM compile_event WHERE workload = $w AND slice = $s
+    GROUP BY 1 ORDER BY recompiles + refused DESC, frame
+"""
+
+
+def recompiled_frames(con: Connection, workload: str, slice_: str) -> tuple[RecompiledFrame, ...]:
+    """Every compiled frame with its recompiles, refusals, guards and varying dims, the most
+    recompiled first."""
+    out = []
+    for frame, recompiles, refused, attempts, reasons, extras in con.execute(
+        _FRAMES, {"w": workload, "s": slice_}
+    ).fetchall():
+        out.append(
+            RecompiledFrame(
+                str(frame),
+                int(recompiles),
+                int(refused),
+                int(attempts),
+                tuple(dict.fromkeys(str(r) for r in reasons or ())),
+                mismatched_dims(str(e) for e in extras or ()),
+            )
+        )
+    return tuple(out)

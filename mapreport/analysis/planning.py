@@ -107,6 +107,9 @@ def plan_actions(
         actions.append(consistency_action(s, queue, sources))
     blocked = blocking_action(s, sources)
     if blocked is not None:
+        # its requests waited behind the recompiles: the blocking action names the varying
+        # dims too, and one cause has one owner
+        actions = [a for a in actions if a.kind != ActionKind.DYNAMIC_SHAPES]
         actions.append(blocked)
     by_shape = {m.shape: m for m in s.shapes}
     actions += [drift_action(s, by_shape[d.shape], d) for d in s.drifts if d.drifting]

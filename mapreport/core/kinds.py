@@ -105,6 +105,9 @@ class ActionKind(StrEnum):
     """The device sat idle for a material share of its span: launch and scheduling."""
     GRAPH_PADDING = "graph_padding"
     """Steps padded up to a captured graph size waste a material share of the replays."""
+    DYNAMIC_SHAPES = "dynamic_shapes"
+    """A compiled frame recompiled for the shapes it met (or hit its recompile limit): make the
+    varying dims dynamic, bucket the shapes, or hold the guarded value constant."""
 
 
 class HeadroomRemedy(StrEnum):

@@ -130,13 +130,20 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
             f"Run the quality evaluation of the {p.precision} plan on {name} before relying "
             "on it: there is no quality evidence for this precision change"
         )
-    if isinstance(p, P.Headroom):
-        return headroom_title(p)
     if isinstance(p, P.Idle):
         return idle_title(p, name)
+    if isinstance(p, P.Headroom | P.Padding | P.Recompiled):
+        return trace_title(p)
+    assert_never(p)  # mypy checks that every kind of params has its title
+
+
+def trace_title(p: P.Headroom | P.Padding | P.Recompiled) -> str:
+    """The title of an action a trace or compile log alone calls for."""
+    if isinstance(p, P.Headroom):
+        return headroom_title(p)
     if isinstance(p, P.Padding):
         return padding_title(p)
-    assert_never(p)  # mypy checks that every kind of params has its title
+    return recompiled_title(p)
 
 
 HEADROOM_REMEDIES = {
@@ -189,6 +196,31 @@ def idle_title(p: P.Idle, name: str) -> str:
     return (
         f"Keep the device of {name} fed: it sat idle {pct(p.idle_share)} of its "
         f"{duration(p.span_us)} span ({p.kernels:,} kernels{median}); {why}"
+    )
+
+
+def recompiled_title(p: P.Recompiled) -> str:
+    """A frame that recompiled for the shapes it met: how often against the limit, and what to
+    change by the guard that failed (a size: mark it dynamic or bucket it; another: hold it
+    constant, or raise the limit when every variant is wanted)."""
+    refused = (
+        f"; {p.refused:,} attempts were refused at the limit and ran eagerly" if p.refused else ""
+    )
+    head = (
+        f"Stop {p.frame or 'the frame'} recompiling: it recompiled {p.recompiles:,} times "
+        f"in {p.attempts:,} compile attempts (torch.compile's limit is {p.limit}){refused}"
+    )
+    if p.dims:
+        dims = ", ".join(f"{d.tensor} dim {d.dim} ({d.low:,} to {d.high:,})" for d in p.dims)
+        return (
+            f"{head}; the sizes of {dims} changed: mark those dims dynamic "
+            "(torch._dynamo.mark_dynamic, or dynamic=True) or pad the inputs to a few sizes"
+        )
+    why = "; ".join(p.reasons) if p.reasons else "not recorded"
+    return (
+        f"{head}; the guards that failed: {why}: hold those values constant across calls "
+        "(or mark a varying size dynamic), or raise torch._dynamo.config.recompile_limit if "
+        "every variant is wanted"
     )
 
 
