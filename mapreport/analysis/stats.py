@@ -230,8 +230,10 @@ def jain_index(loads: Sequence[float]) -> float | None:
     """Jain's fairness index (sum x)^2 / (n * sum x^2): 1 for equal loads, 1/n for one busy
     participant; None without participants or load."""
     x = np.asarray(loads, dtype=np.float64)
-    if len(x) == 0 or float(np.sum(x * x)) == 0:
+    top = float(np.max(np.abs(x))) if len(x) else 0.0
+    if top == 0:
         return None
+    x = x / top  # the index is scale-free; squares of loads near 1e-160 would underflow
     return float(np.sum(x) ** 2 / (len(x) * np.sum(x * x)))
 
 
