@@ -185,6 +185,9 @@ class Compiles:
     """Where dynamo broke the compiled frames' graphs, and on what (TORCH_TRACE)."""
     failures: tuple[CompileFailure, ...] = ()
     """Every compile attempt that failed or was refused, in the order they happened."""
+    frames: tuple[RecompiledFrame, ...] = ()
+    """Every compiled frame's attempts, recompiles, failed guards and varying dims, the most
+    recompiled first (the compiles judgement and the dynamic-shapes action read these)."""
 
 
 REGION = "Torch-Compiled Region: "
@@ -295,6 +298,7 @@ def compiles(
         refused=sum(r.refused for r in rows),
         failed=sum(r.failed for r in rows),
         graph_breaks=graph_breaks(con, workload, slice_),
+        frames=recompiled_frames(con, workload, slice_),
         failures=failures(con, workload, slice_)
         if any(r.failed or r.refused for r in rows)
         else (),
@@ -408,15 +412,6 @@ RECOMPILE_LIMIT = 8
 `recompile_limit` (8), past which the frame runs eagerly."""
 
 
-def frame_recompiles(c: Compiles) -> dict[str, int]:
-    """Recompiles per frame, summed over the shapes that recompiled it."""
-    out: dict[str, int] = {}
-    for row in c.shapes:
-        for frame in row.frames:
-            out[frame] = out.get(frame, 0) + row.recompiles
-    return out
-
-
 def judge(c: Compiles | None) -> Judgement | None:
     """Compile attempts: failing when any failed (what ran instead is not what was compiled);
     at risk when the compiler refused one at its recompile limit or a frame recompiled
@@ -435,8 +430,8 @@ def judge(c: Compiles | None) -> Judgement | None:
         return Judgement(
             family, Status.AT_RISK, StatusReason.RECOMPILE_LIMIT, float(c.refused), n=attempts
         )
-    per_frame = frame_recompiles(c)
-    frame, most = max(per_frame.items(), key=lambda x: x[1]) if per_frame else ("", c.recompiles)
+    top = max(c.frames, key=lambda f: (f.recompiles, f.frame)) if c.frames else None
+    frame, most = (top.frame, top.recompiles) if top else ("", c.recompiles)
     if most >= RECOMPILE_LIMIT:
         return Judgement(
             family,

@@ -32,7 +32,7 @@ from mapreport.analysis.common import (
     sla_checks,
 )
 from mapreport.analysis.compile_actions import recompile_action
-from mapreport.analysis.compiles import recompiled_frames, varying_dims
+from mapreport.analysis.compiles import varying_dims
 from mapreport.analysis.consistency import QueueCheck
 from mapreport.analysis.context import Context, read_context
 from mapreport.analysis.coverage import (
@@ -285,7 +285,7 @@ def review_step(
         else []
     )
     if offline is not None and offline.compiles is not None:
-        frames = recompiled_frames(ctx.con, ctx.workload, ctx.slice)
+        frames = offline.compiles.frames
         device += [a for a in (recompile_action(scope, frames, sources),) if a is not None]
     actions = plan_actions(
         scope, sl.environment, precision.missing, slowest, sources, check, device

@@ -66,6 +66,14 @@ class SliceStatus:
         return tuple(j for j in self.judgements if j is not self.deciding)
 
 
+def deciding_check(sla: Sequence[SlaCheck]) -> SlaCheck | None:
+    """The target the latency judgement rests on: the most missed one, else the one with the
+    least headroom (None: no target the samples can state)."""
+    judged = [s for s in sla if s.judged is not None and s.excess is not None]
+    missed = [s for s in judged if s.judged is False]
+    return max(missed or judged, key=lambda s: s.excess or 0.0) if judged else None
+
+
 def judge_latency(sla: Sequence[SlaCheck], latency: Percentiles) -> Judgement:
     """Latency against its SLA: failing when a target the samples can state is missed; at
     risk when met with under AT_RISK_HEADROOM to spare; healthy when met with more; not
@@ -79,8 +87,8 @@ def judge_latency(sla: Sequence[SlaCheck], latency: Percentiles) -> Judgement:
         return Judgement(
             family, Status.NOT_JUDGED, StatusReason.NO_SLA, latency.p95, FigureUnit.US, n=latency.n
         )
-    judged = [s for s in targeted if s.judged is not None and s.excess is not None]
-    if not judged:
+    deciding = deciding_check(sla)
+    if deciding is None:
         first = targeted[0]
         return Judgement(
             family,
@@ -92,9 +100,7 @@ def judge_latency(sla: Sequence[SlaCheck], latency: Percentiles) -> Judgement:
             latency.n,
             subject=first.quantile,
         )
-    missed = [s for s in judged if s.judged is False]
-    deciding = max(missed or judged, key=lambda s: s.excess or 0.0)
-    if missed:
+    if deciding.judged is False:
         state, reason = Status.FAILING, StatusReason.SLA_MISSED
     elif -(deciding.excess or 0.0) < AT_RISK_HEADROOM:
         state, reason = Status.AT_RISK, StatusReason.LITTLE_HEADROOM
@@ -225,9 +231,7 @@ def slice_status(
     ):
         # requests whose latency no target judged: never healthy on the other families alone
         deciding = latency_judgement
-    judged_sla = [s for s in sla if s.judged is not None and s.excess is not None]
-    missed = [s for s in judged_sla if s.judged is False]
-    check = max(missed or judged_sla, key=lambda s: s.excess or 0.0) if judged_sla else None
+    check = deciding_check(sla)
     night = history.compared_night if history is not None and history.compared_to else None
     regressed = tuple(
         g.shape
