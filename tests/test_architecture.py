@@ -18,7 +18,16 @@ from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
-from mapreport.report import causes, checks, decisions, devicetime, judgements, prose, words
+from mapreport.report import (
+    causes,
+    checks,
+    compare_whole,
+    decisions,
+    devicetime,
+    judgements,
+    prose,
+    words,
+)
 from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
 from mapreport.report.sections import SECTIONS
@@ -190,6 +199,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.DeviceActivity: devicetime.ACTIVITY_WORDS,
     kinds.CompareVerdict: compare_words.VERDICT_WORDS,
     kinds.ShipReason: compare_words.SHIP_WORDS,
+    kinds.TimeBasis: compare_whole.BASIS_WORDS,
+    kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

@@ -9,6 +9,7 @@ functions here take the latency samples of each side by shape; `side_samples` re
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from mapreport.analysis.stats import SortedArray, quantile, resampled_quantile, 
 from mapreport.core.connection import Connection
 from mapreport.core.devices import dtype_of
 from mapreport.core.kinds import CompareVerdict as Verdict
-from mapreport.core.kinds import ShipReason
+from mapreport.core.kinds import ShipReason, TimeCategory
 
 FDR = 0.05
 """The false discovery rate held across a comparison's shapes."""
@@ -73,6 +74,21 @@ class OpComparison:
     """The larger side's share of its trace's device time spent in this op x shape."""
     types: str = ""
     """The input types as the trace states them (JSON): part of what aligns the two sides."""
+    category: TimeCategory = TimeCategory.OTHER
+    contribution: float | None = None
+    """`delta_us` over the change of the whole (every op x shape of both sides; None when the
+    whole did not change)."""
+
+    @property
+    def delta_us(self) -> float:
+        """B's time in this op x shape minus A's (its part of the change of the whole)."""
+        return self.mean_us_b * self.count_b - self.mean_us_a * self.count_a
+
+    @property
+    def recorded(self) -> bool:
+        """The trace recorded the op's input dims (`();()`: none of its inputs has any, so calls
+        of different sizes may be pooled in one row)."""
+        return shape_recorded(self.shape, self.types)
 
     @property
     def impact(self) -> float:
@@ -82,11 +98,50 @@ class OpComparison:
 
 
 @dataclass(frozen=True)
+class OpOnly:
+    """An op x shape one side's trace ran and the other's did not, with its time."""
+
+    op: str
+    shape: str
+    types: str
+    in_b: bool
+    """Which side ran it: B (else A)."""
+    count: int
+    total_us: float
+    share: float
+    """Its share of its side's whole time."""
+    category: TimeCategory
+    contribution: float | None
+    """Its part of the change of the whole (A's own: minus its time), over that change."""
+
+    @property
+    def delta_us(self) -> float:
+        """Its part of the change of the whole: B's time, or minus A's."""
+        return self.total_us if self.in_b else -self.total_us
+
+    @property
+    def recorded(self) -> bool:
+        """The trace recorded the op's input dims (`shape_recorded`)."""
+        return shape_recorded(self.shape, self.types)
+
+    @property
+    def dtype(self) -> str | None:
+        """The first tensor input's element type."""
+        return _dtype(self.types)
+
+
+def shape_recorded(shape: str, types: str = "[]") -> bool:
+    """Whether an op's input dims say anything: some input has a dimension, or is a tensor
+    (of 0 dims: `.item()`'s `()`); `();()` over lists and scalars, or '', says nothing."""
+    return any(part not in ("", "()") for part in shape.split(";")) or _dtype(types) is not None
+
+
+@dataclass(frozen=True)
 class QuantileComparison:
     """One tail quantile of the whole slice (every shape pooled), A against B."""
 
     quantile: str
-    """`p95` or `p99`."""
+    """`p50`, `p95` or `p99`."""
     n_a: int
     n_b: int
     a_us: float
@@ -108,11 +163,12 @@ class Comparison:
     tested: int
     """Shapes with enough requests on both sides to test."""
     tail: tuple[QuantileComparison, ...] = ()
-    """The slice's p95 (and p99 with `min_samples_p99` requests a side), every shape pooled."""
+    """The slice's p50 and p95 (and p99 with `min_samples_p99` requests a side), every shape
+    pooled."""
     ops: tuple[OpComparison, ...] = ()
     """Op x shapes both sides' traces ran, by the launching op (kernels differ by vendor)."""
-    ops_only_a: tuple[str, ...] = ()
-    ops_only_b: tuple[str, ...] = ()
+    ops_only_a: tuple[OpOnly, ...] = ()
+    ops_only_b: tuple[OpOnly, ...] = ()
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
         """The shapes with verdict `v`, most impact first."""
@@ -128,26 +184,81 @@ class Comparison:
         moved = (o for o in self.ops if o.verdict in (Verdict.FASTER, Verdict.SLOWER))
         return tuple(sorted(moved, key=_by_impact)[:k])
 
+    def ops_by_contribution(self, k: int = 5) -> tuple[OpComparison | OpOnly, ...]:
+        """The `k` op x shapes of either side (compared, or one side's own) whose time changed
+        most: largest |B - A| first."""
+        rows: list[OpComparison | OpOnly] = [*self.ops, *self.ops_only_a, *self.ops_only_b]
+        return tuple(sorted(rows, key=lambda o: (-abs(o.delta_us), o.op, o.shape))[:k])
+
 
 def _by_impact(x: ShapeComparison | OpComparison) -> tuple[float, str]:
     return -x.impact, x.shape
 
 
-OP_CALLS = """
-    SELECT op, shape, types, fsum(dur) AS dur, source_id FROM (
-        SELECT json_extract_string(extra, '$.op') AS op, coalesce(shape, '') AS shape,
-            CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) AS types,
-            coalesce(json_extract_string(extra, '$.external_id'),
-                     CAST(correlation AS VARCHAR)) AS call, source_id, dur_us AS dur
+ANCHORS = ("aten::convolution", "aten::convolution_backward", "aten::batch_norm")
+"""Ops whose kernels are charged to them wherever below them they were launched, as TraceLens
+aligns them: cuDNN's `aten::cudnn_convolution` (with the bias `aten::add_` that follows it) and
+MIOpen's `aten::miopen_convolution` (bias inside) are both one `aten::convolution` call."""
+OP_CALLS = f"""
+    WITH dev AS (
+        SELECT json_extract_string(extra, '$.op') AS op, name, shape, extra, dur_us,
+            category IN ('memcpy', 'memset') AS transfer,
+            json_extract_string(extra, '$.external_id') AS ext, correlation, source_id, line
         FROM op_exec
-        WHERE workload = $w AND slice = $s AND category = 'kernel'
-            AND json_extract_string(extra, '$.op') IS NOT NULL
+        WHERE workload = $w AND slice = $s AND category IN ('kernel', 'memcpy', 'memset')
+    ),
+    launcher AS (
+        SELECT source_id, json_extract_string(extra, '$.external_id') AS ext,
+            json_extract_string(extra, '$.pid') AS pid, json_extract_string(extra, '$.tid') AS tid,
+            min(ts_us) AS ts, max(ts_us + dur_us) AS te
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'cpu_op'
+            AND json_extract_string(extra, '$.external_id') IN (SELECT ext FROM dev)
+        GROUP BY ALL
+    ),
+    anchor AS (
+        SELECT source_id, json_extract_string(extra, '$.pid') AS pid,
+            json_extract_string(extra, '$.tid') AS tid, ts_us AS ts, ts_us + dur_us AS te,
+            name AS op, coalesce(shape, '') AS shape,
+            CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) AS types,
+            'a' || coalesce(json_extract_string(extra, '$.external_id'), CAST(line AS VARCHAR))
+                AS call
+        FROM op_exec
+        WHERE workload = $w AND slice = $s AND category = 'cpu_op' AND name IN {ANCHORS!r}
+    ),
+    placed AS (
+        SELECT d.*, l.pid, l.tid, l.ts, l.te FROM dev d
+        LEFT JOIN launcher l ON l.source_id = d.source_id AND l.ext = d.ext
+    ),
+    anchored AS (
+        SELECT p.*, a.op AS a_op, a.shape AS a_shape, a.types AS a_types, a.call AS a_call
+        FROM placed p
+        LEFT JOIN anchor a ON a.source_id = p.source_id AND a.pid = p.pid AND a.tid = p.tid
+            AND a.ts <= p.ts AND a.te >= p.te
+        QUALIFY row_number() OVER (PARTITION BY p.source_id, p.line ORDER BY a.ts DESC) = 1
+    )
+    SELECT op, shape, types, fsum(dur) AS dur, source_id, bool_and(transfer) AS transfer,
+        bool_and(launched) AS launched
+    FROM (
+        SELECT coalesce(a_op, op, name) AS op,
+            CASE WHEN a_op IS NOT NULL THEN a_shape ELSE coalesce(shape, '') END AS shape,
+            CASE WHEN a_op IS NOT NULL THEN a_types WHEN op IS NULL THEN '[]'
+                 ELSE CAST(coalesce(json_extract(extra, '$.types'), '[]') AS VARCHAR) END
+                AS types,
+            coalesce(a_call, CASE WHEN op IS NOT NULL
+                THEN coalesce(ext, CAST(correlation AS VARCHAR)) END,
+                'k' || CAST(line AS VARCHAR)) AS call,
+            source_id, dur_us AS dur, transfer, op IS NOT NULL AS launched
+        FROM anchored
     )
     GROUP BY op, shape, types, call, source_id
     ORDER BY op, shape, types, dur, source_id
 """
-"""A trace's device time per call of each op x shape a recorded operator launched (`op_samples`;
-a comparison's evidence packs select from it)."""
+"""A trace's device time per call of each op x shape (`op_samples`; a comparison's evidence
+packs select from it): every kernel, host-device copy and memset, charged to the operator that
+launched it, or to the `ANCHORS` op above that one; a kernel no recorded operator launched
+(a graph replay) is a call of its own, named by the kernel (`launched` false); `transfer`: the
+call's device rows are all copies and sets."""
 SAMPLES = """
     SELECT shape, compute_end_us - arrival_us AS latency_us, source_id, line FROM request
     WHERE workload = $w AND slice = $s AND status = 'ok' AND arrival_known IS NOT FALSE
@@ -323,12 +434,16 @@ def compare(
 def tail_of(
     a: dict[str, np.ndarray], b: dict[str, np.ndarray], th: Thresholds, key: tuple[str, ...]
 ) -> tuple[QuantileComparison, ...]:
-    """The slice's pooled p95 (from `min_samples_p95` requests a side) and p99 (from
+    """The slice's pooled p50 and p95 (from `min_samples_p95` requests a side) and p99 (from
     `min_samples_p99`), B over A with their bootstrap CIs."""
     xa = np.concatenate(list(a.values())) if a else np.zeros(0)
     xb = np.concatenate(list(b.values())) if b else np.zeros(0)
     out = []
-    for name, q, need in (("p95", 0.95, th.min_samples_p95), ("p99", 0.99, th.min_samples_p99)):
+    for name, q, need in (
+        ("p50", 0.5, th.min_samples_p95),
+        ("p95", 0.95, th.min_samples_p95),
+        ("p99", 0.99, th.min_samples_p99),
+    ):
         if min(len(xa), len(xb)) < need:
             continue
         seed = seed_for(th.seed, *key, name, "slice")
@@ -341,14 +456,6 @@ def tail_of(
 
 OpKey = tuple[str, str, str]
 """(launching op, input dims, input types as JSON): what aligns two traces' op x shapes."""
-
-
-def op_samples(con: Connection, workload: str, slice_: str) -> dict[OpKey, np.ndarray]:
-    """Per op x shape launched by a recorded operator: the device time of each call."""
-    out: dict[OpKey, list[float]] = {}
-    for op, shape, types, dur, _ in con.execute(OP_CALLS, {"w": workload, "s": slice_}).fetchall():
-        out.setdefault((str(op), str(shape), str(types)), []).append(float(dur))
-    return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
 def mean_ratio(
@@ -374,10 +481,13 @@ def compare_ops(
     th: Thresholds,
     key: tuple[str, ...] = (),
     fdr: float = FDR,
-) -> tuple[tuple[OpComparison, ...], tuple[str, ...], tuple[str, ...]]:
+    categories: Mapping[OpKey, TimeCategory] | None = None,
+) -> tuple[tuple[OpComparison, ...], tuple[OpOnly, ...], tuple[OpOnly, ...]]:
     """Every op x shape both traces ran: the ratio of mean device time per call with its CI
-    where each side has `min_samples` calls, verdicts held to the FDR across them; and the
-    op x shapes of one side only (op and dims)."""
+    where each side has `min_samples` calls, verdicts held to the FDR across them, and each
+    one's part of the change of the whole (the sum of every op x shape of a side); and the op x
+    shapes of one side only, with their time, share and part of the change."""
+    cats = categories or {}
     both = sorted(set(a) & set(b))
     tested = [
         k
@@ -389,8 +499,13 @@ def compare_ops(
         for k in tested
     }
     found = dict(zip(tested, benjamini_hochberg([stats[k][2] for k in tested], fdr), strict=True))
-    total_a = sum(float(v.sum()) for v in a.values()) or 1.0
-    total_b = sum(float(v.sum()) for v in b.values()) or 1.0
+    sum_a = sum(float(v.sum()) for v in a.values())
+    sum_b = sum(float(v.sum()) for v in b.values())
+    total_a, total_b, change = sum_a or 1.0, sum_b or 1.0, sum_b - sum_a
+
+    def part(delta: float) -> float | None:
+        return delta / change if change else None
+
     out = []
     for k in both:
         op, shape, types = k
@@ -402,29 +517,28 @@ def compare_ops(
             verdict = Verdict.SAME
             if found[k]:
                 verdict = Verdict.FASTER if ratio < 1 else Verdict.SLOWER
+        delta = float(b[k].sum()) - float(a[k].sum())
+        cat = cats.get(k, TimeCategory.OTHER)
         out.append(
             OpComparison(
-                op,
-                shape,
-                _dtype(types),
-                len(a[k]),
-                len(b[k]),
-                ma,
-                mb,
-                ratio,
-                ci,
-                p,
-                verdict,
-                share,
-                types,
+                op, shape, _dtype(types), len(a[k]), len(b[k]), ma, mb, ratio, ci, p, verdict,
+                share, types, cat, part(delta),
             )
-        )
-    out.sort(key=lambda o: -(o.mean_us_a * o.count_a + o.mean_us_b * o.count_b))
+        )  # fmt: skip
+    out.sort(key=lambda o: (-abs(o.delta_us), o.op, o.shape, o.types))
 
-    def named(keys: set[OpKey]) -> tuple[str, ...]:
-        return tuple(sorted(f"{op} {shape}".strip() for op, shape, _ in keys))
+    def only(
+        side: dict[OpKey, np.ndarray], other: dict[OpKey, np.ndarray], in_b: bool
+    ) -> tuple[OpOnly, ...]:
+        total = total_b if in_b else total_a
+        rows = []
+        for k in set(side) - set(other):
+            t = float(side[k].sum())
+            cat = cats.get(k, TimeCategory.OTHER)
+            rows.append(OpOnly(*k, in_b, len(side[k]), t, t / total, cat, part(t if in_b else -t)))
+        return tuple(sorted(rows, key=lambda o: (-o.total_us, o.op, o.shape, o.types)))
 
-    return tuple(out), named(set(a) - set(b)), named(set(b) - set(a))
+    return tuple(out), only(a, b, False), only(b, a, True)
 
 
 def _dtype(types: str) -> str | None:

@@ -474,3 +474,25 @@ def work(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> 
         # that divides, a number beyond float range): no count, so no roofline for this op
         return None
     return None
+
+
+def op_kind(op: str) -> OpKind | None:
+    """The kind of op `op` is by its name alone (None: the table does not know it)."""
+    if op in _GEMM:
+        return OpKind.GEMM
+    if op in _ATTENTION:
+        return OpKind.ATTENTION
+    if op in _CONV:
+        return OpKind.CONV
+    if not op.startswith("aten::"):
+        return None
+    base = _base(op)
+    for kind, names in (
+        (OpKind.ELEMENTWISE, _ELEMENTWISE),
+        (OpKind.REDUCTION, _REDUCTION),
+        (OpKind.NORM, _NORM),
+        (OpKind.COPY, _COPY),
+    ):
+        if base in names or op.split("::", 1)[-1] in names:
+            return kind
+    return None

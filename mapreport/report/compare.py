@@ -13,22 +13,26 @@ from mapreport.analysis.compare import (
     ShipCheck,
 )
 from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
+from mapreport.analysis.compare_whole import TotalComparison
 from mapreport.analysis.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
+from mapreport.report.compare_whole import (
+    OP_VERDICT_WORDS,
+    UNRECORDED,
+    VERDICT_WORDS,
+    OnlyLine,
+    only_lines,
+    parts_sentence,
+    ratio_text,
+    whole_sentence,
+)
 from mapreport.report.filters import duration, num, pct, plural, ratio, signed_pct
 from mapreport.report.view import anchor_key
 from mapreport.report.words import label
 
 Parts = dict[str, dict[str, tuple[float, float, float] | None]]
 """Per shape: latency, queue and compute (p50, p95, p99) of one side (`side_parts`)."""
-VERDICT_WORDS = {
-    Verdict.FASTER: "faster",
-    Verdict.SLOWER: "slower",
-    Verdict.SAME: "~",
-    Verdict.INSUFFICIENT: "too few requests",
-}
-OP_VERDICT_WORDS = {**VERDICT_WORDS, Verdict.INSUFFICIENT: "too few calls"}
 
 
 @dataclass(frozen=True)
@@ -48,11 +52,6 @@ class Side:
 def ratio_ci(ci: tuple[float, float] | None) -> str:
     """A ratio's CI as printed: [x0.91, x0.98] ('–' without one)."""
     return "–" if ci is None else f"[{ratio_text(ci[0])}, {ratio_text(ci[1])}]"
-
-
-def ratio_text(x: float | None) -> str:
-    """A ratio as benchstat prints a change: x1.31."""
-    return "–" if x is None else f"x{x:.2f}"
 
 
 @dataclass(frozen=True)
@@ -176,11 +175,12 @@ class OpLine:
 
 
 def _op_line(o: OpComparison, evidence: Evidence) -> OpLine:
+    said = OP_VERDICT_WORDS[o.verdict]
     return OpLine(
         o,
         ratio_text(o.ratio),
         ratio_ci(o.ci),
-        OP_VERDICT_WORDS[o.verdict],
+        said if o.recorded else f"{said} ({UNRECORDED})",
         _href(evidence, "op", o.op, o.shape, o.types),
     )
 
@@ -219,25 +219,17 @@ def ship_sentence(s: ShipCheck) -> str:
 
 
 def ops_sentence(c: Comparison) -> str:
-    """What the traces' op x shapes say, in one sentence ('' without them)."""
-    if not c.ops:
+    """What the traces' op x shapes say, in sentences ('' without them): how many ran on both
+    sides or one, then the parts of the change of the whole, largest first."""
+    if not c.ops and not c.ops_only_a and not c.ops_only_b:
         return ""
-    moved = c.ops_moved_most(len(c.ops))
-    slower = [o for o in moved if o.verdict == Verdict.SLOWER]
-    faster = [o for o in moved if o.verdict == Verdict.FASTER]
     thin = sum(1 for o in c.ops if o.verdict == Verdict.INSUFFICIENT)
-
-    def one(o: OpComparison) -> str:
-        return f"{o.op} {ratio_text(o.ratio)}"
-
-    said = [f"{plural(len(c.ops), 'op x shape')} ran on both sides"]
-    if slower:
-        said.append(f"B slower on {', '.join(one(o) for o in slower[:3])}")
-    if faster:
-        said.append(f"faster on {', '.join(one(o) for o in faster[:3])}")
-    if thin:
-        said.append(f"{thin} with under the calls a test needs")
-    return "Device time per call: " + "; ".join(said) + "."
+    moved = sum(1 for o in c.ops if o.verdict in (Verdict.FASTER, Verdict.SLOWER))
+    said = [f"{plural(len(c.ops), 'op x shape')} ran on both sides ({moved} moved per call"]
+    said[0] += f", {thin} with under the calls a test needs)" if thin else ")"
+    if c.ops_only_a or c.ops_only_b:
+        said.append(f"{len(c.ops_only_a)} on A only, {len(c.ops_only_b)} on B only")
+    return " ".join(x for x in ("; ".join(said) + ".", parts_sentence(c)) if x)
 
 
 def tail_sentence(c: Comparison) -> str:
@@ -252,14 +244,14 @@ def tail_sentence(c: Comparison) -> str:
     return "The slice, every shape pooled: " + "; ".join(said) + "."
 
 
-def headline(c: Comparison) -> str:
-    """The verdict: the slice's tail, the request shapes' and the traces' ops' moves, each in
-    a sentence."""
+def headline(c: Comparison, total: TotalComparison | None = None) -> str:
+    """The verdict, the whole before the parts: the traces' total time B over A, the slice's
+    pooled latency, then the request shapes' and the op x shapes' moves, each in a sentence."""
+    whole = whole_sentence(total)
     ops = ops_sentence(c)
-    shapes = _shapes_headline(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
-        return ops
-    return " ".join(x for x in (tail_sentence(c), shapes, ops) if x)
+        return " ".join(x for x in (whole, ops) if x)
+    return " ".join(x for x in (whole, tail_sentence(c), _shapes_headline(c), ops) if x)
 
 
 def _shapes_headline(c: Comparison) -> str:
@@ -431,6 +423,7 @@ class LeftOut:
     shapes: str = ""
     ops: str = ""
     mapping: str = ""
+    only_ops: str = ""
 
 
 @dataclass(frozen=True)
@@ -447,6 +440,7 @@ class Printed:
     """Names of A's own shapes not printed."""
     more_b: int
     left_out: LeftOut
+    only_ops: tuple[OnlyLine, ...] = ()
 
 
 def _left_out(shown: int, total: int, noun: str, which: str) -> str:
@@ -475,7 +469,14 @@ def printed(
     shown = tuple(_line(s, evidence or {}) for s in c.shapes if s.shape in keep)
     left_out = LeftOut(
         _left_out(len(shown), len(c.shapes), "shape", "those that moved, then the busiest"),
-        _left_out(min(len(c.ops), PRINTED_ROWS), len(c.ops), "op x shape", "the most device time"),
+        _left_out(min(len(c.ops), PRINTED_ROWS), len(c.ops), "op x shape", "the largest changes"),
+    )
+    only = only_lines(c)
+    left_out = replace(
+        left_out,
+        only_ops=_left_out(
+            min(len(only), PRINTED_ROWS), len(only), "one-side op x shape", "the most time"
+        ),
     )
     ops = tuple(_op_line(o, evidence or {}) for o in c.ops[:PRINTED_ROWS])
     if mapping is not None and len(mapping.lines) > PRINTED_ROWS:
@@ -499,4 +500,5 @@ def printed(
         max(0, len(c.only_a) - PRINTED_ROWS),
         max(0, len(c.only_b) - PRINTED_ROWS),
         left_out,
+        tuple(sorted(only, key=lambda x: x.side)[:PRINTED_ROWS]),
     )

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from mapreport import __version__
-from mapreport.analysis.compare import Comparison, ShipCheck
+from mapreport.analysis.compare import Comparison, OpOnly, ShipCheck
 from mapreport.analysis.compare_mapping import Figure, MappingComparison
+from mapreport.analysis.compare_whole import TotalComparison
 from mapreport.analysis.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
 
-COMPARE_SCHEMA_VERSION = "1.1"
+COMPARE_SCHEMA_VERSION = "1.2"
 
 
 def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
@@ -157,10 +158,61 @@ def _ops_doc(c: Comparison, packs: Evidence) -> list[dict[str, Any]]:
             "p_value": o.p_value,
             "verdict": o.verdict.value,
             "share": o.share,
+            "category": o.category.value,
+            "delta_us": o.delta_us,
+            "contribution": o.contribution,
+            "shape_recorded": o.recorded,
             "evidence": packs.get(("op", o.op, o.shape, o.types)),
         }
         for o in c.ops
     ]
+
+
+def _only_doc(rows: tuple[OpOnly, ...]) -> list[dict[str, Any]]:
+    return [
+        {
+            "op": o.op,
+            "shape": o.shape,
+            "dtype": o.dtype,
+            "count": o.count,
+            "total_us": o.total_us,
+            "share": o.share,
+            "category": o.category.value,
+            "contribution": o.contribution,
+            "shape_recorded": o.recorded,
+        }
+        for o in rows
+    ]
+
+
+def _whole_doc(t: TotalComparison | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {
+        "basis_a": t.basis_a.value,
+        "basis_b": t.basis_b.value,
+        "devices_a": list(t.devices_a),
+        "devices_b": list(t.devices_b),
+        "a_us": t.a_us,
+        "b_us": t.b_us,
+        "calls_a": t.calls_a,
+        "calls_b": t.calls_b,
+        "ratio": t.ratio,
+        "ci": list(t.ci),
+        "moved": t.moved,
+        "categories": [
+            {
+                "category": x.category.value,
+                "a_us": x.a_us,
+                "b_us": x.b_us,
+                "calls_a": x.calls_a,
+                "calls_b": x.calls_b,
+                "ratio": x.ratio,
+                "contribution": x.contribution,
+            }
+            for x in t.categories
+        ],
+    }
 
 
 def document(
@@ -173,9 +225,10 @@ def document(
     parts: tuple[Parts, Parts] | None = None,
     runs: RunsCompared | None = None,
     evidence: Evidence | None = None,
+    total: TotalComparison | None = None,
 ) -> dict[str, Any]:
-    """compare.json (`parts`: each side's latency, queue and compute quantiles per shape;
-    `evidence`: each figure's pack id)."""
+    """compare.json, the whole first (`parts`: each side's latency, queue and compute quantiles
+    per shape; `evidence`: each figure's pack id; `total`: the traces' whole)."""
     packs = evidence or {}
     return {
         "schema_version": COMPARE_SCHEMA_VERSION,
@@ -183,7 +236,8 @@ def document(
         "generated_at": generated_at,
         "a": vars(a),
         "b": vars(b),
-        "verdict": headline(c),
+        "verdict": headline(c, total),
+        "whole": _whole_doc(total),
         "ship": _ship_doc(ship),
         "runs": _runs_doc(runs),
         "mapping": _mapping_doc(mapping),
@@ -194,6 +248,6 @@ def document(
         "only_a": list(c.only_a),
         "only_b": list(c.only_b),
         "ops": _ops_doc(c, packs),
-        "ops_only_a": list(c.ops_only_a),
-        "ops_only_b": list(c.ops_only_b),
+        "ops_only_a": _only_doc(c.ops_only_a),
+        "ops_only_b": _only_doc(c.ops_only_b),
     }

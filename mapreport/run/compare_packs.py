@@ -58,7 +58,7 @@ class Figure(StrEnum):
     """An op x shape's mean device time per call: B over A."""
 
 
-QUANTILE_OF = {"p95": 0.95, "p99": 0.99}
+QUANTILE_OF = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
 
 
 @dataclass(frozen=True)
@@ -160,9 +160,15 @@ def _pack(fields: dict[str, Any]) -> ComparePack:
 
 
 def packs(
-    c: Comparison, a: SideSpec, b: SideSpec, key: tuple[str, ...], th: Thresholds
+    c: Comparison,
+    a: SideSpec,
+    b: SideSpec,
+    key: tuple[str, ...],
+    th: Thresholds,
+    ops: bool = True,
 ) -> list[ComparePack]:
-    """A pack per pooled quantile, per tested shape and per tested op x shape."""
+    """A pack per pooled quantile, per tested shape and (`ops`: both sides' op times are device
+    time, which `OP_CALLS` selects) per tested op x shape."""
     common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th)}
 
     def one(
@@ -218,7 +224,7 @@ def packs(
             types=o.types,
         )
         for o in c.ops
-        if o.ci is not None
+        if o.ci is not None and ops
     ]
     return out
 

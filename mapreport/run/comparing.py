@@ -17,12 +17,12 @@ from mapreport.analysis.compare import (
     OpKey,
     compare,
     compare_ops,
-    op_samples,
     ship_check,
     side_parts,
     side_samples,
 )
 from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.compare_whole import SideOps, TotalComparison, compare_total, side_ops
 from mapreport.analysis.environment import SourceSelection, select_sources
 from mapreport.analysis.query import slices
 from mapreport.analysis.results import SliceResult
@@ -36,8 +36,10 @@ from mapreport.analysis.runlevel import (
 )
 from mapreport.analysis.runlevel import compare_runs as runlevel
 from mapreport.analysis.slice import analyze_slice
+from mapreport.analysis.stats import seed_for
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
+from mapreport.core.kinds import TimeBasis
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.report.compare import (
@@ -50,13 +52,13 @@ from mapreport.report.compare import (
     mapping_view,
     moved_lines,
     op_lines,
-    ops_moved_lines,
     printed,
     runs_view,
     ship_sentence,
     tail_lines,
 )
 from mapreport.report.compare_doc import document
+from mapreport.report.compare_whole import only_lines, part_lines, whole_view
 from mapreport.run.compare_packs import SideSpec, evidence_ids, packs, write_packs
 from mapreport.run.config import Config, load_config
 
@@ -91,6 +93,7 @@ class Compared:
     verdict: str
     mapping: MappingComparison | None = None
     runs: RunsCompared | None = None
+    total: TotalComparison | None = None
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,7 @@ class _Read:
     samples: dict[str, np.ndarray]
     parts: Parts
     result: SliceResult
-    ops: dict[OpKey, np.ndarray]
+    ops: SideOps
     runs: tuple[Run, ...]
     op_runs: dict[OpKey, dict[str, float]]
     spec: SideSpec
@@ -131,14 +134,14 @@ def _read_side(
         con = ds.connect(w, span, sources)
         name += f" [{env[0]}={env[1]}]"
     got = side_samples(con, w, s, span.start_us, span.end_us)
-    ops = op_samples(con, w, s)
+    ops = side_ops(con, w, s)
     side = Side(
         name if same else f"{path.name}:{name}",
         str(path),
         w,
         s,
         sum(len(v) for v in got.values()),
-        sum(len(v) for v in ops.values()),
+        sum(len(v) for v in ops.calls.values()),
     )
     return _Read(
         side,
@@ -190,10 +193,7 @@ def compare_runs(
     rb = _read_side(b_path, b_slice, b_date, b_env, "b", th, same)
     a, b = ra.side, rb.side
     key = (a.workload, a.slice, b.workload, b.slice)
-    c = compare(ra.samples, rb.samples, th, key=key)
-    if ra.ops and rb.ops:
-        rows, only_a, only_b = compare_ops(ra.ops, rb.ops, th, key)
-        c = replace(c, ops=rows, ops_only_a=only_a, ops_only_b=only_b)
+    c, total = _with_ops(compare(ra.samples, rb.samples, th, key=key), ra.ops, rb.ops, th, key)
     runs = RunsCompared(
         len(ra.runs),
         len(rb.runs),
@@ -203,13 +203,14 @@ def compare_runs(
         compare_op_runs(ra.op_runs, rb.op_runs),
     )
     out.mkdir(parents=True, exist_ok=True)
-    done = packs(c, ra.spec, rb.spec, key, th)
+    device = TimeBasis.HOST not in (ra.ops.basis, rb.ops.basis)
+    done = packs(c, ra.spec, rb.spec, key, th, ops=device)
     write_packs(out, done)
     evidence = evidence_ids(done)
     now = datetime.now(UTC).isoformat(timespec="seconds")
     mapping = compare_mapping(ra.result, rb.result)
     ship = ship_check(c.tail, _targets(cfg, b))
-    doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence)
+    doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence, total)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     view = mapping_view(mapping)
     context = {
@@ -217,12 +218,14 @@ def compare_runs(
         "b": b,
         "c": c,
         "th": th,
-        "headline": headline(c),
+        "headline": headline(c, total),
+        "whole": whole_view(total),
+        "parts": part_lines(c),
+        "only_ops": only_lines(c),
         "ship": ship_sentence(ship),
         "runs": runs_view(runs),
         "tail": tail_lines(c, evidence),
         "moved": moved_lines(c, evidence),
-        "ops_moved": ops_moved_lines(c, evidence),
         "drill": drill_lines(c, (ra.parts, rb.parts), evidence),
         "lines": lines(c, evidence),
         "op_lines": op_lines(c, evidence),
@@ -256,10 +259,23 @@ def compare_runs(
             "more_a": part.more_a,
             "more_b": part.more_b,
             "left_out": part.left_out,
+            "only_ops": part.only_ops,
         }
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
         write_pdf(printable, out / "compare.pdf")
-    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c)}", mapping, runs)
+    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c, total)}", mapping, runs, total)
+
+
+def _with_ops(
+    c: Comparison, a: SideOps, b: SideOps, th: Thresholds, key: tuple[str, ...]
+) -> tuple[Comparison, TotalComparison | None]:
+    """The comparison with both sides' op x shapes (compared, or listed as one side's own),
+    and the whole they add up to."""
+    if a.calls or b.calls:
+        cats = {**a.categories, **b.categories}
+        rows, only_a, only_b = compare_ops(a.calls, b.calls, th, key, categories=cats)
+        c = replace(c, ops=rows, ops_only_a=only_a, ops_only_b=only_b)
+    return c, compare_total(a, b, th.bootstrap_resamples, seed_for(th.seed, *key, "total"))
 
 
 def out_of_datasets(out: Path, a_path: Path, b_path: Path) -> None:
