@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mapreport.analysis import compiles, environment, graphs, roofline
+from mapreport.analysis import compiles, environment, graphs, roofline, tail
 from mapreport.analysis.changepoints import ChangePoint
 from mapreport.analysis.checklist import PrecisionCheck, judge_quality
 from mapreport.analysis.common import Percentiles, SlaCheck, TailQuantile, Thresholds
@@ -21,6 +21,7 @@ from mapreport.analysis.offline import Offline
 from mapreport.analysis.shape import ShapeMetrics, judge_fallback
 from mapreport.core.kinds import (
     ActionState,
+    BottleneckClass,
     FigureUnit,
     JudgementFamily,
     RegressionKind,
@@ -192,11 +193,14 @@ def family_judgements(
     precision: PrecisionCheck,
     found: Offline,
     scope: tuple[Thresholds, str, str],
+    tail_of: tuple[tail.TailRatio | None, BottleneckClass | None] = (None, None),
 ) -> tuple[Judgement | None, ...]:
     """The judgements of every family whose rule lives beside its figure (None: a family the
-    slice holds no figure of); `scope`: the thresholds, workload and slice."""
+    slice holds no figure of); `scope`: the thresholds, workload and slice; `tail_of`: the
+    slice's tail ratio and its pooled tail's class."""
     th, workload, slice_ = scope
     return (
+        tail.judge(*tail_of, th),
         compiles.judge(found.compiles),
         judge_idle(found.timeline, th, workload, slice_),
         judge_quality(precision),

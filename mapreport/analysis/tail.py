@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.common import Interval, Review, Thresholds, within
+from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
     CORE_STATS,
@@ -23,9 +24,22 @@ from mapreport.analysis.query import (
     ShapeRow,
     literal,
 )
-from mapreport.analysis.stats import CI_LEVEL, FloatArray
+from mapreport.analysis.stats import (
+    CI_LEVEL,
+    FloatArray,
+    IntArray,
+    quantile,
+    resampled_quantile,
+)
 from mapreport.core.connection import Connection
-from mapreport.core.kinds import Driver
+from mapreport.core.kinds import (
+    BottleneckClass,
+    Driver,
+    FigureUnit,
+    JudgementFamily,
+    Status,
+    StatusReason,
+)
 
 DRIVERS: tuple[Driver, ...] = tuple(Driver)
 """Tail drivers in attribution order (see `Driver`)."""
@@ -438,3 +452,126 @@ def tail_rows(
             n_compute=s.n_compute,
         )
     return out
+
+
+HEAVY_TAIL = 3.0
+"""The slice's p99 over its shapes' medians from which its tail is heavy. A log-normal latency
+whose p95 sits at the materiality bound (`tail_ratio`, 1.5 x p50) has its p99 at 1.77 x p50;
+3 x is where a second mode (a wait, a fallback, a recompile) holds the slowest 1%, not the
+spread of one mode (docs/metrics.md, "Judgements")."""
+TAIL_Q = 0.99
+TOP_SHARE = 0.02
+"""The share of the slice's largest normalised latencies read for the p99 and its bootstrap
+(plus TOP_MARGIN): a resample's p99 falls below them with a probability under 1e-20 from 1,000
+requests up (it lies within a few sqrt(0.0099 n) ranks of 0.99 n)."""
+TOP_MARGIN = 200
+DRIVER_CLASSES = frozenset(BottleneckClass(d.value) for d in DRIVERS if d is not Driver.RESIDUAL)
+"""The classes that name a tail driver."""
+
+
+@dataclass(frozen=True)
+class TailRatio:
+    """The slice's tail against its shapes' medians: the p99 of each request's latency over its
+    shape's p50 (shapes with at least `min_samples_p95` requests with a latency), so a mix of
+    small and large shapes is not a tail."""
+
+    n: int
+    """Requests with a measured latency in those shapes."""
+    measured: int
+    """Ok requests with a measured latency, every shape (0: none records its arrival)."""
+    ratio: float | None
+    """None below `min_samples_p99` requests."""
+    ci: Interval | None
+
+
+def ratio_sql(min_n: int, limit: int | None = None) -> str:
+    """Each ok request's latency over its shape's p50 (the shapes' figures of `SHAPE_STATS`),
+    shapes of at least `min_n` requests: how many there are and how many ok requests have a
+    latency at all (`limit` None), or the `limit` largest."""
+    head = (
+        "SELECT (SELECT count(*) FROM r), (SELECT count(*) FROM ok)"
+        if limit is None
+        else f"SELECT x FROM r ORDER BY x DESC LIMIT {int(limit)}"
+    )
+    return f"""
+        WITH s AS (
+            SELECT shape, lat[{LAT_P50}] AS p50 FROM {SHAPE_STATS}
+            WHERE n >= {int(min_n)} AND lat[{LAT_P50}] > 0
+        ),
+        ok AS (
+            SELECT shape, latency_us FROM {SLICE_TABLE}
+            WHERE status = 'ok' AND latency_us IS NOT NULL
+        ),
+        r AS (SELECT ok.latency_us / s.p50 AS x FROM ok JOIN s USING (shape))
+        {head}"""
+
+
+class TopSample:
+    """The largest `len(top)` of n sorted values, read by rank (a rank below them reads the
+    smallest held: `TOP_SHARE` makes that a rank no resample's p99 draws)."""
+
+    def __init__(self, n: int, top: FloatArray):
+        self.n, self.top = n, np.sort(np.asarray(top, dtype=np.float64))
+
+    def __len__(self) -> int:
+        """The number of values."""
+        return self.n
+
+    def at(self, ranks: IntArray) -> FloatArray:
+        """The values at these ranks."""
+        idx = np.maximum(ranks - (self.n - len(self.top)), 0)
+        return np.asarray(self.top[idx], dtype=np.float64)
+
+    def prefetch(self, ranks: IntArray) -> None:
+        """Nothing to read ahead: the values are here."""
+
+
+def tail_ratio(con: Connection, th: Thresholds, seed: int) -> TailRatio:
+    """The slice's p99 over its shapes' medians (`TailRatio`) with its percentile bootstrap 95%
+    CI (`th.bootstrap_resamples` resamples, `seed`; each resample's p99 drawn exactly from its
+    order statistics, `resampled_quantile`; the shapes' medians are held at their values)."""
+    row = con.execute(ratio_sql(th.min_samples_p95)).fetchone()
+    n, measured = (int(row[0]), int(row[1])) if row else (0, 0)
+    if n < max(th.min_samples_p99, 1):
+        return TailRatio(n, measured, None, None)
+    k = min(n, math.ceil(TOP_SHARE * n) + TOP_MARGIN)
+    top = [float(v) for (v,) in con.execute(ratio_sql(th.min_samples_p95, k)).fetchall()]
+    sample = TopSample(n, np.array(top))
+    draws = resampled_quantile(sample, TAIL_Q, th.bootstrap_resamples, np.random.default_rng(seed))
+    alpha = (1 - CI_LEVEL) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha])
+    return TailRatio(n, measured, quantile(sample, TAIL_Q), Interval(float(lo), float(hi)))
+
+
+def judge(t: TailRatio | None, driver: BottleneckClass | None, th: Thresholds) -> Judgement | None:
+    """The tail's weight: at risk when the slice's p99 over its shapes' medians is beyond
+    HEAVY_TAIL with its whole CI, naming the driver the pooled tail's class gives (or saying no
+    driver decides it); healthy otherwise; not judged below `min_samples_p99` requests with a
+    measured latency, or without one (None: no request). The target is the SLA's judgement:
+    this one reads the tail's shape, whatever the target."""
+    family = JudgementFamily.TAIL
+    if t is None:
+        return None
+    if t.ratio is None:
+        if not t.measured:  # profiler spans: no arrival, no latency
+            return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_REQUESTS)
+        return Judgement(
+            family,
+            Status.NOT_JUDGED,
+            StatusReason.TAIL_FEW_SAMPLES,
+            float(t.n),
+            FigureUnit.COUNT,
+            float(th.min_samples_p99),
+            t.n,
+        )
+    heavy = t.ci is not None and t.ci.low > HEAVY_TAIL
+    named = driver if driver in DRIVER_CLASSES else None
+    if not heavy:
+        state, reason = Status.HEALTHY, StatusReason.TAIL_LIGHT
+    else:
+        state = Status.AT_RISK
+        reason = StatusReason.TAIL_HEAVY if named else StatusReason.TAIL_UNEXPLAINED
+    subject = str(named) if heavy and named else ""
+    return Judgement(
+        family, state, reason, t.ratio, FigureUnit.RATIO, HEAVY_TAIL, t.n, t.ci, subject
+    )

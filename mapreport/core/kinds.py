@@ -234,6 +234,9 @@ class JudgementFamily(StrEnum):
     """The closed loop's actions against tonight's figures (rollback triggers)."""
     REGRESSION = "regression"
     """Shapes' p95 against the compared night, and the slice's change points."""
+    TAIL = "tail"
+    """How heavy the latency tail is against each request's shape median, and what drives it
+    (the target is the SLA's; the tail's shape is this)."""
     QUALITY = "quality"
     """Precision changes against their quality evidence."""
     EAGER_FALLBACK = "eager_fallback"
@@ -254,6 +257,8 @@ class FigureUnit(StrEnum):
     US = "us"
     SHARE = "share"
     COUNT = "count"
+    RATIO = "ratio"
+    """Times another figure (a p99 over a median)."""
 
 
 class StatusReason(StrEnum):
@@ -308,6 +313,14 @@ class StatusReason(StrEnum):
     the serving process, in the runtime's environment."""
     ENVIRONMENT_ONE_SIDE = "environment_one_side"
     """One side's environment is not recorded (or the run records none: torch.compile)."""
+    TAIL_HEAVY = "tail_heavy"
+    """p99 beyond HEAVY_TAIL x the shape's median with its CI, a tail driver deciding it."""
+    TAIL_UNEXPLAINED = "tail_unexplained"
+    """p99 beyond HEAVY_TAIL x the shape's median with its CI, and no driver decides it."""
+    TAIL_LIGHT = "tail_light"
+    """p99 not beyond HEAVY_TAIL x the shape's median with its CI."""
+    TAIL_FEW_SAMPLES = "tail_few_samples"
+    """Fewer requests with a measured latency (in shapes with a median) than a p99 needs."""
 
 
 class RegressionKind(StrEnum):

@@ -11,7 +11,7 @@ from typing import Any
 from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.results import SliceResult
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
-from mapreport.report.filters import DASH, duration, num, pct, plural
+from mapreport.report.filters import DASH, duration, num, pct, plural, ratio
 
 FAMILY_NAMES: dict[JudgementFamily, str] = {
     JudgementFamily.SLA: "Latency against the SLA",
@@ -19,6 +19,7 @@ FAMILY_NAMES: dict[JudgementFamily, str] = {
     JudgementFamily.DEVICE: "Device idle",
     JudgementFamily.LOOP: "Closed loop",
     JudgementFamily.REGRESSION: "Regressions",
+    JudgementFamily.TAIL: "Latency tail",
     JudgementFamily.QUALITY: "Quality evidence",
     JudgementFamily.EAGER_FALLBACK: "Eager fallback",
     JudgementFamily.ROOFLINE: "Roofline headroom",
@@ -75,6 +76,13 @@ WORDS: dict[StatusReason, str] = {
     "compiled in the serving process, in the runtime's environment (a JIT compiler's log "
     "records none of its own)",
     StatusReason.ENVIRONMENT_ONE_SIDE: "one side records no environment to compare: not judged",
+    StatusReason.TAIL_HEAVY: "p99 is {figure} its shape's median {ci}, beyond {bound}: "
+    "{subject} drives it",
+    StatusReason.TAIL_UNEXPLAINED: "p99 is {figure} its shape's median {ci}, beyond {bound}; "
+    "no driver decides it (see what to profile next)",
+    StatusReason.TAIL_LIGHT: "p99 is {figure} its shape's median {ci}, not beyond {bound}",
+    StatusReason.TAIL_FEW_SAMPLES: "{n} with a measured latency, in shapes with a median, are "
+    "too few for a p99 ({bound} needed): not judged",
 }
 """Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
 judgement's, in its unit."""
@@ -93,6 +101,7 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.GRAPH_BREAKS: ("figure", "graph break"),
     StatusReason.ENVIRONMENT_DIFFERS: ("figure", "key"),
     StatusReason.ENVIRONMENT_LOCKED: ("n", "compared key"),
+    StatusReason.TAIL_FEW_SAMPLES: ("n", "request"),
 }
 """Counts that read with their noun ("3 shapes", "14 compile attempts")."""
 
@@ -105,7 +114,14 @@ def _value(x: float | None, unit: FigureUnit) -> str:
         return duration(x)
     if unit is FigureUnit.SHARE:
         return pct(x)
+    if unit is FigureUnit.RATIO:
+        return f"{ratio(x)}x"
     return num(round(x))
+
+
+def _ci(x: float, unit: FigureUnit) -> str:
+    """One end of a CI: a ratio's in its unit, any other's as a share (as the rules state them)."""
+    return _value(x, unit) if unit is FigureUnit.RATIO else pct(x)
 
 
 def line(j: Judgement) -> str:
@@ -114,9 +130,11 @@ def line(j: Judgement) -> str:
         "figure": _value(j.figure, j.unit),
         "bound": _value(j.bound, j.unit),
         "n": num(j.n) if j.n is not None else DASH,
-        "ci": f"(95% CI {pct(j.ci[0])} to {pct(j.ci[1])})" if j.ci else "",
+        "ci": f"(95% CI {_ci(j.ci[0], j.unit)} to {_ci(j.ci[1], j.unit)})" if j.ci else "",
         "subject": j.subject or DASH,
     }
+    if j.reason is StatusReason.TAIL_HEAVY:  # the driver's class, as a reader names it
+        values["subject"] = j.subject.replace("_", " ")
     counted = NOUNS.get(j.reason)
     if counted is not None:
         field, noun = counted
