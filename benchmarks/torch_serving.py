@@ -8,11 +8,13 @@ Run with a separate venv holding PyTorch (never a dependency of mapreport):
     python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy
     /tmp/torchenv/bin/python benchmarks/torch_serving.py OUT [--workers 2] [--dynamic none]
         [--recompile-limit 4] [--annotation hash] [--load] [--requests 300] [--seed 1]
+        [--cache shared]
 
 Writes into OUT (gzip):
 - `requests.csv.gz`: the per-request log the server keeps (request id, worker and its pid,
   shape, arrival, start and end of compute in epoch microseconds; whether the request compiled
-  a graph, whether it ran eagerly, and which of its worker's graphs ran it). The server knows
+  a graph, whether that compile was served from the FX graph cache, whether it ran eagerly, and
+  which of its worker's graphs ran it). The server knows
   this on its own: its torch.compile backend wraps every graph it compiles, so the server sees
   which compiled graph (if any) ran each call, without any profiler;
 - `server.json`: the run's settings and warm-up shapes;
@@ -25,6 +27,11 @@ Writes into OUT (gzip):
 
 Warm-up compiles the first `--warm` shapes before serving starts (as a team would), so the
 serving-time compiles are the shapes warm-up missed.
+
+`--cache shared` gives the workers one Inductor cache folder (as pods sharing a volume do), so
+a shape one worker compiled is served to the other from the FX graph cache: a shorter stall,
+logged as a cache hit. The default (`off`) disables Inductor's caches: a compile warm from an
+earlier run's caches would not stall like a fresh server's.
 """
 
 from __future__ import annotations
@@ -70,6 +77,7 @@ def main() -> None:
     ap.add_argument("--annotation", choices=sorted(ANNOTATIONS), default="ours")
     ap.add_argument("--load", action="store_true", help="another process keeps a core busy")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cache", choices=("off", "shared"), default="off")
     a = ap.parse_args()
     import numpy as np
 
@@ -83,6 +91,7 @@ def main() -> None:
     ready, start = ctx.Barrier(a.workers + 1), ctx.Queue()
     results = ctx.Queue()
     traces = [Path(tempfile.mkdtemp(prefix="torch_trace_")) for _ in range(a.workers)]
+    a.cache_dir = tempfile.mkdtemp(prefix="inductor_cache_") if a.cache == "shared" else None
     procs = []
     for w in range(a.workers):
         # a queue per worker: requests are dispatched round-robin as they arrive
@@ -119,11 +128,14 @@ def main() -> None:
         "warm_shapes": [list(s) for s in shapes[: a.warm]],
         "requests": a.requests,
         "seed": a.seed,
+        "cache": a.cache,
     }
     (a.out / "server.json").write_text(json.dumps(settings, indent=1) + "\n")
     _write(a.out, rows, traces, [o["trace"] for o in sorted(outs, key=lambda o: o["worker"])])
     for t in traces:
         shutil.rmtree(t, ignore_errors=True)
+    if a.cache_dir is not None:
+        shutil.rmtree(a.cache_dir, ignore_errors=True)
     compiled = sum(r["compiled"] for r in rows)
     eager = sum(r["eager"] for r in rows)
     print(f"{len(rows)} requests, {compiled} serving-time compiles, {eager} eager")
@@ -147,9 +159,13 @@ def _worker(
 ) -> None:
     """One worker process: warm up, then serve its queue in arrival order."""
     os.environ["TORCH_TRACE"] = str(trace_dir)  # read when torch is imported
-    # a compile warm from an earlier run's on-disk caches would not stall like a fresh server's
-    os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+    if a.cache_dir is None:
+        # a compile warm from an earlier run's on-disk caches would not stall like a fresh server's
+        os.environ["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
+    else:  # one folder for every worker: a shape another worker compiled is a cache hit
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = a.cache_dir
     import torch
+    from torch._dynamo.utils import counters
     from torch._inductor.compile_fx import compile_fx
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -204,6 +220,7 @@ def _worker(
                 time.sleep(arrival - now)
             x = torch.randn(b, s, HIDDEN)
             graphs, state["ran"] = state["graphs"], None
+            hits = counters["inductor"]["fxgraph_cache_hit"]
             begin = time.time()
             with record_function(ANNOTATIONS[a.annotation].format(i=i, b=b, s=s)):
                 compiled(x)
@@ -219,6 +236,7 @@ def _worker(
                     "compute_start_us": round(begin * 1e6, 1),
                     "compute_end_us": round(end * 1e6, 1),
                     "compiled": state["graphs"] > graphs,
+                    "cache_hit": counters["inductor"]["fxgraph_cache_hit"] > hits,
                     "eager": state["ran"] is None,
                     "graph": state["ran"],
                     "warm_graph": state["ran"] is not None and state["ran"] < warm_graphs,
