@@ -91,7 +91,7 @@ def test_the_tricky_constructs_give_duckdbs_rows(spark: Any, demo_dataset: Path)
             "CREATE OR REPLACE TEMPORARY VIEW compile_event AS SELECT CAST(NULL AS STRING) AS "
             "workload, CAST(NULL AS STRING) AS slice, CAST(NULL AS DOUBLE) AS ts_us, "
             "CAST(NULL AS DOUBLE) AS compile_ms, CAST(NULL AS INT) AS core, "
-            "CAST(NULL AS STRING) AS outcome WHERE false"
+            "CAST(NULL AS STRING) AS outcome, CAST(NULL AS BOOLEAN) AS cache_hit WHERE false"
         )
     con = Dataset(demo_dataset).connect()
     compared = 0

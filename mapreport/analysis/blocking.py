@@ -8,10 +8,10 @@ when an adaptation event of its slice (recompile, retune, remap, fallback_enter;
 TORCH_TRACE, failed or not) of its shape, or naming none, on its worker, or naming none,
 overlaps its compute, or when it ran the fallback variant. A request is blocked when an
 earlier request of its busy period adapted. It is credited to the adapting request that held
-the worker while it waited: the one whose compute overlapped its wait most. Without a recorded
-arrival the wait is inferred: the period's requests are taken to have arrived at the worker's
-mean rate from the period's start, in the order they were served (FIFO), and the adapting
-request running at that time (else the latest before it, else the longest) is credited.
+the worker while it waited last: the latest whose compute overlapped its wait, else the latest
+before it arrived. Without a recorded arrival the wait is inferred: the period's requests are
+taken to have arrived at the worker's mean rate from the period's start, in the order they were
+served (FIFO), and credited by the same rule from that time.
 Computed in SQL over the slice view (`query.load_slice`), one row per blocking event back to
 Python.
 """
@@ -61,7 +61,9 @@ WITH r AS (
     FROM adaptation_event
     WHERE workload = {{w}} AND slice = {{s}} AND event IN ({_EVENTS})
     UNION ALL  -- a compile's own log (TORCH_TRACE): its shapes are tensors', so it names none
-    SELECT CASE WHEN outcome = 'compiled' OR outcome IS NULL THEN 'recompile'
+    SELECT CASE WHEN (outcome = 'compiled' OR outcome IS NULL) AND cache_hit
+                THEN 'compile_cache_hit'  -- served from the FX graph cache: it still stalls
+            WHEN outcome = 'compiled' OR outcome IS NULL THEN 'recompile'
             ELSE 'compile_' || outcome END,
         NULL, core, ts_us, ts_us + compile_ms * 1000
     FROM compile_event
@@ -161,13 +163,12 @@ WITH holders AS (
     FROM {HELD_TABLE} v CROSS JOIN (VALUES {_OFFSETS}) AS o(i)
     WHERE v.adapting_before > o.i
 ), credit AS (
+    -- the last adaptation its wait overlapped (a short cache hit after a long compile holds
+    -- the worker last, and is what the request still waited on); when none overlapped it (it
+    -- arrived after they ended, into their backlog), the latest that started before it arrived
     SELECT v.rid, b.rid AS blocked_by, row_number() OVER (
             PARTITION BY v.rid
-            ORDER BY greatest(0, least(b.compute_end_us, v.compute_start_us)
-                    - greatest(b.compute_start_us, v.ready_us)) DESC,
-                CASE WHEN b.compute_start_us <= v.ready_us THEN b.compute_start_us END DESC
-                    NULLS LAST,
-                b.compute_us DESC, b.rid
+            ORDER BY b.compute_end_us > v.ready_us DESC, b.compute_start_us DESC, b.rid
         ) AS k
     FROM wanted v JOIN holders b ON b.worker = v.worker AND b.period = v.period AND b.seq = v.seq
 )
@@ -232,7 +233,8 @@ class BlockingEvent:
     plan: str | None
     """The plan the adapting request ran (None: it names none)."""
     how: str
-    """The adaptation: recompile, retune, remap, fallback_enter or fallback (the variant)."""
+    """The adaptation: recompile, retune, remap, fallback_enter or fallback (the variant); from
+    TORCH_TRACE: recompile, compile_cache_hit, compile_failed or compile_limit_hit."""
     seen_before: bool
     """An earlier request of its shape ran on its worker in the window: the shape was not new
     to that worker (each worker keeps its own compiled shapes)."""

@@ -432,6 +432,8 @@ def judge(c: Compiles | None) -> Judgement | None:
         )
     top = max(c.frames, key=lambda f: (f.recompiles, f.frame)) if c.frames else None
     frame, most = (top.frame, top.recompiles) if top else ("", c.recompiles)
+    if top is not None and top.processes > 1:  # the limit is per process
+        frame = f"{frame} (in the most recompiling of its {top.processes} processes)"
     if most >= RECOMPILE_LIMIT:
         return Judgement(
             family,
@@ -475,19 +477,25 @@ def judge_breaks(c: Compiles | None) -> Judgement | None:
 
 @dataclass(frozen=True)
 class RecompiledFrame:
-    """One compiled frame's attempts across the slice's compile logs."""
+    """One compiled frame's attempts across the slice's compile logs. Each process keeps its
+    own compiled graphs and its own recompile limit, so the recompiles are its most recompiled
+    process's (two workers that each recompiled 7 times did not recompile 14 times)."""
 
     frame: str
     recompiles: int
     refused: int
+    """Attempts refused at the limit, in every process."""
     attempts: int
+    """Compile attempts, in every process."""
     reasons: tuple[str, ...]
     """Its distinct recompile reasons (the guards that failed), in the order they came."""
     dims: tuple[VaryingDim, ...]
+    processes: int = 1
+    """The processes that compiled it."""
 
 
 _FRAMES = """
-    SELECT coalesce(frame, '') AS frame,
+    SELECT coalesce(frame, '') AS frame, coalesce(core, -1) AS process,
         count(*) FILTER (WHERE recompile_reason IS NOT NULL
             AND coalesce(outcome, 'compiled') = 'compiled') AS recompiles,
         count(*) FILTER (WHERE outcome = 'limit_hit') AS refused,
@@ -496,25 +504,30 @@ _FRAMES = """
             FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
         list(extra) FILTER (WHERE extra IS NOT NULL) AS extras
     FROM compile_event WHERE workload = $w AND slice = $s
-    GROUP BY 1 ORDER BY recompiles + refused DESC, frame
+    GROUP BY 1, 2 ORDER BY 1, 2
 """
 
 
 def recompiled_frames(con: Connection, workload: str, slice_: str) -> tuple[RecompiledFrame, ...]:
-    """Every compiled frame with its recompiles, refusals, guards and varying dims, the most
-    recompiled first."""
-    out = []
-    for frame, recompiles, refused, attempts, reasons, extras in con.execute(
+    """Every compiled frame with its recompiles (its most recompiled process's), refusals,
+    guards and varying dims, the most recompiled first."""
+    per_frame: dict[str, list[tuple[int, int, int, list[str], list[str]]]] = {}
+    for frame, _, recompiles, refused, attempts, reasons, extras in con.execute(
         _FRAMES, {"w": workload, "s": slice_}
     ).fetchall():
-        out.append(
-            RecompiledFrame(
-                str(frame),
-                int(recompiles),
-                int(refused),
-                int(attempts),
-                tuple(dict.fromkeys(str(r) for r in reasons or ())),
-                mismatched_dims(str(e) for e in extras or ()),
-            )
+        per_frame.setdefault(str(frame), []).append(
+            (int(recompiles), int(refused), int(attempts), reasons or [], extras or [])
         )
-    return tuple(out)
+    out = [
+        RecompiledFrame(
+            frame,
+            max(p[0] for p in processes),
+            sum(p[1] for p in processes),
+            sum(p[2] for p in processes),
+            tuple(dict.fromkeys(str(r) for p in processes for r in p[3])),
+            mismatched_dims(str(e) for p in processes for e in p[4]),
+            len(processes),
+        )
+        for frame, processes in per_frame.items()
+    ]
+    return tuple(sorted(out, key=lambda f: (-(f.recompiles + f.refused), f.frame)))

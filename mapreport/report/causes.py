@@ -78,6 +78,10 @@ ADAPTATION_NOUNS: dict[str, tuple[str, str]] = {
     "fallback_enter": ("fallback run", "fallback runs"),
     "fallback": ("fallback run", "fallback runs"),
     "compile_failed": ("failed compile", "failed compiles"),
+    "compile_cache_hit": (
+        "recompile served from the FX graph cache",
+        "recompiles served from the FX graph cache",
+    ),
     "compile_limit_hit": (
         "compile refused at the recompile limit",
         "compiles refused at the recompile limit",
