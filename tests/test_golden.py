@@ -181,6 +181,25 @@ def test_findings_match_golden(case: Case) -> None:
         assert diffs == [], f"{folder}:\n" + "\n".join(diffs[:20])
 
 
+def test_every_golden_findings_validates_against_its_schema(case: Case) -> None:
+    """Each golden case's findings.json as written (volatile fields included) holds to
+    findings.schema.json: the schema states every field and enum value the cases produce."""
+    import jsonschema
+
+    schema_path = GOLDEN.parents[1] / "mapreport" / "report" / "findings.schema.json"
+    schema = json.loads(schema_path.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    for folder in case.folders:
+        doc = json.loads((case.out / folder / "findings.json").read_text())
+        errors = []
+        for error in validator.iter_errors(doc):
+            # a oneOf (a value or null) names its deepest mismatch, not the whole value
+            deepest = jsonschema.exceptions.best_match(error.context) if error.context else error
+            where = "/".join(map(str, deepest.absolute_path))
+            errors.append(f"{where}: {deepest.message[-200:]}")
+        assert errors == [], f"{case.name}/{folder}:\n" + "\n".join(errors[:10])
+
+
 def test_every_section_renders_for_every_golden_case(case: Case) -> None:
     """Every section is printed with its content, or, without its data, named in the one
     "Not measured" section with the input that would add it: no section is printed empty
