@@ -214,6 +214,25 @@ def test_a_slide_from_met_to_missed_stays_a_regression(demo_results: Any) -> Non
     assert g.change == pytest.approx(12760 / 7940 - 1, rel=0.02)
 
 
+def test_the_packet_names_a_regressions_own_reference_night(demo_results: Any) -> None:
+    """Page 1's "Since <compared night>" line: a shape measured against an older night (the
+    last that met the SLA) says which, so its +61% is not read against the night named."""
+    from types import SimpleNamespace
+
+    from mapreport.report.packet import _own_night
+
+    base = demo_results["bert-base"].shapes[0]
+    stored = _stored({"2026-11-01": (7940.0, True), "2026-11-02": (16200.0, False)})
+    q = curve(12760.0, seed=9)
+    (g,) = tonight_regressions(
+        [like(base, "b=4", q)], {"b=4": q}, stored, RunKey("r3", "2026-11-03"), TH, ("w", "s")
+    )
+    compared = SimpleNamespace(compared_night="2026-11-02")
+    assert _own_night(g, compared) == " against 2026-11-01"  # type: ignore[arg-type]
+    same = SimpleNamespace(compared_night="2026-11-01")
+    assert _own_night(g, same) == ""  # type: ignore[arg-type]
+
+
 def test_a_shape_that_improved_and_met_its_sla_is_an_improvement(demo_results: Any) -> None:
     base = demo_results["bert-base"].shapes[0]
     stored = _stored({"2026-11-01": (10000.0, True), "2026-11-02": (10000.0, True)})

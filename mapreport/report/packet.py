@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.actions import SLICE_WIDE, class_id
-from mapreport.analysis.common import SlaCheck
+from mapreport.analysis.common import Regression, SlaCheck
+from mapreport.analysis.history import History
 from mapreport.analysis.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.shape import ShapeMetrics
@@ -201,11 +202,18 @@ def _changes(r: SliceResult, v: ReportView) -> tuple[str, ...]:
         what = f"{words.label(s.kind)} at {words.shape_name(s.shape)}"
         out.append(f"{what} {state_line(s)}")
     if v.moved:
+        # a regression stays measured against the last night that met the SLA, which may be
+        # older than the night compared here: such a shape names its own reference night
         out.append(
             "p95 moved beyond its CI at "
-            + ", ".join(f"{g.shape} ({signed_pct(g.change)})" for g in v.moved)
+            + ", ".join(f"{g.shape} ({signed_pct(g.change)}{_own_night(g, h)})" for g in v.moved)
         )
     return tuple(out)
+
+
+def _own_night(g: Regression, h: History) -> str:
+    """` against <night>` when the shape's reference night is not the compared one."""
+    return "" if g.against_run_date == h.compared_night else f" against {g.against_run_date}"
 
 
 def _driver(m: ShapeMetrics) -> str:
