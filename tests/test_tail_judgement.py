@@ -49,6 +49,27 @@ def test_the_tail_rule(
     assert judge(None, driver, TH) is None  # no request: no tail family at all
 
 
+def test_without_latency_the_blocked_share_decides_the_tail() -> None:
+    """Profiler spans record no arrival: the tail is at risk when blocking decided it from the
+    blocked share (19 of 200 blocked, 95% CI 6.2% to 14.4%, above a p95 tail's 5%: the real
+    torch-dynamic run), and not judged when it did not (3 of 200: its CI reaches 5%)."""
+    from mapreport.analysis.classify import blocked_evidence, read_blocked_share
+
+    spans = TailRatio(0, 0, None, None)
+    decided = blocked_evidence(read_blocked_share(19, 200, ("trace",)))
+    judged = judge(spans, BottleneckClass.BLOCKED_BEHIND_ADAPTATION, TH, decided)
+    assert judged is not None
+    assert (judged.state, judged.reason) == (Status.AT_RISK, StatusReason.TAIL_BLOCKED)
+    assert line(judged) == (
+        "9.5% of 200 requests (95% CI 6.2% to 14.4%) waited behind adaptation, more than a "
+        "p95 tail holds (5.0%); their latency is not recorded (profiler spans)"
+    )
+    few = blocked_evidence(read_blocked_share(3, 200, ("trace",)))
+    assert few is None
+    judged = judge(spans, BottleneckClass.INSUFFICIENT_EVIDENCE, TH, few)
+    assert judged is not None and judged.state is Status.NOT_JUDGED
+
+
 def test_the_top_of_a_sample_gives_the_whole_sample_s_p99_and_bootstrap() -> None:
     """Reading only the largest 2% (+200) of the values gives the p99 and every resample's p99
     that the whole sorted sample gives, with the same seed."""

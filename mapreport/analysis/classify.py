@@ -9,7 +9,7 @@ from mapreport.analysis.accuracy import ShapeAccuracy
 from mapreport.analysis.adaptation import ShapeGain
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.stats import wilson_interval
-from mapreport.analysis.tail import DRIVERS, TailDrivers
+from mapreport.analysis.tail import DRIVERS, TAIL_SHARE, TailDrivers
 from mapreport.core.kinds import AccuracyState, BottleneckClass, ClassBasis, Driver, GainState
 
 DECIDING_SHARE = 0.4
@@ -51,10 +51,6 @@ def read_tail(tail: TailDrivers, sources: tuple[str, ...]) -> ShapeClass:
     return ShapeClass(BottleneckClass(top.value), ClassBasis.DRIVER_DECIDES, ev, top)
 
 
-TAIL_SHARE = 0.05
-"""The share of requests a p95 tail holds."""
-
-
 def read_blocked_share(blocked: int, n: int, sources: tuple[str, ...]) -> ShapeClass | None:
     """A slice whose requests record no arrival has no latency tail; blocking behind
     adaptation decides it when the blocked requests' share has a 95% Wilson interval above
@@ -70,6 +66,17 @@ def read_blocked_share(blocked: int, n: int, sources: tuple[str, ...]) -> ShapeC
         else BottleneckClass.INSUFFICIENT_EVIDENCE
     )
     return ShapeClass(cls, ClassBasis.BLOCKED_SHARE, ev, Driver.BLOCKED_BEHIND_ADAPTATION)
+
+
+def blocked_evidence(c: ShapeClass | None) -> Evidence | None:
+    """The blocked share's evidence where it decided the slice's tail (no latency recorded):
+    what the tail judgement rests on then (None: it did not decide)."""
+    decided = (
+        c is not None
+        and c.basis is ClassBasis.BLOCKED_SHARE
+        and c.cls is BottleneckClass.BLOCKED_BEHIND_ADAPTATION
+    )
+    return c.evidence if decided and c is not None else None
 
 
 def classify(

@@ -22,7 +22,13 @@ from mapreport.analysis.checklist import (
     precision_changes,
     quality_records,
 )
-from mapreport.analysis.classify import ShapeClass, classify, read_blocked_share, read_tail
+from mapreport.analysis.classify import (
+    ShapeClass,
+    blocked_evidence,
+    classify,
+    read_blocked_share,
+    read_tail,
+)
 from mapreport.analysis.common import (
     Percentiles,
     Regression,
@@ -437,7 +443,7 @@ def analyze(
                 reviewed.precision,
                 offline,
                 (th, workload, slice_),
-                (diag.ratio, diag.driver),
+                (diag.ratio, diag.driver, blocked_evidence(diag.tail_class)),
             ),
         ),
         over_sla=sl.over_sla,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from mapreport.analysis import compiles, environment, graphs, roofline, tail
 from mapreport.analysis.changepoints import ChangePoint
 from mapreport.analysis.checklist import PrecisionCheck, judge_quality
-from mapreport.analysis.common import Percentiles, SlaCheck, TailQuantile, Thresholds
+from mapreport.analysis.common import Evidence, Percentiles, SlaCheck, TailQuantile, Thresholds
 from mapreport.analysis.device_actions import judge_idle
 from mapreport.analysis.environment import EnvironmentCheck
 from mapreport.analysis.history import History, RunPoint
@@ -193,14 +193,19 @@ def family_judgements(
     precision: PrecisionCheck,
     found: Offline,
     scope: tuple[Thresholds, str, str],
-    tail_of: tuple[tail.TailRatio | None, BottleneckClass | None] = (None, None),
+    tail_of: tuple[tail.TailRatio | None, BottleneckClass | None, Evidence | None] = (
+        None,
+        None,
+        None,
+    ),
 ) -> tuple[Judgement | None, ...]:
     """The judgements of every family whose rule lives beside its figure (None: a family the
     slice holds no figure of); `scope`: the thresholds, workload and slice; `tail_of`: the
-    slice's tail ratio and its pooled tail's class."""
+    slice's tail ratio, its pooled tail's class, and the blocked share's evidence where that
+    share decided the class (no latency recorded)."""
     th, workload, slice_ = scope
     return (
-        tail.judge(*tail_of, th),
+        tail.judge(tail_of[0], tail_of[1], th, tail_of[2]),
         compiles.judge(found.compiles),
         judge_idle(found.timeline, th, workload, slice_),
         judge_quality(precision),

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from mapreport.analysis.common import Interval, Review, Thresholds, within
+from mapreport.analysis.common import Evidence, Interval, Review, Thresholds, within
 from mapreport.analysis.judgement import Judgement
 from mapreport.analysis.query import (
     BLOCKED_TABLE,
@@ -543,16 +543,39 @@ def tail_ratio(con: Connection, th: Thresholds, seed: int) -> TailRatio:
     return TailRatio(n, measured, quantile(sample, TAIL_Q), Interval(float(lo), float(hi)))
 
 
-def judge(t: TailRatio | None, driver: BottleneckClass | None, th: Thresholds) -> Judgement | None:
+TAIL_SHARE = 0.05
+"""The share of requests a p95 tail holds."""
+
+
+def judge(
+    t: TailRatio | None,
+    driver: BottleneckClass | None,
+    th: Thresholds,
+    blocked: Evidence | None = None,
+) -> Judgement | None:
     """The tail's weight: at risk when the slice's p99 over its shapes' medians is beyond
     HEAVY_TAIL with its whole CI, naming the driver the pooled tail's class gives (or saying no
     driver decides it); healthy otherwise; not judged below `min_samples_p99` requests with a
-    measured latency, or without one (None: no request). The target is the SLA's judgement:
-    this one reads the tail's shape, whatever the target."""
+    measured latency, or without one (None: no request). Without a latency (profiler spans),
+    at risk when blocking behind adaptation decided the slice's tail from the blocked share
+    (`blocked`: its evidence, `classify.read_blocked_share`), else not judged. The target is
+    the SLA's judgement: this one reads the tail's shape, whatever the target."""
     family = JudgementFamily.TAIL
     if t is None:
         return None
     if t.ratio is None:
+        if not t.measured and blocked is not None and blocked.value is not None:
+            ci = (blocked.ci.low, blocked.ci.high) if blocked.ci else None
+            return Judgement(
+                family,
+                Status.AT_RISK,
+                StatusReason.TAIL_BLOCKED,
+                blocked.value,
+                FigureUnit.SHARE,
+                TAIL_SHARE,
+                blocked.n,
+                ci,
+            )
         if not t.measured:  # profiler spans: no arrival, no latency
             return Judgement(family, Status.NOT_JUDGED, StatusReason.NO_REQUESTS)
         return Judgement(

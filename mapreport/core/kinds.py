@@ -321,6 +321,9 @@ class StatusReason(StrEnum):
     """p99 not beyond HEAVY_TAIL x the shape's median with its CI."""
     TAIL_FEW_SAMPLES = "tail_few_samples"
     """Fewer requests with a measured latency (in shapes with a median) than a p99 needs."""
+    TAIL_BLOCKED = "tail_blocked"
+    """No latency recorded (profiler spans), and more requests waited behind adaptation than a
+    p95 tail holds, with their Wilson CI: blocking decides the tail."""
 
 
 class RegressionKind(StrEnum):

@@ -83,6 +83,8 @@ WORDS: dict[StatusReason, str] = {
     StatusReason.TAIL_LIGHT: "p99 is {figure} its shape's median {ci}, not beyond {bound}",
     StatusReason.TAIL_FEW_SAMPLES: "{n} with a measured latency, in shapes with a median, are "
     "too few for a p99 ({bound} needed): not judged",
+    StatusReason.TAIL_BLOCKED: "{figure} of {n} {ci} waited behind adaptation, more than a p95 "
+    "tail holds ({bound}); their latency is not recorded (profiler spans)",
 }
 """Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
 judgement's, in its unit."""
@@ -102,6 +104,7 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.ENVIRONMENT_DIFFERS: ("figure", "key"),
     StatusReason.ENVIRONMENT_LOCKED: ("n", "compared key"),
     StatusReason.TAIL_FEW_SAMPLES: ("n", "request"),
+    StatusReason.TAIL_BLOCKED: ("n", "request"),
 }
 """Counts that read with their noun ("3 shapes", "14 compile attempts")."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
-from mapreport.analysis.classify import DECIDING_SHARE, TAIL_SHARE
+from mapreport.analysis.classify import DECIDING_SHARE
 from mapreport.analysis.common import Evidence, Interval, Thresholds
 from mapreport.analysis.history import History
 from mapreport.analysis.impact import Impact
@@ -17,6 +17,7 @@ from mapreport.analysis.results import SliceResult
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.status import AT_RISK_HEADROOM
+from mapreport.analysis.tail import TAIL_SHARE
 from mapreport.core.kinds import (
     AccuracyState,
     ActionKind,
