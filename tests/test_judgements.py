@@ -291,3 +291,22 @@ def test_real_compile_log_of_a_frame_recompiled_per_shape(tmp_path: Path) -> Non
     (action,) = [a for a in doc["actions"] if a["class"] == "dynamic_shapes"]  # type: ignore[attr-defined]
     assert action["owner_role"] == "compiler_lead"
     assert "dim 0 (2 to 16)" in action["title"]
+
+
+def test_idle_advice_for_graph_replays_names_eager_steps_only_where_some_ran() -> None:
+    """Steps that replay captured graphs: the idle advice is the host's work between replays;
+    capturing more batch sizes is advised only when steps ran outside every captured size
+    (the SGLang decode trace has none: before, it was told to capture sizes that "still run
+    eagerly")."""
+    from mapreport.analysis.action_params import Idle
+    from mapreport.report.prose import idle_title
+
+    replaying = Idle(0.979, 473_750.0, 555, 5.25, True, True, 0)
+    title = idle_title(replaying, "sglang")
+    assert "already replay captured graphs" in title
+    assert "eagerly" not in title
+    assert "capture the step" not in title
+    some_eager = Idle(0.6, 473_750.0, 555, 5.25, True, True, 3)
+    assert idle_title(some_eager, "vllm").endswith(
+        "capture the batch sizes of the 3 steps that still ran eagerly"
+    )

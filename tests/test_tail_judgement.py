@@ -67,7 +67,8 @@ def test_without_latency_the_blocked_share_decides_the_tail() -> None:
     few = blocked_evidence(read_blocked_share(3, 200, ("trace",)))
     assert few is None
     judged = judge(spans, BottleneckClass.INSUFFICIENT_EVIDENCE, TH, few)
-    assert judged is not None and judged.state is Status.NOT_JUDGED
+    assert judged is not None
+    assert judged.state is Status.NOT_JUDGED
 
 
 def test_the_top_of_a_sample_gives_the_whole_sample_s_p99_and_bootstrap() -> None:

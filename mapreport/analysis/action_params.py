@@ -201,6 +201,8 @@ class Idle:
     """Kernels too short to hide their launch: the host cannot keep the device fed."""
     replays_graphs: bool = False
     """The steps already replay CUDA/HIP graphs: the gaps are between them."""
+    eager_steps: int = 0
+    """Steps of a graph-replaying trace that no captured size held (they ran eagerly)."""
 
 
 @dataclass(frozen=True)

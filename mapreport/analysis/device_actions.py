@@ -100,7 +100,11 @@ def idle_evidence(t: Timeline, th: Thresholds, seed: int) -> Evidence:
 
 
 def idle_action(
-    s: Scope, t: Timeline, sources: tuple[str, ...], replays_graphs: bool = False
+    s: Scope,
+    t: Timeline,
+    sources: tuple[str, ...],
+    replays_graphs: bool = False,
+    eager_steps: int = 0,
 ) -> Action | None:
     """Keep the device fed when it sat idle for a material share of its span, its CI above
     the materiality bound."""
@@ -118,6 +122,7 @@ def idle_action(
         median,
         median is not None and median < LAUNCH_BOUND_US,
         replays_graphs,
+        eager_steps,
     )
     return make_action(s, SLICE_WIDE, ActionKind.DEVICE_IDLE, ev, NO_ROLLBACK, (row,), idle, params)
 
@@ -184,6 +189,8 @@ def device_actions(
     """Every action of a slice's device time."""
     out = [headroom_action(s, f, rf.gpu_time_us) for f in rf.findings] if rf else []
     replays = g is not None and g.launches > 0
-    idle = idle_action(s, t, sources, replays) if t is not None else None
+    # the steps no captured size holds ran eagerly: the only ones a capture could still help
+    eager = sum(b.steps for b in g.buckets if b.size is None) if g is not None else 0
+    idle = idle_action(s, t, sources, replays, eager) if t is not None else None
     padding = padding_action(s, g) if g is not None else None
     return out + [a for a in (idle, padding) if a is not None]

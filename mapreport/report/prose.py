@@ -178,10 +178,14 @@ def idle_title(p: P.Idle, name: str) -> str:
         # idle time lies between the replays, in the host's work for the next step
         why = (
             "its steps already replay captured graphs, so the gaps are between the replays: cut "
-            "the host's work between steps (scheduling, sampling, detokenisation), overlap it "
-            "with the running step (asynchronous scheduling), and capture the batch sizes that "
-            "still run eagerly"
+            "the host's work between steps (scheduling, sampling, detokenisation) and overlap it "
+            "with the running step (asynchronous scheduling)"
         )
+        if p.eager_steps:  # only where steps ran outside every captured size
+            why += (
+                f"; capture the batch sizes of the {p.eager_steps:,} "
+                f"{'step' if p.eager_steps == 1 else 'steps'} that still ran eagerly"
+            )
     elif p.launch_bound:
         why = (
             "its kernels are too short to hide their launches: capture the step in a CUDA or "
