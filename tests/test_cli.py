@@ -290,6 +290,24 @@ def test_no_pdf_report_names_only_what_it_wrote(demo_dataset: Path, tmp_path: Pa
     assert "report.pdf" not in index
 
 
+@pytest.mark.slow
+def test_a_one_night_no_pdf_report_loads_no_library_it_does_not_use(
+    demo_dataset: Path, tmp_path: Path
+) -> None:
+    """Issue 53: a slice with fewer nights than a change point needs never imports ruptures
+    (and scipy with it), and a report without a PDF neither WeasyPrint nor kaleido (1.8 s of
+    imports together, measured; benchmarks/startup.py --trace)."""
+    args = ["report", "--dataset", str(demo_dataset), "--out", str(tmp_path), "--no-pdf"]
+    probe = (
+        "import atexit, sys; atexit.register(lambda: print(*sys.modules, file=sys.stderr)); "
+        f"from mapreport.app.cli import main; main({[*args, '--slice', 'bert-base']!r})"
+    )
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    heavy = ("ruptures", "scipy", "weasyprint", "kaleido", "pyspark", "xprof", "jsonschema")
+    assert [m for m in res.stderr.split() if m.split(".")[0] in heavy] == []
+
+
 def test_python_dash_m_runs_the_cli_and_names_every_exit_code() -> None:
     res = subprocess.run(
         [sys.executable, "-m", "mapreport", "--help"], capture_output=True, text=True, cwd=REPO

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import ruptures as rpt
-from scipy import stats
 
 MIN_SIDE = 2
 """Nights on each side of a shift: one night is a blip, not a level."""
@@ -51,6 +49,8 @@ def change_points(
     pts = [(n, float(v)) for n, v in zip(nights, values, strict=True) if v is not None and v > 0]
     if len(pts) < 2 * MIN_SIDE:
         return ()
+    import ruptures as rpt  # here, not at the top: it imports scipy (about 1.4 s)
+
     x = np.log(np.array([v for _, v in pts]))
     n = len(x)
     # the noise of one night about its level, from night-to-night differences (robust: a
@@ -87,6 +87,8 @@ def _p_value(before: np.ndarray, after: np.ndarray) -> float:
     """Welch's t-test of two sides; sides without spread differ when their means do."""
     if float(np.var(before)) == 0.0 and float(np.var(after)) == 0.0:
         return 0.0 if float(before.mean()) != float(after.mean()) else 1.0
+    from scipy import stats  # only where a change point is tested
+
     with warnings.catch_warnings():
         # nearly identical nights: scipy warns of precision loss, and the p-value stands
         warnings.simplefilter("ignore", RuntimeWarning)

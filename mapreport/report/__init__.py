@@ -189,8 +189,6 @@ def write_slice_report(
     """Write report.html, report.pdf and findings.json for one slice into `folder`; the HTML
     links back to `index` (the run's index.html) when given. The PDF is the design-review
     packet (`packet.html.j2`), or with `full` every section."""
-    from mapreport.report.pdf import write_pdf  # WeasyPrint is slow to import
-
     folder.mkdir(parents=True, exist_ok=True)
     generated_at = clock().isoformat(timespec="seconds")
     figs = chart_builders.build_charts(r)
@@ -215,6 +213,8 @@ def write_slice_report(
     if not pdf:
         atomic_write(folder / ENTRY, msgspec.json.encode(entry))
         return Written(folder / "report.html", None, folder / "findings.json", (), ())
+    from mapreport.report.pdf import write_pdf  # WeasyPrint is slow to import (0.4 s)
+
     # the packet prints one chart: exporting the others through Chromium is wasted (issue 38)
     printed = figs if full else {c: f for c, f in figs.items() if c in packet.CHARTS}
     svgs = {c: exporter.svg(f, c) for c, f in printed.items()}
