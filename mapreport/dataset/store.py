@@ -65,6 +65,9 @@ from mapreport.dataset.views import Rows, Scan
 if TYPE_CHECKING:
     import duckdb
 
+PARTITION_COLUMN = "workload"
+PARTITION_TYPE = pa.dictionary(pa.int32(), pa.string())
+"""The type of the `workload` column in the files of a partitioned table (`as_written`)."""
 STAGING = ".staging"
 TRASH = ".trash"
 """Day partitions on their way out (retention); `recover()` finishes removing them."""
@@ -221,6 +224,20 @@ class Dataset(HistoryFiles, IntegrityFiles):
             d = d / f"{DAY}{day}"
         d.mkdir(parents=True, exist_ok=True)
         return d / name
+
+    @staticmethod
+    def as_written(table: str, data: pa.Table) -> pa.Table:
+        """`data` as a data file of `table` holds it: in a table under `workload=` folders, the
+        `workload` column dictionary-encoded, the type pandas, pyarrow's Parquet reader and
+        polars give the folder read as a hive partition, so a reader with default arguments
+        finds one type for the column (docs/dataset.md, "Reading it elsewhere"). Files written
+        before hold it as a string; every reader of mapreport's reads both."""
+        i = data.schema.get_field_index(PARTITION_COLUMN)
+        if table not in PARTITIONED or i < 0 or pa.types.is_dictionary(data.schema[i].type):
+            return data
+        old = data.schema.field(i)
+        typed = pa.field(old.name, PARTITION_TYPE, old.nullable, old.metadata)
+        return data.set_column(i, typed, data.column(i).dictionary_encode())
 
     @staticmethod
     def staged_days(staging: Path) -> tuple[str, ...]:

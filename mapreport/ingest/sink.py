@@ -188,7 +188,7 @@ class Sink:
         written by a background thread: Parquet encoding and compression release the GIL, so
         they run on the second core while the reader decodes the next batch. At most
         WRITES_IN_FLIGHT batches wait, so memory stays bounded."""
-        data = self._in_range(table, data)
+        data = Dataset.as_written(table, self._in_range(table, data))
         if data.num_rows == 0:
             return
         for day, rows in self._days(table, data):

@@ -78,6 +78,8 @@ def _family(t: pa.DataType) -> str:
         return "number"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "text"
+    if pa.types.is_dictionary(t):
+        return _family(t.value_type)  # a partition column (`Dataset.as_written`)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         return f"list<{_family(t.value_type)}>"  # the item field's name varies by writer
     return str(t)
