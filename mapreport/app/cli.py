@@ -8,7 +8,6 @@ Exit codes: 0 success; 1 unexpected internal error; 2 usage error; 3 bad input d
 from __future__ import annotations
 
 import contextlib
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
@@ -45,16 +44,13 @@ from mapreport.core.errors import (
     ReportError,
 )
 from mapreport.core.window import (
-    EVERYTHING,
     UNDATED,
-    Window,
     last_complete_day,
-    night_window,
     parse_date,
-    range_window,
 )
 from mapreport.engine.engines import open_engine
 from mapreport.engine.settings import EngineName, EngineSettings
+from mapreport.run.api_window import report_window
 from mapreport.run.config import default_config, load_config
 
 if TYPE_CHECKING:
@@ -319,7 +315,7 @@ def report_cmd(
     setup_logging(verbose)
     config = with_engine(load_config(config_path) if config_path else default_config(), engine)
     config = with_pdf(config, pdf_form)
-    chosen = _report_window(night or run_date, window, since, until, config.timezone)
+    chosen = report_window(night or run_date, window, since, until, config.timezone)
     outcomes = report(
         dataset,
         out,
@@ -333,32 +329,6 @@ def report_cmd(
         jobs=jobs,
     )
     _summarise_reports(outcomes, out, quiet)
-
-
-def _report_window(
-    night: str | None, window: str | None, since: str | None, until: str | None, tz: str
-) -> Window:
-    """The window `report`'s options ask for (everything when they ask for none)."""
-    if since or until:
-        if night or window:
-            raise click.UsageError("--since/--until and --date/--window do not go together")
-        return range_window(_moment(since, "--since"), _moment(until, "--until"), tz)
-    if night is None and window is None:
-        return EVERYTHING
-    day = parse_date(night) if night else last_complete_day(tz)
-    return night_window(day, window or "day", tz)
-
-
-def _moment(text: str | None, what: str) -> datetime | None:
-    """An ISO time (`2026-11-29T06:00`, with or without a zone) or None."""
-    if text is None:
-        return None
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise click.BadParameter(
-            f"{text!r} is not an ISO time (2026-11-29T06:00Z)", param_hint=what
-        ) from None
 
 
 @main.command("run")
