@@ -5,6 +5,7 @@ installed): the `workload=` folder and the files' own `workload` column agree in
 from __future__ import annotations
 
 import importlib.util
+import re
 from pathlib import Path
 
 import duckdb
@@ -82,3 +83,24 @@ def test_a_dataset_written_before_still_reads(
     # the partition folders ignored, as docs/dataset.md says
     old = pd.read_parquet(ds / "request" / "workload=bert-base", partitioning=None)
     assert len(old) == counts["bert-base"]
+
+
+def test_the_docs_two_line_reads_run(demo_dataset: Path, tmp_path: Path) -> None:
+    """Each `python` block of docs/dataset.md's "Reading it elsewhere" runs on the demo dataset
+    (polars' only where polars is installed)."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "dataset.md").read_text()
+    section = text.split("## Reading it elsewhere", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
+    assert len(blocks) == 5
+    if KINETO.is_file():
+        ingest(tmp_path / "op", [KINETO])
+    for code in blocks:
+        if "polars" in code and importlib.util.find_spec("polars") is None:
+            continue
+        code = code.replace("demo/dataset/op_exec", str(tmp_path / "op" / "op_exec"))
+        if "op_exec" in code and not KINETO.is_file():
+            continue
+        ns: dict[str, object] = {}
+        exec(code.replace("demo/dataset", str(demo_dataset)), ns)  # the page's own lines
+        got = ns.get("df", ns.get("t"))
+        assert got is None or len(got) > 0  # type: ignore[arg-type]
