@@ -15,6 +15,7 @@ import click
 
 from mapreport import __version__
 from mapreport.app.evidence_cli import compare_cmd, explain_cmd
+from mapreport.app.export_cli import export_cmd
 from mapreport.app.options import (
     date_opt,
     engine_opt,
@@ -459,6 +460,7 @@ def retain_cmd(dataset: Path, days: int, night: str | None, dry_run: bool, verbo
 
 main.add_command(explain_cmd)
 main.add_command(compare_cmd)
+main.add_command(export_cmd)
 
 
 @main.command("check")
