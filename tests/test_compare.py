@@ -77,7 +77,10 @@ def test_planted_factors_are_found_inside_their_cis(n: int, power: float) -> Non
                 assert got.verdict in (want[f], Verdict.SAME), (seed, shape, got)
             right[shape] += got.verdict == want[f]
     assert all(c >= 0.9 * seeds for c in covered.values()), covered
-    assert right["batch=2"] >= 0.9 * seeds  # x1.0: "same", up to the FDR's false alarms
+    # x1.0: "same", up to the FDR's false alarms: with p50, p95 and p99 each a test and six of
+    # nine of them true moves at n = 1,000, Benjamini-Hochberg admits a null at p up to
+    # 0.05 x 7/9, so its false alarms are a share of the discoveries (5%), not of the seeds
+    assert right["batch=2"] >= 0.8 * seeds
     assert right["batch=1"] >= power * seeds, right
     assert right["batch=4"] >= power * seeds, right
 
@@ -117,7 +120,7 @@ def test_two_aiperf_runs_compare_through_the_cli(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["compare", str(sides[0]), str(sides[1]), "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert (doc["a"]["workload"], doc["b"]["workload"]) == ("llm", "llm")
     shapes = [s["shape"] for s in doc["shapes"]] + doc["only_a"] + doc["only_b"]
     assert len(shapes) == len(set(shapes))
@@ -278,7 +281,7 @@ def test_each_shape_carries_its_queue_and_compute_on_both_sides(
 ) -> None:
     """Issue 37: per shape, latency, queue and compute p50/p95/p99 of A and B; a served
     model's client-side timing measures no queue or compute, and says so with null."""
-    from mapreport.analysis.compare import side_parts
+    from mapreport.analysis.compare_sides import side_parts
     from mapreport.dataset.store import Dataset
     from mapreport.run.comparing import compare_runs
 

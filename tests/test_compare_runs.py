@@ -77,7 +77,7 @@ def test_sides_chosen_by_environment_give_a_run_level_interval(
     )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["schema_version"] == "1.2"
+    assert doc["schema_version"] == "1.3"
     assert (doc["a"]["requests"], doc["b"]["requests"]) == (1800, 1800)
     assert doc["a"]["label"].endswith("[compiler_version=1.4]")
     runs = doc["runs"]
@@ -278,7 +278,7 @@ def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_p
     )
     assert res.exit_code == 0, res.output
     ids = sorted({f.name.split(".")[0] for f in (out / FOLDER).iterdir()})
-    assert len(ids) == 3 + len(SHAPES)  # the pooled p50, p95 and p99, and each shape's p95
+    assert len(ids) == 3 + 3 * len(SHAPES)  # pooled p50, p95, p99; each shape's p50, p95, p99
     cons: dict = {}
     for pid in ids:
         p = load(out, pid)

@@ -13,10 +13,12 @@ from mapreport.analysis.compare import (
     ShipCheck,
 )
 from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
+from mapreport.analysis.compare_stats import LatencyBasis
 from mapreport.analysis.compare_whole import TotalComparison
 from mapreport.analysis.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
+from mapreport.report.compare_tests import UNTESTED, TestCells, basis_sentence, test_cells
 from mapreport.report.compare_whole import (
     OP_VERDICT_WORDS,
     UNRECORDED,
@@ -47,6 +49,8 @@ class Side:
     """Ok requests with their arrival."""
     calls: int = 0
     """Traced calls of ops a recorded operator launched."""
+    basis: LatencyBasis = LatencyBasis.END_TO_END
+    """What its requests' latencies are: end to end, or each request's span."""
 
 
 def ratio_ci(ci: tuple[float, float] | None) -> str:
@@ -67,6 +71,7 @@ class Line:
     """The anchor of the shape's row (`shape-<key>`)."""
     evidence: str
     """The relative link to the shape's evidence pack ('' when untested)."""
+    tests: TestCells = UNTESTED
 
 
 Evidence = dict[tuple[str, ...], str]
@@ -87,6 +92,7 @@ def _line(s: ShapeComparison, evidence: Evidence) -> Line:
         VERDICT_WORDS[s.verdict],
         anchor_key(s.shape),
         _href(evidence, "shape", s.shape),
+        test_cells(s),
     )
 
 
@@ -251,26 +257,31 @@ def headline(c: Comparison, total: TotalComparison | None = None) -> str:
     ops = ops_sentence(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
         return " ".join(x for x in (whole, ops) if x)
-    return " ".join(x for x in (whole, tail_sentence(c), _shapes_headline(c), ops) if x)
+    said = (whole, tail_sentence(c), _shapes_headline(c), basis_sentence(c), ops)
+    return " ".join(x for x in said if x)
 
 
 def _shapes_headline(c: Comparison) -> str:
-    """The verdict in one sentence: what moved, which way, on how much traffic."""
+    """The verdict in one sentence: what moved, at which quantile, which way, on how much
+    traffic."""
     slower, faster = c.decided(Verdict.SLOWER), c.decided(Verdict.FASTER)
     if not c.tested:
         return (
-            "No shape has enough requests on both sides to compare its p95 "
+            "No shape has enough requests on both sides to compare its p50 and p95 "
             "(each side needs the evidence threshold's count)."
         )
     moved = slower + faster
     if not moved:
         return (
-            f"No shape's p95 moved beyond its CI: {plural(c.tested, 'shape')} compared, the "
-            f"false discovery rate held at {pct(c.fdr, 0)}."
+            f"No shape's p50 or p95 moved beyond its CI: {plural(c.tested, 'shape')} compared "
+            f"({plural(c.tests, 'test')}), the false discovery rate held at {pct(c.fdr, 0)}."
         )
 
     def one(s: ShapeComparison) -> str:
-        return f"{s.shape} {ratio_text(s.ratio_p95)} ({pct(s.traffic_b)} of B's traffic)"
+        d = s.decisive
+        at = f" at {d.quantile}" if d else ""
+        r = ratio_text(d.ratio if d else s.ratio_p95)
+        return f"{s.shape} {r}{at} ({pct(s.traffic_b)} of B's traffic)"
 
     parts = []
     if slower:
@@ -278,8 +289,8 @@ def _shapes_headline(c: Comparison) -> str:
     if faster:
         parts.append(f"faster on {', '.join(one(s) for s in faster)}")
     return (
-        f"B is {'; '.join(parts)} at p95, of {plural(c.tested, 'shape')} compared (false "
-        f"discovery rate {pct(c.fdr, 0)})."
+        f"B is {'; '.join(parts)}, of {plural(c.tested, 'shape')} compared "
+        f"({plural(c.tests, 'test')}, false discovery rate {pct(c.fdr, 0)})."
     )
 
 

@@ -7,11 +7,13 @@ from typing import Any
 from mapreport import __version__
 from mapreport.analysis.compare import Comparison, OpOnly, ShipCheck
 from mapreport.analysis.compare_mapping import Figure, MappingComparison
+from mapreport.analysis.compare_stats import BlockChoice
 from mapreport.analysis.compare_whole import TotalComparison
 from mapreport.analysis.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
+from mapreport.report.compare_tests import blocks_sentence
 
-COMPARE_SCHEMA_VERSION = "1.2"
+COMPARE_SCHEMA_VERSION = "1.3"
 
 
 def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
@@ -93,6 +95,10 @@ def _runs_doc(runs: RunsCompared | None) -> dict[str, Any] | None:
     }
 
 
+def _block_doc(b: BlockChoice) -> dict[str, Any]:
+    return {"n": b.n, "acf": list(b.acf[:10]), "band": b.band, "length": b.length}
+
+
 def _tail_doc(c: Comparison, packs: Evidence) -> list[dict[str, Any]]:
     return [
         {
@@ -104,6 +110,7 @@ def _tail_doc(c: Comparison, packs: Evidence) -> list[dict[str, Any]]:
             "ratio": t.ratio,
             "ci": list(t.ci),
             "moved": t.moved,
+            "blocks": list(t.blocks),
             "evidence": packs.get(("slice", t.quantile)),
         }
         for t in c.tail
@@ -137,6 +144,23 @@ def _shapes_doc(c: Comparison, parts: tuple[Parts, Parts], packs: Evidence) -> l
             "traffic_a": s.traffic_a,
             "traffic_b": s.traffic_b,
             "evidence": packs.get(("shape", s.shape)),
+            "quantiles": [
+                {
+                    "quantile": t.quantile,
+                    "a_us": t.a_us,
+                    "b_us": t.b_us,
+                    "ratio": t.ratio,
+                    "ci": list(t.ci),
+                    "p_value": t.p_value,
+                    "verdict": t.verdict.value,
+                    "blocks": list(t.blocks),
+                    "queue_us": t.queue_us,
+                    "compute_us": t.compute_us,
+                    "queue_share": t.queue_share,
+                    "evidence": packs.get(("shape", s.shape, t.quantile)),
+                }
+                for t in s.tests
+            ],
             **split(s.shape),
         }
         for s in c.shapes
@@ -241,8 +265,12 @@ def document(
         "ship": _ship_doc(ship),
         "runs": _runs_doc(runs),
         "mapping": _mapping_doc(mapping),
+        "basis": c.basis.value,
+        "blocks": {"a": _block_doc(c.blocks[0]), "b": _block_doc(c.blocks[1])},
+        "blocks_text": blocks_sentence(c),
         "fdr": c.fdr,
         "tested": c.tested,
+        "tests": c.tests,
         "tail": _tail_doc(c, packs),
         "shapes": _shapes_doc(c, parts or ({}, {}), packs),
         "only_a": list(c.only_a),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
@@ -34,6 +34,7 @@ from mapreport.analysis.compare import (
     Comparison,
     mean_ratio,
     ratio_interval,
+    shape_seed,
 )
 from mapreport.analysis.query import SqlValue, inline
 from mapreport.analysis.stats import seed_for
@@ -53,7 +54,7 @@ class Figure(StrEnum):
     SLICE = "slice"
     """A quantile of the slice, every shape pooled: B over A."""
     SHAPE = "shape"
-    """A request shape's p95: B over A."""
+    """A quantile of a request shape (p50, p95, p99): B over A."""
     OP = "op"
     """An op x shape's mean device time per call: B over A."""
 
@@ -96,6 +97,10 @@ class ComparePack:
     n_a: int
     n_b: int
     thresholds: dict[str, Any]
+    basis: str = "end_to_end"
+    """`span`: every request's latency is its span (`compare.SAMPLES`' `$span`)."""
+    blocks: list[int] = field(default_factory=lambda: [1, 1])
+    """The block length each side's latencies were resampled in (SLICE, SHAPE)."""
 
     def sql(self, side: SideSpec) -> str:
         """The self-contained query of one side's rows, built from the parameters alone."""
@@ -116,6 +121,7 @@ class ComparePack:
             "shape": self.shape,
             "op": self.op,
             "types": self.types,
+            "span": self.basis == "span",
         }
         if self.figure == Figure.OP:
             select = f"SELECT * FROM ({OP_CALLS})"
@@ -128,6 +134,8 @@ class ComparePack:
         if side.sources is not None:
             bound["ids"] = side.sources
             select = f"SELECT * FROM ({select}) WHERE list_contains($ids, source_id)"
+        if self.figure != Figure.OP:  # in time order: the block bootstrap reads it so
+            select += " ORDER BY at_us, source_id, line"
         return inline(select, bound)
 
     def reduce(self, a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
@@ -136,13 +144,12 @@ class ComparePack:
         if self.figure == Figure.OP:
             seed = seed_for(th.seed, *self.key, self.op, self.shape, self.types, "op")
             ratio, ci, _ = mean_ratio(a, b, th.bootstrap_resamples, seed)
-        elif self.figure == Figure.SHAPE:
-            seed = seed_for(th.seed, *self.key, self.shape, "compare")
-            ratio, ci, _ = ratio_interval(a, b, 0.95, th.bootstrap_resamples, seed)
         else:
+            q, bl = QUANTILE_OF[self.quantile], (self.blocks[0], self.blocks[1])
             seed = seed_for(th.seed, *self.key, self.quantile, "slice")
-            q = QUANTILE_OF[self.quantile]
-            ratio, ci, _ = ratio_interval(a, b, q, th.bootstrap_resamples, seed)
+            if self.figure == Figure.SHAPE:
+                seed = shape_seed(th.seed, tuple(self.key), self.shape, self.quantile)
+            ratio, ci, _ = ratio_interval(a, b, q, th.bootstrap_resamples, seed, bl)
         return ratio, ci
 
 
@@ -169,7 +176,7 @@ def packs(
 ) -> list[ComparePack]:
     """A pack per pooled quantile, per tested shape and (`ops`: both sides' op times are device
     time, which `OP_CALLS` selects) per tested op x shape."""
-    common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th)}
+    common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th), "basis": c.basis.value}
 
     def one(
         figure: Figure,
@@ -181,11 +188,12 @@ def packs(
         quantile: str = "",
         op: str = "",
         types: str = "",
+        blocks: tuple[int, int] = (1, 1),
     ) -> ComparePack:
         what = {"figure": figure, "subject": subject, "shape": shape, "quantile": quantile}
         return _pack(
             {**common, **what, "op": op, "types": types, "ratio": ratio, "ci": list(ci)}
-            | {"n_a": n[0], "n_b": n[1]}
+            | {"n_a": n[0], "n_b": n[1], "blocks": list(blocks)}
         )
 
     out = [
@@ -196,21 +204,23 @@ def packs(
             t.ci,
             (t.n_a, t.n_b),
             quantile=t.quantile,
+            blocks=t.blocks,
         )
         for t in c.tail
     ]
     out += [
         one(
             Figure.SHAPE,
-            f"p95 of {s.shape}",
-            s.ratio_p95,
-            s.ci_p95,
+            f"{t.quantile} of {s.shape}",
+            t.ratio,
+            t.ci,
             (s.n_a, s.n_b),
             shape=s.shape,
-            quantile="p95",
+            quantile=t.quantile,
+            blocks=t.blocks,
         )
         for s in c.shapes
-        if s.ci_p95 is not None and s.ratio_p95 is not None
+        for t in s.tests
     ]
     out += [
         one(
@@ -342,8 +352,8 @@ def load(out: Path, pid: str) -> ComparePack:
                 date.fromisoformat(side.night)
             except ValueError:
                 raise DatasetError(f"{path}: night {side.night!r} is not a date") from None
-    if p.figure == Figure.SLICE and p.quantile not in QUANTILE_OF:
-        raise DatasetError(f"{path}: quantile {p.quantile!r} is not one of p95, p99")
+    if p.figure != Figure.OP and p.quantile not in QUANTILE_OF:
+        raise DatasetError(f"{path}: quantile {p.quantile!r} is not one of p50, p95, p99")
     try:
         msgspec.convert(p.thresholds, Thresholds, strict=True)
     except msgspec.ValidationError as e:
@@ -393,7 +403,9 @@ def evidence_ids(done: list[ComparePack]) -> dict[tuple[str, ...], str]:
         if p.figure == Figure.SLICE:
             out[(p.figure.value, p.quantile)] = p.id
         elif p.figure == Figure.SHAPE:
-            out[(p.figure.value, p.shape)] = p.id
+            out[(p.figure.value, p.shape, p.quantile)] = p.id
+            if p.quantile == "p95":
+                out[(p.figure.value, p.shape)] = p.id
         else:
             out[(p.figure.value, p.op, p.shape, p.types)] = p.id
     return out

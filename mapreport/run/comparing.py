@@ -7,8 +7,8 @@ import json
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
-import numpy as np
 from markupsafe import Markup
 
 from mapreport.analysis.common import Thresholds
@@ -18,10 +18,16 @@ from mapreport.analysis.compare import (
     compare,
     compare_ops,
     ship_check,
+)
+from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.compare_sides import (
+    SideSamples,
+    shared_basis,
+    side_basis,
     side_parts,
     side_samples,
 )
-from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.compare_stats import LatencyBasis
 from mapreport.analysis.compare_whole import SideOps, TotalComparison, compare_total, side_ops
 from mapreport.analysis.environment import SourceSelection, select_sources
 from mapreport.analysis.query import slices
@@ -37,13 +43,15 @@ from mapreport.analysis.runlevel import (
 from mapreport.analysis.runlevel import compare_runs as runlevel
 from mapreport.analysis.slice import analyze_slice
 from mapreport.analysis.stats import seed_for
+from mapreport.core.connection import Connection
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.kinds import TimeBasis
-from mapreport.core.window import EVERYTHING, night_window
+from mapreport.core.window import EVERYTHING, Window, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.report.compare import (
     LeftOut,
+    MappingView,
     Parts,
     Side,
     drill_lines,
@@ -58,6 +66,7 @@ from mapreport.report.compare import (
     tail_lines,
 )
 from mapreport.report.compare_doc import document
+from mapreport.report.compare_tests import basis_sentence, blocks_sentence
 from mapreport.report.compare_whole import only_lines, part_lines, whole_view
 from mapreport.run.compare_packs import SideSpec, evidence_ids, packs, write_packs
 from mapreport.run.config import Config, load_config
@@ -101,7 +110,7 @@ class _Read:
     """What one side's records give the comparison."""
 
     side: Side
-    samples: dict[str, np.ndarray]
+    samples: SideSamples
     parts: Parts
     result: SliceResult
     ops: SideOps
@@ -110,16 +119,24 @@ class _Read:
     spec: SideSpec
 
 
-def _read_side(
-    path: Path,
-    wanted: str | None,
-    night: date | None,
-    env: tuple[str, str] | None,
-    which: str,
-    th: Thresholds,
-    same: bool,
-) -> _Read:
-    """One side: its slice (of one night, of the files of one environment when asked) read."""
+@dataclass(frozen=True)
+class _Opened:
+    """One side's slice, window and files, and its connection."""
+
+    con: Connection
+    name: str
+    workload: str
+    slice: str
+    span: Window
+    spec: SideSpec
+    basis: LatencyBasis
+    """What the side's own requests allow: end to end where every one has its arrival."""
+
+
+def _open_side(
+    path: Path, wanted: str | None, night: date | None, env: tuple[str, str] | None, which: str
+) -> _Opened:
+    """One side's slice (of one night, of the files of one environment when asked)."""
     ds = Dataset(path)
     w, s = pick_slice(ds, wanted, which)
     span = night_window(night) if night else EVERYTHING
@@ -133,25 +150,34 @@ def _read_side(
         sources = list(chosen.sources)
         con = ds.connect(w, span, sources)
         name += f" [{env[0]}={env[1]}]"
-    got = side_samples(con, w, s, span.start_us, span.end_us)
+    spec = SideSpec(str(ds.root.resolve()), w, s, night.isoformat() if night else None, sources)
+    basis = side_basis(con, w, s, span.start_us, span.end_us)
+    return _Opened(con, name, w, s, span, spec, basis)
+
+
+def _read_side(o: _Opened, path: Path, th: Thresholds, same: bool, basis: LatencyBasis) -> _Read:
+    """One side's requests (their latencies on the comparison's basis), ops and runs."""
+    con, w, s, span = o.con, o.workload, o.slice, o.span
+    got = side_samples(con, w, s, span.start_us, span.end_us, basis)
     ops = side_ops(con, w, s)
     side = Side(
-        name if same else f"{path.name}:{name}",
+        o.name if same else f"{path.name}:{o.name}",
         str(path),
         w,
         s,
-        sum(len(v) for v in got.values()),
+        sum(len(v) for v in got.latency.values()),
         sum(len(v) for v in ops.calls.values()),
+        basis,
     )
     return _Read(
         side,
         got,
-        side_parts(con, w, s, span.start_us, span.end_us),
+        side_parts(con, w, s, span.start_us, span.end_us, basis),
         analyze_slice(con, w, s, th),
         ops,
         side_runs(con, w, s, span.start_us, span.end_us),
         op_runs(con, w, s),
-        SideSpec(str(ds.root.resolve()), w, s, night.isoformat() if night else None, sources),
+        o.spec,
     )
 
 
@@ -177,11 +203,13 @@ def compare_runs(
     config: Path | None = None,
     a_env: tuple[str, str] | None = None,
     b_env: tuple[str, str] | None = None,
+    span: bool = False,
 ) -> Compared:
     """Compare side B with side A (each a slice, of one night when its date is given: the
     arrivals of that UTC day; of the files of one environment when `*_env` names a key and
     value) and write OUT/compare.json, OUT/compare.html and (`pdf`) OUT/compare.pdf, the
-    verdict on its first page."""
+    verdict on its first page. Latencies are end to end where both sides record every
+    request's arrival, else (or with `span`) each request's span on both sides."""
     from mapreport import __version__
     from mapreport.report import html as pages
 
@@ -189,11 +217,21 @@ def compare_runs(
     out_of_datasets(out, a_path, b_path)
     th = th or Thresholds()
     same = a_path == b_path
-    ra = _read_side(a_path, a_slice, a_date, a_env, "a", th, same)
-    rb = _read_side(b_path, b_slice, b_date, b_env, "b", th, same)
+    oa = _open_side(a_path, a_slice, a_date, a_env, "a")
+    ob = _open_side(b_path, b_slice, b_date, b_env, "b")
+    basis = shared_basis(oa.basis, ob.basis, span)
+    ra = _read_side(oa, a_path, th, same, basis)
+    rb = _read_side(ob, b_path, th, same, basis)
     a, b = ra.side, rb.side
     key = (a.workload, a.slice, b.workload, b.slice)
-    c, total = _with_ops(compare(ra.samples, rb.samples, th, key=key), ra.ops, rb.ops, th, key)
+    sa, sb = ra.samples, rb.samples
+    shapes = compare(
+        sa.latency, sb.latency, th, key=key, blocks=(sa.block, sb.block),
+        parts=((sa.queue, sa.compute), (sb.queue, sb.compute)),
+        pooled=None if sa.pooled is None or sb.pooled is None else (sa.pooled, sb.pooled),
+        basis=basis,
+    )  # fmt: skip
+    c, total = _with_ops(shapes, ra.ops, rb.ops, th, key)
     runs = RunsCompared(
         len(ra.runs),
         len(rb.runs),
@@ -219,6 +257,8 @@ def compare_runs(
         "c": c,
         "th": th,
         "headline": headline(c, total),
+        "basis": basis_sentence(c),
+        "blocks": blocks_sentence(c),
         "whole": whole_view(total),
         "parts": part_lines(c),
         "only_ops": only_lines(c),
@@ -240,6 +280,17 @@ def compare_runs(
         "css": Markup(pages.css()),
         "plotly_js": "",
     }
+    _render(out, context, pdf, c, view, evidence)
+    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c, total)}", mapping, runs, total)
+
+
+def _render(
+    out: Path, context: dict[str, Any], pdf: bool, c: Comparison, view: MappingView | None,
+    evidence: dict[tuple[str, ...], str],
+) -> None:  # fmt: skip
+    """compare.html, and (`pdf`) compare.pdf with part of each long table."""
+    from mapreport.report import html as pages
+
     html = pages.render(
         "compare.html.j2", **context, media="screen", page_js=Markup(pages.page_js())
     )
@@ -263,7 +314,6 @@ def compare_runs(
         }
         printable = pages.render("compare.html.j2", **context, media="print", page_js=None)
         write_pdf(printable, out / "compare.pdf")
-    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c, total)}", mapping, runs, total)
 
 
 def _with_ops(
