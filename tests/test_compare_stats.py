@@ -1,0 +1,94 @@
+"""Issue 51, items 1-3: requests compared by their span where no arrival is recorded, the
+block length chosen from the latency autocorrelation, and op x shapes aligned across an out=
+buffer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mapreport.analysis.compare_ops import align_out_buffers
+from mapreport.analysis.compare_stats import LatencyBasis, block_quantiles, choose_block
+from mapreport.report.compare_tests import LATENCY_WORDS
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+def test_every_latency_basis_has_its_words() -> None:
+    assert all(LATENCY_WORDS.get(m) for m in LatencyBasis)
+
+
+def test_independent_requests_get_blocks_of_one_and_bursts_longer_ones() -> None:
+    rng = np.random.default_rng(1)
+    assert choose_block(rng.normal(size=2000)).length == 1
+    ar = np.zeros(2000)  # AR(1) at 0.8: the autocorrelation at lag k is 0.8^k
+    for i in range(1, len(ar)):
+        ar[i] = 0.8 * ar[i - 1] + rng.normal()
+    got = choose_block(ar)
+    assert got.lag1 is not None and got.lag1 > 0.7
+    # 0.8^k falls under the band 1.96/sqrt(2000) = 0.044 at k = 14
+    assert 8 <= got.length <= 25, got
+
+
+def test_block_bootstrap_widens_an_interval_by_what_the_bursts_cost() -> None:
+    rng = np.random.default_rng(2)
+    level = np.repeat(rng.normal(size=40), 25)  # bursts of 25 consecutive requests
+    x = np.exp(0.3 * level + 0.05 * rng.normal(size=1000))
+    block = choose_block(np.log(x) - np.median(np.log(x))).length
+    iid = block_quantiles(x, 0.5, 1, 2000, np.random.default_rng(3))
+    blocked = block_quantiles(x, 0.5, block, 2000, np.random.default_rng(3))
+    assert block >= 10
+    assert np.std(blocked) > 2 * np.std(iid)
+
+
+def test_an_out_buffer_does_not_stop_two_calls_aligning() -> None:
+    """Inductor calls aten::addmm with the output buffer it allocated (6 inputs), eager with 5."""
+    eager = ("aten::addmm", "512;8x256;256x512;();()", '["float","float","float","Scalar","Scalar"]')
+    inductor = (
+        "aten::addmm",
+        "512;8x256;256x512;();();8x512",
+        '["float","float","float","Scalar","Scalar","float"]',
+    )
+    other = ("aten::addmm", "1024;8x256;256x1024;();();8x1024", '["float"]')
+    a = {eager: np.ones(3)}
+    b = {inductor: np.ones(4), other: np.ones(2)}
+    a2, b2 = align_out_buffers(a, b)
+    assert set(a2) == {eager} and set(b2) == {eager, other}
+    assert len(b2[eager]) == 4
+
+
+@pytest.mark.parametrize("case", ["torch-limit", "torch-dims-load"])
+def test_requests_read_from_trace_spans_are_compared_by_their_span(
+    case: str, tmp_path: Path
+) -> None:
+    """A profiler trace's requests have no arrival: compare.json holds their shapes, on the
+    span basis, each shape's median the server's own compute median (requests.csv.gz, read
+    with pandas) within 2% (the span is the record_function's, the log's the server's clock)."""
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+    from mapreport.run.comparing import compare_runs
+
+    src = GOLDEN / case / "input"
+    ds = tmp_path / "ds"
+    files = [src / "profiler.w0.json.gz", *sorted((src / "torch_trace").glob("*.log.gz"))]
+    args = ["ingest", "--dataset", str(ds), "--workload", "torch-serving", *map(str, files)]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "out"
+    compare_runs(ds, ds, out, pdf=False)
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["basis"] == "span" and doc["a"]["basis"] == "span"
+    log = pd.read_csv(src / "requests.csv.gz")
+    log["compute"] = log["compute_end_us"] - log["compute_start_us"]
+    want = log.groupby(["batch", "seq"])["compute"].median()
+    got = {s["shape"]: s for s in doc["shapes"]}
+    assert sum(s["n_a"] for s in doc["shapes"]) == len(log)
+    for (b, s), med in want.items():
+        shape = next(k for k in got if k.replace("x", ",").split(",")[-2:] == [str(b), str(s)])
+        assert got[shape]["p50_a_us"] == pytest.approx(med, rel=0.02)
+        assert got[shape]["ratio_p50"] == pytest.approx(1.0)
