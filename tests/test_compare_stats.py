@@ -29,7 +29,8 @@ def test_independent_requests_get_blocks_of_one_and_bursts_longer_ones() -> None
     for i in range(1, len(ar)):
         ar[i] = 0.8 * ar[i - 1] + rng.normal()
     got = choose_block(ar)
-    assert got.lag1 is not None and got.lag1 > 0.7
+    assert got.lag1 is not None
+    assert got.lag1 > 0.7
     # 0.8^k falls under the band 1.96/sqrt(2000) = 0.044 at k = 14
     assert 8 <= got.length <= 25, got
 
@@ -47,7 +48,8 @@ def test_block_bootstrap_widens_an_interval_by_what_the_bursts_cost() -> None:
 
 def test_an_out_buffer_does_not_stop_two_calls_aligning() -> None:
     """Inductor calls aten::addmm with the output buffer it allocated (6 inputs), eager with 5."""
-    eager = ("aten::addmm", "512;8x256;256x512;();()", '["float","float","float","Scalar","Scalar"]')
+    types = '["float","float","float","Scalar","Scalar"]'
+    eager = ("aten::addmm", "512;8x256;256x512;();()", types)
     inductor = (
         "aten::addmm",
         "512;8x256;256x512;();();8x512",
@@ -57,7 +59,8 @@ def test_an_out_buffer_does_not_stop_two_calls_aligning() -> None:
     a = {eager: np.ones(3)}
     b = {inductor: np.ones(4), other: np.ones(2)}
     a2, b2 = align_out_buffers(a, b)
-    assert set(a2) == {eager} and set(b2) == {eager, other}
+    assert set(a2) == {eager}
+    assert set(b2) == {eager, other}
     assert len(b2[eager]) == 4
 
 
@@ -82,7 +85,8 @@ def test_requests_read_from_trace_spans_are_compared_by_their_span(
     out = tmp_path / "out"
     compare_runs(ds, ds, out, pdf=False)
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["basis"] == "span" and doc["a"]["basis"] == "span"
+    assert doc["basis"] == "span"
+    assert doc["a"]["basis"] == "span"
     log = pd.read_csv(src / "requests.csv.gz")
     log["compute"] = log["compute_end_us"] - log["compute_start_us"]
     want = log.groupby(["batch", "seq"])["compute"].median()
