@@ -344,6 +344,17 @@ def graph_run(src: Path) -> Expected:
     return expected
 
 
+def capture_alone(src: Path) -> Expected:
+    """A graph-capture trace alone (the server's start-up: `cudaStreamBeginCapture`, each
+    kernel run once while its graph is recorded): the device waits between captures, which is
+    not serving idle, so the device family is not judged (it was failing at 99.9%)."""
+    with gzip.open(src, "rt") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    assert any("StreamBeginCapture" in str(e.get("name", "")) for e in events), src
+    return {"device": "not_judged", "sla": "not_judged"}
+
+
 def compile_log(src: Path) -> Expected:
     state = truth_compiles(src)
     return {"compiles": state, "sla": "not_judged", "status": state}
@@ -418,6 +429,18 @@ REAL: list[Any] = [
         "tracelens/inference/sglang_decode/sglang_Qwen3-8B_decode.json.gz",
         graph_run,
         "sglang-graphs",
+    ),
+    (
+        "tracelens/inference/vllm_decode_full/capture_traces/"
+        "graph_capture_rank_0.1773709742341309550.pt.trace.json.gz",
+        capture_alone,
+        "vllm-graph-capture-not-serving",
+    ),
+    (
+        "tracelens/inference/vllm_prefilldecode_piecewise/capture_traces/"
+        "graph_capture_rank_0.1773709679453551615.pt.trace.json.gz",
+        capture_alone,
+        "vllm-piecewise-capture-not-serving",
     ),
     ("tlparse/inputs/comp_failure.log", compile_log, "compile-failed"),
     (

@@ -113,6 +113,8 @@ def _compiles(failed: int = 0, refused: int = 0, recompiles: int = 0, breaks: in
         (_compiles(refused=1), Status.AT_RISK, StatusReason.RECOMPILE_LIMIT),
         (_compiles(recompiles=14), Status.AT_RISK, StatusReason.MANY_RECOMPILES),
         (_compiles(recompiles=2), Status.HEALTHY, StatusReason.COMPILED),
+        # ahead-of-time records (TVM): no frame to recompile, not "the most: 0"
+        (_compiles(), Status.HEALTHY, StatusReason.ALL_COMPILED),
     ],
 )
 def test_compiles(c: Compiles, state: Status, reason: StatusReason) -> None:

@@ -430,6 +430,10 @@ def judge(c: Compiles | None) -> Judgement | None:
         return Judgement(
             family, Status.AT_RISK, StatusReason.RECOMPILE_LIMIT, float(c.refused), n=attempts
         )
+    if not c.frames and not c.recompiles:  # ahead of time (TVM, TensorRT): no frame recompiles
+        return Judgement(
+            family, Status.HEALTHY, StatusReason.ALL_COMPILED, float(attempts), n=attempts
+        )
     top = max(c.frames, key=lambda f: (f.recompiles, f.frame)) if c.frames else None
     frame, most = (top.frame, top.recompiles) if top else ("", c.recompiles)
     if top is not None and top.processes > 1:  # the limit is per process

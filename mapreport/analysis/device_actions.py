@@ -109,6 +109,8 @@ def idle_action(
     """Keep the device fed when it sat idle for a material share of its span, its CI above
     the materiality bound."""
     idle = t.shares[DeviceActivity.IDLE]
+    if t.capture_only:  # idle while graphs are recorded is not idle while serving
+        return None
     seed = seed_for(s.thresholds.seed, s.workload, s.slice, "device_idle")
     ev = replace(idle_evidence(t, s.thresholds, seed), sources=sources)
     if idle < IDLE_MATERIAL or ev.ci is None or ev.ci.low < IDLE_MATERIAL:
@@ -135,9 +137,14 @@ it works, failing; between IDLE_MATERIAL and this it is at risk (and an action s
 def judge_idle(t: Timeline | None, th: Thresholds, workload: str, slice_: str) -> Judgement | None:
     """The devices' idle share with its CI (the idle action's evidence, same seed): failing
     when the CI's low end is at least IDLE_FAILING, at risk when it is at least
-    IDLE_MATERIAL (where the idle action stands), else healthy (None: no device rows)."""
+    IDLE_MATERIAL (where the idle action stands), else healthy; not judged when every trace is
+    a graph capture (the server's start-up) (None: no device rows)."""
     if t is None or not t.kernels:
         return None
+    if t.capture_only:  # the start-up's graph capture: no serving step ran to keep fed
+        return Judgement(
+            JudgementFamily.DEVICE, Status.NOT_JUDGED, StatusReason.DEVICE_CAPTURE, n=t.kernels
+        )
     ev = idle_evidence(t, th, seed_for(th.seed, workload, slice_, "device_idle"))
     idle = t.shares[DeviceActivity.IDLE]
     low = ev.ci.low if ev.ci is not None else idle

@@ -8,7 +8,7 @@ own union, and idle is the span less the union of everything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -33,6 +33,9 @@ class Timeline:
     windows: tuple[tuple[float, float], ...] = ()
     """(idle, width) of WINDOWS equal windows of each device's span: the blocks the idle
     share's CI resamples (`idle_interval`)."""
+    capture_only: bool = False
+    """Every trace of the slice is a graph capture (the server's start-up: kernels run once
+    each while the graphs are recorded), so its idle time is not serving idle."""
 
 
 WINDOWS = 20
@@ -128,17 +131,33 @@ def overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) 
     return total
 
 
+CAPTURE_ONLY = """
+    SELECT count(DISTINCT source_id) FILTER (WHERE category = 'runtime'
+            AND name LIKE '%StreamBeginCapture%') > 0
+        AND count(DISTINCT source_id) FILTER (WHERE category = 'runtime'
+            AND name LIKE '%StreamBeginCapture%')
+            = count(DISTINCT source_id) FILTER (WHERE category = 'kernel')
+    FROM op_exec WHERE workload = $w AND slice = $s
+"""
+"""Whether every trace of the slice with kernels is a graph capture."""
+
+
 def timeline(con: Connection, workload: str, slice_: str) -> Timeline | None:
     """The slice's device timeline; None when its traces hold no device rows."""
     rows = con.execute(ROWS, {"w": workload, "s": slice_, "comm": COMMUNICATION_KERNELS}).fetchall()
     if not rows:
         return None
-    return of_rows(
-        [str(r[0]) for r in rows],
-        [str(r[1]) for r in rows],
-        [str(r[2]) for r in rows],
-        [float(r[3]) for r in rows],
-        [float(r[4]) for r in rows],
+    found = con.execute(CAPTURE_ONLY, {"w": workload, "s": slice_}).fetchone()
+    capture_only = bool(found and found[0])
+    return replace(
+        of_rows(
+            [str(r[0]) for r in rows],
+            [str(r[1]) for r in rows],
+            [str(r[2]) for r in rows],
+            [float(r[3]) for r in rows],
+            [float(r[4]) for r in rows],
+        ),
+        capture_only=capture_only,
     )
 
 

@@ -286,7 +286,12 @@ class StatusReason(StrEnum):
     RECOMPILE_LIMIT = "recompile_limit"
     """The compiler refused to compile again (its recompile limit): the frame ran eagerly."""
     MANY_RECOMPILES = "many_recompiles"
+    ALL_COMPILED = "all_compiled"
+    """Every compile attempt compiled, and nothing recompiles at run time (an ahead-of-time
+    compiler's records: TVM, TensorRT)."""
     COMPILED = "compiled"
+    DEVICE_CAPTURE = "device_capture"
+    """Every trace is a graph capture (the server's start-up): its idle is not serving idle."""
     DEVICE_IDLE = "device_idle"
     DEVICE_BUSY = "device_busy"
     ROLLBACK_DUE = "rollback_due"

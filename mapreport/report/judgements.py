@@ -48,6 +48,7 @@ WORDS: dict[StatusReason, str] = {
     StatusReason.MANY_RECOMPILES: "frame {subject} recompiled {figure} times (the limit is "
     "{bound})",
     StatusReason.COMPILED: "{n} compiled, no frame recompiled {bound} times (the most: {figure})",
+    StatusReason.ALL_COMPILED: "every one of {n} compiled",
     StatusReason.DEVICE_IDLE: "the devices sat idle {figure} of their span {ci} over {n}",
     StatusReason.DEVICE_BUSY: "the devices sat idle {figure} of their span {ci}, under {bound}",
     StatusReason.ROLLBACK_DUE: "{n} exceeded tonight, the furthest on {subject}: {figure} "
@@ -67,6 +68,8 @@ WORDS: dict[StatusReason, str] = {
     StatusReason.NO_DEVICE_LIMITS: "the device's limits are unknown ([device] in the config): "
     "not judged",
     StatusReason.PADDING_WASTE: "padding wastes {figure} of the graph replays' device time {ci}",
+    StatusReason.DEVICE_CAPTURE: "the traces are graph captures (the server's start-up, "
+    "{n}): the device waits while graphs are recorded, not while serving; not judged",
     StatusReason.GRAPHS_REPLAYED: "graphs replayed over {n}; padding waste {figure}",
     StatusReason.GRAPH_BREAKS: "{figure}, the first at {subject}",
     StatusReason.NO_GRAPH_BREAKS: "every compiled frame compiled whole",
@@ -96,7 +99,9 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.COMPILE_FAILED: ("figure", "compile attempt"),
     StatusReason.RECOMPILE_LIMIT: ("figure", "compile attempt"),
     StatusReason.COMPILED: ("n", "compile attempt"),
+    StatusReason.ALL_COMPILED: ("n", "compile attempt"),
     StatusReason.DEVICE_IDLE: ("n", "kernel"),
+    StatusReason.DEVICE_CAPTURE: ("n", "kernel"),
     StatusReason.LOOP_ON_TRACK: ("n", "action"),
     StatusReason.ROLLBACK_DUE: ("n", "rollback trigger"),
     StatusReason.GRAPHS_REPLAYED: ("n", "step"),
