@@ -1,11 +1,19 @@
-"""Shared fixtures: the demo data generated once per session, ingested, analysed and reported."""
+"""Shared fixtures: the demo data generated, ingested, analysed and reported once for every
+test worker and every run of the same code (`cached`), each worker reading its own copy."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
+import hashlib
 import os
 import re
 import shutil
+import sys
+import time
+from collections.abc import Callable
 from datetime import date
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -24,26 +32,98 @@ if os.environ.get("CI"):
     settings.load_profile("ci")
 
 REPO = Path(__file__).resolve().parents[1]
-REALDATA = REPO.parent / "shared" / "realdata"
+REALDATA = Path(os.environ.get("MAPREPORT_REALDATA", REPO.parent / "shared" / "realdata"))
+"""Real traces and profiles; tests that read them skip when it is absent (point the variable
+at a missing folder to check they do)."""
 SAMPLE_DATA = REPO / "sample_data"
 DEMO_NIGHT = date(2026, 11, 28)
 """The night the generated demo telemetry was captured (`synth.WINDOW_START_US`)."""
+CACHE = Path(os.environ.get("MAPREPORT_TEST_CACHE", REPO / ".pytest_cache" / "mapreport"))
+"""Where `cached` keeps what it builds; MAPREPORT_TEST_CACHE=off builds in each session."""
+BUILT_UNDER = () if str(CACHE) == "off" else (str(CACHE),)
+"""Paths the cached outputs were written below (a reader must never see them)."""
+KEYED = ("mapreport", "templates", "sample_data", "tests/golden", "tests/conftest.py")
+"""What the cached set-ups are made from: their key is a hash of these files' contents."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The key is taken once, before the test workers start, so that every worker of a run
+    reads the same set-up even while files of the tree change under it."""
+    if not hasattr(config, "workerinput"):
+        os.environ["MAPREPORT_TEST_CACHE_KEY"] = _source_key()
+
+
+@functools.cache
+def cache_key() -> str:
+    """The run's key (`pytest_configure`), or this process's own outside pytest-xdist."""
+    return os.environ.get("MAPREPORT_TEST_CACHE_KEY") or _source_key()
+
+
+def _source_key() -> str:
+    """A hash of the package source, templates, demo inputs and this file, and of the
+    versions of Python and the libraries whose results the set-up holds."""
+    h = hashlib.sha256(sys.version.encode())
+    for lib in ("duckdb", "pyarrow", "numpy", "plotly", "weasyprint", "kaleido", "jinja2"):
+        h.update(f"{lib}={metadata.version(lib)}".encode())
+    for name in KEYED:
+        top = REPO / name
+        for f in sorted(top.rglob("*")) if top.is_dir() else [top]:
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(f"\0{f.relative_to(REPO)}\0".encode())
+                h.update(f.read_bytes())
+    return h.hexdigest()[:20]
+
+
+def cached(name: str, build: Callable[[Path], None], factory: pytest.TempPathFactory) -> Path:
+    """The folder `build` fills, built once per `cache_key` for every test worker and every
+    run: the first worker to ask builds it in place (absolute paths it writes stay true)
+    while the others wait on a lock; a build that did not finish is thrown away."""
+    if str(CACHE) == "off":
+        folder = factory.mktemp(name)
+        build(folder)
+        return folder
+    root = CACHE / cache_key()
+    folder, done = root / name, root / f"{name}.done"
+    if done.is_file():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            build(folder)
+            done.touch()
+    _prune(root)
+    return folder
+
+
+def _prune(keep: Path, days: float = 2) -> None:
+    """Cached set-ups of other code untouched for `days` (other runs may still read newer)."""
+    for other in CACHE.iterdir():
+        if other != keep and time.time() - other.stat().st_mtime > days * 86400:
+            shutil.rmtree(other, ignore_errors=True)
+
+
+def private_copy(folder: Path, factory: pytest.TempPathFactory, name: str) -> Path:
+    """A copy of a cached folder that this worker's tests may change."""
+    target = factory.mktemp(name) / folder.name
+    shutil.copytree(folder, target)
+    return target
 
 
 @pytest.fixture(scope="session")
 def sample_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh copy of the demo inputs from the seeded generator."""
-    out = tmp_path_factory.mktemp("sample")
-    generate(out)
-    return out
+    """The demo inputs from the seeded generator, shared by every worker: read them, or
+    change a `copy_sample` of them."""
+    return cached("sample", generate, tmp_path_factory)
 
 
 @pytest.fixture(scope="session")
 def demo_dataset(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
-    """The demo inputs ingested into a dataset."""
-    ds = tmp_path_factory.mktemp("dataset")
-    ingest(ds, sorted(sample_dir.iterdir()))
-    return ds
+    """The demo inputs ingested into a dataset (this worker's copy)."""
+    built = cached("dataset", lambda ds: ingest(ds, sorted(sample_dir.iterdir())), tmp_path_factory)
+    return private_copy(built, tmp_path_factory, "dataset")
 
 
 @pytest.fixture(scope="session")
@@ -73,25 +153,31 @@ def write_config(folder: Path, sources: Path, extra: str = "") -> Path:
     return path
 
 
+def _nightly(sample_dir: Path, pdf: bool) -> Callable[[Path], None]:
+    """A build of the nightly job run on the demo inputs into a folder."""
+
+    def build(folder: Path) -> None:
+        config = load_config(write_config(folder, sample_dir))
+        outcomes = run(config, night=DEMO_NIGHT, pdf=pdf).outcomes
+        assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
+
+    return build
+
+
 @pytest.fixture(scope="session")
 def demo_reports(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
-    """The nightly job run on the demo inputs (HTML, PDF, findings.json); returns OUT."""
-    folder = tmp_path_factory.mktemp("run")
-    config = load_config(write_config(folder, sample_dir))
-    outcomes = run(config, night=DEMO_NIGHT).outcomes
-    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
-    return config.out
+    """The nightly job run on the demo inputs (HTML, PDF, findings.json); returns OUT (in
+    this worker's copy of the run's folder, the dataset beside it)."""
+    built = cached("run", _nightly(sample_dir, pdf=True), tmp_path_factory)
+    return private_copy(built, tmp_path_factory, "run") / "reports"
 
 
 @pytest.fixture(scope="session")
 def demo_html(tmp_path_factory: pytest.TempPathFactory, sample_dir: Path) -> Path:
     """The nightly job run on the demo inputs without PDFs (HTML, findings.json, evidence
     packs; the dataset beside it); returns OUT. For tests that read no PDF."""
-    folder = tmp_path_factory.mktemp("run-html")
-    config = load_config(write_config(folder, sample_dir))
-    outcomes = run(config, night=DEMO_NIGHT, pdf=False).outcomes
-    assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
-    return config.out
+    built = cached("run-html", _nightly(sample_dir, pdf=False), tmp_path_factory)
+    return private_copy(built, tmp_path_factory, "run-html") / "reports"
 
 
 def copy_sample(sample_dir: Path, target: Path) -> Path:

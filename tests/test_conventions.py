@@ -16,6 +16,7 @@ from mapreport.analysis.impact import Impact
 from mapreport.core.kinds import ImpactUnit
 from mapreport.report import words
 from mapreport.report.filters import metric_value, signed_pct
+from tests.conftest import BUILT_UNDER
 from tests.test_render import SLICES, pdftotext
 
 
@@ -93,7 +94,7 @@ def test_no_build_machine_path_reaches_a_reader(demo_reports: Path, sample_dir: 
     below the folder they were ingested from (before: `below /tmp/.../sample` in the PDF,
     every ticket's files and findings.json's `sources` with absolute paths, the board's
     dataset by its path)."""
-    machine = (str(sample_dir), str(demo_reports.parent), str(demo_reports))
+    machine = (str(sample_dir), str(demo_reports.parent), str(demo_reports), *BUILT_UNDER)
     outputs = [
         *demo_reports.rglob("report.html"),
         *demo_reports.rglob("findings.json"),

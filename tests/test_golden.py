@@ -36,7 +36,7 @@ from mapreport.run.evidence import explain
 from mapreport.run.ingesting import ingest
 from mapreport.run.nightly import run
 from mapreport.run.reporting import report
-from tests.conftest import REALDATA, SAMPLE_DATA
+from tests.conftest import REALDATA, SAMPLE_DATA, cached, private_copy
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.toml").is_file())
@@ -143,10 +143,13 @@ def run_case(name: str, work: Path, engine: EngineSettings | None = None) -> Cas
             config.dataset, config.out, config, pdf=False, record=True, run_date=RUN_DATE
         )
     assert all(o.error is None for o in outcomes), [o.error for o in outcomes]
-    folders = tuple(
-        str(f.parent.relative_to(config.out)) for f in sorted(config.out.rglob("findings.json"))
-    )
-    return Case(name, config.out, folders)
+    return case_at(name, config.out)
+
+
+def case_at(name: str, out: Path) -> Case:
+    """A case whose reports are in `out`."""
+    folders = tuple(str(f.parent.relative_to(out)) for f in sorted(out.rglob("findings.json")))
+    return Case(name, out, folders)
 
 
 def needs(name: str) -> None:
@@ -157,9 +160,18 @@ def needs(name: str) -> None:
 
 @pytest.fixture(scope="module", params=CASES)
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
-    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML)."""
-    needs(request.param)
-    return run_case(request.param, tmp_path_factory.mktemp(f"golden-{request.param}"))
+    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML);
+    a case whose inputs are committed is run once for every worker and run of the same code."""
+    name = request.param
+    needs(name)
+    if _needs_realdata(GOLDEN / name / "input" / "mapreport.toml"):
+        return run_case(name, tmp_path_factory.mktemp(f"golden-{name}"))
+
+    def build(work: Path) -> None:
+        run_case(name, work)
+
+    built = cached(f"golden-{name}", build, tmp_path_factory)
+    return case_at(name, private_copy(built, tmp_path_factory, f"golden-{name}") / "reports")
 
 
 def test_findings_match_golden(case: Case) -> None:
