@@ -96,3 +96,43 @@ def test_requests_read_from_trace_spans_are_compared_by_their_span(
         shape = next(k for k in got if k.replace("x", ",").split(",")[-2:] == [str(b), str(s)])
         assert got[shape]["p50_a_us"] == pytest.approx(med, rel=0.02)
         assert got[shape]["ratio_p50"] == pytest.approx(1.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["torch-serving", "torch-workers"])
+def test_a_real_run_split_by_request_id_flags_no_shape(case: str, tmp_path: Path) -> None:
+    """A/A: one real torch.compile serving run (its native export, arrivals recorded, compile
+    stalls of 1.9-3.3 s in it) split into even and odd request ids: no shape and no pooled
+    quantile moves at p50 or p95, through the command line."""
+    import gzip
+
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+
+    src = GOLDEN / case / "input" / "serving.runtime.jsonl.gz"
+    with gzip.open(src, "rt") as fh:
+        rows = [json.loads(line) for line in fh]
+    sides = []
+    for parity in (0, 1):
+        part = tmp_path / f"side{parity}.jsonl"
+        part.write_text(
+            "".join(
+                json.dumps(r) + "\n"
+                for r in rows
+                if "request_id" in r and int(r["request_id"].lstrip("r")) % 2 == parity
+            )
+        )
+        ds = Dataset(tmp_path / f"ds{parity}", create=True)
+        ingest_file(ds, part)
+        sides.append(str(ds.root))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compare", *sides, "--out", str(out), "--no-pdf"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "compare.json").read_text())
+    tested = [s for s in doc["shapes"] if s["verdict"] != "insufficient"]
+    assert tested, doc["shapes"]
+    assert {s["verdict"] for s in tested} == {"same"}, [(s["shape"], s["verdict"]) for s in tested]
+    assert "No shape's p50 or p95 moved beyond its CI" in doc["verdict"]
