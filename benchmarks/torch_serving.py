@@ -8,7 +8,7 @@ Run with a separate venv holding PyTorch (never a dependency of mapreport):
     python3 -m venv /tmp/torchenv && /tmp/torchenv/bin/pip install torch==2.13.0 numpy
     /tmp/torchenv/bin/python benchmarks/torch_serving.py OUT [--workers 2] [--dynamic none]
         [--recompile-limit 4] [--annotation hash] [--load] [--requests 300] [--seed 1]
-        [--cache shared]
+        [--cache shared] [--load-period 5]
 
 Writes into OUT (gzip):
 - `requests.csv.gz`: the per-request log the server keeps (request id, worker and its pid,
@@ -76,6 +76,13 @@ def main() -> None:
     )
     ap.add_argument("--annotation", choices=sorted(ANNOTATIONS), default="ours")
     ap.add_argument("--load", action="store_true", help="another process keeps a core busy")
+    ap.add_argument(
+        "--load-period",
+        type=float,
+        default=0.0,
+        help="with --load: the busy process works and rests in turns of this many seconds "
+        "(a load that changes during the run)",
+    )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cache", choices=("off", "shared"), default="off")
     a = ap.parse_args()
@@ -105,7 +112,7 @@ def main() -> None:
     for p in procs:
         p.start()
     ready.wait()  # every worker has warmed up
-    busy = ctx.Process(target=_spin) if a.load else None
+    busy = ctx.Process(target=_spin, args=(a.load_period,)) if a.load else None
     if busy is not None:
         busy.start()
     t0 = time.time() + 0.2
@@ -125,6 +132,7 @@ def main() -> None:
         "recompile_limit": a.recompile_limit,
         "annotation": ANNOTATIONS[a.annotation],
         "load": a.load,
+        "load_period": a.load_period,
         "warm_shapes": [list(s) for s in shapes[: a.warm]],
         "requests": a.requests,
         "seed": a.seed,
@@ -141,10 +149,15 @@ def main() -> None:
     print(f"{len(rows)} requests, {compiled} serving-time compiles, {eager} eager")
 
 
-def _spin() -> None:
-    """Keep one core busy (a loaded machine)."""
+def _spin(period: float = 0.0) -> None:
+    """Keep one core busy (a loaded machine); with a period, busy and idle in turns of that
+    many seconds (a load that comes and goes)."""
     x = 0
+    start = time.time()
     while True:
+        if period and int((time.time() - start) / period) % 2:
+            time.sleep(0.01)
+            continue
         x = (x * 31 + 7) % 1_000_003
 
 
