@@ -110,15 +110,9 @@ def _run(root: Path, nights: list[date], sla: str = "") -> Doc:
 
 def _report(root: Path, *inputs: Path) -> Doc:
     """`mapreport ingest` and `report` of files alone (no configuration: no SLA)."""
-    ds, out = root / "ds", root / "out"
-    res = CliRunner().invoke(main, ["ingest", "--dataset", str(ds), "-q", *map(str, inputs)])
-    assert res.exit_code == 0, res.output
-    res = CliRunner().invoke(
-        main, ["report", "--dataset", str(ds), "--out", str(out), "--no-pdf", "-q"]
-    )
-    assert res.exit_code == 0, res.output
-    (found,) = sorted(out.rglob("findings.json"))
-    return json.loads(found.read_text())  # type: ignore[no-any-return]
+    from tests.test_judgements import _report as report_alone
+
+    return report_alone(root, *inputs)
 
 
 # --- ground truth from the raw inputs ----------------------------------------------------------

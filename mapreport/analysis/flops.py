@@ -450,25 +450,17 @@ def work(op: str, dims: Dims, types: Sequence[Any], concrete: Sequence[Any]) -> 
     """The FLOPs and bytes one execution of `op` asks for; None when the table does not know
     the op or its inputs do not say enough (no dims, no dtype, missing or degenerate conv
     arguments: stride or groups 0). A count beyond float range is infinite, not an error."""
+    kind = op_kind(op)
     try:
-        if op in _GEMM:
+        if kind == OpKind.GEMM:
             return _gemm(op, dims, types)
-        if op in _ATTENTION:
+        if kind == OpKind.ATTENTION:
             return _attention(op, dims, types, concrete)
-        if op in _CONV:
+        if kind == OpKind.CONV:
             return _conv(op, dims, types, concrete)
-        base = _base(op)
-        if not op.startswith("aten::"):
-            return None
-        for kind, names in (
-            (OpKind.ELEMENTWISE, _ELEMENTWISE),
-            (OpKind.REDUCTION, _REDUCTION),
-            (OpKind.NORM, _NORM),
-            (OpKind.COPY, _COPY),
-        ):
-            if base in names or op.split("::", 1)[-1] in names:
-                name = op.split("::", 1)[-1] if kind == OpKind.COPY else base
-                return _pointwise(kind, name, dims, types, concrete)
+        if kind is not None:
+            name = op.split("::", 1)[-1] if kind == OpKind.COPY else _base(op)
+            return _pointwise(kind, name, dims, types, concrete)
     except (IndexError, ValueError, TypeError, ZeroDivisionError, OverflowError):
         # dims or arguments that do not fit the op's signature, or degenerate ones (a zero
         # that divides, a number beyond float range): no count, so no roofline for this op
