@@ -123,7 +123,7 @@ def test_only_failed_trials_give_no_prediction(tmp_path: Path) -> None:
     path = _write(tmp_path / "bad.json", [_ansor([1e10], 2), _ansor([1e10], 2)])
     ds = Dataset(tmp_path / "ds", create=True)
     res = ingest_file(ds, path)
-    assert res.rows == {"compile_event": 1}
+    assert res.rows == {"compile_event": 1, "tuning_trial": 2}  # each failed trial is a row
 
 
 def test_autotvm_log(tmp_path: Path) -> None:

@@ -279,6 +279,31 @@ TABLES: Final[dict[str, pa.Schema]] = {
             *_PROVENANCE,
         ]
     ),
+    "tuning_trial": pa.schema(
+        [
+            # one measured candidate of an autotuning search (a TVM MetaSchedule, Ansor or
+            # AutoTVM trial): every trial, not only the best, in the order the search measured
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("plan_id", _S, nullable=False),  # the tuning run (its record file)
+            pa.field("task", _S, nullable=False),  # the tuner's task name or workload key
+            pa.field("target", _S),
+            pa.field("shape", _S),  # the task's argument shapes, canonical
+            pa.field("trial", _I64, nullable=False),  # 1-based order within (task, target, shape)
+            pa.field("config_id", _S, nullable=False),  # sha256 of `config`, 16 hex digits
+            pa.field("config", _S),  # the schedule as recorded (JSON text)
+            pa.field("costs_us", pa.list_(_F)),  # every repeat's time as measured
+            pa.field("mean_us", _F),  # their mean; null: the trial failed
+            pa.field("error", _S),  # null: measured; else the tuner's error code
+            pa.field("predicted_us", _F),  # the cost model's predicted time, when recorded
+            pa.field("predicted_score", _F),  # its score, higher is predicted faster
+            pa.field("cost_model", _S),  # the model that scored it (xgb, random, ...)
+            pa.field("tuning_ms", _F),  # build and measure time of this trial
+            pa.field("ts_us", _F),  # when it was measured (Unix epoch)
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
     "quarantine": pa.schema(
         [
             pa.field("field", _S),
@@ -419,6 +444,7 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
         "load_sweep",
         "metric_sample",
         "loadgen_run",
+        "tuning_trial",
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""

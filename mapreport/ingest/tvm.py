@@ -34,12 +34,10 @@ from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.spec import as_float
+from mapreport.ingest.tvm_trials import companion, failed, read_scores, trial_row
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink
-
-FAILED_SECONDS = 1e9
-"""TVM records a failed run as 1e10 s (MAX_FLOAT-like sentinels); anything this large failed."""
 
 _DECODE: JsonDecoder[Any] = JsonDecoder()
 _ANSOR = re.compile(rb'^\{\s*"i"\s*:\s*\[\s*\[')
@@ -123,8 +121,25 @@ def _costs(result: Any, what: str) -> tuple[list[float], int, float, float | Non
     return [float(c) for c in costs], err, all_cost, ts
 
 
-def _parse(rec: Any) -> tuple[str, str, str | None, str, list[float], int, float, float | None]:
-    """(op, target, shape, layout, costs, error_no, tuning cost, timestamp) of one record."""
+@dataclass(frozen=True)
+class _Trial:
+    """One record: a measured candidate."""
+
+    op: str
+    target: str
+    shape: str | None
+    layout: str
+    costs: list[float]
+    err: int
+    all_cost: float
+    ts: float | None
+    config: Any
+    index: int | None = None
+    """MetaSchedule's workload index (its companion files key by it)."""
+
+
+def _parse(rec: Any) -> _Trial:
+    """The trial one record holds."""
     if isinstance(rec, dict) and "i" in rec:
         inp = rec["i"]
         if not (isinstance(inp, list) and inp and isinstance(inp[0], list) and len(inp[0]) >= 2):
@@ -138,16 +153,22 @@ def _parse(rec: Any) -> tuple[str, str, str | None, str, list[float], int, float
             wk = [key]
         if not isinstance(wk, list) or not wk:
             wk = [key]
-        name = str(wk[0])
         costs, err, all_cost, ts = _costs(rec.get("r"), "r")
-        return name, str(target), _shape(wk[1:]), "auto_scheduler", costs, err, all_cost, ts
+        state = inp[1] if len(inp) > 1 else None
+        return _Trial(
+            str(wk[0]), str(target), _shape(wk[1:]), "auto_scheduler", costs, err, all_cost, ts,
+            state,
+        )  # fmt: skip
     if isinstance(rec, dict) and "input" in rec:
         inp = rec["input"]
         if not (isinstance(inp, list) and len(inp) >= 3):
             raise _Bad("input", "must be [target, task_name, args, kwargs]")
         args = inp[2] if isinstance(inp[2], list) else []
         costs, err, all_cost, ts = _costs(rec.get("result"), "result")
-        return str(inp[1]), str(inp[0]), _shape(args), "autotvm", costs, err, all_cost, ts
+        return _Trial(
+            str(inp[1]), str(inp[0]), _shape(args), "autotvm", costs, err, all_cost, ts,
+            rec.get("config"),
+        )  # fmt: skip
     if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], int):
         body = rec[1]
         if not (isinstance(body, list) and len(body) >= 2):
@@ -161,16 +182,10 @@ def _parse(rec: Any) -> tuple[str, str, str | None, str, list[float], int, float
         kind = target.get("kind") if isinstance(target, dict) else target
         args = body[3] if len(body) > 3 and isinstance(body[3], list) else []
         err = 0 if run_secs else 1  # a candidate that never ran has no times
-        return (
-            f"workload#{rec[0]}",
-            str(kind),
-            _shape(args),
-            "meta_schedule",
-            [float(c) for c in run_secs],
-            err,
-            0.0,
-            None,
-        )
+        return _Trial(
+            f"workload#{rec[0]}", str(kind), _shape(args), "meta_schedule",
+            [float(c) for c in run_secs], err, 0.0, None, body[0], rec[0],
+        )  # fmt: skip
     raise _Bad("", "not a TVM tuning record (auto_scheduler, AutoTVM or MetaSchedule)")
 
 
@@ -182,7 +197,7 @@ class TvmReader:
         "TVM tuning records (auto_scheduler, AutoTVM, MetaSchedule): best measured time per "
         "workload and argument shapes, tuning cost, failed trials"
     )
-    tables = ("compile_plan", "compile_event")
+    tables = ("compile_plan", "compile_event", "tuning_trial")
     default_policy: ErrorPolicy = "abort"
     deprecated: str | None = None
 
@@ -192,10 +207,16 @@ class TvmReader:
         return any(p.match(first) for p in (_ANSOR, _AUTOTVM, _META))
 
     def read(self, path: Path, sink: Sink) -> None:
-        """Stream the records, keeping per-workload counts and the best trial."""
+        """Stream the records: a `tuning_trial` row each, per-workload counts and the best."""
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         slice_ = sink.hints.get("slice", "")
         plan_id = path.name.rsplit(".", 1)[0]
+        if path.name.startswith("database_tuning_record") and path.parent.name:
+            plan_id = path.parent.name  # a MetaSchedule database is named by its folder
+        side = companion(path)
+        scores = read_scores(side) if side is not None else {}
+        if side is not None:
+            sink.note(f"cost-model scores from {side.name}")
         seen: dict[tuple[str, str, str | None], _Workload] = {}
         with open_bytes(path) as fh:
             for line_no, raw in bounded_lines(fh):
@@ -211,26 +232,36 @@ class TvmReader:
                     sink.reject(line_no, None, f"invalid JSON: {e}", text[:2000])
                     continue
                 try:
-                    op, target, shape, layout, costs, err, all_cost, ts = _parse(rec)
+                    t = _parse(rec)
                 except _Bad as e:
                     sink.reject(line_no, e.field or None, e.reason, text[:2000])
                     continue
                 w = seen.setdefault(
-                    (op, target, shape), _Workload(op, target, shape, layout, line_no)
+                    (t.op, t.target, t.shape),
+                    _Workload(t.op, t.target, t.shape, t.layout, line_no),
                 )
                 w.trials += 1
-                w.tuning_s += all_cost
-                if ts is not None and (w.first_ts is None or ts < w.first_ts):
-                    w.first_ts = ts
+                w.tuning_s += t.all_cost
+                if t.ts is not None and (w.first_ts is None or t.ts < w.first_ts):
+                    w.first_ts = t.ts
                 if isinstance(rec, dict) and "v" in rec:
                     w.extra["version"] = rec["v"]
-                failed = err != 0 or not costs or max(costs) >= FAILED_SECONDS
-                if failed:
+                error = failed(t.err, t.costs)
+                score = scores.get((t.index, w.trials)) if t.index is not None else None
+                sink.add(
+                    "tuning_trial",
+                    line_no,
+                    trial_row(
+                        workload=workload, slice_=slice_, plan_id=plan_id, task=t.op,
+                        target=t.target, shape=t.shape, trial=w.trials, config=t.config,
+                        costs=t.costs, error=error, all_cost=t.all_cost, ts=t.ts, score=score,
+                    ),
+                )  # fmt: skip
+                if error is not None:
                     w.failed += 1
-                    code = str(err) if err != 0 else "failed_time"
-                    w.errors[code] = w.errors.get(code, 0) + 1
+                    w.errors[error] = w.errors.get(error, 0) + 1
                     continue
-                mean = sum(costs) / len(costs)
+                mean = sum(t.costs) / len(t.costs)
                 if w.best_s is None or mean < w.best_s:
                     w.best_s, w.best_line = mean, line_no
         for w in seen.values():
