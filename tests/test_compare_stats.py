@@ -136,3 +136,36 @@ def test_a_real_run_split_by_request_id_flags_no_shape(case: str, tmp_path: Path
     assert tested, doc["shapes"]
     assert {s["verdict"] for s in tested} == {"same"}, [(s["shape"], s["verdict"]) for s in tested]
     assert "No shape's p50 or p95 moved beyond its CI" in doc["verdict"]
+
+
+def test_one_run_a_side_tests_each_shape_against_the_runs_shift() -> None:
+    """A machine twice as fast on B (every shape x0.5) is the run's shift: with one run a
+    side no shape is flagged against it, and the shift is stated with its CI; a shape that
+    also slowed x2 on top of it (x1.0 against A) is flagged slower against the shift. Tested
+    against 1 (runs a side), every shape of the first pair is faster."""
+    from mapreport.analysis.common import Thresholds
+    from mapreport.analysis.compare import compare
+    from mapreport.core.kinds import CompareVerdict as Verdict
+
+    th = Thresholds(bootstrap_resamples=1000)
+    rng = np.random.default_rng(5)
+    shapes = [f"b={i}" for i in range(1, 7)]
+    a = {s: rng.lognormal(np.log(1000.0 * (i + 1)), 0.3, 300) for i, s in enumerate(shapes)}
+    b = {s: rng.lognormal(np.log(500.0 * (i + 1)), 0.3, 300) for i, s in enumerate(shapes)}
+    shifted = compare(a, b, th, key=("shift",), relative=True)
+    assert {s.verdict for s in shifted.shapes} == {Verdict.SAME}
+    (p50, p95) = shifted.shifts[:2]
+    assert p50.moved
+    assert p50.ratio == pytest.approx(0.5, rel=0.1)
+    assert p95.shapes == len(shapes)
+    absolute = compare(a, b, th, key=("shift",))
+    assert {s.verdict for s in absolute.shapes} == {Verdict.FASTER}
+    assert absolute.shifts == ()
+    b["b=3"] = rng.lognormal(np.log(1000.0 * 3), 0.3, 300)  # x1.0 against A: x2 the shift
+    one = compare(a, b, th, key=("shift",), relative=True)
+    verdicts = {s.shape: s.verdict for s in one.shapes}
+    assert verdicts.pop("b=3") == Verdict.SLOWER
+    assert set(verdicts.values()) == {Verdict.SAME}
+    moved = next(s for s in one.shapes if s.shape == "b=3").decisive
+    assert moved is not None
+    assert moved.vs_shift == pytest.approx(2.0, rel=0.15)

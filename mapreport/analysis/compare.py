@@ -27,12 +27,17 @@ from mapreport.analysis.compare_ops import (
 from mapreport.analysis.compare_stats import (
     FDR,
     INDEPENDENT,
+    MIN_SHIFT_SHAPES,
     BlockChoice,
     LatencyBasis,
+    RunShift,
     band_means,
     benjamini_hochberg,
+    ratio_draws,
     ratio_interval,
+    run_shift,
     shape_block,
+    summarize,
 )
 from mapreport.analysis.stats import seed_for
 from mapreport.core.kinds import CompareVerdict as Verdict
@@ -74,6 +79,15 @@ class QuantileTest:
     quantile (`compare_stats.band_means`); None unmoved or where not recorded."""
     compute_us: float | None = None
     """The same, of compute."""
+    vs_shift: float | None = None
+    """`ratio` over the run's shift at this quantile (`RunShift`), where the shape was tested
+    against it (one run a side); None: tested against 1."""
+    vs_shift_ci: tuple[float, float] | None = None
+
+    @property
+    def effect(self) -> float:
+        """What the verdict was read from: the ratio against the run's shift, else the ratio."""
+        return self.vs_shift if self.vs_shift is not None else self.ratio
 
     @property
     def queue_share(self) -> float | None:
@@ -119,7 +133,7 @@ class ShapeComparison:
     def decisive(self) -> QuantileTest | None:
         """The moved test that decides the verdict (None when none moved)."""
         moved = [t for t in self.tests if t.verdict in (Verdict.FASTER, Verdict.SLOWER)]
-        return max(moved, key=lambda t: abs(np.log(t.ratio)), default=None)
+        return max(moved, key=lambda t: abs(np.log(t.effect)), default=None)
 
     @property
     def impact(self) -> float:
@@ -171,6 +185,9 @@ class Comparison:
     blocks: tuple[BlockChoice, BlockChoice] = (INDEPENDENT, INDEPENDENT)
     """Each side's latency autocorrelation and block length."""
     basis: LatencyBasis = LatencyBasis.END_TO_END
+    shifts: tuple[RunShift, ...] = ()
+    """Per quantile, the run's shift the shapes were tested against (one run a side, at least
+    MIN_SHIFT_SHAPES shapes tested); empty: tested against 1."""
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
         """The shapes with verdict `v`, most impact first."""
@@ -266,17 +283,20 @@ def compare(
     parts: tuple[Split | None, Split | None] = (None, None),
     pooled: tuple[np.ndarray, np.ndarray] | None = None,
     basis: LatencyBasis = LatencyBasis.END_TO_END,
+    relative: bool = False,
 ) -> Comparison:
     """Every shape of either side: where both hold `min_samples_p95` requests, the p50 and p95
     ratios (p99 from `min_samples_p99`) with their block bootstrap CIs (each side's latencies
     in time order, in blocks of its `blocks` length scaled to the shape's share), verdicts
     held to the false discovery rate across every test made (shape x quantile), and each moved
-    quantile's change split into queue wait and compute (`parts`)."""
+    quantile's change split into queue wait and compute (`parts`). `relative` (one run a
+    side): each shape is tested against the run's shift (`RunShift`, where MIN_SHIFT_SHAPES
+    shapes are tested at the quantile), not against 1: a move of the whole run cannot be told
+    from a change of the machine between the runs, a shape's move beyond it can."""
     total_a = sum(len(v) for v in a.values()) or 1
     total_b = sum(len(v) for v in b.values()) or 1
     both = sorted(set(a) & set(b))
-    runs: list[tuple[str, str, float, tuple[int, int], tuple[float, tuple[float, float], float]]]
-    runs = []
+    drawn: list[Drawn] = []
     for shape in both:
         xa, xb = a[shape], b[shape]
         bl = (
@@ -286,20 +306,32 @@ def compare(
         for name, q in QUANTILES:
             if min(len(xa), len(xb)) >= _need(name, th):
                 seed = shape_seed(th.seed, key, shape, name)
-                got = ratio_interval(xa, xb, q, th.bootstrap_resamples, seed, bl)
-                runs.append((shape, name, q, bl, got))
+                point, draws = ratio_draws(xa, xb, q, th.bootstrap_resamples, seed, bl)
+                drawn.append((shape, name, q, bl, point, draws))
+    shifts = _shifts(drawn) if relative else {}
+    runs = []
+    for shape, name, q, bl, point, draws in drawn:
+        ratio, ci, p = summarize(point, draws)
+        against = None
+        if name in shifts:  # tested against the run's shift, not against 1
+            _, shift_point, shift_draws = shifts[name]
+            against = summarize(point / shift_point, draws / shift_draws)
+            p = against[2]
+        runs.append((shape, name, q, bl, (ratio, ci, p), against))
     found = benjamini_hochberg([r[4][2] for r in runs], fdr)
     tests: dict[str, list[QuantileTest]] = {}
-    for (shape, name, q, bl, (ratio, ci, p)), hit in zip(runs, found, strict=True):
+    for (shape, name, q, bl, (ratio, ci, p), against), hit in zip(runs, found, strict=True):
         verdict = Verdict.SAME
         queue_us = compute_us = None
         if hit:
-            verdict = Verdict.FASTER if ratio < 1 else Verdict.SLOWER
+            effect = against[0] if against else ratio
+            verdict = Verdict.FASTER if effect < 1 else Verdict.SLOWER
             queue_us, compute_us = _move_parts(shape, q, a, b, parts)
         qa, qb = float(np.quantile(a[shape], q)), float(np.quantile(b[shape], q))
-        tests.setdefault(shape, []).append(
-            QuantileTest(name, qa, qb, ratio, ci, p, verdict, bl, queue_us, compute_us)
-        )
+        vs, vs_ci = (against[0], against[1]) if against else (None, None)
+        parts_us = (queue_us, compute_us)
+        test = QuantileTest(name, qa, qb, ratio, ci, p, verdict, bl, *parts_us, vs, vs_ci)
+        tests.setdefault(shape, []).append(test)
     out = [_shape(s, a[s], b[s], tuple(tests.get(s, ())), total_a, total_b) for s in both]
     return Comparison(
         shapes=tuple(out),
@@ -311,7 +343,22 @@ def compare(
         tests=len(runs),
         blocks=blocks,
         basis=basis,
+        shifts=tuple(shift for shift, _, _ in shifts.values()),
     )
+
+
+Drawn = tuple[str, str, float, tuple[int, int], float, np.ndarray]
+"""One test's shape, quantile name and level, blocks, ratio and bootstrap draws."""
+
+
+def _shifts(drawn: list[Drawn]) -> dict[str, tuple[RunShift, float, np.ndarray]]:
+    """Per quantile with MIN_SHIFT_SHAPES shapes tested: the run's shift (`run_shift`)."""
+    out = {}
+    for name, _ in QUANTILES:
+        mine = [(point, draws) for _, n, _, _, point, draws in drawn if n == name]
+        if len(mine) >= MIN_SHIFT_SHAPES:
+            out[name] = run_shift(name, [p for p, _ in mine], [d for _, d in mine])
+    return out
 
 
 def shape_seed(base: int, key: tuple[str, ...], shape: str, quantile: str) -> int:
@@ -331,7 +378,7 @@ def _shape(
     moved = [t for t in tests if t.verdict in (Verdict.FASTER, Verdict.SLOWER)]
     verdict = Verdict.INSUFFICIENT if not tests else Verdict.SAME
     if moved:
-        verdict = max(moved, key=lambda t: abs(np.log(t.ratio))).verdict
+        verdict = max(moved, key=lambda t: abs(np.log(t.effect))).verdict
     return ShapeComparison(
         shape=shape,
         n_a=len(xa),

@@ -11,6 +11,7 @@ each resample, so the interval widens by as much as the bursts cost.
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -134,6 +135,37 @@ def block_quantiles(
     return out
 
 
+def ratio_draws(
+    a: np.ndarray,
+    b: np.ndarray,
+    q: float,
+    resamples: int,
+    seed: int,
+    blocks: tuple[int, int] = (1, 1),
+) -> tuple[float, np.ndarray]:
+    """Q_q(B) / Q_q(A) and its `resamples` bootstrap draws (each side resampled on its own, in
+    blocks of `blocks` consecutive requests; values in time order; a draw over a zero
+    quantile is not finite)."""
+    rng = np.random.default_rng(seed)
+    ra = block_quantiles(a, q, blocks[0], resamples, rng)
+    rb = block_quantiles(b, q, blocks[1], resamples, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = rb / ra
+    point = quantile(SortedArray(np.sort(b)), q) / quantile(SortedArray(np.sort(a)), q)
+    return float(point), ratios
+
+
+def summarize(point: float, draws: np.ndarray) -> tuple[float, tuple[float, float], float]:
+    """A ratio, the percentile 95% CI of its finite draws, and the two-sided bootstrap
+    p-value against 1 (twice the smaller share of draws on either side of 1, with the +1
+    correction)."""
+    ratios = draws[np.isfinite(draws)]
+    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    below = (np.sum(ratios <= 1.0) + 1) / (len(ratios) + 1)
+    above = (np.sum(ratios >= 1.0) + 1) / (len(ratios) + 1)
+    return point, (float(lo), float(hi)), float(min(1.0, 2 * min(below, above)))
+
+
 def ratio_interval(
     a: np.ndarray,
     b: np.ndarray,
@@ -142,21 +174,47 @@ def ratio_interval(
     seed: int,
     blocks: tuple[int, int] = (1, 1),
 ) -> tuple[float, tuple[float, float], float]:
-    """Q_q(B) / Q_q(A), its percentile bootstrap 95% CI (each side resampled on its own, in
-    blocks of `blocks` consecutive requests; values in time order), and the two-sided
-    bootstrap p-value of the ratio against 1 (twice the smaller share of resampled ratios on
-    either side of 1, with the +1 correction)."""
-    rng = np.random.default_rng(seed)
-    ra = block_quantiles(a, q, blocks[0], resamples, rng)
-    rb = block_quantiles(b, q, blocks[1], resamples, rng)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratios = rb / ra
-    ratios = ratios[np.isfinite(ratios)]
-    point = quantile(SortedArray(np.sort(b)), q) / quantile(SortedArray(np.sort(a)), q)
-    lo, hi = np.quantile(ratios, [0.025, 0.975])
-    below = (np.sum(ratios <= 1.0) + 1) / (len(ratios) + 1)
-    above = (np.sum(ratios >= 1.0) + 1) / (len(ratios) + 1)
-    return float(point), (float(lo), float(hi)), float(min(1.0, 2 * min(below, above)))
+    """Q_q(B) / Q_q(A), its percentile bootstrap 95% CI and p-value against 1
+    (`ratio_draws`, `summarize`)."""
+    return summarize(*ratio_draws(a, b, q, resamples, seed, blocks))
+
+
+MIN_SHIFT_SHAPES = 3
+"""Shapes a quantile needs tested before the run's shift is read from them: with fewer, one
+shape's own change would be most of the shift."""
+
+
+@dataclass(frozen=True)
+class RunShift:
+    """What moved every shape of one run against the other at one quantile: the median of the
+    shapes' ratios, with its bootstrap CI (the per-resample median of their draws). With one
+    run a side, a shift of the whole run cannot be told from a change of the machine between
+    the runs (load, clocks, a neighbour): each shape is tested against it."""
+
+    quantile: str
+    ratio: float
+    ci: tuple[float, float]
+    shapes: int
+
+    @property
+    def moved(self) -> bool:
+        """The CI excludes 1."""
+        return not self.ci[0] <= 1.0 <= self.ci[1]
+
+
+def run_shift(
+    quantile: str, points: list[float], draws: list[np.ndarray]
+) -> tuple[RunShift, float, np.ndarray]:
+    """The run's shift at a quantile from its tested shapes' ratios and draws: the shift, its
+    point and its draws (for the shapes' tests against it)."""
+    stack = np.vstack(draws)
+    stack = np.where(np.isfinite(stack), stack, np.nan)
+    with warnings.catch_warnings():  # a resample no shape drew a finite ratio in stays NaN
+        warnings.simplefilter("ignore", RuntimeWarning)
+        shifted = np.nanmedian(stack, axis=0)
+    point = float(np.median(points))
+    _, ci, _ = summarize(point, shifted)
+    return RunShift(quantile, point, ci, len(points)), point, shifted
 
 
 BAND = 0.05

@@ -18,7 +18,13 @@ from mapreport.analysis.compare_whole import TotalComparison
 from mapreport.analysis.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
-from mapreport.report.compare_tests import UNTESTED, TestCells, basis_sentence, test_cells
+from mapreport.report.compare_tests import (
+    UNTESTED,
+    TestCells,
+    basis_sentence,
+    shift_sentence,
+    test_cells,
+)
 from mapreport.report.compare_whole import (
     OP_VERDICT_WORDS,
     UNRECORDED,
@@ -257,7 +263,7 @@ def headline(c: Comparison, total: TotalComparison | None = None) -> str:
     ops = ops_sentence(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
         return " ".join(x for x in (whole, ops) if x)
-    said = (whole, tail_sentence(c), _shapes_headline(c), basis_sentence(c), ops)
+    said = (whole, tail_sentence(c), shift_sentence(c), _shapes_headline(c), basis_sentence(c), ops)
     return " ".join(x for x in said if x)
 
 
@@ -280,7 +286,9 @@ def _shapes_headline(c: Comparison) -> str:
     def one(s: ShapeComparison) -> str:
         d = s.decisive
         at = f" at {d.quantile}" if d else ""
-        r = ratio_text(d.ratio if d else s.ratio_p95)
+        if d is not None and d.vs_shift is not None:
+            at += " against the run's shift"
+        r = ratio_text(d.effect if d else s.ratio_p95)
         return f"{s.shape} {r}{at} ({pct(s.traffic_b)} of B's traffic)"
 
     parts = []

@@ -13,7 +13,7 @@ from mapreport.analysis.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
 from mapreport.report.compare_tests import blocks_sentence
 
-COMPARE_SCHEMA_VERSION = "1.3"
+COMPARE_SCHEMA_VERSION = "1.4"
 
 
 def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
@@ -157,6 +157,8 @@ def _shapes_doc(c: Comparison, parts: tuple[Parts, Parts], packs: Evidence) -> l
                     "queue_us": t.queue_us,
                     "compute_us": t.compute_us,
                     "queue_share": t.queue_share,
+                    "vs_shift": t.vs_shift,
+                    "ci_vs_shift": list(t.vs_shift_ci) if t.vs_shift_ci else None,
                     "evidence": packs.get(("shape", s.shape, t.quantile)),
                 }
                 for t in s.tests
@@ -268,6 +270,16 @@ def document(
         "basis": c.basis.value,
         "blocks": {"a": _block_doc(c.blocks[0]), "b": _block_doc(c.blocks[1])},
         "blocks_text": blocks_sentence(c),
+        "run_shift": [
+            {
+                "quantile": r.quantile,
+                "ratio": r.ratio,
+                "ci": list(r.ci),
+                "shapes": r.shapes,
+                "moved": r.moved,
+            }
+            for r in c.shifts
+        ],
         "fdr": c.fdr,
         "tested": c.tested,
         "tests": c.tests,

@@ -56,9 +56,34 @@ def test_text(t: QuantileTest | None) -> str:
     """A quantile's test as a cell: x1.26 [x1.09, x1.57] slower ('–' untested)."""
     if t is None:
         return "–"
+    if t.vs_shift is not None and t.vs_shift_ci is not None:  # tested against the run's shift
+        lo, hi = t.vs_shift_ci
+        return (
+            f"{ratio_text(t.ratio)}; {ratio_text(t.vs_shift)} against the run's shift "
+            f"[{ratio_text(lo)}, {ratio_text(hi)}] {VERDICT_WORDS[t.verdict]}"
+        )
     return (
         f"{ratio_text(t.ratio)} [{ratio_text(t.ci[0])}, {ratio_text(t.ci[1])}] "
         f"{VERDICT_WORDS[t.verdict]}"
+    )
+
+
+def shift_sentence(c: Comparison) -> str:
+    """The run's shift the shapes were tested against, per quantile ('' when tested against
+    1)."""
+    if not c.shifts:
+        return ""
+    each = "; ".join(
+        f"{r.quantile} {ratio_text(r.ratio)} [{ratio_text(r.ci[0])}, {ratio_text(r.ci[1])}]"
+        f" over {plural(r.shapes, 'shape')}"
+        for r in c.shifts
+    )
+    return (
+        f"The run as a whole moved (the median of its shapes' ratios): {each}. With one run a "
+        "side a move of the whole run cannot be told from a change of the machine between the "
+        "runs (load, clocks, a neighbour), so each shape is tested against it: a shape "
+        "flagged moved more than the rest of its run; two runs or more a side decide the "
+        "whole."
     )
 
 

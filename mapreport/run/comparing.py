@@ -33,6 +33,7 @@ from mapreport.analysis.environment import SourceSelection, select_sources
 from mapreport.analysis.query import slices
 from mapreport.analysis.results import SliceResult
 from mapreport.analysis.runlevel import (
+    MIN_RUNS,
     Run,
     RunsCompared,
     compare_op_runs,
@@ -230,6 +231,9 @@ def compare_runs(
         parts=((sa.queue, sa.compute), (sb.queue, sb.compute)),
         pooled=None if sa.pooled is None or sb.pooled is None else (sa.pooled, sb.pooled),
         basis=basis,
+        # one run a side: a shift of the whole run is not told from the machine's; test the
+        # shapes against it (with runs a side, the run-level rule speaks to the whole)
+        relative=min(len(ra.runs), len(rb.runs)) < MIN_RUNS,
     )  # fmt: skip
     c, total = _with_ops(shapes, ra.ops, rb.ops, th, key)
     runs = RunsCompared(
