@@ -1,3 +1,4 @@
+# mypy: disable-error-code="import-not-found, misc"
 """Make real TVM tuning records with every trial kept: tests/corpus/tvm_tuned/.
 
 Runs Apache TVM's MetaSchedule on this machine's CPU (llvm) for small matmul and conv2d

@@ -15,7 +15,7 @@ import pytest
 
 from mapreport.analysis import SliceResult
 from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
-from mapreport.core import kinds
+from mapreport.core import kinds, kinds_tuning
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import (
@@ -26,6 +26,7 @@ from mapreport.report import (
     devicetime,
     judgements,
     prose,
+    ranking_words,
     words,
 )
 from mapreport.report import compare as compare_words
@@ -201,6 +202,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.ShipReason: compare_words.SHIP_WORDS,
     kinds.TimeBasis: compare_whole.BASIS_WORDS,
     kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
+    kinds_tuning.Unranked: ranking_words.UNRANKED,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 
@@ -208,7 +210,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
 def _enums() -> list[type[StrEnum]]:
     return [
         v
-        for v in vars(kinds).values()
+        for module in (kinds, kinds_tuning)
+        for v in vars(module).values()
         if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum
     ]
 
