@@ -283,12 +283,12 @@ def _prediction(scored: list[Trial], resamples: int, seed: int) -> Prediction:
     lat = np.asarray([_mean(t) for t in scored], dtype=np.float64)
     thr = lat.min() / lat  # TenSet's labels: the best time over each candidate's
     k = min(TOP_K, len(scored))
-    i, j = np.triu_indices(len(scored), k=1)
+    i, j = (a.astype(np.int64) for a in np.triu_indices(len(scored), k=1))
     rng = np.random.default_rng(seed + 1)
     pair, tau, top = (np.full(resamples, np.nan) for _ in range(3))
     for b in range(resamples):
         draw = rng.integers(0, len(scored), size=len(scored)).astype(np.int64)
-        p, q = resampled_pairs(draw)
+        p, q = resampled_pairs(draw, i, j)
         if len(p):
             pair[b] = pair_agreement(scores, thr, p, q)
             tau[b] = np.nan if (v := tau_b(scores, thr, p, q)) is None else v
@@ -300,7 +300,7 @@ def _prediction(scored: list[Trial], resamples: int, seed: int) -> Prediction:
         k=k,
         pairwise_accuracy=pairwise_accuracy(scores, thr),
         pairwise_accuracy_ci=_interval(pair),
-        kendall_tau=tau_b(scores, thr, i.astype(np.int64), j.astype(np.int64)),
+        kendall_tau=tau_b(scores, thr, i, j),
         kendall_tau_ci=_interval(tau),
         topk_recall=topk_recall(scores, thr, k),
         topk_score=topk_score([(1.0, scores, lat)], k),

@@ -91,9 +91,9 @@ def pair_agreement(x: FloatArray, y: FloatArray, i: IntArray, j: IntArray) -> fl
     return float(np.mean((x[i] > x[j]) == (y[i] > y[j])))
 
 
-def resampled_pairs(draw: IntArray) -> tuple[IntArray, IntArray]:
-    """The pairs p < q of a bootstrap draw of candidates, less those that drew the same
-    candidate twice (a candidate compared with itself is no evidence of ranking)."""
-    p, q = np.triu_indices(len(draw), k=1)
+def resampled_pairs(draw: IntArray, p: IntArray, q: IntArray) -> tuple[IntArray, IntArray]:
+    """The pairs of a bootstrap draw of candidates (`p`, `q`: the upper triangle's indices of
+    its length), less those that drew the same candidate twice (a candidate compared with
+    itself is no evidence of ranking)."""
     keep = draw[p] != draw[q]
     return np.asarray(draw[p[keep]], dtype=np.int64), np.asarray(draw[q[keep]], dtype=np.int64)
