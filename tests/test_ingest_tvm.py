@@ -119,6 +119,36 @@ def test_failed_trials_are_counted_not_used(tmp_path: Path) -> None:
     assert json.loads(extra)["error_codes"] == {"4": 1, "failed_time": 1}
 
 
+def test_every_trial_is_a_tuning_trial_row_in_record_order(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "tune.json",
+        [
+            _ansor([0.0002], 0),
+            _ansor([1e10], 4),
+            _ansor([0.0001, 0.0003], 0, 2.5),
+            _ansor([1e10], 0),
+        ],
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    assert ingest_file(ds, path).rows["tuning_trial"] == 4
+    rows = (
+        ds.connect()
+        .execute(
+            "SELECT task, shape, trial, costs_us, mean_us, error, tuning_ms, ts_us, line, "
+            "predicted_score FROM tuning_trial ORDER BY trial"
+        )
+        .fetchall()
+    )
+    assert [r[:3] for r in rows] == [("dense", "1x512;1000x512", n) for n in (1, 2, 3, 4)]
+    assert rows[0][3:6] == ([pytest.approx(200.0)], pytest.approx(200.0), None)
+    assert rows[1][3:6] == (None, None, "4")
+    assert rows[2][3] == [pytest.approx(100.0), pytest.approx(300.0)]
+    assert rows[2][4] == pytest.approx(200.0)
+    assert rows[2][6:9] == (2500.0, 1.7e15, 3)
+    assert rows[3][5] == "failed_time"
+    assert all(r[9] is None for r in rows)  # an Ansor log carries no model score
+
+
 def test_only_failed_trials_give_no_prediction(tmp_path: Path) -> None:
     path = _write(tmp_path / "bad.json", [_ansor([1e10], 2), _ansor([1e10], 2)])
     ds = Dataset(tmp_path / "ds", create=True)
