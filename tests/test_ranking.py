@@ -87,6 +87,7 @@ def _t(
     return Trial(
         plan_id=plan,
         task=task,
+        task_key=task,
         target="llvm",
         shape="8x8",
         trial=trial,

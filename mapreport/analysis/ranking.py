@@ -43,6 +43,8 @@ class Trial:
 
     plan_id: str
     task: str
+    task_key: str
+    """The workload's identity across runs (runs of the same key are compared)."""
     target: str | None
     shape: str | None
     trial: int
@@ -79,6 +81,7 @@ class TuningChoice:
 
     plan_id: str
     task: str
+    task_key: str
     target: str | None
     shape: str | None
     sources: tuple[str, ...]
@@ -121,10 +124,10 @@ class Ranking:
 
 
 _TRIALS = """
-    SELECT plan_id, task, target, shape, trial, config_id, costs_us, mean_us, error,
+    SELECT plan_id, task, task_key, target, shape, trial, config_id, costs_us, mean_us, error,
         coalesce(predicted_score, -predicted_us), cost_model, source_id
     FROM tuning_trial WHERE workload = $w AND slice = $s
-    ORDER BY plan_id, task, target, shape, trial
+    ORDER BY plan_id, task_key, target, shape, trial
 """
 
 
@@ -135,16 +138,17 @@ def load_trials(con: Connection, workload: str, slice_: str) -> list[Trial]:
         Trial(
             plan_id=r[0],
             task=r[1],
-            target=r[2],
-            shape=r[3],
-            trial=int(r[4]),
-            config_id=r[5],
-            costs_us=tuple(r[6]) if r[6] is not None else None,
-            mean_us=r[7],
-            error=r[8],
-            score=r[9],
-            cost_model=r[10],
-            source_id=r[11],
+            task_key=r[2],
+            target=r[3],
+            shape=r[4],
+            trial=int(r[5]),
+            config_id=r[6],
+            costs_us=tuple(r[7]) if r[7] is not None else None,
+            mean_us=r[8],
+            error=r[9],
+            score=r[10],
+            cost_model=r[11],
+            source_id=r[12],
         )
         for r in rows
     ]
@@ -160,11 +164,11 @@ def tuning_ranking(
 
 def rank(trials: Sequence[Trial], thresholds: Thresholds) -> Ranking:
     """The figures of every run and workload of `trials` (pure)."""
-    runs: dict[tuple[str, str, str | None, str | None], list[Trial]] = {}
+    runs: dict[tuple[str, str, str | None, str | None], list[Trial]] = {}  # run and workload
     groups: dict[tuple[str, str | None, str | None], list[Trial]] = {}
     for t in trials:
-        runs.setdefault((t.plan_id, t.task, t.target, t.shape), []).append(t)
-        groups.setdefault((t.task, t.target, t.shape), []).append(t)
+        runs.setdefault((t.plan_id, t.task_key, t.target, t.shape), []).append(t)
+        groups.setdefault((t.task_key, t.target, t.shape), []).append(t)
     choices = tuple(
         _choice(run, groups[key[1:]], thresholds) for key, run in sorted(runs.items(), key=str)
     )
@@ -202,6 +206,7 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
     return TuningChoice(
         plan_id=first.plan_id,
         task=first.task,
+        task_key=first.task_key,
         target=first.target,
         shape=first.shape,
         sources=tuple(sorted({t.source_id for t in run})),

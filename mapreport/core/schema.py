@@ -287,6 +287,9 @@ TABLES: Final[dict[str, pa.Schema]] = {
             pa.field("slice", _S, nullable=False),
             pa.field("plan_id", _S, nullable=False),  # the tuning run (its record file)
             pa.field("task", _S, nullable=False),  # the tuner's task name or workload key
+            # the workload's identity across runs: MetaSchedule's structural hash of the tuned
+            # module where its workload file is beside the records, else the task
+            pa.field("task_key", _S, nullable=False),
             pa.field("target", _S),
             pa.field("shape", _S),  # the task's argument shapes, canonical
             pa.field("trial", _I64, nullable=False),  # 1-based order within (task, target, shape)

@@ -34,7 +34,14 @@ from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.spec import as_float
-from mapreport.ingest.tvm_trials import companion, failed, read_scores, trial_row
+from mapreport.ingest.tvm_trials import (
+    companion,
+    failed,
+    read_scores,
+    trial_row,
+    workload_keys,
+    workloads_beside,
+)
 
 if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink
@@ -217,6 +224,8 @@ class TvmReader:
         scores = read_scores(side) if side is not None else {}
         if side is not None:
             sink.note(f"cost-model scores from {side.name}")
+        known = workloads_beside(path)
+        keys = workload_keys(known) if known is not None else {}
         seen: dict[tuple[str, str, str | None], _Workload] = {}
         with open_bytes(path) as fh:
             for line_no, raw in bounded_lines(fh):
@@ -253,6 +262,7 @@ class TvmReader:
                     line_no,
                     trial_row(
                         workload=workload, slice_=slice_, plan_id=plan_id, task=t.op,
+                        task_key=keys.get(t.index, t.op) if t.index is not None else t.op,
                         target=t.target, shape=t.shape, trial=w.trials, config=t.config,
                         costs=t.costs, error=error, all_cost=t.all_cost, ts=t.ts, score=score,
                     ),

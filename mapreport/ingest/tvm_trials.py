@@ -50,6 +50,33 @@ def companion(path: Path) -> Path | None:
     return None
 
 
+def workloads_beside(path: Path) -> Path | None:
+    """MetaSchedule's workload file beside its record file, when there is one."""
+    if "tuning_record" not in path.name:
+        return None
+    name = path.name.replace("tuning_record", "workload")
+    for cand in (path.with_name(name), path.with_name(name.removesuffix(".gz"))):
+        if cand != path and cand.is_file():
+            return cand
+    return None
+
+
+def workload_keys(path: Path) -> dict[int, str]:
+    """Workload index (its 0-based line) -> its structural hash, the workload's identity
+    across databases; a bad line raises InputError naming it."""
+    out: dict[int, str] = {}
+    with open_bytes(path) as fh:
+        for n, raw in enumerate(fh, 1):
+            try:
+                rec = _DECODE.decode(raw)
+            except msgspec.DecodeError as e:
+                raise InputError(path, n, None, f"invalid JSON: {e}") from None
+            if not isinstance(rec, list) or not rec or not isinstance(rec[0], str | int):
+                raise InputError(path, n, "shash", "must be [structural_hash, module]")
+            out[n - 1] = f"shash:{rec[0]}"
+    return out
+
+
 def read_scores(path: Path) -> dict[tuple[int, int], Score]:
     """(workload index, trial) -> its score; a bad line raises InputError naming it."""
     out: dict[tuple[int, int], Score] = {}
@@ -97,6 +124,7 @@ def trial_row(
     slice_: str,
     plan_id: str,
     task: str,
+    task_key: str,
     target: str,
     shape: str | None,
     trial: int,
@@ -116,6 +144,7 @@ def trial_row(
         "slice": slice_,
         "plan_id": plan_id,
         "task": task,
+        "task_key": task_key,
         "target": target,
         "shape": shape,
         "trial": trial,
