@@ -311,5 +311,6 @@ _SQL = {
     pa.int64(): "BIGINT",
     pa.int32(): "INTEGER",
     pa.bool_(): "BOOLEAN",
+    pa.list_(pa.float64()): "DOUBLE[]",  # tuning_trial.costs_us
 }
 """SQL types of the canonical columns, for columns an older file lacks."""
