@@ -14,6 +14,7 @@ from mapreport.analysis.graphs import Graphs, graphs
 from mapreport.analysis.operators import Operators, operators, plan_compute_p50
 from mapreport.analysis.presence import EVERY_TABLE, Presence
 from mapreport.analysis.query import SLICE_TABLE, ShapeRow
+from mapreport.analysis.ranking import Ranking, tuning_ranking
 from mapreport.analysis.roofline import Roofline, roofline
 from mapreport.analysis.slicestats import SliceTotals
 from mapreport.analysis.sweep import LoadSweep, load_sweep
@@ -35,6 +36,8 @@ class Offline:
     graphs: Graphs | None
     trace_rows: dict[str, int]
     """The slice's profiler rows per category (what a trace without device time holds)."""
+    ranking: Ranking | None = None
+    """Regret and ranking quality from tuning records that keep every trial."""
 
 
 def offline(
@@ -52,8 +55,10 @@ def offline(
     has = present.has
     compiled = compiles(con, workload, slice_, savings) if has("compile_event") else None
     sweep = load_sweep(con, workload, slice_, review) if has("load_sweep") else None
+    # a tuning log's trials come with its compile events (ingest/tvm.py)
+    ranked = tuning_ranking(con, workload, slice_, th) if has("compile_event") else None
     if not has("op_exec"):
-        return Offline(None, compiled, sweep, None, None, None, {})
+        return Offline(None, compiled, sweep, None, None, None, {}, ranked)
     return Offline(
         operators(con, workload, slice_, th, plan_compute_p50(con)),
         compiled,
@@ -62,6 +67,7 @@ def offline(
         timeline(con, workload, slice_),
         graphs(con, workload, slice_, th),
         trace_rows(con, workload, slice_),
+        ranked,
     )
 
 

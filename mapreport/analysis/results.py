@@ -24,6 +24,7 @@ from mapreport.analysis.history import History
 from mapreport.analysis.loadgen import LoadgenRun
 from mapreport.analysis.observe import ProfileItem
 from mapreport.analysis.operators import Operators
+from mapreport.analysis.ranking import Ranking
 from mapreport.analysis.roofline import Roofline
 from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
@@ -110,6 +111,9 @@ class SliceResult:
     """Profiler rows per category (a trace without device time says what it holds)."""
     graphs: Graphs | None = None
     """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
+    ranking: Ranking | None = None
+    """Did the compiler choose well: regret and ranking quality per tuning run and workload
+    (analysis/ranking.py; None without tuning records)."""
 
     @property
     def blocking_drives_tail(self) -> bool:

@@ -467,6 +467,7 @@ def analyze(
         timeline=offline.timeline,
         graphs=offline.graphs,
         trace_rows=offline.trace_rows,
+        ranking=offline.ranking,
         blocking=blocked,
         tail_class=diag.tail_class,
         budgets=diag.budgets,

@@ -22,7 +22,7 @@ from mapreport.analysis.scheduling import Scheduling
 from mapreport.analysis.shape import ShapeMetrics
 from mapreport.analysis.tail import TailDrivers
 from mapreport.analysis.telemetry import MetricWindow
-from mapreport.report import devicetime, judgements, prose, words
+from mapreport.report import devicetime, judgements, prose, ranking_findings, words
 from mapreport.report.lines import ActionView
 from mapreport.report.sources import shown, source_dir
 from mapreport.report.view import ReportView, ShapeLine
@@ -341,4 +341,5 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
         "loadgen": plain(r.loadgen),
         "sources": [plain(s) | {"path": view.source_paths[s.source_id]} for s in r.sources],
         **_device_time(r),
+        **ranking_findings.fragment(r.ranking),
     }
