@@ -63,9 +63,13 @@ typecheck: venv
 	$(BIN)/mypy benchmarks
 
 # one test worker per core (pytest-xdist), a file's tests on one worker: its module fixtures
-# (a golden case's run, a Spark session) are made once; TEST_JOBS=0 runs them in this process
+# (a Spark session, Chromium) are made once; TEST_JOBS=0 runs them in this process. The demo's
+# set-up is built once for every worker and run of the same code (tests/conftest.py, `cached`)
 TEST_JOBS ?= auto
 PYTEST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
+# the fast set has no Spark or Chromium fixture: an idle worker takes queued tests from the
+# other, so no worker waits on one slow file (test_golden, test_judgement_corpus)
+PYTEST_FAST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist worksteal
 
 unit: setup
 	$(PYTEST)
@@ -76,7 +80,7 @@ test: setup lint typecheck unit
 # files, fuzzing, processes) or spark; `make test` and CI still run them all
 test-fast: venv
 	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
-	$(PYTEST) -m "not slow and not spark"
+	$(PYTEST_FAST) -m "not slow and not spark"
 
 # benchmarks/: figures against named peers, run on demand (not part of `make test`)
 BENCH_SIZES ?= 100000 1000000 10000000
