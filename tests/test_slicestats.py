@@ -175,12 +175,14 @@ class _Counting:
         return self.con.sql(query, params=params)
 
 
-STATEMENTS = 20
+STATEMENTS = 22
 """The most statements one slice's analysis runs (issue 38), besides the server metrics
-family's over a slice's own metric samples."""
+family's over a slice's own metric samples: a fixed number, whatever the slice's shapes (20
+until the tail judgement's figure, whose p99 over the shapes' medians reads its count and its
+top values in two statements)."""
 
 
-def test_a_slices_analysis_runs_at_most_twenty_statements(demo_dataset: Path) -> None:
+def test_a_slices_analysis_runs_a_fixed_number_of_statements(demo_dataset: Path) -> None:
     con = Dataset(demo_dataset).connect()
     counted = []
     for w, s in list_slices(con):
