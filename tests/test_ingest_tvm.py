@@ -200,3 +200,36 @@ def test_malformed_line_names_line_and_field(tmp_path: Path) -> None:
     assert res.rows["compile_plan"] == 1
     lines = ds.connect().execute("SELECT line FROM quarantine ORDER BY line").fetchall()
     assert lines == [(2,), (3,)]
+
+
+def _meta(secs: list[float], weight: list[int]) -> str:
+    args = [["TENSOR", "float32", [1, 14, 14, 32]], ["TENSOR", "float32", weight]]
+    return json.dumps([0, [[[], []], secs, {"kind": "llvm"}, args]])
+
+
+def test_metaschedule_candidates_of_one_workload_stay_one_workload(tmp_path: Path) -> None:
+    """MetaSchedule records each candidate's arguments after its layout rewrite (the weight
+    tiled per candidate): the trials of one workload index are one workload, at its first
+    record's shape, each trial's own arguments in `extra`."""
+    db = tmp_path / "conv_run"
+    db.mkdir()
+    path = _write(
+        db / "database_tuning_record.json",
+        [
+            _meta([1e-4, 1.2e-4], [3, 3, 32, 32]),
+            _meta([9e-5], [4, 3, 3, 8, 32]),
+            _meta([1e10], [2]),
+        ],
+    )
+    ds = Dataset(tmp_path / "ds", create=True)
+    res = ingest_file(ds, path)
+    assert res.rows == {"tuning_trial": 3, "compile_event": 1, "compile_plan": 1}
+    rows = (
+        ds.connect()
+        .execute("SELECT plan_id, shape, trial, extra FROM tuning_trial ORDER BY trial")
+        .fetchall()
+    )
+    assert {r[:2] for r in rows} == {("conv_run", "1x14x14x32;3x3x32x32")}
+    assert [r[2] for r in rows] == [1, 2, 3]
+    assert rows[0][3] is None
+    assert json.loads(rows[1][3]) == {"args_shape": "1x14x14x32;4x3x3x8x32"}

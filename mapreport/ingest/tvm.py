@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -227,6 +227,9 @@ class TvmReader:
         known = workloads_beside(path)
         keys = workload_keys(known) if known is not None else {}
         seen: dict[tuple[str, str, str | None], _Workload] = {}
+        # MetaSchedule records each candidate's arguments after its layout rewrite (a conv's
+        # weight tiled per candidate): a workload's shape is its first record's
+        first_shape: dict[tuple[str, str], str | None] = {}
         with open_bytes(path) as fh:
             for line_no, raw in bounded_lines(fh):
                 if raw is None:
@@ -245,6 +248,9 @@ class TvmReader:
                 except _Bad as e:
                     sink.reject(line_no, e.field or None, e.reason, text[:2000])
                     continue
+                ran = t.shape
+                if t.index is not None:  # MetaSchedule: its workload is the index
+                    t = replace(t, shape=first_shape.setdefault((t.op, t.target), t.shape))
                 w = seen.setdefault(
                     (t.op, t.target, t.shape),
                     _Workload(t.op, t.target, t.shape, t.layout, line_no),
@@ -265,6 +271,7 @@ class TvmReader:
                         task_key=keys.get(t.index, t.op) if t.index is not None else t.op,
                         target=t.target, shape=t.shape, trial=w.trials, config=t.config,
                         costs=t.costs, error=error, all_cost=t.all_cost, ts=t.ts, score=score,
+                        ran=ran,
                     ),
                 )  # fmt: skip
                 if error is not None:

@@ -134,8 +134,10 @@ def trial_row(
     all_cost: float,
     ts: float | None,
     score: Score | None,
+    ran: str | None = None,
 ) -> dict[str, Any]:
-    """One `tuning_trial` row (times in microseconds)."""
+    """One `tuning_trial` row (times in microseconds); `ran`: the arguments' shape as this
+    trial recorded them, kept in `extra` where it is not the workload's."""
     text = json_text(config) if config is not None else None
     cid = hashlib.sha256((text or "").encode()).hexdigest()[:16]
     us = [c * 1e6 for c in costs] if error is None else None
@@ -158,5 +160,5 @@ def trial_row(
         "cost_model": score.model if score else None,
         "tuning_ms": all_cost * 1e3 if all_cost else None,
         "ts_us": ts * 1e6 if ts is not None else None,
-        "extra": None,
+        "extra": json_text({"args_shape": ran}) if ran is not None and ran != shape else None,
     }
