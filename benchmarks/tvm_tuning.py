@@ -52,8 +52,8 @@ def conv2d(n: int, hw: int, ci: int, co: int, kk: int) -> tvm.IRModule:
 RUNS = [
     # (folder, module, trials, cost model)
     ("matmul_128_xgb", lambda: matmul(128, 128, 128), 96, "xgb"),
-    ("conv2d_14x14x32_xgb", lambda: conv2d(1, 14, 32, 32, 3), 64, "xgb"),
-    ("matmul_128_random", lambda: matmul(128, 128, 128), 48, "random"),
+    ("conv2d_14x14x32_xgb", lambda: conv2d(1, 14, 32, 32, 3), 48, "xgb"),
+    ("matmul_128_random", lambda: matmul(128, 128, 128), 32, "random"),
 ]
 
 
