@@ -12,6 +12,7 @@ from typing import Protocol
 from markupsafe import Markup
 
 from mapreport.core.kinds import Status
+from mapreport.report.judgements import FAMILY_NAMES
 from mapreport.report.words import label
 
 
@@ -61,6 +62,11 @@ class Board:
     """(status, its words, slices) in severity order, with failed reports first."""
     workloads: tuple[str, ...]
     owners: tuple[str, ...]
+    families: tuple[str, ...] = tuple(
+        name if name[1:2].isupper() else name[0].lower() + name[1:]  # "CUDA graphs" stays
+        for name in FAMILY_NAMES.values()
+    )
+    """The judgement families a status is the worst of, as the footnote names them."""
 
 
 def sparkline(values: Sequence[float], sla: float | None) -> Markup:
