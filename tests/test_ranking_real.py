@@ -180,6 +180,24 @@ def test_a_bad_workload_line_names_its_file_line_and_field(tmp_path: Path) -> No
     )
 
 
+def test_a_side_file_line_past_the_limit_is_refused_unread(tmp_path: Path) -> None:
+    """The score and workload files beside a database are read line by line under the
+    readers' line limit: a longer line is a one-line error, not held in memory."""
+    from mapreport.ingest.records import MAX_LINE_BYTES
+
+    run = tmp_path / "run"
+    run.mkdir()
+    src = next((TUNED / RUNS[0]).glob("database_tuning_record.json*"))
+    (run / src.name).write_bytes(src.read_bytes())
+    (run / "database_cost_model.json").write_bytes(b"[" + b" " * (MAX_LINE_BYTES + 10) + b"]\n")
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as e:
+        ingest_file(ds, run / src.name)
+    assert e.value.message().endswith(
+        f"database_cost_model.json:1: line longer than {MAX_LINE_BYTES:,} bytes"
+    )
+
+
 SHIPPED = sorted((REALDATA / "tvm").rglob("*.json")) if (REALDATA / "tvm").is_dir() else []
 
 

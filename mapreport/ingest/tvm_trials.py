@@ -21,7 +21,7 @@ import msgspec
 
 from mapreport.core.errors import InputError
 from mapreport.ingest.jsondoc import json_text
-from mapreport.ingest.records import JsonDecoder, open_bytes
+from mapreport.ingest.records import MAX_LINE_BYTES, JsonDecoder, bounded_lines, open_bytes
 from mapreport.ingest.spec import as_float
 
 FAILED_SECONDS = 1e9
@@ -66,7 +66,9 @@ def workload_keys(path: Path) -> dict[int, str]:
     across databases; a bad line raises InputError naming it."""
     out: dict[int, str] = {}
     with open_bytes(path) as fh:
-        for n, raw in enumerate(fh, 1):
+        for n, raw in bounded_lines(fh):
+            if raw is None:  # a line past the limit is not read into memory
+                raise InputError(path, n, None, f"line longer than {MAX_LINE_BYTES:,} bytes")
             try:
                 rec = _DECODE.decode(raw)
             except msgspec.DecodeError as e:
@@ -81,7 +83,9 @@ def read_scores(path: Path) -> dict[tuple[int, int], Score]:
     """(workload index, trial) -> its score; a bad line raises InputError naming it."""
     out: dict[tuple[int, int], Score] = {}
     with open_bytes(path) as fh:
-        for n, raw in enumerate(fh, 1):
+        for n, raw in bounded_lines(fh):
+            if raw is None:  # a line past the limit is not read into memory
+                raise InputError(path, n, None, f"line longer than {MAX_LINE_BYTES:,} bytes")
             text = raw.strip()
             if not text or text.startswith(b"#"):
                 continue
