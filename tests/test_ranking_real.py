@@ -152,32 +152,34 @@ def test_the_intervals_hold_their_figures(ranking: Ranking) -> None:
         assert c.material == (c.regret_ci.low > 0 and c.regret >= 0.05)
 
 
-def test_a_bad_cost_model_line_names_its_file_line_and_field(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("side", "text", "error"),
+    [
+        (
+            "database_cost_model.json",
+            '[0, 1, 0.5, "xgb"]\n[0, 2, "high", "xgb"]\n',
+            "database_cost_model.json:2: field 'score': unexpected value 'high'",
+        ),
+        (
+            "database_workload.json",
+            '[17, "eyJ9"]\n[{"a": 1}]\n',
+            "database_workload.json:2: field 'shash': must be [structural_hash, module]",
+        ),
+    ],
+    ids=["cost-model", "workload"],
+)
+def test_a_bad_side_file_line_names_its_file_line_and_field(
+    side: str, text: str, error: str, tmp_path: Path
+) -> None:
     run = tmp_path / "run"
     run.mkdir()
     src = next((TUNED / RUNS[0]).glob("database_tuning_record.json*"))
     (run / src.name).write_bytes(src.read_bytes())
-    (run / "database_cost_model.json").write_text('[0, 1, 0.5, "xgb"]\n[0, 2, "high", "xgb"]\n')
+    (run / side).write_text(text)
     ds = Dataset(tmp_path / "ds", create=True)
     with pytest.raises(InputError) as e:
         ingest_file(ds, run / src.name)
-    assert e.value.message().endswith(
-        "database_cost_model.json:2: field 'score': unexpected value 'high'"
-    )
-
-
-def test_a_bad_workload_line_names_its_file_line_and_field(tmp_path: Path) -> None:
-    run = tmp_path / "run"
-    run.mkdir()
-    src = next((TUNED / RUNS[0]).glob("database_tuning_record.json*"))
-    (run / src.name).write_bytes(src.read_bytes())
-    (run / "database_workload.json").write_text('[17, "eyJ9"]\n[{"a": 1}]\n')
-    ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError) as e:
-        ingest_file(ds, run / src.name)
-    assert e.value.message().endswith(
-        "database_workload.json:2: field 'shash': must be [structural_hash, module]"
-    )
+    assert e.value.message().endswith(error)
 
 
 def test_a_side_file_line_past_the_limit_is_refused_unread(tmp_path: Path) -> None:
