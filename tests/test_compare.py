@@ -131,6 +131,34 @@ def test_two_aiperf_runs_compare_through_the_cli(tmp_path: Path) -> None:
     assert doc["verdict"].split(":")[0][:40] in html.replace("&#39;", "'")
 
 
+def test_span_compares_spans_where_arrivals_are_recorded_and_quiet_prints_nothing(
+    tmp_path: Path,
+) -> None:
+    """--span puts both sides on the span basis (as a run read from its trace is), though both
+    record arrivals; --quiet prints nothing and still writes compare.json."""
+    from click.testing import CliRunner
+
+    from mapreport.app.cli import main
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from tests.conftest import REALDATA
+
+    export = REALDATA / "serving" / "aiperf" / "run1_profile_export.jsonl"
+    if not export.is_file():
+        pytest.skip("../shared/realdata is missing")
+    ds = Dataset(tmp_path / "ds", create=True)
+    ingest_file(ds, export, hints={"workload": "llm"})
+    bases = {}
+    for flags in ([], ["--span", "--quiet"]):
+        out = tmp_path / ("span" if flags else "e2e")
+        cmd = ["compare", str(ds.root), str(ds.root), "--out", str(out), "--no-pdf", *flags]
+        res = CliRunner().invoke(main, cmd)
+        assert res.exit_code == 0, res.output
+        assert (res.output == "") == bool(flags)
+        bases[out.name] = json.loads((out / "compare.json").read_text())["a"]["basis"]
+    assert bases == {"e2e": "end_to_end", "span": "span"}
+
+
 def test_a_side_must_name_its_slice_when_it_holds_several(tmp_path: Path) -> None:
     from mapreport.core.errors import UsageError
     from mapreport.dataset.store import Dataset

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from mapreport.app.options import verbose_opt
+from mapreport.app.options import quiet_opt, verbose_opt
 from mapreport.app.terminal import domain_errors, echo, setup_logging
 from mapreport.app.values import date_callback, selection_callback
 from mapreport.core.errors import DatasetError, UsageError
@@ -83,10 +83,23 @@ def explain_cmd(pack_id: str, dataset: Path | None, compared: Path | None, verbo
     type=click.Path(path_type=Path, dir_okay=False, exists=True),
     help="A run configuration: its SLA targets for B's slice decide whether B is safe to ship.",
 )
+@click.option(
+    "--span",
+    is_flag=True,
+    help="Compare each request's span (start to end of its compute) even where both sides "
+    "record arrivals: how a run read from its profiler trace is compared with its export.",
+)
+@quiet_opt
 @verbose_opt
 @domain_errors
 def compare_cmd(
-    a_path: Path, b_path: Path, out: Path, no_pdf: bool, verbose: bool, **sides: Any
+    a_path: Path,
+    b_path: Path,
+    out: Path,
+    no_pdf: bool,
+    quiet: bool,
+    verbose: bool,
+    **sides: Any,
 ) -> None:
     """Compare run B with run A per request shape: the B/A ratio of p50 and p95 latency with a
     bootstrap 95% CI, and a verdict (faster, slower, ~) held to a 5% false discovery rate
@@ -100,6 +113,8 @@ def compare_cmd(
         if not path.is_dir():
             raise DatasetError(f"{path}: no such dataset folder")
     done = compare_runs(a_path, b_path, out, **sides, pdf=not no_pdf)
+    if quiet:
+        return
     a, b = done.a, done.b
     echo(f"compared  {a.label} ({a.requests:,} requests) -> {b.label} ({b.requests:,})")
     echo(f"verdict   {done.verdict}")
