@@ -85,6 +85,23 @@ def test_planted_factors_are_found_inside_their_cis(n: int, power: float) -> Non
     assert right["batch=4"] >= power * seeds, right
 
 
+def test_shapes_rank_by_what_they_add_to_the_mean_and_one_side_shapes_make_the_rest() -> None:
+    """The shapes' contributions and the one-side shapes' part add up to the change of the
+    slice's mean latency per request, and the shapes come largest |contribution| first: a
+    busy shape x1.2 outranks a rare one x3."""
+    rng = np.random.default_rng(4)
+    a = {"busy": _side(rng, 400), "rare": _side(rng, 20), "gone": _side(rng, 30)}
+    b = {"busy": _side(rng, 400, 1.2), "rare": _side(rng, 20, 3.0), "new": _side(rng, 50)}
+    c = compare(a, b, Thresholds(bootstrap_resamples=200))
+    assert [s.shape for s in c.shapes] == ["busy", "rare"]
+    added = sum(s.contribution_us for s in c.shapes) + c.one_side_us
+    assert added == pytest.approx(c.mean_b_us - c.mean_a_us, rel=1e-9)
+    mean_a = sum(float(np.sum(v)) for v in a.values()) / 450
+    assert c.mean_a_us == pytest.approx(mean_a)
+    own = float(np.sum(b["new"])) / 470 - float(np.sum(a["gone"])) / 450
+    assert c.one_side_us == pytest.approx(own)
+
+
 def test_thin_shapes_and_one_sided_shapes_are_said_as_such() -> None:
     th = Thresholds()
     rng = np.random.default_rng(1)
@@ -120,7 +137,7 @@ def test_two_aiperf_runs_compare_through_the_cli(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["compare", str(sides[0]), str(sides[1]), "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["schema_version"] == "1.4"
+    assert doc["schema_version"] == "1.5"
     assert (doc["a"]["workload"], doc["b"]["workload"]) == ("llm", "llm")
     shapes = [s["shape"] for s in doc["shapes"]] + doc["only_a"] + doc["only_b"]
     assert len(shapes) == len(set(shapes))

@@ -98,6 +98,40 @@ def test_requests_read_from_trace_spans_are_compared_by_their_span(
         assert got[shape]["ratio_p50"] == pytest.approx(1.0)
 
 
+def test_a_trace_annotated_by_dims_and_its_named_export_align_shape_by_shape(
+    tmp_path: Path,
+) -> None:
+    """torch-dims-load read from its profiler trace names its shapes `1x128`, its native export
+    `batch=1,seq=128`: compared on the span basis, every shape aligns by its numbers (none is
+    one side's only), each shape's median span agrees within 2% and none moves; the shapes'
+    contributions add up to the change of the mean."""
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from mapreport.run.comparing import compare_runs
+
+    src = GOLDEN / "torch-dims-load" / "input"
+    raw = Dataset(tmp_path / "raw", create=True)
+    ingest_file(raw, src / "profiler.w0.json.gz", hints={"workload": "torch-serving"})
+    export = Dataset(tmp_path / "export", create=True)
+    ingest_file(export, src / "serving.runtime.jsonl.gz")
+    out = tmp_path / "out"
+    compare_runs(raw.root, export.root, out, pdf=False, span=True)
+    doc = json.loads((out / "compare.json").read_text())
+    assert (doc["only_a"], doc["only_b"]) == ([], [])
+    assert len(doc["renamed_b"]) == len(doc["shapes"]) == 12
+    assert {"b": "batch=1,seq=128", "a": "1x128"} in doc["renamed_b"]
+    for shape in doc["shapes"]:
+        assert shape["n_a"] == shape["n_b"]
+        assert shape["ratio_p50"] == pytest.approx(1.0, rel=0.02)
+        assert shape["verdict"] in ("same", "insufficient")
+    mean = doc["mean_latency"]
+    added = sum(shape["contribution_us"] for shape in doc["shapes"]) + mean["one_side_us"]
+    assert added == pytest.approx(mean["change_us"], abs=1e-6)
+    ranked = [abs(shape["contribution_us"]) for shape in doc["shapes"]]
+    assert ranked == sorted(ranked, reverse=True)
+    assert "aligned with A's by the numbers in their names" in doc["verdict"]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", ["torch-serving", "torch-workers"])
 def test_a_real_run_split_by_request_id_flags_no_shape(case: str, tmp_path: Path) -> None:

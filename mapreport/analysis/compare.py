@@ -124,6 +124,15 @@ class ShapeComparison:
     tests: tuple[QuantileTest, ...] = ()
     """Its tested quantiles (p50 and p95 from `min_samples_p95` requests a side, p99 from
     `min_samples_p99`)."""
+    mean_a_us: float = 0.0
+    mean_b_us: float = 0.0
+
+    @property
+    def contribution_us(self) -> float:
+        """What the shape adds to the change of the slice's mean latency per request: its
+        share of B's requests times its mean on B, less the same on A (the shapes' and the
+        one-side shapes' contributions add up to the change exactly)."""
+        return self.traffic_b * self.mean_b_us - self.traffic_a * self.mean_a_us
 
     def test(self, quantile: str) -> QuantileTest | None:
         """Its test at a quantile (None: not tested)."""
@@ -188,6 +197,14 @@ class Comparison:
     shifts: tuple[RunShift, ...] = ()
     """Per quantile, the run's shift the shapes were tested against (one run a side, at least
     MIN_SHIFT_SHAPES shapes tested); empty: tested against 1."""
+    mean_a_us: float = 0.0
+    """The slice's mean latency per request on A (every shape)."""
+    mean_b_us: float = 0.0
+    one_side_us: float = 0.0
+    """The part of the mean's change that the shapes only one side ran make (B's share times
+    mean of its own, less A's)."""
+    renamed: tuple[tuple[str, str], ...] = ()
+    """B's shape names aligned with A's by their numbers (B's name, A's: `compare_names`)."""
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
         """The shapes with verdict `v`, most impact first."""
@@ -333,6 +350,10 @@ def compare(
         test = QuantileTest(name, qa, qb, ratio, ci, p, verdict, bl, *parts_us, vs, vs_ci)
         tests.setdefault(shape, []).append(test)
     out = [_shape(s, a[s], b[s], tuple(tests.get(s, ())), total_a, total_b) for s in both]
+    # ranked by what each adds to the change of the whole (its mean latency per request)
+    out.sort(key=lambda c: (-abs(c.contribution_us), c.shape))
+    own = sum(float(np.sum(b[s])) for s in set(b) - set(a)) / total_b
+    own -= sum(float(np.sum(a[s])) for s in set(a) - set(b)) / total_a
     return Comparison(
         shapes=tuple(out),
         only_a=tuple(sorted(set(a) - set(b))),
@@ -344,6 +365,9 @@ def compare(
         blocks=blocks,
         basis=basis,
         shifts=tuple(shift for shift, _, _ in shifts.values()),
+        mean_a_us=sum(float(np.sum(v)) for v in a.values()) / total_a,
+        mean_b_us=sum(float(np.sum(v)) for v in b.values()) / total_b,
+        one_side_us=own,
     )
 
 
@@ -395,6 +419,8 @@ def _shape(
         traffic_a=len(xa) / total_a,
         traffic_b=len(xb) / total_b,
         tests=tests,
+        mean_a_us=float(np.mean(xa)),
+        mean_b_us=float(np.mean(xb)),
     )
 
 

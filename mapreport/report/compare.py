@@ -22,6 +22,7 @@ from mapreport.report.compare_tests import (
     UNTESTED,
     TestCells,
     basis_sentence,
+    names_sentence,
     shift_sentence,
     test_cells,
 )
@@ -33,6 +34,7 @@ from mapreport.report.compare_whole import (
     only_lines,
     parts_sentence,
     ratio_text,
+    signed_duration,
     whole_sentence,
 )
 from mapreport.report.filters import duration, num, pct, plural, ratio, signed_pct
@@ -78,6 +80,8 @@ class Line:
     evidence: str
     """The relative link to the shape's evidence pack ('' when untested)."""
     tests: TestCells = UNTESTED
+    contribution: str = ""
+    """What the shape adds to the change of the slice's mean latency per request."""
 
 
 Evidence = dict[tuple[str, ...], str]
@@ -99,6 +103,7 @@ def _line(s: ShapeComparison, evidence: Evidence) -> Line:
         anchor_key(s.shape),
         _href(evidence, "shape", s.shape),
         test_cells(s),
+        signed_duration(s.contribution_us),
     )
 
 
@@ -263,7 +268,15 @@ def headline(c: Comparison, total: TotalComparison | None = None) -> str:
     ops = ops_sentence(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
         return " ".join(x for x in (whole, ops) if x)
-    said = (whole, tail_sentence(c), shift_sentence(c), _shapes_headline(c), basis_sentence(c), ops)
+    said = (
+        whole,
+        tail_sentence(c),
+        shift_sentence(c),
+        _shapes_headline(c),
+        names_sentence(c),
+        basis_sentence(c),
+        ops,
+    )
     return " ".join(x for x in said if x)
 
 

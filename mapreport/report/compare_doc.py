@@ -13,7 +13,7 @@ from mapreport.analysis.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
 from mapreport.report.compare_tests import blocks_sentence
 
-COMPARE_SCHEMA_VERSION = "1.4"
+COMPARE_SCHEMA_VERSION = "1.5"
 
 
 def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
@@ -143,6 +143,9 @@ def _shapes_doc(c: Comparison, parts: tuple[Parts, Parts], packs: Evidence) -> l
             "verdict": s.verdict.value,
             "traffic_a": s.traffic_a,
             "traffic_b": s.traffic_b,
+            "mean_a_us": s.mean_a_us,
+            "mean_b_us": s.mean_b_us,
+            "contribution_us": s.contribution_us,
             "evidence": packs.get(("shape", s.shape)),
             "quantiles": [
                 {
@@ -284,6 +287,13 @@ def document(
         "tested": c.tested,
         "tests": c.tests,
         "tail": _tail_doc(c, packs),
+        "mean_latency": {
+            "a_us": c.mean_a_us,
+            "b_us": c.mean_b_us,
+            "change_us": c.mean_b_us - c.mean_a_us,
+            "one_side_us": c.one_side_us,
+        },
+        "renamed_b": [{"b": b_name, "a": a_name} for b_name, a_name in c.renamed],
         "shapes": _shapes_doc(c, parts or ({}, {}), packs),
         "only_a": list(c.only_a),
         "only_b": list(c.only_b),

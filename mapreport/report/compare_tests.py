@@ -10,7 +10,7 @@ from mapreport.analysis.compare import Comparison, QuantileTest, ShapeComparison
 from mapreport.analysis.compare_stats import BlockChoice, LatencyBasis
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.report.compare_whole import VERDICT_WORDS, ratio_text, signed_duration
-from mapreport.report.filters import pct, plural
+from mapreport.report.filters import duration, pct, plural
 
 LATENCY_WORDS = {
     LatencyBasis.END_TO_END: "end-to-end latency (arrival to end of compute)",
@@ -22,6 +22,34 @@ LATENCY_WORDS = {
 def basis_sentence(c: Comparison) -> str:
     """What the compared latencies are, in a sentence."""
     return f"Latency compared: {LATENCY_WORDS[c.basis]}."
+
+
+def names_sentence(c: Comparison) -> str:
+    """Which of B's shape names were aligned with A's by their numbers ('' when none)."""
+    if not c.renamed:
+        return ""
+    b_name, a_name = c.renamed[0]
+    return (
+        f"B names its shapes otherwise: {plural(len(c.renamed), 'shape')} aligned with A's by "
+        f"the numbers in their names (B's {b_name} is A's {a_name}; compare.json "
+        "renamed_b lists every one)."
+    )
+
+
+def mean_sentence(c: Comparison) -> str:
+    """The slice's mean latency per request, A to B, and the part one-side shapes make."""
+    if not c.shapes:
+        return ""
+    change = c.mean_b_us - c.mean_a_us
+    own = (
+        f", {signed_duration(c.one_side_us)} of it from shapes only one side ran"
+        if c.only_a or c.only_b
+        else ""
+    )
+    return (
+        f"Mean latency per request {duration(c.mean_a_us)} on A, {duration(c.mean_b_us)} on "
+        f"B ({signed_duration(change)}{own}); the shapes are ranked by what each adds to it."
+    )
 
 
 def _block(which: str, b: BlockChoice) -> str:

@@ -101,6 +101,12 @@ class ComparePack:
     """`span`: every request's latency is its span (`compare.SAMPLES`' `$span`)."""
     blocks: list[int] = field(default_factory=lambda: [1, 1])
     """The block length each side's latencies were resampled in (SLICE, SHAPE)."""
+    shape_b: str = ""
+    """B's own name of the shape, where B names it otherwise (`compare_names`); '': the same."""
+
+    def shape_of(self, side: SideSpec) -> str:
+        """The shape as the side's own rows name it."""
+        return self.shape_b if self.shape_b and side is self.b else self.shape
 
     def sql(self, side: SideSpec) -> str:
         """The self-contained query of one side's rows, built from the parameters alone."""
@@ -118,7 +124,7 @@ class ComparePack:
             "s": side.slice,
             "start": start,
             "end": end,
-            "shape": self.shape,
+            "shape": self.shape_of(side),
             "op": self.op,
             "types": self.types,
             "span": self.basis == "span",
@@ -177,6 +183,7 @@ def packs(
     """A pack per pooled quantile, per tested shape and (`ops`: both sides' op times are device
     time, which `OP_CALLS` selects) per tested op x shape."""
     common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th), "basis": c.basis.value}
+    b_names = {a_name: b_name for b_name, a_name in c.renamed}
 
     def one(
         figure: Figure,
@@ -191,6 +198,8 @@ def packs(
         blocks: tuple[int, int] = (1, 1),
     ) -> ComparePack:
         what = {"figure": figure, "subject": subject, "shape": shape, "quantile": quantile}
+        if figure == Figure.SHAPE and shape in b_names:  # B's rows name it otherwise
+            what["shape_b"] = b_names[shape]
         return _pack(
             {**common, **what, "op": op, "types": types, "ratio": ratio, "ci": list(ci)}
             | {"n_a": n[0], "n_b": n[1], "blocks": list(blocks)}
@@ -296,7 +305,7 @@ def _side_rows(
     columns = GROUPED_BY[p.figure]
     if rows.groups is None:
         rows.groups = _row_groups(rows.table, columns)
-    wanted = tuple(getattr(p, c) for c in columns)
+    wanted = tuple(p.shape_of(side) if c == "shape" else getattr(p, c) for c in columns)
     return rows.table.take(rows.groups.get(wanted, np.zeros(0, dtype=np.int64)))
 
 

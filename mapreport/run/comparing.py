@@ -20,6 +20,7 @@ from mapreport.analysis.compare import (
     ship_check,
 )
 from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.compare_names import align_names, renamed
 from mapreport.analysis.compare_sides import (
     SideSamples,
     shared_basis,
@@ -67,7 +68,7 @@ from mapreport.report.compare import (
     tail_lines,
 )
 from mapreport.report.compare_doc import document
-from mapreport.report.compare_tests import basis_sentence, blocks_sentence
+from mapreport.report.compare_tests import basis_sentence, blocks_sentence, mean_sentence
 from mapreport.report.compare_whole import only_lines, part_lines, whole_view
 from mapreport.run.compare_packs import SideSpec, evidence_ids, packs, write_packs
 from mapreport.run.config import Config, load_config
@@ -182,6 +183,20 @@ def _read_side(o: _Opened, path: Path, th: Thresholds, same: bool, basis: Latenc
     )
 
 
+def _renamed(read: _Read, names: dict[str, str]) -> _Read:
+    """B's side with the shapes it names otherwise renamed to A's names (`align_names`)."""
+    if not names:
+        return read
+    got = read.samples
+    samples = replace(
+        got,
+        latency=renamed(got.latency, names),
+        queue=renamed(got.queue, names),
+        compute=renamed(got.compute, names),
+    )
+    return replace(read, samples=samples, parts=renamed(read.parts, names))
+
+
 def _none_chosen(which: str, workload: str, c: SourceSelection) -> str:
     """Why a side's environment selection chose no file, and what the files do state."""
     seen = ", ".join(c.seen) if c.seen else "none"
@@ -223,6 +238,8 @@ def compare_runs(
     basis = shared_basis(oa.basis, ob.basis, span)
     ra = _read_side(oa, a_path, th, same, basis)
     rb = _read_side(ob, b_path, th, same, basis)
+    names = align_names(ra.samples.latency, rb.samples.latency)
+    rb = _renamed(rb, names)
     a, b = ra.side, rb.side
     key = (a.workload, a.slice, b.workload, b.slice)
     sa, sb = ra.samples, rb.samples
@@ -235,6 +252,7 @@ def compare_runs(
         # shapes against it (with runs a side, the run-level rule speaks to the whole)
         relative=min(len(ra.runs), len(rb.runs)) < MIN_RUNS,
     )  # fmt: skip
+    shapes = replace(shapes, renamed=tuple(sorted(names.items())))
     c, total = _with_ops(shapes, ra.ops, rb.ops, th, key)
     runs = RunsCompared(
         len(ra.runs),
@@ -263,6 +281,7 @@ def compare_runs(
         "headline": headline(c, total),
         "basis": basis_sentence(c),
         "blocks": blocks_sentence(c),
+        "mean": mean_sentence(c),
         "whole": whole_view(total),
         "parts": part_lines(c),
         "only_ops": only_lines(c),
