@@ -287,3 +287,35 @@ def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_p
             got = pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")
             assert got.num_rows > 0
             assert got.equals(want), (pid, name)
+
+
+def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path) -> None:
+    """B's export names its shapes `1x32` where A's says `batch=1,seq=32`: the shapes align,
+    and every shape pack selects B's rows by B's own name, so `explain` reproduces it."""
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+
+    roots = []
+    for side, factor in (("a", 1.0), ("b", 0.8)):
+        path = tmp_path / f"{side}.jsonl"
+        _run_file(path, "1.4", factor, seed=len(roots))
+        if side == "b":
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            for row in rows:
+                if "shape" in row:
+                    row["shape"] = "{batch}x{seq}".format(**row["shape"])
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        ds = Dataset(tmp_path / f"ds-{side}", create=True)
+        ingest_file(ds, path)
+        roots.append(str(ds.root))
+    out = tmp_path / "out"
+    res = CliRunner().invoke(main, ["compare", *roots, "--out", str(out), "--no-pdf", "-q"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "compare.json").read_text())
+    assert (doc["only_a"], doc["only_b"], len(doc["renamed_b"])) == ([], [], 3)
+    packs = [t["evidence"] for s in doc["shapes"] for t in s["quantiles"]]
+    assert len(packs) == 9
+    for pid in packs:
+        got = CliRunner().invoke(main, ["explain", pid, "--compare", str(out)])
+        assert got.exit_code == 0, got.output
+        assert "n 200 vs 200" in got.output
