@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from mapreport.analysis import SliceResult
-from mapreport.analysis.action_params import KIND_PARAMS, ActionParams
+from mapreport.analysis.actions.action_params import KIND_PARAMS, ActionParams
 from mapreport.core import kinds, kinds_tuning
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
@@ -101,6 +101,45 @@ def test_stages_import_only_what_lies_before_them(stage: str) -> None:
     assert bad == []
 
 
+ANALYSIS_ROOMS: dict[str, frozenset[str]] = {
+    "base": frozenset(),
+    "device": frozenset({"base"}),
+    "mapping": frozenset({"base"}),
+    "tuning": frozenset({"base"}),
+    "serving": frozenset({"base", "device", "mapping"}),
+    "actions": frozenset({"base", "device", "mapping", "serving"}),
+    "loop": frozenset({"base", "serving", "actions"}),
+    "steps": frozenset({"base", "device", "mapping", "tuning", "serving", "actions", "loop"}),
+    "comparing": frozenset({"base", "device", "steps"}),
+}
+"""Per room of analysis/, the rooms it may import besides itself (docs/architecture.md): the
+families stand on `base`; `serving` reads the device and the mapping; actions are drawn from
+them, the loop verifies actions, `steps` assembles a slice's result and `comparing` compares
+two slices' results."""
+MAX_ROOM_MODULES = 10
+
+
+def test_analysis_rooms_import_only_what_lies_below_them() -> None:
+    modules = _modules()
+    rooms = {n.split(".")[2] for n in modules if n.count(".") >= 3 and ".analysis." in n}
+    assert rooms == set(ANALYSIS_ROOMS)
+    top = {n.split(".")[2] for n in modules if n.startswith("mapreport.analysis.")}
+    assert top == rooms, "every analysis module lies in a room"
+    bad = []
+    for name, f in modules.items():
+        if not name.startswith("mapreport.analysis.") or name.count(".") < 3:
+            continue
+        room = name.split(".")[2]
+        for m in _edges(name, f, modules):
+            if m.startswith("mapreport.analysis."):
+                target = m.split(".")[2]
+                if target != room and target not in ANALYSIS_ROOMS[room]:
+                    bad.append(f"{name} imports {m}")
+    assert bad == []
+    sizes = {r: sum(1 for n in modules if n.startswith(f"mapreport.analysis.{r}.")) for r in rooms}
+    assert max(sizes.values()) <= MAX_ROOM_MODULES, sizes
+
+
 def test_no_import_circle_anywhere() -> None:
     """No module reaches itself through the modules it imports (Tarjan's strongly connected
     components over the whole package)."""
@@ -157,7 +196,8 @@ def test_light_entry_points_load_no_heavy_library(module: str) -> None:
     ).stdout.split()
     heavy = [m for m in loaded if any(m == h or m.startswith(h + ".") for h in HEAVY)]
     ours = [m for m in loaded if m.startswith(("mapreport.analysis.", "mapreport.report"))]
-    assert (heavy, [m for m in ours if m != "mapreport.analysis.common"]) == ([], [])
+    light = {"mapreport.analysis.base", "mapreport.analysis.base.common"}
+    assert (heavy, [m for m in ours if m not in light]) == ([], [])
 
 
 def test_modules_and_functions_stay_small() -> None:

@@ -9,15 +9,16 @@ from typing import Any
 
 import pytest
 
-from mapreport.analysis import SliceResult, list_slices, query
-from mapreport.analysis.blocking import (
+from mapreport.analysis import SliceResult, list_slices
+from mapreport.analysis.base import query
+from mapreport.analysis.serving.blocking import (
     PRECOMPILE_MAX,
     Blocking,
     BlockingEvent,
     blocking,
     load_blocking,
 )
-from mapreport.analysis.compiles import VaryingDim, fallback_causes
+from mapreport.analysis.serving.compiles import VaryingDim, fallback_causes
 from mapreport.core.kinds import BlockingRemedy, FallbackCause
 from mapreport.dataset.store import Dataset
 from mapreport.demo import blocking as synth_blocking

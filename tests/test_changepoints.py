@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapreport.analysis.changepoints import change_points
-from mapreport.analysis.common import Percentiles, SlaCheck
-from mapreport.analysis.history import History
-from mapreport.analysis.status import slice_status
+from mapreport.analysis.base.changepoints import change_points
+from mapreport.analysis.base.common import Percentiles, SlaCheck
+from mapreport.analysis.loop.history import History
+from mapreport.analysis.steps.status import slice_status
 from mapreport.core.kinds import Status, StatusReason
 
 NIGHTS = [f"2026-11-{d:02d}" for d in range(1, 15)]

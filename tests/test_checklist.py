@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mapreport.analysis import action_params as P
-from mapreport.analysis.actions import NO_ROLLBACK, Action, ValidationRow
-from mapreport.analysis.checklist import ChecklistItem, checklist
-from mapreport.analysis.common import Evidence, Interval, Review, Thresholds
-from mapreport.analysis.environment import EnvironmentCheck
+from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.actions import NO_ROLLBACK, Action, ValidationRow
+from mapreport.analysis.actions.checklist import ChecklistItem, checklist
+from mapreport.analysis.base.common import Evidence, Interval, Review, Thresholds
+from mapreport.analysis.mapping.environment import EnvironmentCheck
 from mapreport.core.kinds import (
     ActionKind,
     CheckGap,

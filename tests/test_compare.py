@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from mapreport.analysis import Thresholds
-from mapreport.analysis.compare import benjamini_hochberg, compare
+from mapreport.analysis.comparing.compare import benjamini_hochberg, compare
 from mapreport.core.kinds import CompareVerdict as Verdict
 
 SHAPES = [f"batch={b}" for b in (1, 2, 4, 8, 16, 32)]
@@ -212,8 +212,8 @@ def _raw_calls(path: Path, ops: tuple[str, ...]) -> dict[tuple[str, str], list[f
 def test_h100_and_mi300x_ops_align_by_their_launching_op(tmp_path: Path) -> None:
     """The same model on two vendors: cuBLAS and hipBLASLt kernels, flash-attention kernels of
     each, aligned by aten op and input dims; every ratio is the raw events' own."""
-    from mapreport.analysis.compare import compare_ops
-    from mapreport.analysis.compare_whole import side_ops
+    from mapreport.analysis.comparing.compare import compare_ops
+    from mapreport.analysis.comparing.compare_whole import side_ops
     from mapreport.dataset.store import Dataset
     from mapreport.ingest import ingest_file
     from tests.conftest import REALDATA
@@ -302,7 +302,7 @@ def test_the_mapping_of_a_run_against_itself_does_not_move(
 
 
 def test_the_ship_decision_reads_the_sla_and_the_tail() -> None:
-    from mapreport.analysis.compare import QuantileComparison, ship_check
+    from mapreport.analysis.comparing.compare import QuantileComparison, ship_check
     from mapreport.core.kinds import ShipReason
 
     def q(name: str, a: float, b: float, lo: float, hi: float) -> QuantileComparison:
@@ -326,7 +326,7 @@ def test_each_shape_carries_its_queue_and_compute_on_both_sides(
 ) -> None:
     """Issue 37: per shape, latency, queue and compute p50/p95/p99 of A and B; a served
     model's client-side timing measures no queue or compute, and says so with null."""
-    from mapreport.analysis.compare_sides import side_parts
+    from mapreport.analysis.comparing.compare_sides import side_parts
     from mapreport.dataset.store import Dataset
     from mapreport.run.comparing import compare_runs
 
@@ -465,7 +465,7 @@ def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(tmp_path: Path, n
 
 
 def test_an_op_only_one_side_ran_is_listed_with_its_share_and_unrecorded_dims_are_marked() -> None:
-    from mapreport.analysis.compare import compare_ops, shape_recorded
+    from mapreport.analysis.comparing.compare import compare_ops, shape_recorded
 
     th = Thresholds(bootstrap_resamples=200)
     mm = ("aten::mm", "64x64;64x64", '["float", "float"]')
@@ -494,7 +494,7 @@ def test_host_time_is_each_op_own_time_and_adds_up_to_the_top_level_ops(tmp_path
     less its children's on the thread), so nested ops count each microsecond once."""
     import gzip
 
-    from mapreport.analysis.compare_whole import side_ops
+    from mapreport.analysis.comparing.compare_whole import side_ops
     from mapreport.core.kinds import TimeBasis
     from mapreport.dataset.store import Dataset
     from mapreport.ingest import ingest_file

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mapreport.analysis.compare_names import align_names, renamed, shape_numbers
+from mapreport.analysis.comparing.compare_names import align_names, renamed, shape_numbers
 
 NAMED = [f"batch={b},seq={s}" for b in (1, 4, 8) for s in (32, 64, 128, 256)]
 DIMS = [f"{b}x{s}" for b in (1, 4, 8) for s in (32, 64, 128, 256)]

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from scipy import stats
 
 from mapreport.analysis import Thresholds
-from mapreport.analysis.runlevel import Run, compare_runs, welch_ratio
+from mapreport.analysis.comparing.runlevel import Run, compare_runs, welch_ratio
 from mapreport.app.cli import main
 
 SHAPES = ("batch=1,seq=32", "batch=4,seq=96", "batch=8,seq=128")
@@ -202,7 +202,7 @@ def test_run_level_intervals_cover_over_seeds() -> None:
 
 
 def test_ops_are_compared_across_trace_files_only_with_two_a_side() -> None:
-    from mapreport.analysis.runlevel import compare_op_runs
+    from mapreport.analysis.comparing.runlevel import compare_op_runs
 
     k1 = ("aten::mm", "64x64;64x64", '["float"]')
     k2 = ("aten::add", "64x64", '["float"]')
@@ -218,7 +218,7 @@ def test_ops_are_compared_across_trace_files_only_with_two_a_side() -> None:
 
 def test_the_moved_most_are_ranked_by_traffic_times_effect() -> None:
     """A x2 move on 1% of the traffic matters less than a x1.2 move on 60% of it."""
-    from mapreport.analysis.compare import compare
+    from mapreport.analysis.comparing.compare import compare
 
     rng = np.random.default_rng(3)
     a = {

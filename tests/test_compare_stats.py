@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from mapreport.analysis.compare_ops import align_out_buffers
-from mapreport.analysis.compare_stats import LatencyBasis, block_quantiles, choose_block
+from mapreport.analysis.comparing.compare_ops import align_out_buffers
+from mapreport.analysis.comparing.compare_stats import LatencyBasis, block_quantiles, choose_block
 from mapreport.report.compare_tests import LATENCY_WORDS
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -177,8 +177,8 @@ def test_one_run_a_side_tests_each_shape_against_the_runs_shift() -> None:
     side no shape is flagged against it, and the shift is stated with its CI; a shape that
     also slowed x2 on top of it (x1.0 against A) is flagged slower against the shift. Tested
     against 1 (runs a side), every shape of the first pair is faster."""
-    from mapreport.analysis.common import Thresholds
-    from mapreport.analysis.compare import compare
+    from mapreport.analysis.base.common import Thresholds
+    from mapreport.analysis.comparing.compare import compare
     from mapreport.core.kinds import CompareVerdict as Verdict
 
     th = Thresholds(bootstrap_resamples=1000)

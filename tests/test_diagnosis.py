@@ -13,11 +13,12 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice, tail
-from mapreport.analysis.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
-from mapreport.analysis.common import Interval
-from mapreport.analysis.stats import jain_index
-from mapreport.analysis.tail import DRIVERS, attribute, shares
+from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
+from mapreport.analysis.actions.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
+from mapreport.analysis.base.common import Interval
+from mapreport.analysis.base.stats import jain_index
+from mapreport.analysis.serving import tail
+from mapreport.analysis.serving.tail import DRIVERS, attribute, shares
 from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
@@ -343,7 +344,7 @@ def test_blockers_rank_above_tuning_whatever_their_traffic(demo_html: Path) -> N
 def test_a_description_naming_another_precision_is_flagged(
     description: str, planned: list[str], flagged: tuple[str, ...]
 ) -> None:
-    from mapreport.analysis.checklist import precision_changes
+    from mapreport.analysis.actions.checklist import precision_changes
 
     got = precision_changes(planned, [], description)
     assert got.described == flagged
@@ -358,7 +359,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
     requests and the interval."""
     import dataclasses
 
-    from mapreport.analysis.classify import classify
+    from mapreport.analysis.serving.classify import classify
     from mapreport.core.kinds import BottleneckClass, ClassBasis
     from mapreport.report.words import class_reason
 

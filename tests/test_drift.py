@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.drift import FIRST_NIGHTS, shape_drift
-from mapreport.analysis.shape import ShapeMetrics
+from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.serving.drift import FIRST_NIGHTS, shape_drift
+from mapreport.analysis.serving.shape import ShapeMetrics
 
 GOLDEN = Path(__file__).parent / "golden" / "demo" / "expected"
 

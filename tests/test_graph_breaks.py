@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mapreport.analysis.compiles import graph_breaks
+from mapreport.analysis.serving.compiles import graph_breaks
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.ingest.torch_trace import graph_break

@@ -123,7 +123,7 @@ def test_redrawn_p95_has_the_distribution_of_a_full_resample() -> None:
     numpy's p95: the same distribution (mean, spread and tails within Monte Carlo error)."""
     import numpy as np
 
-    from mapreport.analysis.history import _redraw_p95
+    from mapreport.analysis.loop.history import _redraw_p95
 
     q = np.quantile(np.random.default_rng(1).lognormal(7.0, 0.6, 5000), np.linspace(0, 1, 101))
     draws, chunk = 200_000, 20_000
@@ -154,7 +154,7 @@ def test_history_keeps_facts_and_old_nights_keep_their_words(tmp_path: Path) -> 
     stored words are shown."""
     import pyarrow.parquet as pq
 
-    from mapreport.analysis.action_params import Queueing, decode
+    from mapreport.analysis.actions.action_params import Queueing, decode
 
     run_night(tmp_path, "2026-11-27")
     files = sorted((tmp_path / "ds" / "history" / "history_action").rglob("*.parquet"))
@@ -187,9 +187,9 @@ def test_a_rolled_back_action_stays_rolled_back_until_its_plan_changes(
     """Issue 35: an action rolled back on night 3 and proposed again on night 4 on the same
     compile plan version stays rolled back (held: not proposed, its trigger not re-based on the
     regressed value); on a new plan version it is a new proposal with its own trigger."""
-    from mapreport.analysis.common import Thresholds
-    from mapreport.analysis.history import with_stored_triggers
-    from mapreport.analysis.loop import Night, action_states
+    from mapreport.analysis.base.common import Thresholds
+    from mapreport.analysis.loop.history import with_stored_triggers
+    from mapreport.analysis.loop.loop import Night, action_states
     from mapreport.core.kinds import ActionState as State
 
     r = demo_results["bert-base"]

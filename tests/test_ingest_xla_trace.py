@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mapreport.analysis import Thresholds
-from mapreport.analysis.roofline import roofline
+from mapreport.analysis.device.roofline import roofline
 from mapreport.core.errors import InputError
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import detect, ingest_file

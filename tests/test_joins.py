@@ -13,9 +13,9 @@ import pytest
 from click.testing import CliRunner
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.analysis.coverage import PlanVersion
-from mapreport.analysis.drift import op_drifts
-from mapreport.analysis.operators import OpRow
+from mapreport.analysis.device.operators import OpRow
+from mapreport.analysis.mapping.coverage import PlanVersion
+from mapreport.analysis.serving.drift import op_drifts
 from mapreport.app.cli import main
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file

@@ -12,15 +12,17 @@ import pytest
 from click.testing import CliRunner
 from conftest import REALDATA
 
-from mapreport.analysis import compiles, environment, graphs
-from mapreport.analysis.checklist import PrecisionCheck, judge_quality
-from mapreport.analysis.common import Percentiles, SlaCheck, Thresholds
-from mapreport.analysis.compiles import CompileCost, Compiles
-from mapreport.analysis.device_actions import judge_idle
-from mapreport.analysis.environment import EnvironmentCheck, EnvMismatch
-from mapreport.analysis.judgement import Judgement, worst
-from mapreport.analysis.status import judge_latency, slice_status
-from mapreport.analysis.timeline import Timeline
+from mapreport.analysis.actions.checklist import PrecisionCheck, judge_quality
+from mapreport.analysis.actions.device_actions import judge_idle
+from mapreport.analysis.base.common import Percentiles, SlaCheck, Thresholds
+from mapreport.analysis.base.judgement import Judgement, worst
+from mapreport.analysis.device import graphs
+from mapreport.analysis.device.timeline import Timeline
+from mapreport.analysis.mapping import environment
+from mapreport.analysis.mapping.environment import EnvironmentCheck, EnvMismatch
+from mapreport.analysis.serving import compiles
+from mapreport.analysis.serving.compiles import CompileCost, Compiles
+from mapreport.analysis.steps.status import judge_latency, slice_status
 from mapreport.app.cli import main
 from mapreport.core.kinds import DeviceActivity, JudgementFamily, Status, StatusReason
 
@@ -248,13 +250,13 @@ def test_a_frame_recompiled_past_the_limit_gets_one_owned_action() -> None:
     """A frame that recompiled 14 times on a varying size: one action for the compiler lead,
     naming the dim to mark dynamic; on another guard, the guard to hold constant; a frame
     under the limit (the clean control) gets none."""
-    from mapreport.analysis.action_params import Recompiled
-    from mapreport.analysis.actions import Scope
-    from mapreport.analysis.blocking import Blocking
-    from mapreport.analysis.common import Review
-    from mapreport.analysis.compile_actions import recompile_action
-    from mapreport.analysis.compiles import RecompiledFrame, VaryingDim
-    from mapreport.analysis.status import judge_latency
+    from mapreport.analysis.actions.action_params import Recompiled
+    from mapreport.analysis.actions.actions import Scope
+    from mapreport.analysis.actions.compile_actions import recompile_action
+    from mapreport.analysis.base.common import Review
+    from mapreport.analysis.serving.blocking import Blocking
+    from mapreport.analysis.serving.compiles import RecompiledFrame, VaryingDim
+    from mapreport.analysis.steps.status import judge_latency
     from mapreport.core.kinds import ActionKind, OwnerRole
     from mapreport.report.prose import action_title
 
@@ -300,7 +302,7 @@ def test_idle_advice_for_graph_replays_names_eager_steps_only_where_some_ran() -
     capturing more batch sizes is advised only when steps ran outside every captured size
     (the SGLang decode trace has none: before, it was told to capture sizes that "still run
     eagerly")."""
-    from mapreport.analysis.action_params import Idle
+    from mapreport.analysis.actions.action_params import Idle
     from mapreport.report.prose import idle_title
 
     replaying = Idle(0.979, 473_750.0, 555, 5.25, True, True, 0)

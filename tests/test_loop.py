@@ -11,19 +11,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from mapreport.analysis.action_params import Regressed, encode
-from mapreport.analysis.common import Percentiles, Thresholds
-from mapreport.analysis.history import (
+from mapreport.analysis.actions.action_params import Regressed, encode
+from mapreport.analysis.actions.planning import one_owner
+from mapreport.analysis.base.common import Percentiles, Thresholds
+from mapreport.analysis.loop.history import (
     RunKey,
     RunPoint,
     Stored,
     history_view,
     tonight_regressions,
 )
-from mapreport.analysis.loop import Night, action_states, transition
-from mapreport.analysis.planning import one_owner
-from mapreport.analysis.shape import ShapeMetrics
-from mapreport.analysis.targets import EVEN, Curve, Target, check
+from mapreport.analysis.loop.loop import Night, action_states, transition
+from mapreport.analysis.loop.targets import EVEN, Curve, Target, check
+from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.core.kinds import (
     ActionKind,
     Criterion,

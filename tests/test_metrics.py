@@ -14,7 +14,9 @@ import pandas as pd
 import pytest
 
 from mapreport.analysis import SliceResult
-from mapreport.analysis.adaptation import (
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.stats import SortedArray, bootstrap_ratio_gain, kendall_tau_b
+from mapreport.analysis.serving.adaptation import (
     COMPARABLE_FACTOR,
     PATHS,
     ComparablePaths,
@@ -22,9 +24,7 @@ from mapreport.analysis.adaptation import (
     other_paths,
     shape_gain,
 )
-from mapreport.analysis.blocking import Blocking, BlockingEvent
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.stats import SortedArray, bootstrap_ratio_gain, kendall_tau_b
+from mapreport.analysis.serving.blocking import Blocking, BlockingEvent
 from mapreport.demo import synth, truth
 
 
@@ -263,7 +263,7 @@ def test_a_p99_without_its_evidence_misses_no_sla() -> None:
     """40 requests are evidence for p95, not p99 (METRICS.md): a p99 over its target is not a
     miss the index may show while the headline, which states p95, says met. Judged once, in
     `common.sla_checks`, read by the headline and the index's health alike."""
-    from mapreport.analysis.common import Percentiles, Review, Thresholds, sla_checks, within
+    from mapreport.analysis.base.common import Percentiles, Review, Thresholds, sla_checks, within
     from mapreport.report.verdict import sla_missed
 
     review = Review(sla_p95_us=10_000.0, sla_p99_us=12_000.0)
@@ -363,7 +363,7 @@ def test_nothing_compared_is_not_locked() -> None:
     """Issue 35: both sides recorded but no compared key stated on both (a real trtexec slice:
     its metadata names the GPU on one side only) is not locked, and says which keys are
     missing; one side alone is recorded; a missing side is not locked for that reason."""
-    from mapreport.analysis.environment import check_environment
+    from mapreport.analysis.mapping.environment import check_environment
 
     both = check_environment(
         [{"side": "compile", "hardware": "A100"}, {"side": "runtime", "host": "n1"}]
@@ -440,9 +440,9 @@ def test_status_failing_at_risk_healthy() -> None:
     shapes regressed beyond their CIs since the compared night, is at risk; qwen-chat (p95
     5.88 s against 6.00 s, at risk on latency) fails on its closed loop: two rollback
     triggers are exceeded tonight (issue 50)."""
-    from mapreport.analysis.common import Interval, Percentiles, Regression, SlaCheck
-    from mapreport.analysis.history import History
-    from mapreport.analysis.status import slice_status
+    from mapreport.analysis.base.common import Interval, Percentiles, Regression, SlaCheck
+    from mapreport.analysis.loop.history import History
+    from mapreport.analysis.steps.status import slice_status
     from mapreport.core.kinds import RegressionKind, Status, StatusReason
 
     n = Percentiles(500, 4e6, 5e6, 6e6)

@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mapreport.analysis.common import Evidence, Interval, Thresholds
-from mapreport.analysis.observe import MOST, profile_next
+from mapreport.analysis.actions.observe import MOST, profile_next
+from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.core.kinds import ClassBasis, Collect
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -8,10 +8,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from mapreport.analysis.actions import Scope, gain_evidence, shape_actions
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.decision import borrows, decide
-from mapreport.analysis.observe import profile_next
+from mapreport.analysis.actions.actions import Scope, gain_evidence, shape_actions
+from mapreport.analysis.actions.observe import profile_next
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.serving.decision import borrows, decide
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,

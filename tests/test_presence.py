@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.analysis.presence import EVERY_TABLE, PROBED, Presence, presence
+from mapreport.analysis.mapping.presence import EVERY_TABLE, PROBED, Presence, presence
 from mapreport.dataset.store import Dataset
 
 

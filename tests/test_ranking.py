@@ -6,15 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.ranking import MATERIAL_REGRET, Trial, rank
-from mapreport.analysis.ranking_metrics import (
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.stats import kendall_tau_b
+from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Trial, rank
+from mapreport.analysis.tuning.ranking_metrics import (
     pairwise_accuracy,
     topk_recall,
     topk_score,
     topk_slowdown,
 )
-from mapreport.analysis.stats import kendall_tau_b
 from mapreport.core.kinds_tuning import Unranked
 
 TH = Thresholds(bootstrap_resamples=1000)

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 from scipy.stats import kendalltau
 
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.ranking import TOP_K, Ranking, tuning_ranking
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.tuning.ranking import TOP_K, Ranking, tuning_ranking
 from mapreport.app.cli import main
 from mapreport.core.errors import InputError
 from mapreport.core.kinds_tuning import Unranked

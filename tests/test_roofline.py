@@ -18,9 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapreport.analysis import Thresholds, analyze_slice
-from mapreport.analysis.flops import parse_dims, work
-from mapreport.analysis.roofline import roofline
-from mapreport.analysis.timeline import covered, of_rows, overlap, union
+from mapreport.analysis.device.flops import parse_dims, work
+from mapreport.analysis.device.roofline import roofline
+from mapreport.analysis.device.timeline import covered, of_rows, overlap, union
 from mapreport.app.cli import main
 from mapreport.core.devices import DeviceConfig, by_name, configured, recognise
 from mapreport.core.kinds import ActionKind, Bound, DeviceActivity, OpKind, Suspect
@@ -580,7 +580,7 @@ def test_headroom_and_idle_reproduce_from_their_packs(tmp_path: Path) -> None:
 def test_an_unrecognised_device_is_named_and_the_configured_one_is_used(tmp_path: Path) -> None:
     """HTA's MI250 trace records its dies as "AMD Radeon Graphics": no roofline, and the report
     names the key; `[device]` in the configuration gives it one."""
-    from mapreport.analysis.common import Review
+    from mapreport.analysis.base.common import Review
     from mapreport.report.devicetime import DEVICE_KEY, device_line
 
     trace = REALDATA / "hta" / "amd_trace" / "mi250_minitoy_train_ROCm6_2_kineto.json.gz"
@@ -989,7 +989,7 @@ def test_calls_of_two_trace_files_stay_apart(tmp_path: Path) -> None:
 
 
 def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> None:
-    from mapreport.analysis.results import SliceResult
+    from mapreport.analysis.steps.results import SliceResult
     from mapreport.report import devicetime
     from mapreport.report.findings import _device_time
 

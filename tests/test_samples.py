@@ -14,14 +14,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.analysis.adaptation import RANKS_SQL
-from mapreport.analysis.stats import (
+from mapreport.analysis.base.stats import (
     IntArray,
     SortedArray,
     bootstrap_ratio_gain,
     gain_ranks,
     quantile,
 )
+from mapreport.analysis.serving.adaptation import RANKS_SQL
 from mapreport.dataset.store import Dataset
 
 

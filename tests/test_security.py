@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from mapreport.analysis.actions import SLICE_WIDE
-from mapreport.analysis.query import inline, literal
+from mapreport.analysis.actions.actions import SLICE_WIDE
+from mapreport.analysis.base.query import inline, literal
 from mapreport.app.cli import main
 from mapreport.core.kinds import Driver
 from mapreport.dataset.store import Dataset

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from mapreport.analysis import Review, Thresholds, analyze_slice
-from mapreport.analysis.action_params import Consistency, MissingField
+from mapreport.analysis.actions.action_params import Consistency, MissingField
 from mapreport.core.kinds import ActionKind
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
@@ -150,7 +150,7 @@ def test_real_triton_scrape_since_start(tmp_path: Path) -> None:
 
 
 def test_bucket_quantile_is_prometheus_interpolation() -> None:
-    from mapreport.analysis.telemetry import bucket_quantile
+    from mapreport.analysis.mapping.telemetry import bucket_quantile
 
     buckets = [(0.1, 10.0), (0.5, 30.0), (1.0, 40.0), (None, 40.0)]
     assert bucket_quantile(buckets, 0.5) == (0.1 + 0.4 * (20 - 10) / 20, 0.1, 0.5)

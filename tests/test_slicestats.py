@@ -17,10 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.analysis.common import Percentiles
-from mapreport.analysis.query import SLICE_TABLE
-from mapreport.analysis.scheduling import scheduling
-from mapreport.analysis.slicestats import (
+from mapreport.analysis.base.common import Percentiles
+from mapreport.analysis.base.query import SLICE_TABLE
+from mapreport.analysis.base.slicestats import (
     BatchRow,
     CoreRow,
     SliceGrains,
@@ -29,7 +28,8 @@ from mapreport.analysis.slicestats import (
     slice_grains,
     slice_latency,
 )
-from mapreport.analysis.tokens import token_rate
+from mapreport.analysis.mapping.tokens import token_rate
+from mapreport.analysis.serving.scheduling import scheduling
 from mapreport.dataset.store import Dataset
 
 

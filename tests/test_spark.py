@@ -17,15 +17,21 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from mapreport.analysis import Thresholds, analyze_slice, list_slices, query
-from mapreport.analysis.blocking import EVENTS_SQL, LIMIT_HIT, VICTIMS_SQL, blocking_definitions
-from mapreport.analysis.query import (
+from mapreport.analysis import Thresholds, analyze_slice, list_slices
+from mapreport.analysis.base import query
+from mapreport.analysis.base.query import (
     GRID,
     PLANS_TABLE,
     SAMPLES,
     SHAPE_STATS,
     SLICE_TABLE,
     inline,
+)
+from mapreport.analysis.serving.blocking import (
+    EVENTS_SQL,
+    LIMIT_HIT,
+    VICTIMS_SQL,
+    blocking_definitions,
 )
 from mapreport.app.cli import main
 from mapreport.core.errors import InputError

@@ -13,7 +13,7 @@ import pytest
 import sqlglot
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.analysis.adaptation import RANKS_SQL
+from mapreport.analysis.serving.adaptation import RANKS_SQL
 from mapreport.core.kinds import Driver
 from mapreport.dataset.store import Dataset
 from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark

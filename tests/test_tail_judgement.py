@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mapreport.analysis.common import Interval, Thresholds
-from mapreport.analysis.stats import SortedArray, quantile, resampled_quantile
-from mapreport.analysis.tail import HEAVY_TAIL, TailRatio, TopSample, judge
+from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.base.stats import SortedArray, quantile, resampled_quantile
+from mapreport.analysis.serving.tail import HEAVY_TAIL, TailRatio, TopSample, judge
 from mapreport.core.kinds import BottleneckClass, FigureUnit, Status, StatusReason
 from mapreport.report.judgements import line
 
@@ -53,7 +53,7 @@ def test_without_latency_the_blocked_share_decides_the_tail() -> None:
     """Profiler spans record no arrival: the tail is at risk when blocking decided it from the
     blocked share (19 of 200 blocked, 95% CI 6.2% to 14.4%, above a p95 tail's 5%: the real
     torch-dynamic run), and not judged when it did not (3 of 200: its CI reaches 5%)."""
-    from mapreport.analysis.classify import blocked_evidence, read_blocked_share
+    from mapreport.analysis.serving.classify import blocked_evidence, read_blocked_share
 
     spans = TailRatio(0, 0, None, None)
     decided = blocked_evidence(read_blocked_share(19, 200, ("trace",)))

@@ -11,19 +11,19 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from mapreport.analysis.common import Review, Thresholds
+from mapreport.analysis.base.common import Review, Thresholds
 
 if TYPE_CHECKING:
-    from mapreport.analysis.history import RunKey, Stored
-    from mapreport.analysis.query import slices as list_slices
-    from mapreport.analysis.results import SliceResult
-    from mapreport.analysis.slice import analyze_slice
+    from mapreport.analysis.base.query import slices as list_slices
+    from mapreport.analysis.loop.history import RunKey, Stored
+    from mapreport.analysis.steps.results import SliceResult
+    from mapreport.analysis.steps.slice import analyze_slice
 
 __all__ = ["Review", "RunKey", "SliceResult", "Stored", "Thresholds", "analyze_slice"]
 __all__ += ["list_slices"]
 
-_LAZY = {"RunKey": "history", "Stored": "history", "SliceResult": "results"}
-_LAZY |= {"analyze_slice": "slice", "list_slices": "query"}
+_LAZY = {"RunKey": "loop.history", "Stored": "loop.history", "SliceResult": "steps.results"}
+_LAZY |= {"analyze_slice": "steps.slice", "list_slices": "base.query"}
 
 
 def __getattr__(name: str) -> Any:

@@ -16,8 +16,8 @@ import msgspec
 from markupsafe import Markup
 
 from mapreport import __version__
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.tail import DRIVERS
+from mapreport.analysis.serving.tail import DRIVERS
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.files import atomic_write, replacing
 from mapreport.core.kinds import Status
 from mapreport.report import charts as chart_builders

@@ -4,10 +4,10 @@ rest; a completeness test checks every enum member has its words)."""
 
 from __future__ import annotations
 
-from mapreport.analysis.action_params import Dim
-from mapreport.analysis.actions import SLICE_WIDE
-from mapreport.analysis.observe import ProfileItem
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.actions.action_params import Dim
+from mapreport.analysis.actions.actions import SLICE_WIDE
+from mapreport.analysis.actions.observe import ProfileItem
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import BlockingRemedy, Collect
 from mapreport.report.filters import pct, plural
 

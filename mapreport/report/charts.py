@@ -6,9 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mapreport.analysis.query import CDF_GRID
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.tail import DRIVERS
+from mapreport.analysis.base.query import CDF_GRID
+from mapreport.analysis.serving.tail import DRIVERS
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import Decision
 from mapreport.report.filters import signed_pct
 from mapreport.report.words import label

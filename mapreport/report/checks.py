@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mapreport.analysis.checklist import Breach, ChecklistItem, Pitfall
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.actions.checklist import Breach, ChecklistItem, Pitfall
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import (
     EVIDENCE_FREE,
     CheckGap,

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from mapreport.analysis.compare import (
+from mapreport.analysis.comparing.compare import (
     Comparison,
     OpComparison,
     QuantileComparison,
     ShapeComparison,
     ShipCheck,
 )
-from mapreport.analysis.compare_mapping import Figure, MappingComparison, ShapeMapping
-from mapreport.analysis.compare_stats import LatencyBasis
-from mapreport.analysis.compare_whole import TotalComparison
-from mapreport.analysis.runlevel import MIN_RUNS, RunsCompared
+from mapreport.analysis.comparing.compare_mapping import Figure, MappingComparison, ShapeMapping
+from mapreport.analysis.comparing.compare_stats import LatencyBasis
+from mapreport.analysis.comparing.compare_whole import TotalComparison
+from mapreport.analysis.comparing.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
 from mapreport.report.compare_tests import (

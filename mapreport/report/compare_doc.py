@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from mapreport import __version__
-from mapreport.analysis.compare import Comparison, OpOnly, ShipCheck
-from mapreport.analysis.compare_mapping import Figure, MappingComparison
-from mapreport.analysis.compare_stats import BlockChoice
-from mapreport.analysis.compare_whole import TotalComparison
-from mapreport.analysis.runlevel import RunsCompared
+from mapreport.analysis.comparing.compare import Comparison, OpOnly, ShipCheck
+from mapreport.analysis.comparing.compare_mapping import Figure, MappingComparison
+from mapreport.analysis.comparing.compare_stats import BlockChoice
+from mapreport.analysis.comparing.compare_whole import TotalComparison
+from mapreport.analysis.comparing.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
 from mapreport.report.compare_tests import blocks_sentence
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.compare import Comparison, QuantileTest, ShapeComparison
-from mapreport.analysis.compare_stats import BlockChoice, LatencyBasis
+from mapreport.analysis.comparing.compare import Comparison, QuantileTest, ShapeComparison
+from mapreport.analysis.comparing.compare_stats import BlockChoice, LatencyBasis
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.report.compare_whole import VERDICT_WORDS, ratio_text, signed_duration
 from mapreport.report.filters import duration, pct, plural

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.compare import Comparison, OpComparison, OpOnly
-from mapreport.analysis.compare_whole import TotalComparison
+from mapreport.analysis.comparing.compare import Comparison, OpComparison, OpOnly
+from mapreport.analysis.comparing.compare_whole import TotalComparison
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import TimeBasis, TimeCategory
 from mapreport.report.filters import duration, num, pct

@@ -3,10 +3,10 @@ from being measured. Facts from the analysis (`ShapeMetrics`), read once; nothin
 
 from __future__ import annotations
 
-from mapreport.analysis.accuracy import Accuracy
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.decision import borrows
-from mapreport.analysis.shape import ShapeMetrics
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.mapping.accuracy import Accuracy
+from mapreport.analysis.serving.decision import borrows
+from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.core.kinds import (
     AccuracyGap,
     AccuracyState,

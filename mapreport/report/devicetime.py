@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.roofline import OpShape, Roofline
-from mapreport.analysis.timeline import Timeline
+from mapreport.analysis.device.roofline import OpShape, Roofline
+from mapreport.analysis.device.timeline import Timeline
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.devices import DeviceLimits
 from mapreport.core.kinds import Bound, DeviceActivity, OpKind, Suspect
 from mapreport.report.filters import duration, pct

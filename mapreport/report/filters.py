@@ -6,7 +6,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from mapreport.analysis.common import Interval
+from mapreport.analysis.base.common import Interval
 
 DASH = "–"
 

@@ -13,15 +13,15 @@ from typing import Any
 import msgspec
 
 from mapreport import __version__
-from mapreport.analysis.common import Evidence, Percentiles
-from mapreport.analysis.history import History
-from mapreport.analysis.query import CDF_GRID
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.roofline import OpShape
-from mapreport.analysis.scheduling import Scheduling
-from mapreport.analysis.shape import ShapeMetrics
-from mapreport.analysis.tail import TailDrivers
-from mapreport.analysis.telemetry import MetricWindow
+from mapreport.analysis.base.common import Evidence, Percentiles
+from mapreport.analysis.base.query import CDF_GRID
+from mapreport.analysis.device.roofline import OpShape
+from mapreport.analysis.loop.history import History
+from mapreport.analysis.mapping.telemetry import MetricWindow
+from mapreport.analysis.serving.scheduling import Scheduling
+from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.serving.tail import TailDrivers
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.report import devicetime, judgements, prose, ranking_findings, words
 from mapreport.report.lines import ActionView
 from mapreport.report.sources import shown, source_dir

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from mapreport.analysis.judgement import Judgement
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.base.judgement import Judgement
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.report.filters import DASH, duration, num, pct, plural, ratio
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.actions import Action
-from mapreport.analysis.impact import Impact
+from mapreport.analysis.actions.actions import Action
+from mapreport.analysis.steps.impact import Impact
 from mapreport.core.kinds import CheckState
 
 

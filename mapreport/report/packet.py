@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.actions import SLICE_WIDE, class_id
-from mapreport.analysis.common import Regression, SlaCheck
-from mapreport.analysis.history import History
-from mapreport.analysis.observe import MATERIAL_TRAFFIC
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.shape import ShapeMetrics
+from mapreport.analysis.actions.actions import SLICE_WIDE, class_id
+from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
+from mapreport.analysis.base.common import Regression, SlaCheck
+from mapreport.analysis.loop.history import History
+from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
 from mapreport.report import devicetime, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct

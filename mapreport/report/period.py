@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from zoneinfo import ZoneInfo
 
-from mapreport.analysis.coverage import PlanVersion
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.mapping.coverage import PlanVersion
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.window import Window, WindowKind, is_wall_clock
 from mapreport.report.sources import shown
 

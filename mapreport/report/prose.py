@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from typing import assert_never
 
-from mapreport.analysis import action_params as P
-from mapreport.analysis.actions import SLICE_WIDE, Action, RollbackTrigger
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.actions import SLICE_WIDE, Action, RollbackTrigger
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import (
     BLOCKERS,
     AccuracyGap,

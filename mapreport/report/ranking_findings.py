@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mapreport.analysis.common import Interval
-from mapreport.analysis.ranking import Ranking, TuningChoice
+from mapreport.analysis.base.common import Interval
+from mapreport.analysis.tuning.ranking import Ranking, TuningChoice
 from mapreport.report.ranking_words import UNRANKED
 
 

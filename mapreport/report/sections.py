@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from mapreport.analysis.results import SliceResult
+    from mapreport.analysis.steps.results import SliceResult
 
 
 @dataclass(frozen=True)

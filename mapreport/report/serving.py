@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mapreport.analysis.common import within
-from mapreport.analysis.loadgen import LoadgenRun
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.telemetry import MetricWindow
+from mapreport.analysis.base.common import within
+from mapreport.analysis.mapping.loadgen import LoadgenRun
+from mapreport.analysis.mapping.telemetry import MetricWindow
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.filters import clock
 
 UNMEASURED = {

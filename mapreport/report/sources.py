@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import PurePath
 
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.steps.results import SliceResult
 
 
 def source_dir(r: SliceResult) -> str:

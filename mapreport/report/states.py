@@ -3,8 +3,8 @@ it (the loop's tables, page 1's changes, the packet)."""
 
 from __future__ import annotations
 
-from mapreport.analysis.loop import ActionState
-from mapreport.analysis.targets import Bound
+from mapreport.analysis.loop.loop import ActionState
+from mapreport.analysis.loop.targets import Bound
 from mapreport.core.kinds import ActionState as State
 from mapreport.report.filters import DASH, metric_value
 from mapreport.report.words import label, metric

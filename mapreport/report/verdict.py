@@ -8,11 +8,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from mapreport.analysis.common import SlaCheck, TailQuantile
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.sla import OverSla, OverTarget
-from mapreport.analysis.status import TailChange
-from mapreport.analysis.status import tail_change as status_tail_change
+from mapreport.analysis.base.common import SlaCheck, TailQuantile
+from mapreport.analysis.serving.sla import OverSla, OverTarget
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.steps.status import TailChange
+from mapreport.analysis.steps.status import tail_change as status_tail_change
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.core.kinds import ActionState as State
 from mapreport.report import prose, states, words

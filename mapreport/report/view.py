@@ -10,20 +10,20 @@ import hashlib
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
-from mapreport.analysis.blocking import MINOR_SHARE, BlockingEvent
-from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import Regression, SlaCheck, TailQuantile
-from mapreport.analysis.drift import OpDrift
-from mapreport.analysis.history import RunPoint
-from mapreport.analysis.impact import action_impact
-from mapreport.analysis.loop import ActionState
-from mapreport.analysis.observe import MATERIAL_TRAFFIC, ProfileItem
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.scheduling import JAIN_IMBALANCE, CoreCompute
-from mapreport.analysis.shape import ShapeMetrics
-from mapreport.analysis.status import TailChange
-from mapreport.analysis.targets import BACK_MARGIN
+from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
+from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC, ProfileItem
+from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
+from mapreport.analysis.loop.history import RunPoint
+from mapreport.analysis.loop.loop import ActionState
+from mapreport.analysis.loop.targets import BACK_MARGIN
+from mapreport.analysis.serving.blocking import MINOR_SHARE, BlockingEvent
+from mapreport.analysis.serving.classify import DECIDING_SHARE
+from mapreport.analysis.serving.drift import OpDrift
+from mapreport.analysis.serving.scheduling import JAIN_IMBALANCE, CoreCompute
+from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.steps.impact import action_impact
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.steps.status import TailChange
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,

@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from mapreport.analysis.actions import SLICE_WIDE, ValidationRow
-from mapreport.analysis.classify import DECIDING_SHARE
-from mapreport.analysis.common import Evidence, Interval, Thresholds
-from mapreport.analysis.history import History
-from mapreport.analysis.impact import Impact
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.scheduling import Scheduling
-from mapreport.analysis.shape import ShapeMetrics
-from mapreport.analysis.status import AT_RISK_HEADROOM
-from mapreport.analysis.tail import TAIL_SHARE
+from mapreport.analysis.actions.actions import SLICE_WIDE, ValidationRow
+from mapreport.analysis.base.common import Evidence, Interval, Thresholds
+from mapreport.analysis.loop.history import History
+from mapreport.analysis.serving.classify import DECIDING_SHARE
+from mapreport.analysis.serving.scheduling import Scheduling
+from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.serving.tail import TAIL_SHARE
+from mapreport.analysis.steps.impact import Impact
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.steps.status import AT_RISK_HEADROOM
 from mapreport.core.kinds import (
     AccuracyState,
     ActionKind,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from mapreport.analysis import RunKey, analyze_slice, list_slices
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.schema import TABLES
 from mapreport.core.window import Window

@@ -27,8 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.compare import (
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.query import SqlValue, inline
+from mapreport.analysis.base.stats import seed_for
+from mapreport.analysis.comparing.compare import (
     OP_CALLS,
     SAMPLES,
     Comparison,
@@ -36,8 +38,6 @@ from mapreport.analysis.compare import (
     ratio_interval,
     shape_seed,
 )
-from mapreport.analysis.query import SqlValue, inline
-from mapreport.analysis.stats import seed_for
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window

@@ -11,29 +11,33 @@ from typing import Any
 
 from markupsafe import Markup
 
-from mapreport.analysis.common import Thresholds
-from mapreport.analysis.compare import (
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.query import slices
+from mapreport.analysis.base.stats import seed_for
+from mapreport.analysis.comparing.compare import (
     Comparison,
     OpKey,
     compare,
     compare_ops,
     ship_check,
 )
-from mapreport.analysis.compare_mapping import MappingComparison, compare_mapping
-from mapreport.analysis.compare_names import align_names, renamed
-from mapreport.analysis.compare_sides import (
+from mapreport.analysis.comparing.compare_mapping import MappingComparison, compare_mapping
+from mapreport.analysis.comparing.compare_names import align_names, renamed
+from mapreport.analysis.comparing.compare_sides import (
     SideSamples,
     shared_basis,
     side_basis,
     side_parts,
     side_samples,
 )
-from mapreport.analysis.compare_stats import LatencyBasis
-from mapreport.analysis.compare_whole import SideOps, TotalComparison, compare_total, side_ops
-from mapreport.analysis.environment import SourceSelection, select_sources
-from mapreport.analysis.query import slices
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.runlevel import (
+from mapreport.analysis.comparing.compare_stats import LatencyBasis
+from mapreport.analysis.comparing.compare_whole import (
+    SideOps,
+    TotalComparison,
+    compare_total,
+    side_ops,
+)
+from mapreport.analysis.comparing.runlevel import (
     MIN_RUNS,
     Run,
     RunsCompared,
@@ -42,9 +46,10 @@ from mapreport.analysis.runlevel import (
     side_runs,
     trace_files,
 )
-from mapreport.analysis.runlevel import compare_runs as runlevel
-from mapreport.analysis.slice import analyze_slice
-from mapreport.analysis.stats import seed_for
+from mapreport.analysis.comparing.runlevel import compare_runs as runlevel
+from mapreport.analysis.mapping.environment import SourceSelection, select_sources
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.steps.slice import analyze_slice
 from mapreport.core.connection import Connection
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write

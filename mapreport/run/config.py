@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import msgspec
 
-from mapreport.analysis.common import Thresholds
+from mapreport.analysis.base.common import Thresholds
 from mapreport.core.devices import KNOWN, MATRIX_DTYPES, PLAUSIBLE, DeviceConfig, by_name
 from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
 from mapreport.core.window import parse_duration_us, zone

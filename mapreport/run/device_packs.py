@@ -8,16 +8,16 @@ from typing import Any
 
 import pyarrow as pa
 
-from mapreport.analysis.common import Evidence, Thresholds
-from mapreport.analysis.device_actions import idle_evidence
-from mapreport.analysis.graphs import PACK as GRAPH_PACK
-from mapreport.analysis.graphs import buckets_of, captures_of, padding_seed, steps_of
-from mapreport.analysis.query import inline
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.roofline import CALLS, headroom_of
-from mapreport.analysis.stats import seed_for
-from mapreport.analysis.timeline import COMMUNICATION_KERNELS, of_rows
-from mapreport.analysis.timeline import ROWS as TIMELINE_ROWS
+from mapreport.analysis.actions.device_actions import idle_evidence
+from mapreport.analysis.base.common import Evidence, Thresholds
+from mapreport.analysis.base.query import inline
+from mapreport.analysis.base.stats import seed_for
+from mapreport.analysis.device.graphs import PACK as GRAPH_PACK
+from mapreport.analysis.device.graphs import buckets_of, captures_of, padding_seed, steps_of
+from mapreport.analysis.device.roofline import CALLS, headroom_of
+from mapreport.analysis.device.timeline import COMMUNICATION_KERNELS, of_rows
+from mapreport.analysis.device.timeline import ROWS as TIMELINE_ROWS
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.run.pack_params import HeadroomParams, NoParams, Recomputed, Reduction
 
 DEVICE_REDUCTIONS = frozenset({Reduction.HEADROOM, Reduction.DEVICE_IDLE, Reduction.GRAPH_PADDING})

@@ -28,16 +28,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from mapreport.analysis.accuracy import shape_accuracy
-from mapreport.analysis.actions import SLICE_WIDE, Action, class_id
-from mapreport.analysis.adaptation import shape_gain
-from mapreport.analysis.blocking import blocking_definitions
-from mapreport.analysis.classify import ShapeClass
-from mapreport.analysis.common import Evidence, Thresholds
-from mapreport.analysis.consistency import difference
-from mapreport.analysis.environment import check_environment
-from mapreport.analysis.history import p95_change
-from mapreport.analysis.query import (
+from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
+from mapreport.analysis.base.common import Evidence, Thresholds
+from mapreport.analysis.base.query import (
     BLOCKED_TABLE,
     SAMPLES,
     SLICE_TABLE,
@@ -46,8 +39,7 @@ from mapreport.analysis.query import (
     inline,
     slice_definitions,
 )
-from mapreport.analysis.results import SliceResult
-from mapreport.analysis.stats import (
+from mapreport.analysis.base.stats import (
     Sample,
     SortedArray,
     bootstrap_relative_error,
@@ -55,20 +47,28 @@ from mapreport.analysis.stats import (
     seed_for,
     wilson_interval,
 )
-from mapreport.analysis.tail import (
-    attribute,
-    group_tails,
-    pooled,
-    resample,
-    tail_sql,
-)
-from mapreport.analysis.telemetry import (
+from mapreport.analysis.loop.history import p95_change
+from mapreport.analysis.mapping.accuracy import shape_accuracy
+from mapreport.analysis.mapping.consistency import difference
+from mapreport.analysis.mapping.environment import check_environment
+from mapreport.analysis.mapping.telemetry import (
     POINT_ROWS,
     points_of,
     series_of,
     vocabulary_named,
     windows,
 )
+from mapreport.analysis.serving.adaptation import shape_gain
+from mapreport.analysis.serving.blocking import blocking_definitions
+from mapreport.analysis.serving.classify import ShapeClass
+from mapreport.analysis.serving.tail import (
+    attribute,
+    group_tails,
+    pooled,
+    resample,
+    tail_sql,
+)
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write

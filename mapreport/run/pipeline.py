@@ -12,8 +12,8 @@ from typing import NamedTuple
 
 from mapreport import __version__
 from mapreport.analysis import RunKey, Stored, analyze_slice
-from mapreport.analysis.record import history_rows
-from mapreport.analysis.results import SliceResult
+from mapreport.analysis.steps.record import history_rows
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
 from mapreport.core.errors import MapreportError
 from mapreport.core.files import atomic_write

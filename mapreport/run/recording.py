@@ -9,7 +9,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from mapreport.analysis import Review, RunKey, Stored, analyze_slice
-from mapreport.analysis.record import history_rows
+from mapreport.analysis.steps.record import history_rows
 from mapreport.core.kinds import OwnerRole
 from mapreport.core.schema import PARTITIONED
 from mapreport.core.window import EVERYTHING, Window, night_window, range_window

@@ -1,0 +1,177 @@
+"""Run-level comparison (docs/compare.md, "Run to run"): a claim about two builds or configs
+in general, from the spread of a slice's quantile across each side's runs.
+
+A bootstrap over one run's requests measures request-to-request variation inside that run; two
+runs of the same build differ by more (a restart, a noisy neighbour, another compile). With at
+least two runs a side, each run's quantile is one observation: the ratio is the geometric mean
+of B's runs over A's, and its 95% CI is Welch's t interval on the log quantiles (AIPerf's rule:
+run-level claims from repeated runs only). A run is one ingested file of the slice's requests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats
+
+from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.comparing.compare import OP_CALLS, SAMPLES, OpKey, side_params
+from mapreport.core.connection import Connection
+
+QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+MIN_RUNS = 2
+"""Runs a side needs for a run-level interval."""
+
+_RUNS = f"""
+    SELECT source_id, count(*) AS n, quantile_cont(latency_us, [0.5, 0.95, 0.99]) AS q
+    FROM ({SAMPLES}) GROUP BY source_id ORDER BY source_id
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run of a side: its file, requests and latency quantiles."""
+
+    source_id: str
+    n: int
+    quantiles: tuple[float, float, float]
+    """p50, p95, p99 of end-to-end latency (microseconds)."""
+
+
+def side_runs(
+    con: Connection,
+    workload: str,
+    slice_: str,
+    start_us: float | None = None,
+    end_us: float | None = None,
+) -> tuple[Run, ...]:
+    """A side's runs (one per source file of the slice's ok requests), with their quantiles."""
+    rows = con.execute(_RUNS, side_params(workload, slice_, start_us, end_us)).fetchall()
+    return tuple(
+        Run(str(source), int(n), (float(q[0]), float(q[1]), float(q[2]))) for source, n, q in rows
+    )
+
+
+@dataclass(frozen=True)
+class RunLevel:
+    """One quantile of the slice compared across runs: B's runs against A's."""
+
+    quantile: str
+    runs_a: int
+    runs_b: int
+    """Runs with the requests the quantile needs (`min_samples_p95` for p50 and p95,
+    `min_samples_p99` for p99)."""
+    ratio: float | None
+    """Geometric mean of B's run quantiles over A's (None under `MIN_RUNS` runs a side)."""
+    ci: tuple[float, float] | None
+    """Welch's 95% t interval of `ratio` (on the logs; None under `MIN_RUNS` a side)."""
+    moved: bool
+    """The CI excludes 1."""
+
+
+def _need(name: str, th: Thresholds) -> int:
+    return th.min_samples_p99 if name == "p99" else th.min_samples_p95
+
+
+def welch_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
+    """exp(mean log B - mean log A) and Welch's 95% t interval of it (both sides >= 2 values,
+    all positive)."""
+    la, lb = np.log(a), np.log(b)
+    diff = float(lb.mean() - la.mean())
+    va, vb = float(la.var(ddof=1)) / len(la), float(lb.var(ddof=1)) / len(lb)
+    se = math.sqrt(va + vb)
+    if se == 0.0:  # identical runs on both sides: no spread to widen the interval
+        return math.exp(diff), (math.exp(diff), math.exp(diff))
+    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
+    half = float(stats.t.ppf(0.975, df)) * se
+    return math.exp(diff), (math.exp(diff - half), math.exp(diff + half))
+
+
+def compare_runs(a: tuple[Run, ...], b: tuple[Run, ...], th: Thresholds) -> tuple[RunLevel, ...]:
+    """Each quantile across runs: the ratio and its CI where both sides have `MIN_RUNS` runs
+    with the requests it needs; else the run counts alone."""
+    out = []
+    for i, (name, _) in enumerate(QUANTILES):
+        need = _need(name, th)
+        xa = np.array([r.quantiles[i] for r in a if r.n >= need and r.quantiles[i] > 0])
+        xb = np.array([r.quantiles[i] for r in b if r.n >= need and r.quantiles[i] > 0])
+        if min(len(xa), len(xb)) < MIN_RUNS:
+            out.append(RunLevel(name, len(xa), len(xb), None, None, False))
+            continue
+        ratio, ci = welch_ratio(xa, xb)
+        out.append(RunLevel(name, len(xa), len(xb), ratio, ci, not ci[0] <= 1.0 <= ci[1]))
+    return tuple(out)
+
+
+_OP_RUNS = f"""
+    SELECT op, shape, types, source_id, favg(dur) AS mean_us
+    FROM ({OP_CALLS})
+    GROUP BY ALL
+    ORDER BY op, shape, types, source_id
+"""
+
+
+def op_runs(con: Connection, workload: str, slice_: str) -> dict[OpKey, dict[str, float]]:
+    """Per op x shape: each trace file's mean device time per call."""
+    out: dict[OpKey, dict[str, float]] = {}
+    for op, shape, types, source, mean in con.execute(
+        _OP_RUNS, {"w": workload, "s": slice_}
+    ).fetchall():
+        out.setdefault((str(op), str(shape), str(types)), {})[str(source)] = float(mean)
+    return out
+
+
+def trace_files(runs: dict[OpKey, dict[str, float]]) -> int:
+    """The trace files a side's op x shapes come from."""
+    return len({f for per in runs.values() for f in per})
+
+
+@dataclass(frozen=True)
+class OpRunLevel:
+    """One op x shape across trace files: B's files against A's."""
+
+    op: str
+    shape: str
+    types: str
+    runs_a: int
+    runs_b: int
+    ratio: float
+    """Geometric mean of B's per-file means over A's."""
+    ci: tuple[float, float]
+    """Welch's 95% t interval of `ratio`."""
+    moved: bool
+
+
+def compare_op_runs(
+    a: dict[OpKey, dict[str, float]], b: dict[OpKey, dict[str, float]]
+) -> tuple[OpRunLevel, ...]:
+    """Every op x shape that `MIN_RUNS` trace files on each side ran, across files."""
+    out = []
+    for k in sorted(set(a) & set(b)):
+        xa = np.array([v for v in a[k].values() if v > 0])
+        xb = np.array([v for v in b[k].values() if v > 0])
+        if min(len(xa), len(xb)) < MIN_RUNS:
+            continue
+        ratio, ci = welch_ratio(xa, xb)
+        out.append(OpRunLevel(*k, len(xa), len(xb), ratio, ci, not ci[0] <= 1.0 <= ci[1]))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class RunsCompared:
+    """How many runs each side holds, and each quantile (and op x shape) across them."""
+
+    runs_a: int
+    runs_b: int
+    quantiles: tuple[RunLevel, ...]
+    traces_a: int = 0
+    traces_b: int = 0
+    """Trace files a side's op x shapes come from (a trace file is a run of its ops)."""
+    ops: tuple[OpRunLevel, ...] = ()
+
+    @property
+    def claimed(self) -> bool:
+        """At least one quantile has a run-level interval."""
+        return any(q.ci is not None for q in self.quantiles) or bool(self.ops)

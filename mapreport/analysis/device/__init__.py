@@ -1,0 +1,2 @@
+"""What the device did: FLOPs and bytes per op, the roofline, captured graphs, the device
+timeline and per-operator times."""

@@ -1,0 +1,314 @@
+"""Did the compiler choose well? Per tuning run and workload (a tuner's task at its argument
+shapes): the candidates it measured, the best, the run's pick, the regret of the pick against
+the best measured for that workload in any run, with a bootstrap interval over the measured
+repeats, how soon the search got within 5% and 1% of its own best, and, where the records
+carry the cost model's scores, how well the model ranked (docs/metrics.md, "Did the compiler
+choose well?"). Reads the canonical table `tuning_trial`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.base.stats import CI_LEVEL, seed_for
+from mapreport.analysis.tuning.ranking_metrics import (
+    FloatArray,
+    pair_agreement,
+    pairwise_accuracy,
+    resampled_pairs,
+    tau_b,
+    top_k,
+    topk_recall,
+    topk_score,
+    topk_slowdown,
+)
+from mapreport.core.connection import Connection
+from mapreport.core.kinds_tuning import Unranked
+
+TOP_K = 5
+"""The k of top-k recall, TenSet's top-k score and TpuGraphs' top-k slowdown."""
+MATERIAL_REGRET = 0.05
+"""A regret is material when its interval is clear of zero and it is at least this (5%)."""
+WITHIN = (0.05, 0.01)
+"""The distances from the run's own best that `trials_to_*` count to."""
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One measured candidate, as `tuning_trial` holds it."""
+
+    plan_id: str
+    task: str
+    task_key: str
+    """The workload's identity across runs (runs of the same key are compared)."""
+    target: str | None
+    shape: str | None
+    trial: int
+    config_id: str
+    costs_us: tuple[float, ...] | None
+    mean_us: float | None
+    error: str | None
+    score: float | None
+    """The model's score (higher: predicted faster); a predicted time counts negated."""
+    cost_model: str | None
+    source_id: str
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """How well the cost model ranked one run's measured candidates."""
+
+    cost_model: str | None
+    scored: int
+    k: int
+    pairwise_accuracy: float
+    pairwise_accuracy_ci: Interval | None
+    kendall_tau: float | None
+    kendall_tau_ci: Interval | None
+    topk_recall: float
+    topk_score: float
+    topk_score_ci: Interval | None
+    topk_slowdown: float
+
+
+@dataclass(frozen=True)
+class TuningChoice:
+    """One tuning run's workload: what it measured, what it picked, and its regret."""
+
+    plan_id: str
+    task: str
+    task_key: str
+    target: str | None
+    shape: str | None
+    sources: tuple[str, ...]
+    trials: int
+    candidates: int
+    """Successful trials."""
+    errors: int
+    best_us: float | None
+    """The best mean time measured for this workload in any run."""
+    best_plan: str | None
+    best_trial: int | None
+    chosen_us: float | None
+    """This run's pick: its best measured trial, the one the tuner's database returns."""
+    chosen_trial: int | None
+    chosen_config: str | None
+    regret: float | None
+    """chosen / best - 1."""
+    regret_ci: Interval | None
+    material: bool
+    """The regret's interval is clear of zero and the regret is at least MATERIAL_REGRET."""
+    trials_to_5pct: int | None
+    trials_to_1pct: int | None
+    best_so_far_us: tuple[float | None, ...]
+    """The run's best time after each trial in record order (None before the first success)."""
+    prediction: Prediction | None
+    unranked: Unranked | None
+    """Why there is no regret (one candidate, none succeeded); None when there is one."""
+    unscored: Unranked | None
+    """Why there are no ranking figures; None when there are."""
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Every tuning run's workloads of a slice."""
+
+    choices: tuple[TuningChoice, ...]
+    trials: int
+    one_per_workload: bool
+    """Every run holds a single trial per workload: the records rank nothing."""
+
+
+_TRIALS = """
+    SELECT plan_id, task, task_key, target, shape, trial, config_id, costs_us, mean_us, error,
+        coalesce(predicted_score, -predicted_us), cost_model, source_id
+    FROM tuning_trial WHERE workload = $w AND slice = $s
+    ORDER BY plan_id, task_key, target, shape, trial
+"""
+
+
+def load_trials(con: Connection, workload: str, slice_: str) -> list[Trial]:
+    """The slice's trials in record order per run and workload."""
+    rows = con.execute(_TRIALS, {"w": workload, "s": slice_}).fetchall()
+    return [
+        Trial(
+            plan_id=r[0],
+            task=r[1],
+            task_key=r[2],
+            target=r[3],
+            shape=r[4],
+            trial=int(r[5]),
+            config_id=r[6],
+            costs_us=tuple(r[7]) if r[7] is not None else None,
+            mean_us=r[8],
+            error=r[9],
+            score=r[10],
+            cost_model=r[11],
+            source_id=r[12],
+        )
+        for r in rows
+    ]
+
+
+def tuning_ranking(
+    con: Connection, workload: str, slice_: str, thresholds: Thresholds
+) -> Ranking | None:
+    """The slice's ranking figures; None when it holds no tuning trials."""
+    trials = load_trials(con, workload, slice_)
+    return rank(trials, thresholds) if trials else None
+
+
+def rank(trials: Sequence[Trial], thresholds: Thresholds) -> Ranking:
+    """The figures of every run and workload of `trials` (pure)."""
+    runs: dict[tuple[str, str, str | None, str | None], list[Trial]] = {}  # run and workload
+    groups: dict[tuple[str, str | None, str | None], list[Trial]] = {}
+    for t in trials:
+        runs.setdefault((t.plan_id, t.task_key, t.target, t.shape), []).append(t)
+        groups.setdefault((t.task_key, t.target, t.shape), []).append(t)
+    choices = tuple(
+        _choice(run, groups[key[1:]], thresholds) for key, run in sorted(runs.items(), key=str)
+    )
+    return Ranking(
+        choices=choices,
+        trials=len(trials),
+        one_per_workload=all(c.trials == 1 for c in choices),
+    )
+
+
+def _ok(ts: Sequence[Trial]) -> list[Trial]:
+    return [t for t in ts if t.error is None and t.mean_us is not None]
+
+
+def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoice:
+    run = sorted(run, key=lambda t: t.trial)
+    ok, pool = _ok(run), _ok(group)
+    first = run[0]
+    seed = seed_for(
+        th.seed, "ranking", first.plan_id, first.task, str(first.target), str(first.shape)
+    )
+    chosen = min(ok, key=lambda t: (t.mean_us, t.trial)) if ok else None
+    best = min(pool, key=lambda t: (t.mean_us, t.plan_id, t.trial)) if pool else None
+    unranked = (
+        Unranked.NO_SUCCESS if not ok else (Unranked.ONE_CANDIDATE if len(pool) < 2 else None)
+    )
+    regret = ci = None
+    if chosen is not None and best is not None and unranked is None:
+        regret = _mean(chosen) / _mean(best) - 1
+        ci = _regret_ci(chosen, pool, th.bootstrap_resamples, seed)
+    curve = _best_so_far(run)
+    own = _mean(chosen) if chosen is not None else None
+    scored = [t for t in ok if t.score is not None]
+    prediction = _prediction(scored, th.bootstrap_resamples, seed) if len(scored) >= 2 else None
+    return TuningChoice(
+        plan_id=first.plan_id,
+        task=first.task,
+        task_key=first.task_key,
+        target=first.target,
+        shape=first.shape,
+        sources=tuple(sorted({t.source_id for t in run})),
+        trials=len(run),
+        candidates=len(ok),
+        errors=len(run) - len(ok),
+        best_us=_mean(best) if best is not None else None,
+        best_plan=best.plan_id if best is not None else None,
+        best_trial=best.trial if best is not None else None,
+        chosen_us=own,
+        chosen_trial=chosen.trial if chosen is not None else None,
+        chosen_config=chosen.config_id if chosen is not None else None,
+        regret=regret,
+        regret_ci=ci,
+        material=bool(
+            regret is not None and ci is not None and ci.low > 0 and regret >= MATERIAL_REGRET
+        ),
+        trials_to_5pct=_trials_to(run, curve, own, WITHIN[0]),
+        trials_to_1pct=_trials_to(run, curve, own, WITHIN[1]),
+        best_so_far_us=curve,
+        prediction=prediction,
+        unranked=unranked,
+        unscored=None if prediction is not None else (unranked or Unranked.NO_SCORES),
+    )
+
+
+def _mean(t: Trial) -> float:
+    assert t.mean_us is not None  # only successful trials reach here
+    return t.mean_us
+
+
+def _best_so_far(run: list[Trial]) -> tuple[float | None, ...]:
+    out: list[float | None] = []
+    best: float | None = None
+    for t in run:
+        if t.error is None and t.mean_us is not None and (best is None or t.mean_us < best):
+            best = t.mean_us
+        out.append(best)
+    return tuple(out)
+
+
+def _trials_to(
+    run: list[Trial], curve: tuple[float | None, ...], own: float | None, within: float
+) -> int | None:
+    """The trial (record order, 1-based, failed trials counted) after which the run's best so
+    far is within `within` of its own final best."""
+    if own is None:
+        return None
+    for t, b in zip(run, curve, strict=True):
+        if b is not None and b <= own * (1 + within):
+            return t.trial
+    return None
+
+
+def _interval(values: FloatArray) -> Interval | None:
+    values = values[np.isfinite(values)]
+    if len(values) == 0:
+        return None
+    tail = (1 - CI_LEVEL) / 2
+    return Interval(float(np.quantile(values, tail)), float(np.quantile(values, 1 - tail)))
+
+
+def _regret_ci(chosen: Trial, pool: list[Trial], resamples: int, seed: int) -> Interval | None:
+    """Resample each candidate's repeats: the chosen one's mean over the least mean."""
+    rng = np.random.default_rng(seed)
+    means = np.empty((len(pool), resamples))
+    at = 0
+    for i, t in enumerate(pool):
+        costs = np.asarray(t.costs_us or (_mean(t),), dtype=np.float64)
+        draw = rng.integers(0, len(costs), size=(resamples, len(costs)))
+        means[i] = costs[draw].mean(axis=1)
+        if t is chosen:
+            at = i
+    return _interval(means[at] / means.min(axis=0) - 1)
+
+
+def _prediction(scored: list[Trial], resamples: int, seed: int) -> Prediction:
+    scores = np.asarray([t.score for t in scored], dtype=np.float64)
+    lat = np.asarray([_mean(t) for t in scored], dtype=np.float64)
+    thr = lat.min() / lat  # TenSet's labels: the best time over each candidate's
+    k = min(TOP_K, len(scored))
+    i, j = (a.astype(np.int64) for a in np.triu_indices(len(scored), k=1))
+    rng = np.random.default_rng(seed + 1)
+    pair, tau, top = (np.full(resamples, np.nan) for _ in range(3))
+    for b in range(resamples):
+        draw = rng.integers(0, len(scored), size=len(scored)).astype(np.int64)
+        p, q = resampled_pairs(draw, i, j)
+        if len(p):
+            pair[b] = pair_agreement(scores, thr, p, q)
+            tau[b] = np.nan if (v := tau_b(scores, thr, p, q)) is None else v
+        top[b] = lat[draw].min() / lat[draw][top_k(scores[draw], k)].min()
+    models = {t.cost_model for t in scored}
+    return Prediction(
+        cost_model=models.pop() if len(models) == 1 else None,
+        scored=len(scored),
+        k=k,
+        pairwise_accuracy=pairwise_accuracy(scores, thr),
+        pairwise_accuracy_ci=_interval(pair),
+        kendall_tau=tau_b(scores, thr, i, j),
+        kendall_tau_ci=_interval(tau),
+        topk_recall=topk_recall(scores, thr, k),
+        topk_score=topk_score([(1.0, scores, lat)], k),
+        topk_score_ci=_interval(top),
+        topk_slowdown=topk_slowdown(scores, lat, k),
+    )
