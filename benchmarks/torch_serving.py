@@ -62,6 +62,12 @@ ANNOTATIONS = {
 }
 
 
+def _shapes(small_last: bool) -> list[tuple[int, int]]:
+    """Every (batch, seq) in warm-up order: smallest first, or (`small_last`) largest first."""
+    shapes = [(b, s) for b in BATCHES for s in SEQS]
+    return shapes[::-1] if small_last else shapes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("out", type=Path)
@@ -71,9 +77,7 @@ def main() -> None:
     ap.add_argument("--blocks", type=int, default=4, help="residual MLP blocks of the model")
     ap.add_argument("--workers", type=int, default=1, help="worker processes, a queue each")
     ap.add_argument("--dynamic", choices=sorted(DYNAMIC), default="false")
-    ap.add_argument(
-        "--recompile-limit", type=int, default=64, help="dynamo's recompile_limit (default 8)"
-    )
+    ap.add_argument("--recompile-limit", type=int, default=64, help="dynamo's recompile_limit")
     ap.add_argument("--annotation", choices=sorted(ANNOTATIONS), default="ours")
     ap.add_argument("--load", action="store_true", help="another process keeps a core busy")
     ap.add_argument(
@@ -85,11 +89,17 @@ def main() -> None:
     )
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cache", choices=("off", "shared"), default="off")
+    ap.add_argument(
+        "--small-last",
+        action="store_true",
+        help="warm up and weight the largest shapes first, so the shapes past --warm or the "
+        "recompile limit are the smallest (where eager dispatch costs most)",
+    )
     a = ap.parse_args()
     import numpy as np
 
     rng = np.random.default_rng(a.seed)
-    shapes = [(b, s) for b in BATCHES for s in SEQS]
+    shapes = _shapes(a.small_last)
     # a few hot shapes carry most traffic, the rest are rare (they are the recompiles)
     weights = np.array([8.0 if i < a.warm else 1.0 for i in range(len(shapes))])
     picks = rng.choice(len(shapes), size=a.requests, p=weights / weights.sum())
@@ -137,6 +147,7 @@ def main() -> None:
         "requests": a.requests,
         "seed": a.seed,
         "cache": a.cache,
+        "small_last": a.small_last,
     }
     (a.out / "server.json").write_text(json.dumps(settings, indent=1) + "\n")
     _write(a.out, rows, traces, [o["trace"] for o in sorted(outs, key=lambda o: o["worker"])])
@@ -216,7 +227,7 @@ def _worker(
 
     model = torch.nn.Sequential(*(Block() for _ in range(a.blocks))).eval()
     compiled = torch.compile(model, dynamic=DYNAMIC[a.dynamic], backend=backend)
-    warm = [(b, s) for b in BATCHES for s in SEQS][: a.warm]
+    warm = _shapes(a.small_last)[: a.warm]
     with torch.no_grad():
         for b, s in warm:  # warm-up, off the serving clock
             compiled(torch.randn(b, s, HIDDEN))
