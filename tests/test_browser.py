@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mapreport.report.charts import CHARTS
 from mapreport.report.prose import md_text
+from mapreport.report.sections import CHARTS
 
 playwright = pytest.importorskip("playwright.sync_api")
 

@@ -14,9 +14,8 @@ import pypdf
 import pytest
 from markupsafe import escape
 
-from mapreport.report.charts import CHARTS
 from mapreport.report.judgements import FAMILY_NAMES
-from mapreport.report.sections import SECTIONS
+from mapreport.report.sections import CHARTS, SECTIONS
 
 SLICES = ["bert-base", "resnet50-int8/prod", "llama-decode/chat"]
 SCHEMA = json.loads(

@@ -191,8 +191,10 @@ def write_slice_report(
     packet (`packet.html.j2`), or with `full` every section."""
     folder.mkdir(parents=True, exist_ok=True)
     generated_at = clock().isoformat(timespec="seconds")
-    figs = chart_builders.build_charts(r)
     v = build(r)
+    figs = chart_builders.build_charts(r) | {
+        c: f for p in v.assembled.parts for c, f in p.figures().items()
+    }
     doc = findings(r, v, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())

@@ -51,7 +51,8 @@ CAPTIONS = {
 not), so chart titles stay short."""
 
 
-def _layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
+def layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
+    """The house style: title, font, size, margins, legend above the plot."""
     fig.update_layout(
         title={"text": title, "x": 0.0, "xanchor": "left", "y": 0.98, "yanchor": "top"},
         title_font={"size": 15},
@@ -143,7 +144,7 @@ def accuracy_vs_gain(r: SliceResult) -> go.Figure:
         title="signed prediction error (predicted − measured) / measured, %", zeroline=True
     )
     fig.update_yaxes(title="net p50 gain of adaptation, % (95% CI)")
-    return _layout(fig, "Accuracy versus gain per shape")
+    return layout(fig, "Accuracy versus gain per shape")
 
 
 def latency_percentiles(r: SliceResult) -> go.Figure:
@@ -169,7 +170,7 @@ def latency_percentiles(r: SliceResult) -> go.Figure:
     _sla_lines(fig, r)
     fig.update_yaxes(title="end-to-end latency, ms")
     fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return _layout(fig, "Latency percentiles per shape")
+    return layout(fig, "Latency percentiles per shape")
 
 
 def predicted_vs_measured(r: SliceResult) -> go.Figure:
@@ -216,7 +217,7 @@ def predicted_vs_measured(r: SliceResult) -> go.Figure:
     fig.update_layout(barmode="group")
     fig.update_yaxes(title="compute time, ms", rangemode="tozero")
     fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return _layout(fig, "Predicted versus measured compute per shape")
+    return layout(fig, "Predicted versus measured compute per shape")
 
 
 DRIVER_COLORS = {
@@ -287,7 +288,7 @@ def tail_drivers(r: SliceResult) -> go.Figure:
     fig.update_yaxes(
         categoryorder="array", categoryarray=names, autorange="reversed", automargin=True
     )
-    return _layout(fig, "Tail-latency drivers", height=max(340, 120 + 34 * len(rows)))
+    return layout(fig, "Tail-latency drivers", height=max(340, 120 + 34 * len(rows)))
 
 
 def queue_ccdf(r: SliceResult) -> go.Figure | None:
@@ -316,7 +317,7 @@ def queue_ccdf(r: SliceResult) -> go.Figure | None:
         )
     fig.update_xaxes(title="queue wait, ms (log)", type="log")
     fig.update_yaxes(title="share of requests waiting longer (log)", type="log", range=[-3, 0])
-    fig = _layout(fig, "Queue wait per shape", height=480)
+    fig = layout(fig, "Queue wait per shape", height=480)
     fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1.0, "yanchor": "top"})
     fig.update_layout(margin={"r": 200})
     return fig
@@ -352,7 +353,7 @@ def trend(r: SliceResult) -> go.Figure | None:
     _sla_lines(fig, r)
     fig.update_xaxes(title="run date", type="category")
     fig.update_yaxes(title="end-to-end latency, ms", rangemode="tozero")
-    return _layout(fig, "Latency across nights")
+    return layout(fig, "Latency across nights")
 
 
 def error_trend(r: SliceResult) -> go.Figure | None:
@@ -389,7 +390,7 @@ def error_trend(r: SliceResult) -> go.Figure | None:
             )
     fig.update_xaxes(title="run date", type="category")
     fig.update_yaxes(title="signed prediction error, %", zeroline=True)
-    return _layout(fig, "Cost-model error across nights")
+    return layout(fig, "Cost-model error across nights")
 
 
 PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
@@ -432,57 +433,12 @@ def op_times(r: SliceResult) -> go.Figure | None:
         )
     fig.update_xaxes(title="median time per execution, µs", rangemode="tozero")
     fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, automargin=True)
-    fig = _layout(fig, "Measured time of the 20 largest ops", height=140 + 24 * len(rows))
+    fig = layout(fig, "Measured time of the 20 largest ops", height=140 + 24 * len(rows))
     fig.update_layout(barmode="overlay", margin={"l": 20})
     return fig
 
 
-def sweep_curves(r: SliceResult) -> go.Figure | None:
-    """p99 latency against throughput across each config's load sweep (the eight configs with
-    the best throughput), one line per config and batch size; None without a sweep."""
-    sweep = r.sweep
-    if sweep is None or not sweep.curves:
-        return None
-    lines: dict[tuple[str, int | None], list[tuple[float, float, str]]] = {}
-    for p in sweep.curves:
-        if p.latency_p99_us is None:
-            continue
-        load = (
-            f"concurrency {p.concurrency}" if p.concurrency is not None else f"{p.request_rate:g}/s"
-        )
-        lines.setdefault((p.config, p.batch_size), []).append(
-            (p.throughput_per_s, p.latency_p99_us / 1000, load)
-        )
-    fig = go.Figure()
-    for (config, batch), pts in lines.items():
-        pts.sort()
-        fig.add_trace(
-            go.Scatter(
-                x=[x for x, _, _ in pts],
-                y=[y for _, y, _ in pts],
-                text=[t for _, _, t in pts],
-                mode="lines+markers",
-                name=f"{config} (batch {batch})" if batch is not None else config,
-                hovertemplate="%{text}<br>%{x:.0f} infer/s<br>p99 %{y:.2f} ms<extra></extra>",
-            )
-        )
-    if sweep.sla_p99_us is not None:
-        fig.add_hline(
-            y=sweep.sla_p99_us / 1000,
-            line=SLA_LINE,
-            annotation_text="SLA p99",
-            annotation_position="top left",
-        )
-    fig.update_xaxes(title="throughput, inferences / s", rangemode="tozero")
-    fig.update_yaxes(title="p99 latency, ms", type="log")
-    fig = _layout(fig, "Throughput against p99 latency per config", height=520)
-    fig.update_layout(legend={"orientation": "v", "y": 1.0, "x": 1.02, "font": {"size": 9}})
-    fig.update_layout(margin={"r": 230})
-    return fig
-
-
 CHARTS = {
-    "sweep_curves": sweep_curves,
     "op_times": op_times,
     "trend": trend,
     "error_trend": error_trend,

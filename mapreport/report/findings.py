@@ -23,9 +23,9 @@ from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report import devicetime, judgements, prose, ranking_findings, words
-from mapreport.report.lines import ActionView
+from mapreport.report.lines import ActionView, ShapeLine
 from mapreport.report.sources import shown, source_dir
-from mapreport.report.view import ReportView, ShapeLine
+from mapreport.report.view import ReportView
 
 FINDINGS_SCHEMA_VERSION = "2.0"
 
@@ -264,8 +264,32 @@ def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
     }
 
 
+ORDER = (
+    *("schema_version", "generator", "generated_at", "workload", "slice", "summary", "status"),
+    *("status_reason", "judgements", "scope", "thresholds", "environment", "coverage"),
+    *("accuracy", "decisions", "shapes", "over_sla", "tail_drivers", "tail_class"),
+    *("tail_class_evidence", "scheduling", "actions", "checklist", "pitfalls", "history"),
+    *("blocking", "drift", "op_drift", "profile_next", "operators", "compiles", "load_sweep"),
+    *("telemetry", "queue_check", "token_timing", "token_rate", "loadgen", "sources", "ops"),
+    *("device", "timeline", "graph_buckets", "ranking"),
+)
+"""The document's keys in the order schema 2.0 wrote them; a section's keys not listed here
+follow in page order."""
+
+
 def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
-    """The whole findings document of one slice."""
+    """The whole findings document of one slice: the sections' fragments, in `ORDER`."""
+    doc = _legacy(r, view, generated_at)
+    for p in view.assembled.parts:
+        fragment = p.fragment()
+        if fragment is not None:
+            doc |= plain(fragment)
+    ordered = {k: doc[k] for k in ORDER if k in doc}
+    return ordered | {k: x for k, x in doc.items() if k not in ordered}
+
+
+def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
+    """The keys of the sections whose fragments are not yet their own."""
     env = r.environment
     return {
         "schema_version": FINDINGS_SCHEMA_VERSION,

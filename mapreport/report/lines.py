@@ -1,13 +1,21 @@
-"""The lines several sections print: one action with its words and evidence link, one checklist
-or pitfall line (the view builds them; the verdict and findings.json read them)."""
+"""The lines several sections print, built once per slice (`Facts`): each action with its words
+and evidence link, each shape with the words its decision and class rest on, each checklist
+item; the sections read them, and the verdict and findings.json read the sections'."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
-from mapreport.analysis.actions.actions import Action
-from mapreport.analysis.steps.impact import Impact
-from mapreport.core.kinds import CheckState
+from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
+from mapreport.analysis.serving.scheduling import CoreCompute
+from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.steps.impact import Impact, action_impact
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.core.kinds import ActionKind, BottleneckClass, CheckState
+from mapreport.report import decisions, prose, words
+from mapreport.report.checks import check_reason
 
 
 @dataclass(frozen=True)
@@ -55,3 +63,138 @@ class Row:
     name: str
     flag: bool
     text: str
+
+
+@dataclass(frozen=True)
+class ShapeLine:
+    """A shape with the words its decision and class rest on, and the actions on it."""
+
+    m: ShapeMetrics
+    decision_reason: str
+    class_reason: str
+    key: str
+    """Its anchor key: rows are `shape-<key>`, `class-<key>` and `decision-<key>`."""
+    actions: tuple[tuple[int, str], ...] = ()
+    """(number in the actions section, id) of each action on the shape."""
+    pack: str | None = None
+    """The id of its class's evidence pack (None: a class without evidence)."""
+
+    @property
+    def n_baseline(self) -> int:
+        """Requests of the variant the gain is measured against."""
+        m = self.m
+        return m.n_static if m.gain.baseline_variant == "static" else m.n_fallback
+
+    @property
+    def muted_class(self) -> bool:
+        """The shape has no bottleneck class to act on."""
+        return self.m.diagnosis.cls in (BottleneckClass.NONE, BottleneckClass.INSUFFICIENT_EVIDENCE)
+
+
+@dataclass(frozen=True)
+class CoreEvidence:
+    """The per-core compute a core-placement action rests on (the slice-wide Jain index,
+    over every shape's busy time, can read 1.000 beside it)."""
+
+    shape: str
+    action_id: str
+    cores: tuple[CoreCompute, ...]
+
+
+def anchor_key(name: str) -> str:
+    """An HTML id part for a name from the input files (any characters, any length)."""
+    return hashlib.sha256(name.encode()).hexdigest()[:12]
+
+
+def evidence_href(a: Action, cores: frozenset[str]) -> str:
+    """Where the report shows the evidence an action rests on: a tuning action's shape row in
+    "Bottleneck class per shape" (or its per-core compute), a decision's shape, a blocker's
+    section, the blocking section."""
+    key = anchor_key(a.shape)
+    if a.kind == ActionKind.CORE_IMBALANCE and a.id in cores:
+        return f"#cores-{a.id}"
+    if a.kind in (ActionKind.SPECIALISE, ActionKind.CLOSE_THE_LOOP):
+        return f"#decision-{key}"
+    if a.kind == ActionKind.ENVIRONMENT_MISMATCH or a.missing_side:
+        return "#environment"
+    if a.kind == ActionKind.PRECISION_WITHOUT_QUALITY:
+        return "#checklist"
+    if a.kind == ActionKind.ADAPTATION_BLOCKING:
+        return "#blocking"
+    return f"#class-{key}"
+
+
+def action_view(a: Action, r: SliceResult, cores: frozenset[str] = frozenset()) -> ActionView:
+    """An action with its words and the anchor of its evidence."""
+    title = prose.action_title(a, r.name)
+    rollback = prose.rollback_text(a, r.name)
+    key = anchor_key(a.shape) if a.shape != SLICE_WIDE else ""
+    impact = action_impact(a, r)
+    return ActionView(
+        a,
+        title,
+        rollback,
+        key,
+        evidence_href(a, cores),
+        impact,
+        words.impact(impact),
+        prose.ticket(a, title, rollback, r),
+    )
+
+
+def shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
+    """A shape with its reasons, its anchor key, the actions on it and its class's pack."""
+    th = r.thresholds
+    b = r.blocking
+    involved = {v for e in b.material for v in e.shapes} | set(b.triggers)
+    on = tuple(
+        (i, a.id)
+        for i, a in enumerate(r.actions, 1)
+        if a.shape == m.shape or (a.kind == ActionKind.ADAPTATION_BLOCKING and m.shape in involved)
+    )
+    key = anchor_key(m.shape)
+    pack = class_id(r.workload, r.slice, m.shape) if m.diagnosis.evidence is not None else None
+    return ShapeLine(m, decisions.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a section reads: the slice's result and the lines several sections print, each
+    built once, when a section first asks for it."""
+
+    r: SliceResult
+
+    @cached_property
+    def cores(self) -> tuple[CoreEvidence, ...]:
+        """Per core-placement action: its shape's median compute on each core."""
+        r = self.r
+        per_shape = r.scheduling.shape_cores if r.scheduling else {}
+        return tuple(
+            CoreEvidence(a.shape, a.id, per_shape[a.shape])
+            for a in r.actions
+            if a.kind == ActionKind.CORE_IMBALANCE and per_shape.get(a.shape)
+        )
+
+    @cached_property
+    def actions(self) -> tuple[ActionView, ...]:
+        """Tonight's actions with their words, in the order the actions section numbers them."""
+        with_cores = frozenset(e.action_id for e in self.cores)
+        return tuple(action_view(a, self.r, with_cores) for a in self.r.actions)
+
+    @cached_property
+    def shapes(self) -> tuple[ShapeLine, ...]:
+        """Every shape with its reasons and the actions on it."""
+        return tuple(shape_line(m, self.r) for m in self.r.shapes)
+
+    @cached_property
+    def checks(self) -> tuple[CheckLine, ...]:
+        """The review checklist with each item's reason."""
+        r = self.r
+        return tuple(
+            CheckLine(words.CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist
+        )
+
+    @cached_property
+    def formats(self) -> str:
+        """The formats of the slice's input files, in the order first seen."""
+        return ", ".join(dict.fromkeys(s.format for s in self.r.sources)) or "no sources"

@@ -4,7 +4,8 @@ the report's view (`view.ReportView`), read once; nothing here is computed anew.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 from mapreport.analysis.actions.actions import SLICE_WIDE, class_id
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
@@ -16,7 +17,7 @@ from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
 from mapreport.report import devicetime, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
-from mapreport.report.sections import SECTIONS, Section
+from mapreport.report.sections.unit import Part
 from mapreport.report.states import state_line
 from mapreport.report.view import ReportView
 
@@ -44,7 +45,7 @@ APPENDIX = (
 )
 """The sections the appendix holds (the environment only when it is not locked); the review
 checklist and the pitfalls first (page 1 counts them and names the failing ones)."""
-APPENDIX_PARTS = {"checklist": Section("checklist", "Review checklist", "sections/checks.html.j2")}
+APPENDIX_PARTIALS = {"checklist": "sections/checks.html.j2"}
 """Appendix parts shorter than their report section: the checklist without the sign-offs
 table (page 1 states every sign-off)."""
 
@@ -83,7 +84,7 @@ class PacketView:
     shapes: tuple[ShapeTail, ...]
     other_shapes: int
     tail_pack: str | None
-    appendix: tuple[Section, ...]
+    appendix: tuple[Part[Any], ...]
     device_summary: str
     """Where a trace's device time went, in one sentence ('' without device time)."""
     op_rows: int
@@ -242,11 +243,11 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
         for x in v.shapes
         if x.m.traffic_share >= MATERIAL_TRAFFIC or (x.m.tail is not None and x.m.tail.material)
     )
-    by_id = {s.id: s for s in SECTIONS}
+    printed = {p.id: p for p in v.sections}
     appendix = tuple(
-        APPENDIX_PARTS.get(i, by_id[i])
+        replace(printed[i], partial=APPENDIX_PARTIALS.get(i, ""))
         for i in APPENDIX
-        if i in {s.id for s in v.sections} and (i != "environment" or not r.environment.locked)
+        if i in printed and (i != "environment" or not r.environment.locked)
     )
     pooled = r.tail_class is not None and r.tail_class.evidence is not None
     pack = class_id(r.workload, r.slice, SLICE_WIDE) if pooled else None

@@ -6,11 +6,9 @@ reads it from here (or from the result it came from), so no two places decide it
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.loop.history import RunPoint
@@ -19,14 +17,12 @@ from mapreport.analysis.loop.targets import BACK_MARGIN
 from mapreport.analysis.serving.blocking import MINOR_SHARE, BlockingEvent
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.analysis.serving.drift import OpDrift
-from mapreport.analysis.serving.scheduling import JAIN_IMBALANCE, CoreCompute
+from mapreport.analysis.serving.scheduling import JAIN_IMBALANCE
 from mapreport.analysis.serving.shape import ShapeMetrics
-from mapreport.analysis.steps.impact import action_impact
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import TailChange
 from mapreport.core.kinds import (
     ActionKind,
-    BottleneckClass,
     Decision,
     Health,
     OwnerRole,
@@ -35,14 +31,16 @@ from mapreport.core.kinds import (
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
 from mapreport.report import causes, decisions, devicetime, prose, words
-from mapreport.report.checks import check_reason, checklist_count, pitfall_detail
+from mapreport.report.checks import checklist_count, pitfall_detail
 from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.judgements import rows as judgement_rows
-from mapreport.report.lines import ActionView, CheckLine, Row
+from mapreport.report.lines import ActionView, CheckLine, CoreEvidence, Row, ShapeLine
+from mapreport.report.lines import anchor_key as anchor_key  # compare.py names shapes by it
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
-from mapreport.report.sections import SECTIONS, Section, not_measured
+from mapreport.report.sections import Assembled, assemble
+from mapreport.report.sections.unit import Part
 from mapreport.report.serving import ServingView, serving_view
 from mapreport.report.sources import folder_name, source_dir, source_paths
 from mapreport.report.verdict import (
@@ -66,32 +64,6 @@ class BlockingLine:
     material: bool
     """Named by the finding (at least 1% of the blocked wait)."""
     shapes: str
-
-
-@dataclass(frozen=True)
-class ShapeLine:
-    """A shape with the words its decision and class rest on, and the actions on it."""
-
-    m: ShapeMetrics
-    decision_reason: str
-    class_reason: str
-    key: str
-    """Its anchor key: rows are `shape-<key>`, `class-<key>` and `decision-<key>`."""
-    actions: tuple[tuple[int, str], ...] = ()
-    """(number in the actions section, id) of each action on the shape."""
-    pack: str | None = None
-    """The id of its class's evidence pack (None: a class without evidence)."""
-
-    @property
-    def n_baseline(self) -> int:
-        """Requests of the variant the gain is measured against."""
-        m = self.m
-        return m.n_static if m.gain.baseline_variant == "static" else m.n_fallback
-
-    @property
-    def muted_class(self) -> bool:
-        """The shape has no bottleneck class to act on."""
-        return self.m.diagnosis.cls in (BottleneckClass.NONE, BottleneckClass.INSUFFICIENT_EVIDENCE)
 
 
 @dataclass(frozen=True)
@@ -131,16 +103,6 @@ class PerOpSum:
     def serialised(self) -> bool:
         """The per-op sum exceeds end-to-end: profiling serialised the ops."""
         return self.ops_us > self.compute_us
-
-
-@dataclass(frozen=True)
-class CoreEvidence:
-    """The per-core compute a core-placement action rests on (the slice-wide Jain index,
-    over every shape's busy time, can read 1.000 beside it)."""
-
-    shape: str
-    action_id: str
-    cores: tuple[CoreCompute, ...]
 
 
 @dataclass(frozen=True)
@@ -211,10 +173,10 @@ class ReportView:
     """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
     limits: dict[str, float]
     """Thresholds the prose quotes."""
-    sections: tuple[Section, ...]
+    sections: tuple[Part[Any], ...]
     """The sections with something to show, in order ("Not measured" among them when any
     other is not)."""
-    not_measured: tuple[tuple[Section, str], ...]
+    not_measured: tuple[Part[Any], ...]
     """Each section without its data, with why and which input would add it."""
     glossary: dict[str, tuple[str, str]]
     """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
@@ -238,97 +200,13 @@ class ReportView:
     serving: ServingView
     device_time: DeviceTimeView | None
     """The token, server-metrics and benchmark-run sections' lines."""
+    assembled: Assembled
+    """Every section's part, each read and viewed once."""
 
 
 HISTORY_ROWS = 14
 """Nights the history table lists: a report's size does not grow with the history kept (the
 trend chart and findings.json hold every night)."""
-
-
-def anchor_key(name: str) -> str:
-    """An HTML id part for a name from the input files (any characters, any length)."""
-    return hashlib.sha256(name.encode()).hexdigest()[:12]
-
-
-def evidence_href(a: Action, cores: frozenset[str]) -> str:
-    """Where the report shows the evidence an action rests on: a tuning action's shape row in
-    "Bottleneck class per shape" (or its per-core compute), a decision's shape, a blocker's
-    section, the blocking section."""
-    key = anchor_key(a.shape)
-    if a.kind == ActionKind.CORE_IMBALANCE and a.id in cores:
-        return f"#cores-{a.id}"
-    if a.kind in (ActionKind.SPECIALISE, ActionKind.CLOSE_THE_LOOP):
-        return f"#decision-{key}"
-    if a.kind == ActionKind.ENVIRONMENT_MISMATCH or a.missing_side:
-        return "#environment"
-    if a.kind == ActionKind.PRECISION_WITHOUT_QUALITY:
-        return "#checklist"
-    if a.kind == ActionKind.ADAPTATION_BLOCKING:
-        return "#blocking"
-    return f"#class-{key}"
-
-
-def action_view(a: Action, r: SliceResult, cores: frozenset[str] = frozenset()) -> ActionView:
-    """An action with its words and the anchor of its evidence."""
-    title = prose.action_title(a, r.name)
-    rollback = prose.rollback_text(a, r.name)
-    key = anchor_key(a.shape) if a.shape != SLICE_WIDE else ""
-    impact = action_impact(a, r)
-    return ActionView(
-        a,
-        title,
-        rollback,
-        key,
-        evidence_href(a, cores),
-        impact,
-        words.impact(impact),
-        prose.ticket(a, title, rollback, r),
-    )
-
-
-def _shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
-    th = r.thresholds
-    b = r.blocking
-    involved = {v for e in b.material for v in e.shapes} | set(b.triggers)
-    on = tuple(
-        (i, a.id)
-        for i, a in enumerate(r.actions, 1)
-        if a.shape == m.shape or (a.kind == ActionKind.ADAPTATION_BLOCKING and m.shape in involved)
-    )
-    key = anchor_key(m.shape)
-    pack = class_id(r.workload, r.slice, m.shape) if m.diagnosis.evidence is not None else None
-    return ShapeLine(m, decisions.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
-
-
-def core_evidence(r: SliceResult) -> tuple[CoreEvidence, ...]:
-    """Per core-placement action: its shape's median compute on each core."""
-    per_shape = r.scheduling.shape_cores if r.scheduling else {}
-    return tuple(
-        CoreEvidence(a.shape, a.id, per_shape[a.shape])
-        for a in r.actions
-        if a.kind == ActionKind.CORE_IMBALANCE and per_shape.get(a.shape)
-    )
-
-
-def measured_sections(
-    r: SliceResult, formats: str
-) -> tuple[tuple[Section, ...], tuple[tuple[Section, str], ...]]:
-    """The sections that have data for this slice, and the others with why they have none."""
-    missing = tuple(
-        (s, not_measured(s, r, formats))
-        for s in SECTIONS
-        if not s.optional
-        and (
-            (s.needs_requests and not r.requests)
-            or (s.needs_plan and not r.coverage.plans)
-            or (s.needs and not getattr(r, s.needs))
-        )
-    )
-    gone = {s.id for s, _ in missing} | {
-        s.id for s in SECTIONS if s.optional and not getattr(r, s.needs)
-    }
-    shown = tuple(s for s in SECTIONS if s.id not in gone and (s.id != "not_measured" or missing))
-    return shown, missing
 
 
 def mape_class(within_tolerance: bool | None) -> str:
@@ -435,17 +313,16 @@ def _reasons(r: SliceResult) -> dict[str, Any]:
 
 def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
-    cores = core_evidence(r)
-    with_cores = frozenset(e.action_id for e in cores)
-    actions = tuple(action_view(a, r, with_cores) for a in r.actions)
-    lines = tuple(_shape_line(m, r) for m in r.shapes)
+    parts = assemble(r)
+    facts = parts.facts
+    cores = facts.cores
+    actions = facts.actions
+    lines = facts.shapes
     groups = tuple(
         DecisionGroup(d, words.DECISION_MEANING[d], tuple(x for x in lines if x.m.decision == d))
         for d in Decision
     )
-    checks = tuple(
-        CheckLine(words.CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist
-    )
+    checks = facts.checks
     h = r.history
     states = _states(r, actions)
     ops = r.operators
@@ -457,9 +334,8 @@ def build(r: SliceResult) -> ReportView:
     rv = r.review
     sla = r.sla  # judged once, by the analysis
     head = headline(r)
-    formats = ", ".join(dict.fromkeys(s.format for s in r.sources)) or "no sources"
+    formats = facts.formats
     runs = h.runs if h else ()
-    shown, missing = measured_sections(r, formats)
     return ReportView(
         name=r.name,
         verdict=verdict(r, sla, actions, checks),
@@ -521,11 +397,12 @@ def build(r: SliceResult) -> ReportView:
             "minor_share": MINOR_SHARE,
             "material_traffic": MATERIAL_TRAFFIC,
         },
-        sections=shown,
-        not_measured=missing,
+        sections=parts.shown,
+        not_measured=parts.missing,
         glossary=words.GLOSSARY,
         **_reasons(r),
         mape_class=mape_class(r.accuracy.mape_within),
         serving=serving_view(r),
         device_time=devicetime.view(r),
+        assembled=parts,
     )

@@ -1,0 +1,211 @@
+"""The report's sections, in order: the registry (one line a section) and the one pass that
+makes a slice's parts from it.
+
+A section registered here appears in the HTML, the PDF (with a bookmark and a table-of-
+contents entry) and findings.json, and is checked by the completeness tests; one without its
+data is not printed empty but named, with the input that would add it, in the one "Not
+measured" section."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.report.lines import Facts
+from mapreport.report.sections import batch_policy, compiles, graphs
+from mapreport.report.sections.unit import Legacy, Part, Section, part
+
+SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
+    Legacy("summary", "Executive summary", "sections/summary.html.j2"),
+    Legacy("scope", "Scope and SLA targets", "sections/scope.html.j2"),
+    Legacy("environment", "Environment lock", "sections/environment.html.j2"),
+    Legacy("coverage", "Shape coverage", "sections/coverage.html.j2", needs_requests=True),
+    Legacy(
+        "accuracy",
+        "Compile-time mapping accuracy",
+        "sections/accuracy.html.j2",
+        ("predicted_vs_measured",),
+        needs_requests=True,
+        needs_plan=True,
+    ),
+    Legacy(
+        "adaptation",
+        "Runtime adaptation gain",
+        "sections/adaptation.html.j2",
+        ("accuracy_vs_gain",),
+        needs_requests=True,
+        needs_plan=True,
+    ),
+    Legacy(
+        "operators",
+        "Per-operator mapping",
+        "sections/operators.html.j2",
+        ("op_times",),
+        needs="operators",
+    ),
+    Legacy(
+        "roofline", "Device time per op and shape", "sections/roofline.html.j2", needs="roofline"
+    ),
+    Legacy("timeline", "Device timeline", "sections/timeline.html.j2", needs="timeline"),
+    graphs.SECTION,
+    compiles.SECTION,
+    Legacy(
+        "failures",
+        "Failures and restarts",
+        "sections/failures.html.j2",
+        needs="failures_or_restarts",
+        optional=True,
+    ),
+    Legacy(
+        "decisions",
+        "Accuracy versus gain: decision per shape",
+        "sections/decisions.html.j2",
+        needs_requests=True,
+        needs_plan=True,
+    ),
+    Legacy("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
+    Legacy("blocking", "Blocking behind adaptation", "sections/blocking.html.j2", (), True),
+    Legacy("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
+    Legacy(
+        "scheduling",
+        "Scheduling quality",
+        "sections/scheduling.html.j2",
+        ("queue_ccdf",),
+        True,
+        needs="scheduling_measured",
+    ),
+    Legacy("tokens", "Token latency per shape", "sections/tokens.html.j2", needs="tokens"),
+    Legacy("serving", "Server-side metrics", "sections/serving.html.j2", needs="telemetry"),
+    batch_policy.SECTION,
+    Legacy("loadgen", "Benchmark runs (MLPerf)", "sections/loadgen.html.j2", needs="loadgen"),
+    Legacy("actions", "Retuning actions", "sections/actions.html.j2"),
+    Legacy("profile_next", "What to profile next", "sections/profile_next.html.j2", (), True),
+    Legacy(
+        "history",
+        "Closed loop across nights",
+        "sections/history.html.j2",
+        ("trend", "error_trend"),
+    ),
+    Legacy("checklist", "Review checklist", "sections/checklist.html.j2"),
+    Legacy(
+        "shapes",
+        "Per-shape latency",
+        "sections/shapes.html.j2",
+        ("latency_percentiles",),
+        needs_requests=True,
+    ),
+    Legacy("not_measured", "Not measured", "sections/not_measured.html.j2"),
+    Legacy("data", "Data sources", "sections/data.html.j2"),
+    Legacy("method", "Method and evidence rules", "sections/method.html.j2"),
+    Legacy("glossary", "Glossary", "sections/glossary.html.j2"),
+)
+
+
+def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
+    """Why a section has nothing to show for this slice and which input would add it."""
+    if s.needs_requests and not r.requests:
+        return (
+            f"no per-request records (this slice holds {formats} data only); a native request "
+            "log, a PyTorch profiler trace with request annotations, Triton trace files or "
+            "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
+        )
+    if s.needs_plan and not r.coverage.plans:
+        return (
+            "no compile plan names this slice, so there is no prediction to hold the runtime "
+            "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
+            "records add one"
+        )
+    if s.needs == "operators":
+        has = (
+            "a compile plan but no per-op runtime timings"
+            if r.coverage.plans
+            else "no per-op compile plan"
+        )
+        return (
+            f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
+            "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
+            "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
+        )
+    if s.needs in ("roofline", "timeline"):
+        return (
+            "no device time; a PyTorch profiler trace with CUDA or HIP activities adds it "
+            "(record_shapes on gives each op its input shapes, FLOPs and bytes)"
+        )
+    if s.needs == "telemetry":
+        return (
+            "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
+            "several with their times give per-interval figures) or OTLP metrics add them"
+        )
+    if s.needs == "scheduling_measured":
+        return (
+            "the requests state no queue wait, batch size, core or stream (client-side timing); "
+            "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
+            "add them"
+        )
+    if s.needs == "tokens":
+        return "no token timing; an AIPerf profile export adds time to first token and ITL"
+    if s.needs == "loadgen":
+        return "no MLPerf run; its mlperf_log_summary.txt or mlperf_log_detail.txt adds one"
+    return ""
+
+
+NOT_MEASURED = "not_measured"
+"""The section that names the others without their data (shown only when one is)."""
+
+
+def _legacy_part(s: Legacy, r: SliceResult, formats: str) -> Part[None]:
+    """A legacy section's part: shown, left out (optional) or not measured, as its `needs` say."""
+    gone = (
+        (s.needs_requests and not r.requests)
+        or (s.needs_plan and not r.coverage.plans)
+        or (bool(s.needs) and not getattr(r, s.needs))
+    )
+    if not gone:
+        return Part(s, None, True, "")
+    return Part(s, None, False, "" if s.optional else not_measured(s, r, formats))
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """One slice's sections, each read and viewed once, in page order."""
+
+    facts: Facts
+    parts: tuple[Part[Any], ...]
+    """Every registered section's part, shown or not."""
+
+    @property
+    def missing(self) -> tuple[Part[Any], ...]:
+        """The sections without their data, each with why and which input would add it."""
+        return tuple(p for p in self.parts if p.not_measured)
+
+    @property
+    def shown(self) -> tuple[Part[Any], ...]:
+        """The sections with something to show, in order ("Not measured" among them when any
+        other is not)."""
+        listed = bool(self.missing)
+        return tuple(p for p in self.parts if p.shown and (p.id != NOT_MEASURED or listed))
+
+    def view(self, section: str) -> Any:
+        """The view of one section, by id."""
+        for p in self.parts:
+            if p.id == section:
+                return p.v
+        known = ", ".join(p.id for p in self.parts)
+        raise KeyError(f"unknown section {section!r}; known: {known}")
+
+
+def assemble(r: SliceResult) -> Assembled:
+    """One slice's report in one pass over its sections."""
+    facts = Facts(r)
+    return Assembled(
+        facts,
+        tuple(
+            _legacy_part(s, r, facts.formats) if isinstance(s, Legacy) else part(s, facts)
+            for s in SECTIONS
+        ),
+    )
+
+
+CHARTS = tuple(c for s in SECTIONS for c in s.charts)
+"""Every chart a report may draw, by id, in page order."""

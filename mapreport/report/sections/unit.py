@@ -1,0 +1,186 @@
+"""The unit a report is made of: a section, from the part of the result it reads to what its
+partial prints, what findings.json states of it and the charts it draws.
+
+A section module declares `SECTION = Section(...)` with its functions: `read` picks what it
+reads of the slice (`Facts`: the result and the lines several sections print), `view` turns that
+into the typed value its template prints (`templates/sections/<id>.html.j2`, which sees it as
+`v`), `fragment` into the keys it adds to findings.json (a `msgspec.Struct`, whose fields the
+schema is generated from), `figures` into its charts. The registry (`sections/__init__.py`) lists
+the sections in page order; `assemble` makes one slice's parts in one pass over it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import msgspec
+
+from mapreport.core.kinds import JudgementFamily
+from mapreport.report.lines import Facts
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+X = TypeVar("X")
+V = TypeVar("V")
+
+NO_REQUESTS = (
+    "no per-request records (this slice holds {formats} data only); a native request "
+    "log, a PyTorch profiler trace with request annotations, Triton trace files or "
+    "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
+)
+"""Why a section that needs request telemetry has nothing to show."""
+NO_PLAN = (
+    "no compile plan names this slice, so there is no prediction to hold the runtime "
+    "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
+    "records add one"
+)
+"""Why a section that holds the runtime against a compile plan has nothing to show."""
+
+
+def _always(_: Any) -> bool:
+    return True
+
+
+def same(x: X) -> X:
+    """The view of a section whose partial prints what it read as it is."""
+    return x
+
+
+def present(x: object) -> bool:
+    """What the section read holds something (not None, not empty)."""
+    return bool(x)
+
+
+@dataclass(frozen=True)
+class Section(Generic[X, V]):
+    """One report section (or, without a title, one part of findings.json only)."""
+
+    id: str
+    title: str
+    read: Callable[[Facts], X]
+    """What it reads of the slice: its own sub-result, or the few it combines."""
+    view: Callable[[X], V]
+    """What its partial prints, from what it read alone."""
+    fragment: Callable[[V], msgspec.Struct] | None = None
+    """The keys it adds to findings.json (every slice's document has them, shown or not)."""
+    figures: Callable[[V], Mapping[str, go.Figure]] | None = None
+    """Its charts by id, those with something to draw."""
+    charts: tuple[str, ...] = ()
+    """The ids of its charts, in the order it shows them."""
+    has: Callable[[V], bool] = _always
+    """Whether it has something to show."""
+    missing: str | Callable[[V], str] = ""
+    """Why it has nothing to show and which input would add it ("Not measured"); '' when its
+    absence is good news, not a gap (failures and restarts): then it is simply left out."""
+    needs_requests: bool = False
+    """Not measured when the slice has no request telemetry (a compile log, a layer profile
+    or a load sweep alone)."""
+    needs_plan: bool = False
+    """Not measured when no compile plan names the slice (served traffic alone: nothing to
+    compare the runtime with)."""
+    family: JudgementFamily | None = None
+    """The judgement family whose figure it shows, if any."""
+
+    @property
+    def template(self) -> str:
+        """Its partial."""
+        return f"sections/{self.id}.html.j2"
+
+    @property
+    def optional(self) -> bool:
+        """Left out, never listed as not measured, when it has nothing to show."""
+        return self.missing == ""
+
+    @property
+    def page(self) -> bool:
+        """It is printed (a section without a title is a part of findings.json only)."""
+        return bool(self.title)
+
+    def why_missing(self, v: V) -> str:
+        """Why it has nothing to show (`missing` for this view)."""
+        return self.missing if isinstance(self.missing, str) else self.missing(v)
+
+
+@dataclass(frozen=True)
+class Legacy:
+    """A section whose view, words and findings still live in the shared modules (`view`,
+    `words`, `findings`); its partial reads the report's view."""
+
+    id: str
+    title: str
+    template: str
+    charts: tuple[str, ...] = ()
+    needs_requests: bool = False
+    """Not measured when the slice has no request telemetry (a compile log, a layer profile
+    or a load sweep alone)."""
+    needs_plan: bool = False
+    """Not measured when no compile plan names the slice (served traffic alone: nothing to
+    compare the runtime with)."""
+    needs: str = ""
+    """The result field (operators, roofline, compiles, sweep, telemetry, tokens, loadgen) that
+    is None or empty when there is nothing to show."""
+    optional: bool = False
+    """Shown only when `needs` holds something, and never listed as not measured: its absence
+    is good news, not a gap (failures and restarts)."""
+
+
+@dataclass(frozen=True)
+class Part(Generic[V]):
+    """One section of one slice: its view, and whether and why it shows nothing."""
+
+    section: Section[Any, V] | Legacy
+    v: V
+    shown: bool
+    not_measured: str
+    """Why it has nothing to show ('' when it is shown, or left out as good news)."""
+    partial: str = ""
+    """Another partial than the section's own (the packet's shorter checklist)."""
+
+    @property
+    def id(self) -> str:
+        """The section's id."""
+        return self.section.id
+
+    @property
+    def title(self) -> str:
+        """The section's heading."""
+        return self.section.title
+
+    @property
+    def template(self) -> str:
+        """The partial that prints it."""
+        return self.partial or self.section.template
+
+    @property
+    def charts(self) -> tuple[str, ...]:
+        """The section's chart ids."""
+        return self.section.charts
+
+    def fragment(self) -> msgspec.Struct | None:
+        """The keys the section adds to findings.json."""
+        s = self.section
+        if isinstance(s, Legacy) or s.fragment is None:
+            return None
+        return s.fragment(self.v)
+
+    def figures(self) -> Mapping[str, go.Figure]:
+        """The section's charts (none when it is not shown)."""
+        s = self.section
+        if isinstance(s, Legacy) or s.figures is None or not self.shown:
+            return {}
+        return s.figures(self.v)
+
+
+def part(s: Section[X, V], facts: Facts) -> Part[V]:
+    """One section's part of one slice: read, viewed, and judged shown or not measured."""
+    r = facts.r
+    v = s.view(s.read(facts))
+    if s.needs_requests and not r.requests:
+        return Part(s, v, False, NO_REQUESTS.format(formats=facts.formats))
+    if s.needs_plan and not r.coverage.plans:
+        return Part(s, v, False, NO_PLAN)
+    if not s.has(v):
+        return Part(s, v, False, s.why_missing(v))
+    return Part(s, v, s.page, "")
