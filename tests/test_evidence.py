@@ -1,5 +1,5 @@
-"""Evidence packs and `mapreport explain` (mapreport/evidence.py); every golden case's packs
-are rerun in tests/test_golden.py."""
+"""Evidence packs and `mapreport explain` (analysis/steps/packs.py, run/evidence.py); every
+golden case's packs are rerun in tests/test_golden.py."""
 
 from __future__ import annotations
 
@@ -16,6 +16,20 @@ from hypothesis import strategies as st
 
 from mapreport.app.cli import main
 from mapreport.run.evidence import explain
+
+
+def test_every_reduction_has_its_parameters_and_one_family_declares_its_pack() -> None:
+    """Each reduction's query and recompute function is declared by exactly one family's
+    `packs` module, and each has its parameters type."""
+    from mapreport.analysis.actions import device_packs
+    from mapreport.analysis.base.packs import PARAMS, Reduction
+    from mapreport.analysis.loop import packs as loop_packs
+    from mapreport.analysis.serving import packs as serving_packs
+    from mapreport.analysis.steps.packs import KINDS
+
+    families = [serving_packs.KINDS, loop_packs.KINDS, device_packs.KINDS]
+    assert sum(len(f) for f in families) == len(KINDS) == len(Reduction)
+    assert set(KINDS) == set(PARAMS) == set(Reduction)
 
 
 def test_explain_says_when_a_figure_is_not_reproduced(demo_html: Path, tmp_path: Path) -> None:

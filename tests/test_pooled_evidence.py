@@ -11,7 +11,7 @@ from typing import Any
 from mapreport.analysis.actions.actions import Scope, gain_evidence, shape_actions
 from mapreport.analysis.actions.observe import profile_next
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.serving.decision import borrows, decide
+from mapreport.analysis.steps.decision import borrows, decide
 from mapreport.core.kinds import (
     ActionKind,
     BottleneckClass,

@@ -19,13 +19,7 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from mapreport.analysis.actions.actions import SLICE_WIDE
-from mapreport.analysis.base.query import inline, literal
-from mapreport.app.cli import main
-from mapreport.core.kinds import Driver
-from mapreport.dataset.store import Dataset
-from mapreport.dataset.views import duckdb_connection
-from mapreport.run.evidence import explain, pack_sql
-from mapreport.run.pack_params import (
+from mapreport.analysis.base.packs import (
     PARAMS,
     HeadroomParams,
     NoParams,
@@ -35,6 +29,13 @@ from mapreport.run.pack_params import (
     SourceParams,
     TailParams,
 )
+from mapreport.analysis.base.query import inline, literal
+from mapreport.analysis.steps.packs import pack_sql
+from mapreport.app.cli import main
+from mapreport.core.kinds import Driver
+from mapreport.dataset.store import Dataset
+from mapreport.dataset.views import duckdb_connection
+from mapreport.run.evidence import explain
 
 FRAGMENTS = [
     "'",

@@ -13,13 +13,7 @@ import pytest
 import sqlglot
 
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
-from mapreport.analysis.serving.adaptation import RANKS_SQL
-from mapreport.core.kinds import Driver
-from mapreport.dataset.store import Dataset
-from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
-from mapreport.run.evidence import pack_sql
-from mapreport.run.ingesting import ingest
-from mapreport.run.pack_params import (
+from mapreport.analysis.base.packs import (
     NoParams,
     QueueParams,
     Reduction,
@@ -27,6 +21,12 @@ from mapreport.run.pack_params import (
     SampleParams,
     TailParams,
 )
+from mapreport.analysis.serving.adaptation import RANKS_SQL
+from mapreport.analysis.steps.packs import pack_sql
+from mapreport.core.kinds import Driver
+from mapreport.dataset.store import Dataset
+from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
+from mapreport.run.ingesting import ingest
 from tests.test_torch_serving import CASE
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.mapping.accuracy import Accuracy
-from mapreport.analysis.serving.decision import borrows
 from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.analysis.steps.decision import borrows
 from mapreport.core.kinds import (
     AccuracyGap,
     AccuracyState,

@@ -37,6 +37,7 @@ from mapreport.analysis.comparing.compare_whole import (
     compare_total,
     side_ops,
 )
+from mapreport.analysis.comparing.packs import SideSpec, evidence_ids, packs
 from mapreport.analysis.comparing.runlevel import (
     MIN_RUNS,
     Run,
@@ -75,7 +76,7 @@ from mapreport.report.compare import (
 from mapreport.report.compare_doc import document
 from mapreport.report.compare_tests import basis_sentence, blocks_sentence, mean_sentence
 from mapreport.report.compare_whole import only_lines, part_lines, whole_view
-from mapreport.run.compare_packs import SideSpec, evidence_ids, packs, write_packs
+from mapreport.run.compare_packs import write_packs
 from mapreport.run.config import Config, load_config
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.action_params import ActionParams
+from mapreport.analysis.base.common import SLICE_WIDE as SLICE_WIDE  # the actions' name for it
 from mapreport.analysis.base.common import (
     Evidence,
     Interval,
@@ -76,8 +77,6 @@ REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
 """Who owns a blocking action: whoever owns its remedy (the serving deployment's warm-up, the
 runtime's compile path, the compiler's dynamic shapes and buckets)."""
 
-SLICE_WIDE = "*"
-"""The `shape` of an action that concerns the whole slice."""
 ROLLBACK_RUNS = 2
 """A rollback trigger fires when its bound is crossed on this many consecutive nights."""
 ROLLBACK_MARGIN = 0.10

@@ -9,6 +9,9 @@ from typing import Literal, NamedTuple
 from mapreport.core.devices import DeviceConfig
 from mapreport.core.kinds import OwnerRole, RegressionKind
 
+SLICE_WIDE = "*"
+"""The `shape` of an action, class or pack that concerns the whole slice."""
+
 TailQuantile = Literal["p95", "p99"]
 
 

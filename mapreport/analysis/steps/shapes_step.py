@@ -32,9 +32,9 @@ from mapreport.analysis.serving.adaptation import (
 from mapreport.analysis.serving.blocking import Blocking
 from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.serving.compiles import fallback_causes
-from mapreport.analysis.serving.decision import borrows, decide
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.steps.context import Context
+from mapreport.analysis.steps.decision import borrows, decide
 from mapreport.core.connection import sample_limit
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
 

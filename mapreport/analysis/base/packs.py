@@ -1,13 +1,25 @@
-"""What an evidence pack's figure is reduced by, and the parameters each reduction's query and
-figure are built from (a pack spec's `reduction` and `params`): data, never code."""
+"""Evidence packs, the parts every figure's pack shares: how a pack's figure is reduced from its
+rows (`Reduction`), the parameters each reduction's query and figure are built from (a pack
+spec's `params`: data, never code), the pack spec itself, and the rule that a recomputed figure
+is the stated one. Each family declares its packs' SQL and recompute function beside its
+figures (`serving.packs`, `loop.packs`, `actions.device_packs`); `steps.packs` chooses a pack
+for each piece of a slice's evidence; `run.evidence` writes, reads and replays them."""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
+import msgspec
+import pyarrow as pa
+
+from mapreport.analysis.base.common import Thresholds
 from mapreport.core.kinds import Driver
-
+from mapreport.core.window import Window
 
 class Reduction(StrEnum):
     """How a pack's figure follows from its rows."""
@@ -132,3 +144,87 @@ PARAMS: dict[Reduction, type] = {
     Reduction.RECORDS: SourceParams,
 }
 """The parameters each reduction's query and figure are built from (a spec's `params`)."""
+
+
+@dataclass(frozen=True)
+class Pack:
+    """One class's or action's evidence: how to select its rows and what they must give."""
+
+    id: str
+    subject: str
+    """`action <kind>` or `class <class>`."""
+    workload: str
+    slice: str
+    shape: str
+    metric: str
+    reduction: Reduction
+    sql: str
+    params: dict[str, Any]
+    figure: float | None
+    n: int
+    ci: tuple[float, float] | None
+    window: dict[str, Any]
+    thresholds: dict[str, Any]
+
+    def spec(self) -> dict[str, Any]:
+        """The pack as JSON-ready builtins."""
+        return dataclasses.asdict(self)
+
+    def typed(self) -> Any:
+        """The pack's parameters as its reduction's dataclass (`PARAMS`)."""
+        return msgspec.convert(self.params, PARAMS[self.reduction], strict=True)
+
+    @staticmethod
+    def from_spec(data: bytes) -> Pack:
+        """A pack back from its spec's JSON, every field and parameter checked for its type
+        (msgspec.ValidationError or DecodeError when one is missing, mistyped or unknown)."""
+        p = msgspec.json.decode(data, type=Pack, strict=True)
+        p.typed()
+        msgspec.convert(p.thresholds, Thresholds, strict=True)
+        window_of(p)
+        return p
+
+
+
+def window_of(p: Pack) -> Window:
+    """The window a pack's figure was computed over."""
+    return msgspec.convert(p.window, Window, strict=True)
+
+
+MATCH = 1e-12
+"""Relative difference up to which a recomputed figure is the stated one (float summation)."""
+
+
+def close(a: float | None, b: float | None) -> bool:
+    """A recomputed figure is the stated one: equal within `MATCH` (both None counts too)."""
+    if a is None or b is None:
+        return a is b
+    return abs(a - b) <= MATCH * max(abs(a), abs(b), 1e-300)
+
+
+def reproduced(p: Pack, x: Recomputed) -> bool:
+    """The recomputed figure, n and CI are the ones the report stated (to MATCH)."""
+    same_ci = (p.ci is None and x.ci is None) or (
+        p.ci is not None and x.ci is not None and all(map(close, p.ci, x.ci))
+    )
+    return close(p.figure, x.figure) and p.n == x.n and same_ci
+
+
+PACK_ID = re.compile(r"[0-9a-f]{12}")
+"""An evidence pack's id: the first 12 hex digits of a SHA-256 (`actions.action_id`)."""
+
+
+
+PackSql = Callable[[Reduction, str, str, str, Any], str]
+"""A reduction's query: (reduction, workload, slice, shape, params) -> self-contained SQL."""
+Recompute = Callable[[Pack, pa.Table, Thresholds, tuple[str, ...]], Recomputed]
+"""A reduction's figure from its pack's rows: (pack, rows, thresholds, files) -> Recomputed."""
+
+
+@dataclass(frozen=True)
+class PackKind:
+    """One reduction's query and recompute function, declared beside the figure it
+    reproduces; `steps.packs.KINDS` gathers every family's."""
+
+    sql: PackSql
+    recompute: Recompute

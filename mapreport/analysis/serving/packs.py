@@ -1,0 +1,258 @@
+"""The packs of the serving figures (docs/evidence.md): a driver's share of the tail, the net
+gain of adaptation, a prediction's APE and drift (the shape's compute samples), the share of
+requests blocked behind adaptation, the queue check against a server's counters, and the
+records (environment and files) a finding names. Each query selects the slice's rows by the
+analysis's own text (`query.slice_definitions`, `blocking.blocking_definitions`,
+`tail.tail_sql`), every value a literal written in one pass (`query.inline`); each figure is
+recomputed by the analysis's own functions, with the same seeds: nothing is computed a second
+way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+
+from mapreport.analysis.base.common import SLICE_WIDE, Thresholds
+from mapreport.analysis.base.packs import (
+    Pack,
+    PackKind,
+    QueueParams,
+    Recomputed,
+    Reduction,
+    SampleParams,
+)
+from mapreport.analysis.base.query import (
+    BLOCKED_TABLE,
+    SAMPLES,
+    SLICE_TABLE,
+    SqlValue,
+    as_ctes,
+    inline,
+    slice_definitions,
+)
+from mapreport.analysis.base.stats import (
+    Sample,
+    SortedArray,
+    bootstrap_relative_error,
+    quantile,
+    seed_for,
+    wilson_interval,
+)
+from mapreport.analysis.mapping.accuracy import shape_accuracy
+from mapreport.analysis.mapping.consistency import difference
+from mapreport.analysis.mapping.environment import check_environment
+from mapreport.analysis.mapping.telemetry import (
+    POINT_ROWS,
+    points_of,
+    series_of,
+    vocabulary_named,
+    windows,
+)
+from mapreport.analysis.serving.adaptation import shape_gain
+from mapreport.analysis.serving.blocking import blocking_definitions
+from mapreport.analysis.serving.tail import attribute, group_tails, pooled, resample, tail_sql
+
+
+def slice_tables(workload: str, slice_: str) -> str:
+    """The slice's objects as CTEs of the text the analysis creates them from."""
+    return as_ctes(
+        [
+            *slice_definitions(workload, slice_),
+            *blocking_definitions(workload, slice_),
+        ]
+    )
+
+
+def tail_rows_sql(workload: str, slice_: str, budgets: dict[str, float]) -> str:
+    """Every shape's tail rows: each tail pack's rows are these rows of its shapes."""
+    return f"{slice_tables(workload, slice_)}\nSELECT * FROM ({tail_sql(budgets)})"
+
+
+def _tail_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
+    pooled_ = shape == SLICE_WIDE
+    select = tail_sql(params.budgets, None if pooled_ else shape)
+    where = inline(" WHERE list_contains($shapes, shape)", {"shapes": params.shapes})
+    return f"{slice_tables(workload, slice_)}\nSELECT * FROM ({select}){where if pooled_ else ''}"
+
+
+def _samples_sql(workload: str, slice_: str, shape: str, events: bool) -> str:
+    """The shape's ok compute samples on its primary plan (and its adaptation events)."""
+    sql = (
+        f"SELECT 'sample' AS kind, shape, variant AS what, compute_us AS value, source_id, line "
+        f"FROM ({SAMPLES}) WHERE shape = $shape"
+    )
+    if events:
+        sql += (
+            " UNION ALL SELECT 'event', shape, event, coalesce(dur_us, 0), source_id, line "
+            "FROM adaptation_event WHERE workload = $w AND slice = $s AND shape = $shape"
+        )
+    select = f"SELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
+    return f"{slice_tables(workload, slice_)}\n" + inline(
+        select, {"w": workload, "s": slice_, "shape": shape}
+    )
+
+
+def _queue_check_sql(workload: str, slice_: str, q: QueueParams) -> str:
+    """The records inside the check's window and the server's counters per scrape."""
+    metrics = sorted({m for m, _ in vocabulary_named(q.server).series()})
+    select = (
+        "SELECT 'record' AS kind, source_id, NULL::INTEGER AS scrape, "
+        "arrival_us AS scrape_us, NULL AS metric, NULL AS sample, NULL AS type, queue_us AS value"
+        f" FROM {SLICE_TABLE} WHERE status = 'ok' AND queue_us IS NOT NULL"
+        " AND arrival_us > $start AND arrival_us <= $end"
+        "\nUNION ALL\nSELECT 'scrape' AS kind, * FROM ("
+        f"{POINT_ROWS}) ORDER BY kind, source_id, scrape, scrape_us, metric, sample, type, value"
+    )
+    bound: dict[str, SqlValue] = {
+        "w": workload,
+        "s": slice_,
+        "metrics": metrics,
+        "start": float(q.start_us),
+        "end": float(q.end_us),
+    }
+    return f"{slice_tables(workload, slice_)}\n" + inline(select, bound)
+
+
+def _samples_pack_sql(
+    reduction: Reduction, workload: str, slice_: str, shape: str, params: Any
+) -> str:
+    return _samples_sql(workload, slice_, shape, events=reduction == Reduction.NET_GAIN)
+
+
+def _blocked_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
+    return (
+        f"{slice_tables(workload, slice_)}\nSELECT b.*, (SELECT count(*) FROM {SLICE_TABLE} "
+        f"WHERE status = 'ok') AS ok FROM {BLOCKED_TABLE} b WHERE blocked_by IS NOT NULL "
+        "ORDER BY source_id, line"
+    )
+
+
+def _queue_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
+    return _queue_check_sql(workload, slice_, params)
+
+
+def _environment_sql(
+    reduction: Reduction, workload: str, slice_: str, shape: str, params: Any
+) -> str:
+    return inline(
+        "SELECT * FROM environment WHERE list_contains($ids, source_id) ORDER BY source_id, line",
+        {"ids": params.sources},
+    )
+
+
+def _records_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
+    return inline(
+        "SELECT source_id, path, format, rows, rejected FROM ingest_log "
+        "WHERE list_contains($ids, source_id) ORDER BY path",
+        {"ids": params.sources},
+    )
+
+
+def _tail_share(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    params = p.typed()
+    tails = group_tails(rows)
+    # each shape's tail resampled with its own seed, as the analysis did (`tail.pooled`)
+    resampled = [
+        resample(
+            attribute(tails[s][0]),
+            th.bootstrap_resamples,
+            seed_for(th.seed, p.workload, p.slice, s, "tail"),
+        )
+        for s in params.shapes
+        if s in tails
+    ]
+    parts, sh, cis = pooled(resampled)
+    ci = cis.get(params.driver)
+    interval = None if ci is None else (ci.low, ci.high)
+    share = None if sh is None else sh.get(params.driver)
+    return Recomputed(share, len(parts), interval, rows.num_rows, files)
+
+
+def _blocked_share(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    ok = int(rows["ok"][0].as_py()) if rows.num_rows else 0
+    blocked = rows.num_rows
+    wilson = wilson_interval(blocked, ok) if ok else None
+    return Recomputed(blocked / ok if ok else None, ok, wilson, blocked, files)
+
+
+def _environment(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    check = check_environment(rows.to_pylist())
+    return Recomputed(float(len(check.mismatches)), 0, None, rows.num_rows, files)
+
+
+def _records(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    return Recomputed(None, 0, None, rows.num_rows, files)
+
+
+def _queue(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    return _queue_check(p.typed(), rows, files)
+
+
+def _samples(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...]) -> Recomputed:
+    return _from_samples(p, p.typed(), rows, th, files)
+
+
+def _queue_check(q: QueueParams, rows: pa.Table, files: tuple[str, ...]) -> Recomputed:
+    """The records' mean against the counters' total, by the analysis's own functions."""
+    vocab = vocabulary_named(q.server)
+    recs = [x["value"] for x in rows.to_pylist() if x["kind"] == "record"]
+    cols = ("source_id", "scrape", "scrape_us", "metric", "sample", "type", "value")
+    scraped = [tuple(x[c] for c in cols) for x in rows.to_pylist() if x["kind"] == "scrape"]
+    _, total = windows(series_of(points_of(scraped, vocab)), vocab, {})
+    if not recs or total is None or total.queue_mean_us is None:
+        return Recomputed(None, len(recs), None, rows.num_rows, files)
+    figure = difference(sum(recs) / len(recs), total.queue_mean_us)
+    return Recomputed(figure, len(recs), None, rows.num_rows, files)
+
+
+def _from_samples(
+    p: Pack, params: SampleParams, rows: pa.Table, th: Thresholds, files: tuple[str, ...]
+) -> Recomputed:
+    samples: dict[str, list[float]] = {}
+    n_events, cost = 0, 0.0
+    for kind, what, value in zip(
+        rows["kind"].to_pylist(), rows["what"].to_pylist(), rows["value"].to_pylist(), strict=True
+    ):
+        if kind == "sample":
+            samples.setdefault(what, []).append(value)
+        else:
+            n_events, cost = n_events + 1, cost + value
+    arrays: dict[str, Sample] = {k: SortedArray(v) for k, v in samples.items()}
+    if p.reduction == Reduction.NET_GAIN:
+        key = (p.workload, p.slice, p.shape)
+        g = shape_gain(key, bool(params.covered), arrays, (n_events, cost), th)
+        gci = g.net_gain_p50_ci
+        return Recomputed(
+            g.net_gain_p50,
+            g.n_adapted,
+            None if gci is None else (gci.low, gci.high),
+            rows.num_rows,
+            files,
+        )
+    static = arrays.get("static", SortedArray([]))
+    p50 = quantile(static, 0.5) if len(static) else None
+    acc = shape_accuracy(True, params.predicted_us, len(static), p50, th)
+    ci = None
+    if acc.signed_error is not None and acc.predicted_us is not None:
+        seed = seed_for(th.seed, p.workload, p.slice, p.shape, "error")
+        ci = bootstrap_relative_error(static, acc.predicted_us, th.bootstrap_resamples, seed)
+    if p.reduction == Reduction.DRIFT:
+        base = params.baseline or 0.0
+        moved = None if acc.signed_error is None else acc.signed_error - base
+        shifted = None if ci is None else (ci[0] - base, ci[1] - base)
+        return Recomputed(moved, len(static), shifted, rows.num_rows, files)
+    return Recomputed(acc.ape, len(static), ci, rows.num_rows, files)
+
+
+KINDS = {
+    Reduction.TAIL_SHARE: PackKind(_tail_sql, _tail_share),
+    Reduction.NET_GAIN: PackKind(_samples_pack_sql, _samples),
+    Reduction.APE: PackKind(_samples_pack_sql, _samples),
+    Reduction.DRIFT: PackKind(_samples_pack_sql, _samples),
+    Reduction.BLOCKED_SHARE: PackKind(_blocked_sql, _blocked_share),
+    Reduction.QUEUE_CHECK: PackKind(_queue_sql, _queue),
+    Reduction.ENVIRONMENT: PackKind(_environment_sql, _environment),
+    Reduction.RECORDS: PackKind(_records_sql, _records),
+}
+"""The serving figures' packs: each reduction's query and recompute function."""
