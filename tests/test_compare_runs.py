@@ -319,3 +319,46 @@ def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path)
         got = CliRunner().invoke(main, ["explain", pid, "--compare", str(out)])
         assert got.exit_code == 0, got.output
         assert "n 200 vs 200" in got.output
+
+
+def test_files_that_overlap_in_time_are_one_run_and_runs_that_follow_are_not() -> None:
+    """Two workers of one server write a file each over the same minutes: one run. Runs
+    repeated one after another are runs. A chain of overlaps is one run."""
+    from mapreport.analysis.comparing.runlevel import group_runs
+
+    workers = [("w0", 0.0, 60.0), ("w1", 0.5, 61.0)]
+    assert group_runs(workers) == {"w0": 0, "w1": 0}
+    repeated = [("r2", 200.0, 260.0), ("r1", 100.0, 160.0), ("r0", 0.0, 60.0)]
+    assert group_runs(repeated) == {"r0": 0, "r1": 1, "r2": 2}
+    chain = [("a", 0.0, 10.0), ("b", 9.0, 20.0), ("c", 19.0, 30.0), ("d", 31.0, 40.0)]
+    assert group_runs(chain) == {"a": 0, "b": 0, "c": 0, "d": 1}
+
+
+def test_two_workers_of_each_run_count_as_one_run_a_side(tmp_path: Path) -> None:
+    """Each side is one server run with two workers, a file each (their requests interleaved
+    in time): one run a side, so the shapes are tested against the run's shift, as the same
+    run's single export would be."""
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from mapreport.run.comparing import compare_runs
+
+    roots = []
+    for side, factor in (("a", 1.0), ("b", 0.7)):
+        ds = Dataset(tmp_path / f"ds-{side}", create=True)
+        for worker in (0, 1):
+            path = tmp_path / f"{side}{worker}.jsonl"
+            _run_file(path, "1.4", factor, seed=worker, n=300)
+            rows = [json.loads(line) for line in path.read_text().splitlines()]
+            for row in rows[1:]:  # seed 1 starts an hour later: back, 1 ms after worker 0's
+                for key in ("arrival_us", "compute_start_us", "compute_end_us"):
+                    row[key] += worker * (1_000.0 - 3_600e6)
+            path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+            ingest_file(ds, path)
+        roots.append(ds.root)
+    out = tmp_path / "out"
+    done = compare_runs(roots[0], roots[1], out, pdf=False)
+    assert done.runs is not None
+    assert (done.runs.runs_a, done.runs.runs_b) == (1, 1)
+    doc = json.loads((out / "compare.json").read_text())
+    assert doc["run_shift"], "one run a side: the shapes are tested against its shift"
+    assert {s["verdict"] for s in doc["shapes"]} == {"same"}

@@ -5,7 +5,9 @@ A bootstrap over one run's requests measures request-to-request variation inside
 runs of the same build differ by more (a restart, a noisy neighbour, another compile). With at
 least two runs a side, each run's quantile is one observation: the ratio is the geometric mean
 of B's runs over A's, and its 95% CI is Welch's t interval on the log quantiles (AIPerf's rule:
-run-level claims from repeated runs only). A run is one ingested file of the slice's requests.
+run-level claims from repeated runs only). A run is the side's files whose spans overlap in
+time: one server's workers write a file each at the same time (one run), repeated runs follow
+one another (`group_runs`).
 """
 
 from __future__ import annotations
@@ -24,17 +26,38 @@ QUANTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
 MIN_RUNS = 2
 """Runs a side needs for a run-level interval."""
 
-_RUNS = f"""
-    SELECT source_id, count(*) AS n, quantile_cont(latency_us, [0.5, 0.95, 0.99]) AS q
-    FROM ({SAMPLES}) GROUP BY source_id ORDER BY source_id
+_SPANS = f"""
+    SELECT source_id, min(at_us), max(at_us + latency_us) FROM ({SAMPLES}) GROUP BY source_id
 """
+_RUNS = f"""
+    SELECT run, count(*) AS n, quantile_cont(latency_us, [0.5, 0.95, 0.99]) AS q
+    FROM ({SAMPLES}) JOIN (SELECT unnest($ids) AS source_id, unnest($runs) AS run) USING (source_id)
+    GROUP BY run ORDER BY run
+"""
+_OP_SPANS = """
+    SELECT source_id, min(ts_us), max(ts_us + dur_us) FROM op_exec
+    WHERE workload = $w AND slice = $s GROUP BY source_id
+"""
+
+
+def group_runs(spans: list[tuple[str, float, float]]) -> dict[str, int]:
+    """Each file's run: files whose spans (start, end) overlap, directly or through another
+    file, are one run (the workers of one server); runs are numbered in time order."""
+    out: dict[str, int] = {}
+    run, end = -1, -math.inf
+    for source, start, stop in sorted(spans, key=lambda x: (x[1], x[2], x[0])):
+        if start > end:
+            run += 1
+        end = max(end, stop)
+        out[source] = run
+    return out
 
 
 @dataclass(frozen=True)
 class Run:
-    """One run of a side: its file, requests and latency quantiles."""
+    """One run of a side: its files, requests and latency quantiles."""
 
-    source_id: str
+    files: tuple[str, ...]
     n: int
     quantiles: tuple[float, float, float]
     """p50, p95, p99 of end-to-end latency (microseconds)."""
@@ -47,10 +70,18 @@ def side_runs(
     start_us: float | None = None,
     end_us: float | None = None,
 ) -> tuple[Run, ...]:
-    """A side's runs (one per source file of the slice's ok requests), with their quantiles."""
-    rows = con.execute(_RUNS, side_params(workload, slice_, start_us, end_us)).fetchall()
+    """A side's runs (its files of the slice's ok requests, those that overlap in time
+    together: `group_runs`), with their quantiles."""
+    params = side_params(workload, slice_, start_us, end_us)
+    spans = con.execute(_SPANS, params).fetchall()
+    runs = group_runs([(str(f), float(a), float(b)) for f, a, b in spans if None not in (a, b)])
+    files: dict[int, list[str]] = {}
+    for source, run in sorted(runs.items()):
+        files.setdefault(run, []).append(source)
+    rows = con.execute(_RUNS, params | {"ids": list(runs), "runs": list(runs.values())}).fetchall()
     return tuple(
-        Run(str(source), int(n), (float(q[0]), float(q[1]), float(q[2]))) for source, n, q in rows
+        Run(tuple(files[run]), int(n), (float(q[0]), float(q[1]), float(q[2])))
+        for run, n, q in rows
     )
 
 
@@ -106,25 +137,32 @@ def compare_runs(a: tuple[Run, ...], b: tuple[Run, ...], th: Thresholds) -> tupl
 
 
 _OP_RUNS = f"""
-    SELECT op, shape, types, source_id, favg(dur) AS mean_us
-    FROM ({OP_CALLS})
+    SELECT op, shape, types, run, favg(dur) AS mean_us
+    FROM ({OP_CALLS}) JOIN (SELECT unnest($ids) AS source_id, unnest($runs) AS run)
+        USING (source_id)
     GROUP BY ALL
-    ORDER BY op, shape, types, source_id
+    ORDER BY op, shape, types, run
 """
 
 
 def op_runs(con: Connection, workload: str, slice_: str) -> dict[OpKey, dict[str, float]]:
-    """Per op x shape: each trace file's mean device time per call."""
+    """Per op x shape: each run's mean device time per call (a run: the trace files that
+    overlap in time, `group_runs`; keyed by its first file)."""
+    at = {"w": workload, "s": slice_}
+    spans = con.execute(_OP_SPANS, at).fetchall()
+    runs = group_runs([(str(f), float(a), float(b)) for f, a, b in spans if None not in (a, b)])
+    first: dict[int, str] = {}
+    for source, run in sorted(runs.items()):
+        first.setdefault(run, source)
+    bound = at | {"ids": list(runs), "runs": list(runs.values())}
     out: dict[OpKey, dict[str, float]] = {}
-    for op, shape, types, source, mean in con.execute(
-        _OP_RUNS, {"w": workload, "s": slice_}
-    ).fetchall():
-        out.setdefault((str(op), str(shape), str(types)), {})[str(source)] = float(mean)
+    for op, shape, types, run, mean in con.execute(_OP_RUNS, bound).fetchall():
+        out.setdefault((str(op), str(shape), str(types)), {})[first[run]] = float(mean)
     return out
 
 
 def trace_files(runs: dict[OpKey, dict[str, float]]) -> int:
-    """The trace files a side's op x shapes come from."""
+    """The runs of trace files a side's op x shapes come from."""
     return len({f for per in runs.values() for f in per})
 
 
