@@ -991,7 +991,9 @@ def test_calls_of_two_trace_files_stay_apart(tmp_path: Path) -> None:
 def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> None:
     from mapreport.analysis.steps.results import SliceResult
     from mapreport.report import devicetime
-    from mapreport.report.findings import _device_time
+    from mapreport.report.findings import plain
+    from mapreport.report.lines import Facts
+    from mapreport.report.sections import roofline as section
 
     big = ("aten::mm", [[8192, 8192], [8192, 8192]], [BF16, BF16], [], [0.001])
     calls: list[Call] = [(*GEMM_4096, [150.0])] * 12 + [big]
@@ -1000,7 +1002,7 @@ def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> Non
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, trace, hints={"workload": "w"})
     r: SliceResult = analyze_slice(ds.connect(), "w", "", Thresholds())
-    v = devicetime.view(r)
+    v = section.view(section.read(Facts(r)))
     assert v is not None
     assert v.suspect_line.startswith("1 op x shape (1 call) cannot be real and is left out")
     (line,) = v.suspects
@@ -1009,7 +1011,7 @@ def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> Non
     said = devicetime.summary(r)
     assert said is not None
     assert v.suspect_line in said
-    doc = _device_time(r)
+    doc = plain(section.fragment(v))
     assert doc["device"]["suspect_ops"] == 1
     assert doc["device"]["suspect_calls"] == 1
     marked = [x for x in doc["ops"] if x["suspect"]]

@@ -1,19 +1,15 @@
-"""The device-time sections' view and words: the op x shape table against the roofline, the
-device it was held to (or the key to set when none is known), and the device timeline."""
+"""The device's words, which the roofline and timeline sections, the summary and the packet
+share: the device a roofline was held to (or the key to set when none is known), the records
+that cannot be real, the timeline's activities, and where a trace's device time went."""
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from mapreport.analysis.device.roofline import OpShape, Roofline
 from mapreport.analysis.device.timeline import Timeline
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.core.devices import DeviceLimits
 from mapreport.core.kinds import Bound, DeviceActivity, OpKind, Suspect
 from mapreport.report.filters import duration, pct
 
-SHOWN_ROWS = 25
-"""Op x shape rows the report prints (findings.json lists every one)."""
 ACTIVITY_WORDS = {
     DeviceActivity.COMPUTE: "computing",
     DeviceActivity.COMMUNICATION: "communicating",
@@ -35,38 +31,10 @@ SUSPECT_WORDS = {
     Suspect.FASTER_THAN_DEVICE: "ran faster than the device can do its work",
     Suspect.ABSURD_WORK: "has dims whose FLOPs or bytes no device could hold",
 }
-SHOWN_SUSPECTS = 10
-"""Suspect op x shapes the roofline section names (findings.json lists every one)."""
 COUNTED_LOW = 0.5
 """Below this share of device time with counted work, the summary says how much is counted."""
 DEVICE_KEY = "[device] name (or memory_gbps and vector_tflops) in the run configuration"
 """What to set for a roofline when the trace's device is not in the table."""
-
-
-@dataclass(frozen=True)
-class OpLine:
-    """One printed op x shape row."""
-
-    row: OpShape
-    label: str
-    kind: str
-    bound: str
-
-
-@dataclass(frozen=True)
-class DeviceTimeView:
-    """What the roofline and timeline sections print."""
-
-    lines: tuple[OpLine, ...]
-    rows_total: int
-    device: DeviceLimits | None
-    device_line: str
-    timeline: tuple[tuple[str, float], ...]
-    """(activity in words, share of the span), busy activities first, only those seen."""
-    suspects: tuple[str, ...] = ()
-    """One line per suspect op x shape (at most SHOWN_SUSPECTS): what it is and why."""
-    suspect_line: str = ""
-    """How many op x shapes and calls were left out as suspect ("" when none)."""
 
 
 def device_line(rf: Roofline) -> str:
@@ -83,31 +51,6 @@ def device_line(rf: Roofline) -> str:
     return (
         f"{d.name}{how}: memory {d.memory_gbps:,.0f} GB/s, matrix TFLOP/s {peaks}, vector "
         f"{d.vector_tflops:,.1f} TFLOP/s (dense; {d.source})."
-    )
-
-
-def view(r: SliceResult) -> DeviceTimeView | None:
-    """The sections' view; None when the slice has no device time."""
-    rf = r.roofline
-    if rf is None:
-        return None
-    lines = tuple(
-        OpLine(
-            x,
-            x.label,
-            KIND_WORDS[x.kind] if x.kind else x.category,
-            BOUND_WORDS[x.bound] if x.bound else "–",
-        )
-        for x in rf.top(SHOWN_ROWS)
-    )
-    return DeviceTimeView(
-        lines=lines,
-        rows_total=len(rf.rows),
-        device=rf.device,
-        device_line=device_line(rf),
-        timeline=timeline_shares(r.timeline),
-        suspects=tuple(suspect_words(x) for x in rf.suspects[:SHOWN_SUSPECTS]),
-        suspect_line=suspect_line(rf),
     )
 
 

@@ -15,14 +15,12 @@ import msgspec
 from mapreport import __version__
 from mapreport.analysis.base.common import Evidence, Percentiles
 from mapreport.analysis.base.query import CDF_GRID
-from mapreport.analysis.device.roofline import OpShape
 from mapreport.analysis.loop.history import History
-from mapreport.analysis.mapping.telemetry import MetricWindow
 from mapreport.analysis.serving.scheduling import Scheduling
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.report import devicetime, judgements, prose, ranking_findings, words
+from mapreport.report import judgements, prose, ranking_findings, words
 from mapreport.report.lines import ActionView, ShapeLine
 from mapreport.report.sources import shown, source_dir
 from mapreport.report.view import ReportView
@@ -57,91 +55,8 @@ def _evidence(e: Evidence | None) -> dict[str, Any] | None:
     return {**plain(e), "note": words.evidence_note(e)}
 
 
-def _op(x: OpShape) -> dict[str, Any]:
-    """One op x shape as findings.json states it (docs/findings.md, `ops`)."""
-    return {
-        "op": x.op,
-        "shape": x.shape,
-        "label": x.label,
-        "dtype": x.dtype,
-        "category": x.category,
-        "kind": x.kind.value if x.kind else None,
-        "count": x.calls,
-        "kernels": x.kernels,
-        "total_us": x.total_us,
-        "mean_us": x.mean_us,
-        "p50_us": x.p50_us,
-        "p95_us": x.p95_us,
-        "gpu_share": x.gpu_share,
-        "flops": x.flops,
-        "bytes": x.bytes,
-        "gemm_mnk": list(x.gemm) if x.gemm else None,
-        "gemm_batch": x.gemm_batch if x.gemm else None,
-        "tflops": x.tflops,
-        "gbps": x.gbps,
-        "intensity": x.intensity,
-        "bound": x.bound.value if x.bound else None,
-        "roofline_pct": x.roofline_pct,
-        "roof_us": x.roof_us,
-        "headroom_us": x.headroom_us,
-        "headroom_share": x.headroom_share,
-        "min_us": x.min_us,
-        "floor_us": x.floor_us,
-        "suspect": x.suspect.value if x.suspect else None,
-        "suspect_calls": x.suspect_calls,
-    }
-
-
-def _device_time(r: SliceResult) -> dict[str, Any]:
-    """`ops`, `device` and `timeline`: a profiler trace's device time (empty without one)."""
-    rf, t = r.roofline, r.timeline
-    device = None
-    if rf is not None:
-        limits = rf.device.as_dict() if rf.device else None
-        device = {
-            "limits": limits,
-            "names": list(rf.device_names),
-            "text": devicetime.device_line(rf),
-            "gpu_time_us": rf.gpu_time_us,
-            "headroom_us": rf.headroom_us,
-            "counted_share": rf.counted_share,
-            "by_request_shape": plain(rf.by_request_shape),
-            "suspect_ops": len(rf.suspects),
-            "suspect_calls": rf.suspect_calls,
-        }
-    timeline = None
-    if t is not None:
-        timeline = {
-            "devices": t.devices,
-            "span_us": t.span_us,
-            "shares": {a.value: v for a, v in t.shares.items()},
-            "exposed_communication": t.exposed_communication,
-            "kernels": t.kernels,
-            "median_kernel_us": t.median_kernel_us,
-        }
-    return {
-        "ops": [_op(x) for x in rf.rows] if rf else [],
-        "device": device,
-        "timeline": timeline,
-        "graph_buckets": plain(r.graphs.buckets) if r.graphs else [],
-    }
-
-
 TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
 """What a tail split states (its p50 and p95 are the shape's or the slice's own)."""
-
-
-def _telemetry(r: SliceResult) -> dict[str, Any] | None:
-    """The server's metrics, each window with its throughput."""
-    t = r.telemetry
-    if t is None:
-        return None
-
-    def window(w: MetricWindow | None) -> dict[str, Any] | None:
-        return None if w is None else plain(w) | {"throughput_per_s": w.throughput_per_s}
-
-    out: dict[str, Any] = plain(t)
-    return out | {"windows": [window(w) for w in t.windows], "total": window(t.total)}
 
 
 def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
@@ -354,16 +269,6 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "op_drift": plain(r.op_drifts),
         "profile_next": [plain(i) | {"text": text} for i, text in view.profile_next],
         "operators": plain(r.operators),
-        "compiles": plain(r.compiles),
-        "load_sweep": plain(r.sweep),
-        "telemetry": _telemetry(r),
-        "queue_check": None
-        if r.queue_check is None
-        else plain(r.queue_check) | {"disagrees": r.queue_check.disagrees},
-        "token_timing": plain(r.tokens),
-        "token_rate": plain(r.token_rate),
-        "loadgen": plain(r.loadgen),
         "sources": [plain(s) | {"path": view.source_paths[s.source_id]} for s in r.sources],
-        **_device_time(r),
         **ranking_findings.fragment(r.ranking),
     }

@@ -17,6 +17,8 @@ from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
 from mapreport.report import devicetime, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
+from mapreport.report.sections.roofline import RooflineView
+from mapreport.report.sections.timeline import TimelineView
 from mapreport.report.sections.unit import Part
 from mapreport.report.states import state_line
 from mapreport.report.view import ReportView
@@ -87,6 +89,10 @@ class PacketView:
     appendix: tuple[Part[Any], ...]
     device_summary: str
     """Where a trace's device time went, in one sentence ('' without device time)."""
+    roofline: RooflineView | None
+    """The roofline section's view (page 3 prints its first rows)."""
+    timeline: TimelineView | None
+    """The timeline section's view (page 2 of a trace without requests)."""
     op_rows: int
     """Op x shape rows page 3 prints."""
     charts: tuple[str, ...] = CHARTS
@@ -262,5 +268,7 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
         tail_pack=pack,
         appendix=appendix,
         device_summary=devicetime.summary(r) or "",
+        roofline=v.assembled.view("roofline"),
+        timeline=v.assembled.view("timeline"),
         op_rows=OP_ROWS if r.coverage.plans else OP_ROWS_ALONE,
     )

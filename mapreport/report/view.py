@@ -30,9 +30,8 @@ from mapreport.core.kinds import (
 )
 from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
-from mapreport.report import causes, decisions, devicetime, prose, words
+from mapreport.report import causes, decisions, prose, words
 from mapreport.report.checks import checklist_count, pitfall_detail
-from mapreport.report.devicetime import DeviceTimeView
 from mapreport.report.filters import duration
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.judgements import rows as judgement_rows
@@ -41,7 +40,6 @@ from mapreport.report.lines import anchor_key as anchor_key  # compare.py names 
 from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
 from mapreport.report.sections import Assembled, assemble
 from mapreport.report.sections.unit import Part
-from mapreport.report.serving import ServingView, serving_view
 from mapreport.report.sources import folder_name, source_dir, source_paths
 from mapreport.report.verdict import (
     Verdict,
@@ -197,9 +195,6 @@ class ReportView:
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
-    serving: ServingView
-    device_time: DeviceTimeView | None
-    """The token, server-metrics and benchmark-run sections' lines."""
     assembled: Assembled
     """Every section's part, each read and viewed once."""
 
@@ -402,7 +397,5 @@ def build(r: SliceResult) -> ReportView:
         glossary=words.GLOSSARY,
         **_reasons(r),
         mape_class=mape_class(r.accuracy.mape_within),
-        serving=serving_view(r),
-        device_time=devicetime.view(r),
         assembled=parts,
     )

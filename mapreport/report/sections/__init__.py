@@ -13,7 +13,16 @@ from typing import Any
 
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.lines import Facts
-from mapreport.report.sections import batch_policy, compiles, graphs
+from mapreport.report.sections import (
+    batch_policy,
+    compiles,
+    graphs,
+    loadgen,
+    roofline,
+    serving,
+    timeline,
+    tokens,
+)
 from mapreport.report.sections.unit import Legacy, Part, Section, part
 
 SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
@@ -44,10 +53,8 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
         ("op_times",),
         needs="operators",
     ),
-    Legacy(
-        "roofline", "Device time per op and shape", "sections/roofline.html.j2", needs="roofline"
-    ),
-    Legacy("timeline", "Device timeline", "sections/timeline.html.j2", needs="timeline"),
+    roofline.SECTION,
+    timeline.SECTION,
     graphs.SECTION,
     compiles.SECTION,
     Legacy(
@@ -75,10 +82,10 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
         True,
         needs="scheduling_measured",
     ),
-    Legacy("tokens", "Token latency per shape", "sections/tokens.html.j2", needs="tokens"),
-    Legacy("serving", "Server-side metrics", "sections/serving.html.j2", needs="telemetry"),
+    tokens.SECTION,
+    serving.SECTION,
     batch_policy.SECTION,
-    Legacy("loadgen", "Benchmark runs (MLPerf)", "sections/loadgen.html.j2", needs="loadgen"),
+    loadgen.SECTION,
     Legacy("actions", "Retuning actions", "sections/actions.html.j2"),
     Legacy("profile_next", "What to profile next", "sections/profile_next.html.j2", (), True),
     Legacy(
@@ -127,26 +134,12 @@ def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
             "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
             "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
         )
-    if s.needs in ("roofline", "timeline"):
-        return (
-            "no device time; a PyTorch profiler trace with CUDA or HIP activities adds it "
-            "(record_shapes on gives each op its input shapes, FLOPs and bytes)"
-        )
-    if s.needs == "telemetry":
-        return (
-            "no server metrics for this model; scrapes of the server's /metrics (Triton, vLLM; "
-            "several with their times give per-interval figures) or OTLP metrics add them"
-        )
     if s.needs == "scheduling_measured":
         return (
             "the requests state no queue wait, batch size, core or stream (client-side timing); "
             "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
             "add them"
         )
-    if s.needs == "tokens":
-        return "no token timing; an AIPerf profile export adds time to first token and ITL"
-    if s.needs == "loadgen":
-        return "no MLPerf run; its mlperf_log_summary.txt or mlperf_log_detail.txt adds one"
     return ""
 
 

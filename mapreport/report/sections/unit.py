@@ -11,7 +11,7 @@ the sections in page order; `assemble` makes one slice's parts in one pass over 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
@@ -46,6 +46,11 @@ def _always(_: Any) -> bool:
 def same(x: X) -> X:
     """The view of a section whose partial prints what it read as it is."""
     return x
+
+
+def shallow(x: object) -> dict[str, Any]:
+    """A dataclass's fields by name, their values as they are (a fragment adds to them)."""
+    return {f.name: getattr(x, f.name) for f in fields(x)}  # type: ignore[arg-type]
 
 
 def present(x: object) -> bool:
