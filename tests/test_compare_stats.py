@@ -203,3 +203,52 @@ def test_one_run_a_side_tests_each_shape_against_the_runs_shift() -> None:
     moved = next(s for s in one.shapes if s.shape == "b=3").decisive
     assert moved is not None
     assert moved.vs_shift == pytest.approx(2.0, rel=0.15)
+
+
+@pytest.mark.slow
+def test_a_real_pair_compares_alike_from_its_traces_and_its_exports(tmp_path: Path) -> None:
+    """tests/corpus/torch_pair: B runs two shapes eagerly. Read from the profiler traces and
+    from the exports (span basis), compare gives the same shapes and verdicts, p50 ratios within
+    3%; each shape's p50 ratio is the server logs' compute median ratio (pandas) within 3%; the
+    eager shape whose median moved most is flagged slower, and no shape that ran compiled on
+    both sides is flagged."""
+    from mapreport.dataset.store import Dataset
+    from mapreport.ingest import ingest_file
+    from mapreport.run.comparing import compare_runs
+
+    pair = Path(__file__).parent / "corpus" / "torch_pair"
+    docs = {}
+    for kind, name, hints in (
+        ("raw", "profiler.w0.json.gz", {"workload": "torch-serving"}),
+        ("export", "serving.runtime.jsonl.gz", {}),
+    ):
+        roots = []
+        for side in ("a", "b"):
+            ds = Dataset(tmp_path / f"{kind}-{side}", create=True)
+            ingest_file(ds, pair / side / name, hints=hints)
+            roots.append(ds.root)
+        out = tmp_path / f"out-{kind}"
+        compare_runs(roots[0], roots[1], out, pdf=False, span=True)
+        docs[kind] = {
+            s["shape"]: s for s in json.loads((out / "compare.json").read_text())["shapes"]
+        }
+    raw, export = docs["raw"], docs["export"]
+    assert set(raw) == set(export)
+    assert len(raw) == 12
+    for shape, got in raw.items():
+        assert got["verdict"] == export[shape]["verdict"], shape
+        assert got["ratio_p50"] == pytest.approx(export[shape]["ratio_p50"], rel=0.03)
+    logs = []
+    for side in ("a", "b"):
+        log = pd.read_csv(pair / side / "requests.csv.gz")
+        log["compute"] = log["compute_end_us"] - log["compute_start_us"]
+        logs.append(log.groupby(["batch", "seq"])["compute"].median())
+    for (b, s), median_a in logs[0].items():
+        reference = logs[1][(b, s)] / median_a
+        assert raw[f"batch={b},seq={s}"]["ratio_p50"] == pytest.approx(reference, rel=0.03)
+    ran_eagerly = log[log["eager"]].groupby(["batch", "seq"]).size()  # B's own log says which
+    eager = {f"batch={b},seq={s}" for b, s in ran_eagerly.index}
+    assert eager == {"batch=1,seq=32", "batch=1,seq=64"}
+    moved_most = max(eager, key=lambda shape: raw[shape]["ratio_p50"])
+    assert raw[moved_most]["verdict"] == "slower"
+    assert {s for s, got in raw.items() if got["verdict"] != "same"} <= eager
