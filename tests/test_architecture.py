@@ -20,7 +20,6 @@ from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import (
     causes,
-    checks,
     compare_whole,
     decisions,
     devicetime,
@@ -31,7 +30,7 @@ from mapreport.report import (
 )
 from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
-from mapreport.report.sections import SECTIONS
+from mapreport.report.sections import SECTIONS, checklist, profile_next
 from tests.conftest import REALDATA, SAMPLE_DATA
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mapreport"
@@ -219,7 +218,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.Decision: words.DECISION_MEANING,
     kinds.Criterion: words.CRITERIA,
     kinds.CheckItem: words.CHECK_ITEMS,
-    kinds.CheckGap: checks.CHECK_GAPS,
+    kinds.CheckGap: checklist.CHECK_GAPS,
     kinds.ImpactUnit: words.IMPACT_UNITS,
     kinds.PitfallKind: words.PITFALLS,
     kinds.GainGap: decisions.GAIN_GAPS,
@@ -232,7 +231,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.FusionGap: words.FUSION_GAPS,
     kinds.HistoryNote: words.HISTORY_NOTES,
     kinds.BlockingRemedy: causes.REMEDIES,
-    kinds.Collect: causes.COLLECT,
+    kinds.Collect: profile_next.COLLECT,
     kinds.HeadroomRemedy: prose.HEADROOM_REMEDIES,
     kinds.OpKind: devicetime.KIND_WORDS,
     kinds.Bound: devicetime.BOUND_WORDS,

@@ -5,45 +5,8 @@ rest; a completeness test checks every enum member has its words)."""
 from __future__ import annotations
 
 from mapreport.analysis.actions.action_params import Dim
-from mapreport.analysis.actions.actions import SLICE_WIDE
-from mapreport.analysis.actions.observe import ProfileItem
-from mapreport.analysis.steps.results import SliceResult
-from mapreport.core.kinds import BlockingRemedy, Collect
-from mapreport.report.filters import pct, plural
-
-COLLECT: dict[Collect, str] = {
-    Collect.MORE_REQUESTS: "{need} more requests: its {q} needs {min}, it has {n}",
-    Collect.PROFILER_TRACE: "a profiler trace of its tail requests: the tail split is "
-    "undecided ({basis}; CI width {width})",
-    Collect.CORE_TELEMETRY: "the core of each request: core imbalance cannot be measured",
-    Collect.MEMORY: "each request's peak memory: memory bursts cannot be measured",
-    Collect.SERVER_TIMING: "the server's queue and compute time per request (a Triton trace "
-    "or OpenTelemetry spans, beside the client-side export): queueing, blocking and fallback "
-    "cannot be told apart from client-side latency alone",
-    Collect.ARRIVALS: "each request's arrival (a native request log, or the arrival in the "
-    "request annotation): latency and queue wait are not measured",
-    Collect.STATIC_REQUESTS: "{need} more requests on the static plan: its accuracy needs {min}",
-}
-"""What to collect next, and why (the profiling list)."""
-
-
-def collect(i: ProfileItem, r: SliceResult) -> str:
-    """One item of the profiling list in words."""
-    th = r.thresholds
-    if i.shape == SLICE_WIDE:
-        return COLLECT[i.collect]
-    m = next(x for x in r.shapes if x.shape == i.shape)
-    p99 = m.n >= th.min_samples_p95
-    least = th.min_samples if i.collect == Collect.STATIC_REQUESTS else None
-    return COLLECT[i.collect].format(
-        need=i.need,
-        q="p99" if p99 else "p95",
-        min=least or (th.min_samples_p99 if p99 else th.min_samples_p95),
-        n=m.n,
-        basis=m.diagnosis.basis.value.replace("_", " "),
-        width=pct(i.ci_width, 0),
-    )
-
+from mapreport.core.kinds import BlockingRemedy
+from mapreport.report.filters import plural
 
 REMEDIES: dict[BlockingRemedy, str] = {
     BlockingRemedy.PRECOMPILE_IN_WARMUP: "pre-compile {them} in the server's warm-up: no "

@@ -393,53 +393,7 @@ def error_trend(r: SliceResult) -> go.Figure | None:
     return layout(fig, "Cost-model error across nights")
 
 
-PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
-
-
-def op_times(r: SliceResult) -> go.Figure | None:
-    """The ops that took the most measured time, coloured by precision, with the plan's
-    prediction as a marker where it states one; None when the slice has no per-op join."""
-    ops = r.operators
-    if ops is None or not ops.rows:
-        return None
-    rows = list(reversed(ops.rows[:20]))
-    # one op name in several plans (a graph per shape) is several bars: the plan tells them apart
-    label = [f"{o.plan_id} {o.op}" if len(ops.plans) > 1 else o.op for o in rows]
-    names = [(n if len(n) <= 48 else n[:22] + "…" + n[-25:]) for n in label]
-    fig = go.Figure()
-    for precision in dict.fromkeys(o.precision or "unknown" for o in rows):
-        pick = [i for i, o in enumerate(rows) if (o.precision or "unknown") == precision]
-        fig.add_trace(
-            go.Bar(
-                x=[rows[i].measured_p50_us for i in pick],
-                y=[names[i] for i in pick],
-                orientation="h",
-                name=f"measured ({precision})",
-                marker={"color": PRECISION_COLORS.get(precision, "#9e9e9e")},
-                customdata=[[rows[i].op, rows[i].kernel or ""] for i in pick],
-                hovertemplate="%{customdata[0]}<br>%{customdata[1]}<br>%{x:.1f} µs<extra></extra>",
-            )
-        )
-    pred = [i for i, o in enumerate(rows) if o.predicted_us is not None]
-    if pred:
-        fig.add_trace(
-            go.Scatter(
-                x=[rows[i].predicted_us for i in pred],
-                y=[names[i] for i in pred],
-                mode="markers",
-                name="predicted",
-                marker={"symbol": "diamond", "size": 9, "color": "#222"},
-            )
-        )
-    fig.update_xaxes(title="median time per execution, µs", rangemode="tozero")
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=names, automargin=True)
-    fig = layout(fig, "Measured time of the 20 largest ops", height=140 + 24 * len(rows))
-    fig.update_layout(barmode="overlay", margin={"l": 20})
-    return fig
-
-
 CHARTS = {
-    "op_times": op_times,
     "trend": trend,
     "error_trend": error_trend,
     "tail_drivers": tail_drivers,

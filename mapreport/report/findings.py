@@ -22,7 +22,6 @@ from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report import judgements, prose, ranking_findings, words
 from mapreport.report.lines import ActionView, ShapeLine
-from mapreport.report.sources import shown, source_dir
 from mapreport.report.view import ReportView
 
 FINDINGS_SCHEMA_VERSION = "2.0"
@@ -205,7 +204,6 @@ def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, A
 
 def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
     """The keys of the sections whose fragments are not yet their own."""
-    env = r.environment
     return {
         "schema_version": FINDINGS_SCHEMA_VERSION,
         "generator": f"mapreport {__version__}",
@@ -216,29 +214,6 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "status": r.status.status.value if r.status else None,
         "status_reason": view.status_reason,
         "judgements": judgements.fragment(r),
-        "scope": {
-            "requests": r.requests,
-            "failed": r.failed,
-            "window_start_us": r.window_start_us,
-            "window_end_us": r.window_end_us,
-            **_pct("latency", r.latency),
-            "sla_p95_us": r.review.sla_p95_us,
-            "sla_p99_us": r.review.sla_p99_us,
-            "sla_from": r.review.sla_from,
-            "period": {
-                "kind": r.period.kind.value,
-                "window": r.period.spec,
-                "timezone": r.period.timezone,
-                "night": r.period.night,
-                "start_us": r.period.start_us,
-                "end_us": r.period.end_us,
-                "text": view.period,
-            },
-            "plans": [plain(p) | {"path": shown(p.path, source_dir(r))} for p in r.plans],
-        },
-        "thresholds": plain(r.thresholds),
-        "environment": {**plain(env), "locked": env.locked, "comparable": env.comparable},
-        "coverage": plain(r.coverage),
         "accuracy": plain(r.accuracy),
         "decisions": {
             g.decision.value: {"shapes": [x.m.shape for x in g.shapes], "meaning": g.meaning}
@@ -251,10 +226,6 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "tail_class_evidence": _evidence(r.tail_class.evidence) if r.tail_class else None,
         "scheduling": _scheduling(r.scheduling, view),
         "actions": [_action(v) for v in view.actions],
-        "checklist": [
-            {"item": c.name, "state": c.state.value, "reason": c.text} for c in view.checklist
-        ],
-        "pitfalls": [{"name": p.name, "present": p.flag, "detail": p.text} for p in view.pitfalls],
         "history": _history(r.history, view),
         "blocking": {
             **plain(r.blocking),
@@ -267,8 +238,5 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         },
         "drift": plain(r.drifts),
         "op_drift": plain(r.op_drifts),
-        "profile_next": [plain(i) | {"text": text} for i, text in view.profile_next],
-        "operators": plain(r.operators),
-        "sources": [plain(s) | {"path": view.source_paths[s.source_id]} for s in r.sources],
         **ranking_findings.fragment(r.ranking),
     }

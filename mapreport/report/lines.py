@@ -15,7 +15,6 @@ from mapreport.analysis.steps.impact import Impact, action_impact
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import ActionKind, BottleneckClass, CheckState
 from mapreport.report import decisions, prose, words
-from mapreport.report.checks import check_reason
 
 
 @dataclass(frozen=True)
@@ -185,14 +184,6 @@ class Facts:
     def shapes(self) -> tuple[ShapeLine, ...]:
         """Every shape with its reasons and the actions on it."""
         return tuple(shape_line(m, self.r) for m in self.r.shapes)
-
-    @cached_property
-    def checks(self) -> tuple[CheckLine, ...]:
-        """The review checklist with each item's reason."""
-        r = self.r
-        return tuple(
-            CheckLine(words.CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist
-        )
 
     @cached_property
     def formats(self) -> str:

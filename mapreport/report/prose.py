@@ -466,7 +466,9 @@ def ticket(a: Action, title: str, rollback: str, r: SliceResult) -> str:
     """One action as Markdown for an issue tracker: title, owner, evidence, rollback trigger
     and validation matrix. Every value is escaped (`md_text`, `md_code`): a name is text in
     the tracker, never markup."""
-    files = source_paths(r)  # below the folder they were ingested from: no build-machine path
+    files = source_paths(
+        r.sources
+    )  # below the folder they were ingested from: no build-machine path
     owner = md_text(a.owner or "unassigned")
     h = r.history
     run = next((p.run_id for p in h.runs if p.current), None) if h else None

@@ -8,12 +8,12 @@ from __future__ import annotations
 import os
 from pathlib import PurePath
 
-from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.base.common import SourceFile
 
 
-def source_dir(r: SliceResult) -> str:
+def source_dir(sources: tuple[SourceFile, ...]) -> str:
     """The deepest folder holding every input file of the slice ('' without files)."""
-    folders = [str(PurePath(s.path).parent) for s in r.sources]
+    folders = [str(PurePath(s.path).parent) for s in sources]
     return os.path.commonpath(folders) if folders else ""
 
 
@@ -24,12 +24,12 @@ def shown(path: str, root: str) -> str:
     return PurePath(path).name
 
 
-def source_paths(r: SliceResult) -> dict[str, str]:
+def source_paths(sources: tuple[SourceFile, ...]) -> dict[str, str]:
     """Each input file's name below `source_dir`, by source id."""
-    root = source_dir(r)
-    return {s.source_id: shown(s.path, root) for s in r.sources}
+    root = source_dir(sources)
+    return {s.source_id: shown(s.path, root) for s in sources}
 
 
-def folder_name(r: SliceResult) -> str:
+def folder_name(sources: tuple[SourceFile, ...]) -> str:
     """The name of the folder the slice's files were ingested from ('' without files)."""
-    return PurePath(source_dir(r)).name
+    return PurePath(source_dir(sources)).name

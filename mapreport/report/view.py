@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC, ProfileItem
+from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.loop.history import RunPoint
 from mapreport.analysis.loop.loop import ActionState
@@ -25,22 +25,19 @@ from mapreport.core.kinds import (
     ActionKind,
     Decision,
     Health,
-    OwnerRole,
     RegressionKind,
 )
-from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.core.window import is_wall_clock
 from mapreport.report import causes, decisions, prose, words
-from mapreport.report.checks import checklist_count, pitfall_detail
 from mapreport.report.filters import duration
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.judgements import rows as judgement_rows
 from mapreport.report.lines import ActionView, CheckLine, CoreEvidence, Row, ShapeLine
 from mapreport.report.lines import anchor_key as anchor_key  # compare.py names shapes by it
-from mapreport.report.period import PlanLine, data_span, moment, period, plan_lines
+from mapreport.report.period import moment, period
 from mapreport.report.sections import Assembled, assemble
 from mapreport.report.sections.unit import Part
-from mapreport.report.sources import folder_name, source_dir, source_paths
+from mapreport.report.sources import source_paths
 from mapreport.report.verdict import (
     Verdict,
     headline,
@@ -85,25 +82,6 @@ class StateView:
 
 
 @dataclass(frozen=True)
-class PerOpSum:
-    """Sum of a plan's per-op medians against its end-to-end median compute."""
-
-    plan_id: str
-    ops_us: float
-    compute_us: float
-
-    @property
-    def change(self) -> float:
-        """Per-op sum over end-to-end, minus one."""
-        return self.ops_us / self.compute_us - 1
-
-    @property
-    def serialised(self) -> bool:
-        """The per-op sum exceeds end-to-end: profiling serialised the ops."""
-        return self.ops_us > self.compute_us
-
-
-@dataclass(frozen=True)
 class ReportView:
     """Everything a report's sections print beyond the result's own figures."""
 
@@ -114,21 +92,14 @@ class ReportView:
     """The tail quantile the slice has the evidence for, its value, SLA and whether met."""
     tail_change: TailChange | None
     """That quantile against the previous recorded night (None on a first night)."""
-    window: str
-    """From the slice's first arrival to its last completion."""
     period: str
     """The time window the report covers (`period.period`)."""
-    plans: tuple[PlanLine, ...]
-    """The compile plan versions in force for the window."""
-    description: str
     sla: tuple[SlaCheck, ...]
     summary: str
     actions: tuple[ActionView, ...]
     blocking: BlockingTable
     blocking_action: tuple[int, str] | None
     """(number, id) of the blocking action, when blocking drives the slice's tail."""
-    profile_next: tuple[tuple[ProfileItem, str], ...]
-    """The profiling list with each item's words."""
     op_drifting: tuple[OpDrift, ...]
     ops_compared: int
     """Planned ops whose signed error has earlier nights of the same plan version."""
@@ -142,8 +113,6 @@ class ReportView:
     pitfalls: tuple[Row, ...]
     signoffs: tuple[tuple[str, str, str, bool], ...]
     """(role, owner, signed by, signed) per role."""
-    env_keys: tuple[str, ...]
-    mismatch_keys: frozenset[str]
     fusion_note: str
     history_note: str
     recent_runs: tuple[RunPoint, ...]
@@ -153,22 +122,13 @@ class ReportView:
     states: tuple[StateView, ...]
     moved: tuple[Regression, ...]
     """Shapes whose p95 moved significantly against the compared run."""
-    per_op_sums: tuple[PerOpSum, ...]
     jain_low: bool
     core_evidence: tuple[CoreEvidence, ...]
-    matched_time_low: bool
-    reformat_high: bool
     unplotted: tuple[ShapeMetrics, ...]
     """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
     source_formats: str
-    source_folder: str
-    """The name of the folder every input file of the slice lies below (the paths shown are
-    relative to it; its own path is the build machine's, and stays out of the report)."""
     source_paths: dict[str, str]
     """Per source id: its path relative to that folder (`sources.source_paths`)."""
-    rejected_total: int
-    unlisted_rejections: dict[str, int]
-    """Per file: rejected records beyond the ones listed (all are in `quarantine`)."""
     limits: dict[str, float]
     """Thresholds the prose quotes."""
     sections: tuple[Part[Any], ...]
@@ -176,12 +136,8 @@ class ReportView:
     other is not)."""
     not_measured: tuple[Part[Any], ...]
     """Each section without its data, with why and which input would add it."""
-    glossary: dict[str, tuple[str, str]]
-    """Term id -> (term, meaning); the body links each term's uses to `#term-<id>`."""
     accuracy_gap: str
     """Why no shape's prediction was checked ('' when one was)."""
-    op_prediction_gap: str
-    """Why no op has a prediction ('' when some have, or there is no per-op join)."""
     status_reason: str
     """Why the slice has its status, one line (`words.status_reason`)."""
     judgements: tuple[JudgementRow, ...]
@@ -190,8 +146,6 @@ class ReportView:
     """The sections the HTML report opens on (the packet's first pages); the rest fold."""
     no_blocking: str
     """Why no request shows as blocked behind adaptation ('' when some do)."""
-    ops_by_plan: bool
-    """The per-op join spans several plans (a graph per shape): its tables name each op's."""
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
@@ -292,13 +246,8 @@ decisions and the actions; every other section folds."""
 
 def _reasons(r: SliceResult) -> dict[str, Any]:
     """The one-line reasons the view states: why a figure is missing, why the status."""
-    ops = r.operators
     return {
         "accuracy_gap": decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
-        "ops_by_plan": bool(ops and len(ops.plans) > 1),
-        "op_prediction_gap": decisions.PREDICTION_GAPS_SHORT[ops.prediction_gap]
-        if ops and ops.prediction_gap
-        else "",
         "no_blocking": "" if r.blocking.events else words.no_blocking(r),
         "status_reason": words.status_reason(r),
         "judgements": judgement_rows(r),
@@ -317,16 +266,11 @@ def build(r: SliceResult) -> ReportView:
         DecisionGroup(d, words.DECISION_MEANING[d], tuple(x for x in lines if x.m.decision == d))
         for d in Decision
     )
-    checks = facts.checks
+    checklist = parts.view("checklist")
+    checks = checklist.checklist
     h = r.history
     states = _states(r, actions)
-    ops = r.operators
-    sums = tuple(
-        PerOpSum(pid, a, b) for pid, (a, b) in (ops.layer_sum_vs_compute.items() if ops else ())
-    )
     sched = r.scheduling
-    env = r.environment
-    rv = r.review
     sla = r.sla  # judged once, by the analysis
     head = headline(r)
     formats = facts.formats
@@ -339,52 +283,35 @@ def build(r: SliceResult) -> ReportView:
         tail_change=tail_change(r, cast(TailQuantile, head[0])),
         recent_runs=runs[-HISTORY_ROWS:],
         older_runs=max(0, len(runs) - HISTORY_ROWS),
-        window=data_span(r),
         period=period(r.period),
-        plans=plan_lines(r, source_dir(r)),
-        description=rv.description,
         sla=sla,
         summary=prose.summary(r, head),
         actions=actions,
         blocking=blocking_lines(r),
         blocking_action=_numbered(r, ActionKind.ADAPTATION_BLOCKING),
-        profile_next=tuple((i, causes.collect(i, r)) for i in r.profile_next),
         op_drifting=tuple(d for d in r.op_drifts if d.drifting),
         ops_compared=sum(1 for d in r.op_drifts if d.baseline is not None),
         shapes=lines,
         decisions=groups,
         decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
         checklist=checks,
-        checklist_count=checklist_count([c.state for c in checks]),
-        checklist_failed=tuple(c.name for c in checks if c.failed),
-        pitfalls=tuple(
-            Row(words.PITFALLS[p.kind], p.present, pitfall_detail(p, r)) for p in r.pitfalls
-        ),
-        signoffs=tuple(
-            (role, rv.owners.get(role, "–"), rv.signoffs.get(role, "missing"), role in rv.signoffs)
-            for role in OwnerRole
-        ),
-        env_keys=tuple(k for k in ENVIRONMENT_SHOWN if k in env.compile or k in env.runtime),
-        mismatch_keys=frozenset(m.key for m in env.mismatches),
+        checklist_count=checklist.count,
+        checklist_failed=checklist.failed,
+        pitfalls=checklist.pitfalls,
+        signoffs=checklist.signoffs,
         fusion_note=words.fusion_note(sched) if sched else "",
         history_note=words.history_note(h) if h else "",
         states=states,
         moved=tuple(g for g in (h.regressions if h else ()) if g.kind != RegressionKind.NO_CHANGE),
-        per_op_sums=sums,
         jain_low=bool(sched and sched.imbalanced),
         core_evidence=cores,
-        matched_time_low=bool(ops and ops.matched_time_low),
-        reformat_high=bool(ops and ops.reformat_high),
         unplotted=tuple(
             m
             for m in r.shapes
             if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
         ),
         source_formats=formats,
-        source_folder=folder_name(r),
-        source_paths=source_paths(r),
-        rejected_total=sum(s.rejected for s in r.sources),
-        unlisted_rejections={s.source_id: s.rejected - len(s.rejections) for s in r.sources},
+        source_paths=source_paths(r.sources),
         limits={
             "deciding_share": DECIDING_SHARE,
             "jain_imbalance": JAIN_IMBALANCE,
@@ -394,7 +321,6 @@ def build(r: SliceResult) -> ReportView:
         },
         sections=parts.shown,
         not_measured=parts.missing,
-        glossary=words.GLOSSARY,
         **_reasons(r),
         mape_class=mape_class(r.accuracy.mape_within),
         assembled=parts,

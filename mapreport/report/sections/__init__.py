@@ -15,10 +15,19 @@ from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.lines import Facts
 from mapreport.report.sections import (
     batch_policy,
+    checklist,
     compiles,
+    coverage,
+    data,
+    environment,
+    glossary,
     graphs,
     loadgen,
+    method,
+    operators,
+    profile_next,
     roofline,
+    scope,
     serving,
     timeline,
     tokens,
@@ -27,9 +36,9 @@ from mapreport.report.sections.unit import Legacy, Part, Section, part
 
 SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
     Legacy("summary", "Executive summary", "sections/summary.html.j2"),
-    Legacy("scope", "Scope and SLA targets", "sections/scope.html.j2"),
-    Legacy("environment", "Environment lock", "sections/environment.html.j2"),
-    Legacy("coverage", "Shape coverage", "sections/coverage.html.j2", needs_requests=True),
+    scope.SECTION,
+    environment.SECTION,
+    coverage.SECTION,
     Legacy(
         "accuracy",
         "Compile-time mapping accuracy",
@@ -46,13 +55,7 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
         needs_requests=True,
         needs_plan=True,
     ),
-    Legacy(
-        "operators",
-        "Per-operator mapping",
-        "sections/operators.html.j2",
-        ("op_times",),
-        needs="operators",
-    ),
+    operators.SECTION,
     roofline.SECTION,
     timeline.SECTION,
     graphs.SECTION,
@@ -87,14 +90,14 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
     batch_policy.SECTION,
     loadgen.SECTION,
     Legacy("actions", "Retuning actions", "sections/actions.html.j2"),
-    Legacy("profile_next", "What to profile next", "sections/profile_next.html.j2", (), True),
+    profile_next.SECTION,
     Legacy(
         "history",
         "Closed loop across nights",
         "sections/history.html.j2",
         ("trend", "error_trend"),
     ),
-    Legacy("checklist", "Review checklist", "sections/checklist.html.j2"),
+    checklist.SECTION,
     Legacy(
         "shapes",
         "Per-shape latency",
@@ -103,9 +106,9 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
         needs_requests=True,
     ),
     Legacy("not_measured", "Not measured", "sections/not_measured.html.j2"),
-    Legacy("data", "Data sources", "sections/data.html.j2"),
-    Legacy("method", "Method and evidence rules", "sections/method.html.j2"),
-    Legacy("glossary", "Glossary", "sections/glossary.html.j2"),
+    data.SECTION,
+    method.SECTION,
+    glossary.SECTION,
 )
 
 
@@ -122,17 +125,6 @@ def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
             "no compile plan names this slice, so there is no prediction to hold the runtime "
             "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
             "records add one"
-        )
-    if s.needs == "operators":
-        has = (
-            "a compile plan but no per-op runtime timings"
-            if r.coverage.plans
-            else "no per-op compile plan"
-        )
-        return (
-            f"this slice has {has}; a compile plan that names ops (native op lines, TensorRT "
-            "--exportLayerInfo, TORCH_TRACE inductor_runtime_and_tensor_meta) and a runtime "
-            "profile of the same ops (a profiler trace, TensorRT --exportProfile) add it"
         )
     if s.needs == "scheduling_measured":
         return (

@@ -1,9 +1,13 @@
-"""The review checklist's and the pitfalls' words: why each item passed, failed or had
-nothing to check, and what each pitfall found (the item names are `words.CHECK_ITEMS`)."""
+"""Review checklist: each item with why it passed, failed or had nothing to check, what each
+pitfall found (the item names are `words.CHECK_ITEMS`), and every role's sign-off. Page 1,
+the verdict and the index read its view."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.actions.checklist import Breach, ChecklistItem, Pitfall
 from mapreport.analysis.steps.results import SliceResult
@@ -16,7 +20,9 @@ from mapreport.core.kinds import (
     PitfallKind,
 )
 from mapreport.report.filters import duration, plural, plural_word
-from mapreport.report.words import env_keys, label, shape_name
+from mapreport.report.lines import CheckLine, Facts, Row
+from mapreport.report.sections.unit import Section, same
+from mapreport.report.words import CHECK_ITEMS, PITFALLS, env_keys, label, shape_name
 
 CHECK_GAPS: dict[CheckGap, str] = {
     CheckGap.NO_REQUESTS: "not applicable: no per-request records, so no latency to hold to an "
@@ -158,3 +164,72 @@ def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
         )
         or "every precision change has passing quality evidence"
     )
+
+
+@dataclass(frozen=True)
+class ChecklistView:
+    """The checklist, the pitfalls and the sign-offs, in words."""
+
+    checklist: tuple[CheckLine, ...]
+    pitfalls: tuple[Row, ...]
+    signoffs: tuple[tuple[str, str, str, bool], ...]
+    """(role, owner, signed by, signed) per role."""
+
+    @property
+    def count(self) -> str:
+        """How many items pass, fail and are not applicable (`3 pass, 1 fail, 1 not
+        applicable`)."""
+        return checklist_count([c.state for c in self.checklist])
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        """The items that fail, by name."""
+        return tuple(c.name for c in self.checklist if c.failed)
+
+
+class Check(msgspec.Struct):
+    """One item of findings.json `checklist`."""
+
+    item: str
+    state: CheckState
+    reason: str
+
+
+class PitfallLine(msgspec.Struct):
+    """One pitfall of findings.json `pitfalls`."""
+
+    name: str
+    present: bool
+    detail: str
+
+
+class Fragment(msgspec.Struct):
+    """findings.json `checklist` and `pitfalls`."""
+
+    checklist: tuple[Check, ...]
+    pitfalls: tuple[PitfallLine, ...]
+
+
+def read(f: Facts) -> ChecklistView:
+    """Each item and pitfall with its words, and each role's sign-off."""
+    r = f.r
+    rv = r.review
+    return ChecklistView(
+        tuple(CheckLine(CHECK_ITEMS[c.item], c.state, check_reason(c, r)) for c in r.checklist),
+        tuple(Row(PITFALLS[p.kind], p.present, pitfall_detail(p, r)) for p in r.pitfalls),
+        tuple(
+            (role, rv.owners.get(role, "–"), rv.signoffs.get(role, "missing"), role in rv.signoffs)
+            for role in OwnerRole
+        ),
+    )
+
+
+def fragment(v: ChecklistView) -> Fragment:
+    """Each item's state and reason, each pitfall's finding."""
+    return Fragment(
+        tuple(Check(c.name, c.state, c.text) for c in v.checklist),
+        tuple(PitfallLine(p.name, p.flag, p.text) for p in v.pitfalls),
+    )
+
+
+SECTION = Section("checklist", "Review checklist", read, same, fragment)

@@ -1,0 +1,72 @@
+"""Environment lock: the compile and the runtime side's environment records, key by key, and
+whether they match."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+
+from mapreport.analysis.mapping.environment import EnvironmentCheck, EnvMismatch
+from mapreport.core.kinds import JudgementFamily
+from mapreport.core.schema import ENVIRONMENT_SHOWN
+from mapreport.report.lines import Facts
+from mapreport.report.sections.unit import Section, shallow
+
+
+@dataclass(frozen=True)
+class EnvironmentView:
+    """Both sides' records, the keys the table shows, and those that differ."""
+
+    env: EnvironmentCheck
+    keys: tuple[str, ...]
+    mismatch_keys: frozenset[str]
+
+
+class Environment(msgspec.Struct):
+    """findings.json `environment` (`EnvironmentCheck`, with whether it is locked and whether
+    the sides could be compared at all)."""
+
+    compile: dict[str, str]
+    runtime: dict[str, str]
+    mismatches: tuple[EnvMismatch, ...]
+    missing_sides: tuple[str, ...]
+    compared_keys: tuple[str, ...]
+    sides: tuple[str, ...]
+    unrecorded: tuple[str, ...]
+    unrecorded_formats: tuple[str, ...]
+    locked: bool
+    comparable: bool
+
+
+class Fragment(msgspec.Struct):
+    """findings.json `environment`."""
+
+    environment: Environment
+
+
+def read(f: Facts) -> EnvironmentCheck:
+    """The slice's environment check."""
+    return f.r.environment
+
+
+def view(env: EnvironmentCheck) -> EnvironmentView:
+    """The keys either side records, in the table's order, and the mismatched ones."""
+    keys = tuple(k for k in ENVIRONMENT_SHOWN if k in env.compile or k in env.runtime)
+    return EnvironmentView(env, keys, frozenset(m.key for m in env.mismatches))
+
+
+def fragment(v: EnvironmentView) -> Fragment:
+    """The check with its two verdicts."""
+    env = v.env
+    return Fragment(Environment(**shallow(env), locked=env.locked, comparable=env.comparable))
+
+
+SECTION = Section(
+    "environment",
+    "Environment lock",
+    read,
+    view,
+    fragment,
+    family=JudgementFamily.ENVIRONMENT,
+)
