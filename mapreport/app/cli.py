@@ -67,6 +67,9 @@ def _summarise_ingest(results: list[IngestResult], quiet: bool) -> None:
     if quiet:
         return
     for r in results:
+        if r.status == "skipped":  # a file no reader reads, beside the telemetry
+            echo(f"{r.status:9} {r.format:15} {r.path}: not a telemetry file: {r.notes[0]}")
+            continue
         rows = ", ".join(f"{t} {n}" for t, n in sorted(r.rows.items()))
         rejected = f", {r.rejected} rejected" if r.rejected else ""
         # one line per file: rows without a date say so on it
@@ -221,7 +224,7 @@ def ingest_cmd(
     the content; a file already ingested (same SHA-256) is skipped, and a file whose content
     changed at the same path replaces its earlier version. With --engine spark, Spark's
     executors read the files (the dataset on a folder they share)."""
-    from mapreport.run.ingesting import IngestFailures, ingest
+    from mapreport.run.ingesting import IngestAborted, IngestFailures, ingest
 
     setup_logging(verbose)
     try:
@@ -242,7 +245,7 @@ def ingest_cmd(
             )
         finally:
             on.close()
-    except IngestFailures as e:
+    except (IngestFailures, IngestAborted) as e:
         _summarise_ingest(e.results, quiet)
         raise
     _summarise_ingest(results, quiet)
@@ -369,7 +372,7 @@ def run_cmd(
     night than the latest recorded (a backfill) recomputes the later nights' history too. A
     slice that fails is listed in index.html and makes the exit code non-zero; the others are
     written."""
-    from mapreport.run.ingesting import IngestFailures
+    from mapreport.run.ingesting import IngestAborted, IngestFailures
     from mapreport.run.nightly import run
 
     setup_logging(verbose)
@@ -391,10 +394,11 @@ def run_cmd(
             wait=not no_wait,
             window=window,
         )
-    except IngestFailures as e:
+    except (IngestFailures, IngestAborted) as e:
         _summarise_ingest(e.results, quiet)
-        with contextlib.suppress(ReportError):
-            _summarise_reports(e.outcomes, config.out, quiet)
+        if isinstance(e, IngestFailures):  # the night's reports were written all the same
+            with contextlib.suppress(ReportError):
+                _summarise_reports(e.outcomes, config.out, quiet)
         raise
     _summarise_ingest(done.ingested, quiet)
     _summarise_night(done, quiet)
@@ -518,14 +522,21 @@ def check_cmd(dataset: Path, repair: bool, quick: bool, verbose: bool) -> None:
 
 @main.command("formats")
 def formats_cmd() -> None:
-    """List the input formats mapreport reads and the tables each writes."""
+    """List the input formats mapreport reads and the tables each writes, then the files
+    recorded beside them that it skips."""
     from mapreport.ingest import READERS
+    from mapreport.ingest.sidecars import SIDECARS
 
     for r in READERS.values():
         echo(f"{r.name:16} {r.summary}")
         echo(f"{'':16} -> {', '.join(r.tables)}")
         if r.deprecated:
             echo(f"{'':16} DEPRECATED: {r.deprecated}")
+    echo("")
+    echo("Skipped when a folder is ingested (not telemetry; listed, exit 0):")
+    for s in SIDECARS:
+        echo(f"{s.name:16} {s.what}")
+        echo(f"{'':16} files named {', '.join(s.names)}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from mapreport.ingest.otlp import OtlpReader
 from mapreport.ingest.perf_analyzer import PerfAnalyzerReader
 from mapreport.ingest.prometheus import PrometheusReader
 from mapreport.ingest.records import TRUNCATED, read_head
+from mapreport.ingest.sidecars import Sidecar, sidecar_of
 from mapreport.ingest.torch_trace import TorchTraceReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
@@ -80,19 +81,34 @@ def get_reader(name: str) -> Reader:
 
 
 def detect(path: Path) -> Reader:
-    """The reader whose sniffing test accepts the file's first bytes."""
+    """The reader whose sniffing test accepts the file's first bytes (a known file no reader
+    reads, `sidecars.py`, is an error here: `identify` tells it apart)."""
+    found = identify(path)
+    if isinstance(found, Sidecar):
+        raise InputError(path, None, None, f"not a telemetry file: {found.what}")
+    return found
+
+
+def identify(path: Path) -> Reader | Sidecar:
+    """The reader whose sniffing test accepts the file's first bytes, else the kind of file
+    recorded beside telemetry that no reader reads (skipped, not an error), else a one-line
+    InputError: empty, or not recognised."""
     data, broken = read_head(path)
     head = Head(path, data)
+    if data.strip():
+        for reader in READERS.values():
+            if reader.sniff(head):
+                return reader
+        if data.lstrip().startswith(b"{") and not broken:
+            for reader in READERS.values():
+                if isinstance(reader, FileSniffer) and reader.sniff_file(path):
+                    return reader
+    side = sidecar_of(path, data)
+    if side is not None:
+        return side
     if not data.strip():
         why = TRUNCATED if broken else "file is empty (or an empty gzip stream)"
         raise InputError(path, None, None, why)
-    for reader in READERS.values():
-        if reader.sniff(head):
-            return reader
-    if data.lstrip().startswith(b"{") and not broken:
-        for reader in READERS.values():
-            if isinstance(reader, FileSniffer) and reader.sniff_file(path):
-                return reader
     raise InputError(path, None, None, f"format not recognised (known: {', '.join(READERS)})")
 
 
@@ -117,7 +133,9 @@ class IngestResult:
     path: Path
     source_id: str
     format: str
-    status: str  # "ingested", "unchanged" or "retired" (its rows aged out of the dataset)
+    status: str
+    """"ingested", "unchanged", "retired" (its rows aged out of the dataset) or "skipped" (a
+    file no reader reads, `sidecars.py`: its format is the kind's name, its note what it is)."""
     rows: dict[str, int]
     rejected: int
     days: tuple[str, ...] = ()
@@ -188,6 +206,10 @@ def stage_file(
     same = dataset.same_file(str(path), st.st_size, st.st_mtime_ns)
     if same is not None:
         return Staged(IngestResult(path, same.source_id, same.format, "unchanged", same.rows, 0))
+    # sniffed before the hash: a file no reader reads is neither hashed nor kept
+    reader = get_reader(fmt) if fmt else identify(path)
+    if isinstance(reader, Sidecar):
+        return Staged(IngestResult(path, "", reader.name, "skipped", {}, 0, notes=(reader.what,)))
     if dataset.may_hold(st.st_size):  # the hash decides whether the file is read at all
         sha = file_sha256(path)
         known = dataset.find(sha)
@@ -199,7 +221,6 @@ def stage_file(
         digest = Digest.of(sha)
     else:  # new content: hashed while it is read
         digest = Digest.start(path)
-    reader = get_reader(fmt) if fmt else detect(path)
     staging = dataset.staging_dir()
     chosen = policy or reader.default_policy
     sink = Sink(staging, digest, path, chosen, dict(hints or {}), night or UNDATED)

@@ -35,7 +35,8 @@ def ingest(
     """Ingest files (folders are walked) into the dataset under its writer lock (`wait`
     false: fail at once when another writer holds it); each file commits atomically.
 
-    Under `abort` the first bad file stops the command (files before it stay committed).
+    Under `abort` the first bad file stops the command with an IngestAborted error that
+    says which files before it are committed (they stay) and how many were not read.
     Under `quarantine` a file that cannot be read at all is skipped, the others are ingested,
     and an IngestFailures error then lists every skipped file. With `jobs` > 1, that many
     processes read files at once; on the Spark engine its executors read them. Commits still
@@ -85,7 +86,7 @@ def _ingest(
                 failures.append(e)  # never the policy's: the file may be fine, the machine not
             except InputError as e:
                 if how.policy != "quarantine":
-                    raise
+                    raise IngestAborted(results, e, len(files) - i) from None
                 failures.append(e)
     finally:
         if pool is not None:
@@ -212,4 +213,36 @@ class IngestFailures(InputError):
             f"{len(self.failures)} file(s) could not be read:",
             *lines,
             *([known] if known else []),
+        ]
+
+
+class IngestAborted(InputError):
+    """The first bad file under the abort policy: its one-line error, then what the command
+    had committed before it (those files stay in the dataset) and what it did not read."""
+
+    def __init__(self, results: list[IngestResult], error: InputError, unread: int):
+        self.results = results
+        self.error = error
+        self.unread = unread
+        super().__init__(error.path, error.line, error.field, error.reason)
+
+    def message(self) -> str:
+        """The file's error and, on a second line, what stays committed."""
+        return "\n".join(self.lines())
+
+    def lines(self) -> list[str]:
+        """The bad file's line; with other files in the command, a second line counting those
+        committed before it (they stay), already in, skipped, and not read after it."""
+        if not self.results and not self.unread:
+            return [self.error.message()]
+        counts = {
+            "committed before it (they stay in the dataset)": "ingested",
+            "already in the dataset": "unchanged",
+            "skipped (not telemetry)": "skipped",
+        }
+        parts = [f"{sum(r.status == s for r in self.results)} {what}" for what, s in counts.items()]
+        said = [p for p in parts if not p.startswith("0 ")] or [parts[0]]
+        return [
+            self.error.message(),
+            f"ingest stopped at this file: {', '.join(said)}; {self.unread} after it not read",
         ]
