@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from mapreport.app.cli import main
 from mapreport.core.errors import ConfigError
+from mapreport.core.extras import install_hint
 from mapreport.engine import engines as engine_module
 from mapreport.engine.engines import DUCKDB, open_engine
 from mapreport.engine.settings import EngineName, EngineSettings
@@ -60,14 +61,15 @@ def test_spark_without_its_extra_names_the_extra(
         "find_spec",
         lambda name, *a: None if name == "pyspark" else real(name, *a),
     )
-    with pytest.raises(ConfigError, match=r"needs pyspark.*pip install 'mapreport\[spark\]'"):
+    hint = install_hint("spark")
+    assert hint.endswith(f"-m pip install -e '{Path(__file__).resolve().parents[1]}[spark]'")
+    with pytest.raises(ConfigError, match=r"needs pyspark.*pip install -e '.*\[spark\]'"):
         open_engine(EngineSettings(EngineName.SPARK))
     args = ["report", "--dataset", str(demo_dataset), "--out", str(tmp_path / "out")]
     result = CliRunner().invoke(main, [*args, "--engine", "spark", "--no-pdf"])
     assert result.exit_code == 4
     assert result.output.strip().splitlines() == [
-        "mapreport: engine spark needs pyspark, which this environment lacks: "
-        "pip install 'mapreport[spark]'"
+        f"mapreport: engine spark needs pyspark, which this environment lacks: {hint}"
     ]
 
 

@@ -88,7 +88,7 @@ def test_without_xprof_an_xplane_says_what_to_install(
     monkeypatch.setitem(sys.modules, "xprof", None)
     monkeypatch.setitem(sys.modules, "xprof.convert", None)
     ds = Dataset(tmp_path / "ds", create=True)
-    with pytest.raises(InputError, match=r"pip install 'mapreport\[xplane\]'"):
+    with pytest.raises(InputError, match=r"needs xprof: .* -m pip install -e '.*\[xplane\]'"):
         ingest_file(ds, XPLANE, hints={"workload": "jax"})
 
 

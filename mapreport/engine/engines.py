@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING, Protocol
 from mapreport.core.connection import Connection
 from mapreport.core.errors import ConfigError, MapreportError
 from mapreport.core.window import EVERYTHING, Window
-from mapreport.engine.settings import SPARK_EXTRA, EngineName, EngineSettings
+from mapreport.core.extras import install_hint
+from mapreport.engine.settings import EngineName, EngineSettings
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -81,7 +82,7 @@ def open_engine(settings: EngineSettings) -> Engine:
     if missing:
         raise ConfigError(
             f"engine spark needs {' and '.join(missing)}, which this environment lacks: "
-            f"{SPARK_EXTRA}"
+            f"{install_hint('spark')}"
         )
     from mapreport.engine.spark import SparkEngine
 

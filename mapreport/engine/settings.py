@@ -14,10 +14,6 @@ class EngineName(StrEnum):
     SPARK = "spark"
 
 
-SPARK_EXTRA = "pip install 'mapreport[spark]'"
-"""What installs the Spark engine's packages (pyspark, sqlglot)."""
-
-
 @dataclass(frozen=True)
 class EngineSettings:
     """The `[engine]` section of a run configuration (or `--engine`)."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from mapreport.core.errors import ErrorPolicy, InputError
+from mapreport.core.extras import install_hint
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import MAX_DOCUMENT_BYTES, read_document
 from mapreport.ingest.jsonkeys import TopKeys
@@ -143,7 +144,8 @@ class XplaneReader:
     name = "xplane"
     summary = (
         "TensorFlow/JAX/XLA profiler XPlane (*.xplane.pb), converted by xprof "
-        "(pip install 'mapreport[xplane]'): XLA op executions per compiled module"
+        "(the xplane extra: pip install -e '.[xplane]' in mapreport's clone): XLA op executions "
+        "per compiled module"
     )
     tables = ("op_exec",)
     default_policy: ErrorPolicy = "abort"
@@ -164,7 +166,7 @@ class XplaneReader:
                 path,
                 None,
                 None,
-                "reading an XPlane needs xprof: pip install 'mapreport[xplane]' (or give "
+                f"reading an XPlane needs xprof: {install_hint('xplane')} (or give "
                 "mapreport the *.trace.json.gz the profiler writes beside it)",
             ) from None
         if path.stat().st_size > MAX_XPLANE_BYTES:
