@@ -211,7 +211,8 @@ def test_the_blocking_table_stays_bounded_at_fleet_size(
 
     from mapreport.report import write_slice_report
     from mapreport.report.export import SvgExporter
-    from mapreport.report.view import BLOCKING_ROWS, build
+    from mapreport.report.sections import assemble
+    from mapreport.report.sections.blocking import BLOCKING_ROWS
 
     r = demo_results["bert-base"]
     named = {e.source for e in r.blocking.material}
@@ -225,19 +226,19 @@ def test_the_blocking_table_stays_bounded_at_fleet_size(
     )
     events = r.blocking.events + extra
     big = dataclasses.replace(r, blocking=dataclasses.replace(r.blocking, events=events))
-    v = build(big)
-    listed = {line.e.source for line in v.blocking.lines}
+    v = assemble(big).view("blocking").table
+    listed = {line.e.source for line in v.lines}
     assert named <= listed
     assert len(listed) == len(named) + BLOCKING_ROWS
-    assert v.blocking.rest is not None
-    assert v.blocking.rest.count == len(big.blocking.events) - len(listed)
+    assert v.rest is not None
+    assert v.rest.count == len(big.blocking.events) - len(listed)
     # the minor ones listed are those behind which the most wait was held
     wait = {e.source: e.wait_us or 0.0 for e in events}
     shown = [wait[x] for x in listed - named]
     assert min(shown) >= max(w for x, w in wait.items() if x not in listed)
     written = write_slice_report(big, tmp_path / "out", SvgExporter(), pdf=False)
     html = written.html.read_text()
-    assert f"Not listed: {v.blocking.rest.count} more adapting requests, each minor" in html
+    assert f"Not listed: {v.rest.count} more adapting requests, each minor" in html
     doc = json.loads(written.findings.read_text())
     assert len(doc["blocking"]["events"]) == len(big.blocking.events)
 

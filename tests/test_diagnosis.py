@@ -23,7 +23,7 @@ from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
 from mapreport.report.prose import rollback_text
-from mapreport.report.words import fusion_note
+from mapreport.report.sections.scheduling import fusion_note
 from mapreport.run.config import load_config
 from mapreport.run.ingesting import ingest
 from tests.conftest import SAMPLE_DATA

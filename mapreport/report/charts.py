@@ -6,7 +6,6 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from mapreport.analysis.base.query import CDF_GRID
 from mapreport.analysis.serving.tail import DRIVERS
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import Decision
@@ -291,38 +290,6 @@ def tail_drivers(r: SliceResult) -> go.Figure:
     return layout(fig, "Tail-latency drivers", height=max(340, 120 + 34 * len(rows)))
 
 
-def queue_ccdf(r: SliceResult) -> go.Figure | None:
-    """Per shape: the share of its requests that waited longer than x (log-log), from the
-    queue profile's quantiles; None without queue telemetry."""
-    profiles = {q.group: q for q in (r.scheduling.queue_by_shape if r.scheduling else ())}
-    if not profiles:
-        return None
-    fig = go.Figure()
-    longer = [1 - q for q in CDF_GRID]
-    for m in r.shapes:
-        q = profiles.get(m.shape)
-        if q is None:
-            continue
-        # a log axis has no zero: waits of 0 µs sit at its left edge, 1 µs
-        x = [max(v, 1.0) / 1000 for v in q.cdf_us]
-        fig.add_trace(
-            go.Scatter(
-                x=x,
-                y=longer,
-                mode="lines",
-                name=f"{m.shape} (n={q.n:,})",
-                line={"dash": "dash" if q.n < r.thresholds.min_samples_p99 else "solid"},
-                hovertemplate="%{y:.1%} waited longer than %{x:.2f} ms<extra></extra>",
-            )
-        )
-    fig.update_xaxes(title="queue wait, ms (log)", type="log")
-    fig.update_yaxes(title="share of requests waiting longer (log)", type="log", range=[-3, 0])
-    fig = layout(fig, "Queue wait per shape", height=480)
-    fig.update_layout(legend={"orientation": "v", "x": 1.02, "y": 1.0, "yanchor": "top"})
-    fig.update_layout(margin={"r": 200})
-    return fig
-
-
 TREND_NIGHTS = 2
 """Nights a trend needs: one point is a number, not a trend (the table has it)."""
 
@@ -397,7 +364,6 @@ CHARTS = {
     "trend": trend,
     "error_trend": error_trend,
     "tail_drivers": tail_drivers,
-    "queue_ccdf": queue_ccdf,
     "accuracy_vs_gain": accuracy_vs_gain,
     "latency_percentiles": latency_percentiles,
     "predicted_vs_measured": predicted_vs_measured,
@@ -407,7 +373,6 @@ CHARTS = {
 REQUEST_CHARTS = frozenset(
     {
         "tail_drivers",
-        "queue_ccdf",
         "accuracy_vs_gain",
         "latency_percentiles",
         "predicted_vs_measured",

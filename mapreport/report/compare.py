@@ -264,10 +264,15 @@ def tail_sentence(c: Comparison) -> str:
 def headline(c: Comparison, total: TotalComparison | None = None) -> str:
     """The verdict, the whole before the parts: the traces' total time B over A, the slice's
     pooled latency, then the request shapes' and the op x shapes' moves, each in a sentence."""
+    return " ".join(headline_parts(c, total))
+
+
+def headline_parts(c: Comparison, total: TotalComparison | None = None) -> tuple[str, ...]:
+    """The verdict's paragraphs in order (page 1 prints one each; compare.json joins them)."""
     whole = whole_sentence(total)
     ops = ops_sentence(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
-        return " ".join(x for x in (whole, ops) if x)
+        return tuple(x for x in (whole, ops) if x)
     said = (
         whole,
         tail_sentence(c),
@@ -277,7 +282,7 @@ def headline(c: Comparison, total: TotalComparison | None = None) -> str:
         basis_sentence(c),
         ops,
     )
-    return " ".join(x for x in said if x)
+    return tuple(x for x in said if x)
 
 
 def _shapes_headline(c: Comparison) -> str:

@@ -14,9 +14,7 @@ import msgspec
 
 from mapreport import __version__
 from mapreport.analysis.base.common import Evidence, Percentiles
-from mapreport.analysis.base.query import CDF_GRID
 from mapreport.analysis.loop.history import History
-from mapreport.analysis.serving.scheduling import Scheduling
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
@@ -143,22 +141,6 @@ def _action(v: ActionView) -> dict[str, Any]:
     }
 
 
-def _scheduling(s: Scheduling | None, view: ReportView) -> dict[str, Any] | None:
-    if s is None:
-        return None
-    return {
-        "cdf_points": list(CDF_GRID),
-        "queue_by_stream": plain(s.queue_by_stream),
-        "queue_by_shape": plain(s.queue_by_shape),
-        "batch_impact": plain(s.batch_impact),
-        "cores": plain(s.cores),
-        "jain_index_cores": s.jain_index_cores,
-        "shape_cores": {k: [c._asdict() for c in rows] for k, rows in s.shape_cores.items()},
-        "stream_fairness": {"streams": plain(s.streams), "jain_index": s.jain_index_streams},
-        "fusion_effect": {"groups": plain(s.fusion), "note": view.fusion_note},
-    }
-
-
 def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
     if h is None:
         return None
@@ -224,18 +206,8 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "tail_drivers": _tail(r.tail),
         "tail_class": None if r.tail_class is None else r.tail_class.cls.value,
         "tail_class_evidence": _evidence(r.tail_class.evidence) if r.tail_class else None,
-        "scheduling": _scheduling(r.scheduling, view),
         "actions": [_action(v) for v in view.actions],
         "history": _history(r.history, view),
-        "blocking": {
-            **plain(r.blocking),
-            "blocked": r.blocking.blocked,
-            "wait_us": r.blocking.wait_us,
-            "material": [e.source for e in r.blocking.material],
-            "triggers": list(r.blocking.triggers),
-            "remedy": r.blocking.remedy(),
-            "drives_tail": r.blocking_drives_tail,
-        },
         "drift": plain(r.drifts),
         "op_drift": plain(r.op_drifts),
         **ranking_findings.fragment(r.ranking),

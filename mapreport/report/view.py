@@ -14,7 +14,7 @@ from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.loop.history import RunPoint
 from mapreport.analysis.loop.loop import ActionState
 from mapreport.analysis.loop.targets import BACK_MARGIN
-from mapreport.analysis.serving.blocking import MINOR_SHARE, BlockingEvent
+from mapreport.analysis.serving.blocking import MINOR_SHARE
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.analysis.serving.drift import OpDrift
 from mapreport.analysis.serving.scheduling import JAIN_IMBALANCE
@@ -27,14 +27,12 @@ from mapreport.core.kinds import (
     Health,
     RegressionKind,
 )
-from mapreport.core.window import is_wall_clock
-from mapreport.report import causes, decisions, prose, words
-from mapreport.report.filters import duration
+from mapreport.report import decisions, prose, words
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.judgements import rows as judgement_rows
-from mapreport.report.lines import ActionView, CheckLine, CoreEvidence, Row, ShapeLine
+from mapreport.report.lines import ActionView, CheckLine, Row, ShapeLine
 from mapreport.report.lines import anchor_key as anchor_key  # compare.py names shapes by it
-from mapreport.report.period import moment, period
+from mapreport.report.period import period
 from mapreport.report.sections import Assembled, assemble
 from mapreport.report.sections.unit import Part
 from mapreport.report.sources import source_paths
@@ -45,20 +43,6 @@ from mapreport.report.verdict import (
     tail_change,
     verdict,
 )
-
-
-@dataclass(frozen=True)
-class BlockingLine:
-    """One blocking event as the blocking section lists it."""
-
-    e: BlockingEvent
-    when: str
-    """Its start on the slice's clock."""
-    how: str
-    worker: str
-    material: bool
-    """Named by the finding (at least 1% of the blocked wait)."""
-    shapes: str
 
 
 @dataclass(frozen=True)
@@ -97,9 +81,6 @@ class ReportView:
     sla: tuple[SlaCheck, ...]
     summary: str
     actions: tuple[ActionView, ...]
-    blocking: BlockingTable
-    blocking_action: tuple[int, str] | None
-    """(number, id) of the blocking action, when blocking drives the slice's tail."""
     op_drifting: tuple[OpDrift, ...]
     ops_compared: int
     """Planned ops whose signed error has earlier nights of the same plan version."""
@@ -113,7 +94,6 @@ class ReportView:
     pitfalls: tuple[Row, ...]
     signoffs: tuple[tuple[str, str, str, bool], ...]
     """(role, owner, signed by, signed) per role."""
-    fusion_note: str
     history_note: str
     recent_runs: tuple[RunPoint, ...]
     """The last HISTORY_ROWS recorded nights, tonight's last (the table; the trend has all)."""
@@ -122,8 +102,6 @@ class ReportView:
     states: tuple[StateView, ...]
     moved: tuple[Regression, ...]
     """Shapes whose p95 moved significantly against the compared run."""
-    jain_low: bool
-    core_evidence: tuple[CoreEvidence, ...]
     unplotted: tuple[ShapeMetrics, ...]
     """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
     source_formats: str
@@ -144,8 +122,6 @@ class ReportView:
     """Every family's judgement, most severe first, the deciding one marked."""
     open_sections: frozenset[str]
     """The sections the HTML report opens on (the packet's first pages); the rest fold."""
-    no_blocking: str
-    """Why no request shows as blocked behind adaptation ('' when some do)."""
     mape_class: str
     """'bad' when the weighted MAPE is above the accuracy tolerance, 'ok' within it, ''
     when it is not measured."""
@@ -189,56 +165,6 @@ def _numbered(r: SliceResult, kind: ActionKind) -> tuple[int, str] | None:
     return next(((i, a.id) for i, a in enumerate(r.actions, 1) if a.kind == kind), None)
 
 
-BLOCKING_ROWS = 20
-"""Adapting requests the blocking table lists at most beyond the named ones: at fleet size a
-slice held 36,281 (its PDF 2,618 pages); findings.json keeps every one."""
-
-
-@dataclass(frozen=True)
-class BlockingRest:
-    """The adapting requests the blocking table leaves out (all minor)."""
-
-    count: int
-    blocked: int
-    """Requests that waited behind them."""
-
-
-@dataclass(frozen=True)
-class BlockingTable:
-    """The blocking section's table: the lines it lists and what it leaves out."""
-
-    lines: tuple[BlockingLine, ...]
-    rest: BlockingRest | None
-
-
-def blocking_lines(r: SliceResult) -> BlockingTable:
-    """The blocking events the section lists, named ones first (then by start): every named
-    one and the BLOCKING_ROWS minor ones behind which most requests waited; and the rest."""
-    named = {e.source for e in r.blocking.material}
-    minor = sorted(
-        (e for e in r.blocking.events if e.source not in named),
-        key=lambda e: (-(e.wait_us or 0.0), -e.blocked, e.start_us),
-    )
-    listed = [e for e in r.blocking.events if e.source in named] + minor[:BLOCKING_ROWS]
-    left = minor[BLOCKING_ROWS:]
-    rest = BlockingRest(len(left), sum(e.blocked for e in left)) if left else None
-    tz = r.period.timezone
-    lines = tuple(
-        BlockingLine(
-            e,
-            moment(e.start_us, tz, seconds=True)
-            if is_wall_clock(e.start_us)
-            else duration(e.start_us),
-            causes.adaptation(e.how),
-            "one worker" if e.worker < 0 else f"core {e.worker}",
-            e.source in named,
-            causes.shape_list(e.shapes),
-        )
-        for e in sorted(listed, key=lambda e: (e.source not in named, e.start_us))
-    )
-    return BlockingTable(lines, rest)
-
-
 OPEN_SECTIONS = frozenset({"summary", "tail", "blocking", "shapes", "decisions", "actions"})
 """What the HTML report opens on: the decision and why the tail (the packet's pages 1-2), the
 decisions and the actions; every other section folds."""
@@ -248,7 +174,6 @@ def _reasons(r: SliceResult) -> dict[str, Any]:
     """The one-line reasons the view states: why a figure is missing, why the status."""
     return {
         "accuracy_gap": decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
-        "no_blocking": "" if r.blocking.events else words.no_blocking(r),
         "status_reason": words.status_reason(r),
         "judgements": judgement_rows(r),
         "open_sections": OPEN_SECTIONS,
@@ -259,7 +184,6 @@ def build(r: SliceResult) -> ReportView:
     """The view of one slice's report."""
     parts = assemble(r)
     facts = parts.facts
-    cores = facts.cores
     actions = facts.actions
     lines = facts.shapes
     groups = tuple(
@@ -270,7 +194,6 @@ def build(r: SliceResult) -> ReportView:
     checks = checklist.checklist
     h = r.history
     states = _states(r, actions)
-    sched = r.scheduling
     sla = r.sla  # judged once, by the analysis
     head = headline(r)
     formats = facts.formats
@@ -287,8 +210,6 @@ def build(r: SliceResult) -> ReportView:
         sla=sla,
         summary=prose.summary(r, head),
         actions=actions,
-        blocking=blocking_lines(r),
-        blocking_action=_numbered(r, ActionKind.ADAPTATION_BLOCKING),
         op_drifting=tuple(d for d in r.op_drifts if d.drifting),
         ops_compared=sum(1 for d in r.op_drifts if d.baseline is not None),
         shapes=lines,
@@ -299,12 +220,9 @@ def build(r: SliceResult) -> ReportView:
         checklist_failed=checklist.failed,
         pitfalls=checklist.pitfalls,
         signoffs=checklist.signoffs,
-        fusion_note=words.fusion_note(sched) if sched else "",
         history_note=words.history_note(h) if h else "",
         states=states,
         moved=tuple(g for g in (h.regressions if h else ()) if g.kind != RegressionKind.NO_CHANGE),
-        jain_low=bool(sched and sched.imbalanced),
-        core_evidence=cores,
         unplotted=tuple(
             m
             for m in r.shapes

@@ -12,7 +12,6 @@ from mapreport.analysis.actions.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.classify import DECIDING_SHARE
-from mapreport.analysis.serving.scheduling import Scheduling
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TAIL_SHARE
 from mapreport.analysis.steps.impact import Impact
@@ -30,7 +29,6 @@ from mapreport.core.kinds import (
     Decision,
     Driver,
     FigureUnit,
-    FusionGap,
     GainBasis,
     GainState,
     Health,
@@ -238,12 +236,6 @@ CLASS_BASES: dict[ClassBasis, str] = {
     "(profiler spans give compute only)",
     ClassBasis.BLOCKED_SHARE: "latency not measured; {blocked_share} of the requests started "
     "behind an adapting request (95% CI {ci}), against the {tail_share} a p95 tail holds",
-}
-
-FUSION_GAPS: dict[FusionGap, str] = {
-    FusionGap.NO_GROUPS: "not measured: no fusion groups",
-    FusionGap.NOT_BOTH_RAN: "not measured: ops are fused in {n}, but no shape ran "
-    "both a fused and an unfused plan of the same bucket",
 }
 
 HISTORY_NOTES: dict[HistoryNote, str] = {
@@ -506,32 +498,6 @@ def status_reason(r: SliceResult) -> str:
         ),
         shift=signed_pct(st.shift.change) if st.shift else "",
     )
-
-
-def no_blocking(r: SliceResult) -> str:
-    """Why the slice shows no request blocked behind adaptation: it was not measurable,
-    nothing adapted, or what adapted held no one."""
-    if r.tail is not None and Driver.BLOCKED_BEHIND_ADAPTATION in r.tail.unmeasured:
-        return (
-            "Not measurable: the requests record no queue wait (client-side timing), so whether "
-            "one waited behind an adapting request cannot be told."
-        )
-    if not r.blocking.adapting:
-        return (
-            "No request adapted (none recompiled, re-tuned or ran the fallback path), so none "
-            "could wait behind one."
-        )
-    return (
-        f"{plural(r.blocking.adapting, 'request')} adapted, and no request of its worker was "
-        "ready while one of them ran: none waited behind adaptation."
-    )
-
-
-def fusion_note(s: Scheduling) -> str:
-    """Why no fusion effect is shown ('' when one is)."""
-    if s.fusion_gap is None:
-        return ""
-    return FUSION_GAPS[s.fusion_gap].format(n=plural(s.fused_buckets, "compiled bucket"))
 
 
 def history_note(h: History) -> str:

@@ -15,6 +15,7 @@ from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.lines import Facts
 from mapreport.report.sections import (
     batch_policy,
+    blocking,
     checklist,
     compiles,
     coverage,
@@ -27,6 +28,7 @@ from mapreport.report.sections import (
     operators,
     profile_next,
     roofline,
+    scheduling,
     scope,
     serving,
     timeline,
@@ -75,16 +77,9 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
         needs_plan=True,
     ),
     Legacy("tail", "Tail-latency drivers", "sections/tail.html.j2", ("tail_drivers",), True),
-    Legacy("blocking", "Blocking behind adaptation", "sections/blocking.html.j2", (), True),
+    blocking.SECTION,
     Legacy("classes", "Bottleneck class per shape", "sections/classes.html.j2", (), True),
-    Legacy(
-        "scheduling",
-        "Scheduling quality",
-        "sections/scheduling.html.j2",
-        ("queue_ccdf",),
-        True,
-        needs="scheduling_measured",
-    ),
+    scheduling.SECTION,
     tokens.SECTION,
     serving.SECTION,
     batch_policy.SECTION,
@@ -125,12 +120,6 @@ def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
             "no compile plan names this slice, so there is no prediction to hold the runtime "
             "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
             "records add one"
-        )
-    if s.needs == "scheduling_measured":
-        return (
-            "the requests state no queue wait, batch size, core or stream (client-side timing); "
-            "server-side records (a native request log, Triton traces or OpenTelemetry spans) "
-            "add them"
         )
     return ""
 
