@@ -233,3 +233,27 @@ def test_metaschedule_candidates_of_one_workload_stay_one_workload(tmp_path: Pat
     assert [r[2] for r in rows] == [1, 2, 3]
     assert rows[0][3] is None
     assert json.loads(rows[1][3]) == {"args_shape": "1x14x14x32;4x3x3x8x32"}
+
+
+@pytest.mark.parametrize(
+    ("line", "field"),
+    [(_ansor([-0.0002], 0), "r"), (_meta([-1e-5], [32, 3, 3, 32]), "run_secs")],
+)
+def test_a_cost_that_is_not_seconds_is_refused_by_field(
+    tmp_path: Path, line: str, field: str
+) -> None:
+    """TVM marks a failed run with 1e10 s, never with a negative time: that is damage, a
+    one-line error naming the line and the field, not a trial. A cost beyond float range
+    (1e400) is refused by the JSON decoder, naming the line."""
+    path = _write(tmp_path / "tune.json", [_ansor([0.0002], 0), line])
+    ds = Dataset(tmp_path / "ds", create=True)
+    with pytest.raises(InputError) as e:
+        ingest_file(ds, path)
+    assert (e.value.line, e.value.field) == (2, field)
+    assert "finite seconds" in str(e.value)
+    huge = _write(tmp_path / "huge.json", [_ansor([0.0002], 0), _ansor([1e300], 0)])
+    huge.write_text(huge.read_text().replace("1e+300", "1e400"))
+    with pytest.raises(InputError) as e:
+        ingest_file(Dataset(tmp_path / "ds2", create=True), huge)
+    assert e.value.line == 2
+    assert "out of range" in str(e.value)

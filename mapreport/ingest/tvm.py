@@ -21,6 +21,7 @@ summed tuning cost (`all_cost`) of every trial. A failed trial (non-zero error c
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -114,13 +115,21 @@ def _shape(args: list[Any]) -> str | None:
         return None
 
 
+def _seconds(values: Any) -> bool:
+    """A list of finite, non-negative seconds (TVM marks a failed run with 1e10, never with
+    infinity or a negative time: those are damage, refused by field)."""
+    return isinstance(values, list) and all(
+        (x := as_float(v)) is not None and math.isfinite(x) and x >= 0 for v in values
+    )
+
+
 def _costs(result: Any, what: str) -> tuple[list[float], int, float, float | None]:
     """(costs in s, error code, tuning cost in s, timestamp) of an Ansor/AutoTVM result."""
     if not isinstance(result, list) or len(result) < 2:
         raise _Bad(what, "must be [costs, error_no, all_cost, timestamp]")
     costs, err = result[0], result[1]
-    if not isinstance(costs, list) or not all(as_float(c) is not None for c in costs):
-        raise _Bad(what, f"costs must be a list of seconds, got {costs!r}"[:200])
+    if not _seconds(costs):
+        raise _Bad(what, f"costs must be a list of finite seconds, got {costs!r}"[:200])
     if not isinstance(err, int) or isinstance(err, bool):
         raise _Bad(what, f"error_no must be an integer, got {err!r}")
     all_cost = (as_float(result[2]) if len(result) > 2 else None) or 0.0
@@ -183,8 +192,8 @@ def _parse(rec: Any) -> _Trial:
         run_secs = body[1]
         if run_secs is None:
             run_secs = []
-        if not isinstance(run_secs, list) or not all(as_float(c) is not None for c in run_secs):
-            raise _Bad("run_secs", f"must be a list of seconds, got {run_secs!r}"[:200])
+        if not _seconds(run_secs):
+            raise _Bad("run_secs", f"must be a list of finite seconds, got {run_secs!r}"[:200])
         target = body[2] if len(body) > 2 else None
         kind = target.get("kind") if isinstance(target, dict) else target
         args = body[3] if len(body) > 3 and isinstance(body[3], list) else []
