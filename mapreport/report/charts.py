@@ -6,21 +6,13 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from mapreport.analysis.base.common import Review
 from mapreport.analysis.serving.tail import DRIVERS
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.core.kinds import Decision
-from mapreport.report.filters import signed_pct
 from mapreport.report.words import label
 
-COLORS = {
-    # one hue per decision, none of them green: a decision is what to do, not a pass mark
-    "specialise": "#cc79a7",
-    "static_sufficient": "#0072b2",
-    "close_the_loop": "#e69f00",
-    "find_bottleneck": "#d55e00",
-    "insufficient_evidence": "#9e9e9e",
-}
 INSUFFICIENT = "#d9d9d9"
+"""A statistic below its evidence threshold."""
 SLA_LINE = {"dash": "dash", "color": "#b2182b", "width": 1.5}
 FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
 
@@ -66,9 +58,9 @@ def layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
     return fig
 
 
-def _sla_lines(fig: go.Figure, r: SliceResult, **where: object) -> None:
+def sla_lines(fig: go.Figure, review: Review, **where: object) -> None:
     """The slice's configured SLA targets as dashed horizontal lines, in ms."""
-    for q, sla in (("p95", r.review.sla_p95_us), ("p99", r.review.sla_p99_us)):
+    for q, sla in (("p95", review.sla_p95_us), ("p99", review.sla_p99_us)):
         if sla:
             fig.add_hline(
                 y=sla / 1000,
@@ -77,146 +69,6 @@ def _sla_lines(fig: go.Figure, r: SliceResult, **where: object) -> None:
                 annotation_position="top left",
                 **where,
             )
-
-
-def accuracy_vs_gain(r: SliceResult) -> go.Figure:
-    """One point per shape: signed prediction error (x) against net p50 gain (y), sized by
-    traffic share, coloured by decision, with the gain's 95% CI as error bars."""
-    fig = go.Figure()
-    tol = r.thresholds.tolerance * 100
-    fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0, layer="below")
-    fig.add_hline(y=0, line={"color": "#777", "width": 1})
-    for decision in Decision:
-        pts = [
-            m
-            for m in r.shapes
-            if m.decision == decision
-            and m.accuracy.signed_error is not None
-            and m.gain.net_gain_p50 is not None
-        ]
-        if not pts:
-            continue
-        fig.add_trace(
-            go.Scatter(
-                x=[
-                    m.accuracy.signed_error * 100
-                    for m in pts
-                    if m.accuracy.signed_error is not None
-                ],
-                y=[m.gain.net_gain_p50 * 100 for m in pts if m.gain.net_gain_p50 is not None],
-                mode="markers+text",
-                text=[m.shape for m in pts],
-                textposition="top center",
-                textfont={"size": 10},
-                name=label(decision),
-                marker={
-                    "size": [max(8.0, 60 * m.traffic_share**0.5) for m in pts],
-                    "symbol": [
-                        "triangle-down"
-                        if m.gain.net_gain_p50_ci is not None and m.gain.net_gain_p50_ci.high < 0
-                        else "circle"
-                        for m in pts
-                    ],
-                    "color": COLORS[decision],
-                    "opacity": 0.8,
-                    "line": {"width": 1, "color": "#333"},
-                },
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": [
-                        (m.gain.net_gain_p50_ci.high - m.gain.net_gain_p50) * 100
-                        for m in pts
-                        if m.gain.net_gain_p50_ci and m.gain.net_gain_p50 is not None
-                    ],
-                    "arrayminus": [
-                        (m.gain.net_gain_p50 - m.gain.net_gain_p50_ci.low) * 100
-                        for m in pts
-                        if m.gain.net_gain_p50_ci and m.gain.net_gain_p50 is not None
-                    ],
-                    "color": "#555",
-                },
-                hovertemplate="%{text}<br>error %{x:.1f}%<br>net gain %{y:.1f}%<extra></extra>",
-            )
-        )
-    fig.update_xaxes(
-        title="signed prediction error (predicted − measured) / measured, %", zeroline=True
-    )
-    fig.update_yaxes(title="net p50 gain of adaptation, % (95% CI)")
-    return layout(fig, "Accuracy versus gain per shape")
-
-
-def latency_percentiles(r: SliceResult) -> go.Figure:
-    """Latency p50/p95/p99 per shape in ms; statistics below their evidence threshold grey."""
-    fig = go.Figure()
-    shapes = [m.shape for m in r.shapes]
-    for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
-        values = [getattr(m.latency, q) for m in r.shapes]
-        weak = [f"latency_{q}_us" in m.insufficient for m in r.shapes]
-        fig.add_trace(
-            go.Bar(
-                x=shapes,
-                y=[None if v is None else v / 1000 for v in values],
-                name=q,
-                marker={
-                    "color": [INSUFFICIENT if w else color for w in weak],
-                    "line": {"color": "#666", "width": [1 if w else 0 for w in weak]},
-                },
-                hovertemplate=f"%{{x}}<br>{q} %{{y:.2f}} ms<extra></extra>",
-            )
-        )
-    fig.update_layout(barmode="group")
-    _sla_lines(fig, r)
-    fig.update_yaxes(title="end-to-end latency, ms")
-    fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return layout(fig, "Latency percentiles per shape")
-
-
-def predicted_vs_measured(r: SliceResult) -> go.Figure:
-    """Compile-time prediction against measured static median compute per shape with a
-    prediction; the bar label is the signed error, a shape without a measurement says so."""
-    shapes = [m for m in r.shapes if m.accuracy.predicted_us is not None]
-    names = [m.shape for m in shapes]
-    acc = [m.accuracy for m in shapes]
-    fig = go.Figure()
-    fig.add_trace(
-        go.Bar(
-            x=names,
-            y=[(a.predicted_us or 0) / 1000 for a in acc],
-            name="predicted (compile plan)",
-            marker={"color": "#fdae6b"},
-        )
-    )
-    fig.add_trace(
-        go.Bar(
-            x=names,
-            y=[
-                None if a.measured_static_p50_us is None else a.measured_static_p50_us / 1000
-                for a in acc
-            ],
-            name="measured static p50",
-            marker={"color": "#6baed6"},
-            text=["" if a.signed_error is None else signed_pct(a.signed_error, 0) for a in acc],
-            textposition="outside",
-            cliponaxis=False,
-        )
-    )
-    for name, a in zip(names, acc, strict=True):
-        if a.measured_static_p50_us is None:
-            fig.add_annotation(
-                x=name,
-                y=0,
-                yanchor="bottom",
-                text="not measured",
-                showarrow=False,
-                textangle=-90,
-                font={"size": 10, "color": "#6b7580"},
-                xshift=14,
-            )
-    fig.update_layout(barmode="group")
-    fig.update_yaxes(title="compute time, ms", rangemode="tozero")
-    fig.update_xaxes(title="input shape", tickangle=-20, automargin=True)
-    return layout(fig, "Predicted versus measured compute per shape")
 
 
 DRIVER_COLORS = {
@@ -317,7 +169,7 @@ def trend(r: SliceResult) -> go.Figure | None:
                 line={"color": color},
             )
         )
-    _sla_lines(fig, r)
+    sla_lines(fig, r.review)
     fig.update_xaxes(title="run date", type="category")
     fig.update_yaxes(title="end-to-end latency, ms", rangemode="tozero")
     return layout(fig, "Latency across nights")
@@ -364,18 +216,12 @@ CHARTS = {
     "trend": trend,
     "error_trend": error_trend,
     "tail_drivers": tail_drivers,
-    "accuracy_vs_gain": accuracy_vs_gain,
-    "latency_percentiles": latency_percentiles,
-    "predicted_vs_measured": predicted_vs_measured,
 }
 """Chart id -> builder. Sections name the charts they show by id."""
 
 REQUEST_CHARTS = frozenset(
     {
         "tail_drivers",
-        "accuracy_vs_gain",
-        "latency_percentiles",
-        "predicted_vs_measured",
         "error_trend",
     }
 )

@@ -15,11 +15,10 @@ import msgspec
 from mapreport import __version__
 from mapreport.analysis.base.common import Evidence, Percentiles
 from mapreport.analysis.loop.history import History
-from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report import judgements, prose, ranking_findings, words
-from mapreport.report.lines import ActionView, ShapeLine
+from mapreport.report.lines import ActionView
 from mapreport.report.view import ReportView
 
 FINDINGS_SCHEMA_VERSION = "2.0"
@@ -61,54 +60,6 @@ def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
         return None
     d = plain(t)
     return {k: d[k] for k in TAIL_KEYS}
-
-
-SHAPE_GROUPS = ("accuracy", "gain", "diagnosis")
-"""Nested results of a shape whose fields sit at the top level of its findings entry."""
-SHAPE_PERCENTILES = ("latency", "queue", "compute")
-"""Percentiles of a shape, flattened to `<name>_p50_us`, `_p95_us`, `_p99_us`."""
-SHAPE_RENAMES = {
-    "accuracy.state": "accuracy",
-    "gain.state": "gain",
-    "gain.cost_per_request_us": "adaptation_cost_per_request_us",
-    "gain.basis": "gain_basis",
-    "gain.compared_shapes": "gain_compared_shapes",
-    "diagnosis.cls": "bottleneck_class",
-    "insufficient": "insufficient_evidence",
-}
-SHAPE_LEFT_OUT = frozenset(
-    {"gain.gap", "gain.n_adapted", "gain.n_baseline", "diagnosis.basis", "diagnosis.top"}
-    | {"diagnosis.runner_up", "diagnosis.evidence"}
-)
-"""Fields findings.json states otherwise: reasons as words (decision_reason, class_reason), the
-evidence with its note (class_evidence), counts the shape states itself (n_adapted)."""
-
-
-def shape_findings(line: ShapeLine) -> dict[str, Any]:
-    """One shape's entry of `shapes`: `ShapeMetrics` as builtins, its groups and percentiles
-    flattened by the declarations above, plus the words and derived figures."""
-    m: ShapeMetrics = line.m
-    d = plain(m)
-    out: dict[str, Any] = {}
-    for key, value in d.items():
-        if key in SHAPE_PERCENTILES:
-            out |= _pct(key, getattr(m, key))
-        elif key in SHAPE_GROUPS:
-            for sub, x in value.items():
-                name = f"{key}.{sub}"
-                if name not in SHAPE_LEFT_OUT:
-                    out[SHAPE_RENAMES.get(name, sub)] = x
-        elif key != "tail":
-            out[SHAPE_RENAMES.get(key, key)] = value
-    return out | {
-        "error_rate": m.error_rate or 0.0,
-        "decision_reason": line.decision_reason,
-        "tail_drivers": d["tail"]["shares"] if m.tail else None,
-        "tail": _tail(m.tail),
-        "class_evidence": _evidence(m.diagnosis.evidence),
-        "class_pack": line.pack,
-        "class_reason": line.class_reason,
-    }
 
 
 def _action(v: ActionView) -> dict[str, Any]:
@@ -196,12 +147,6 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "status": r.status.status.value if r.status else None,
         "status_reason": view.status_reason,
         "judgements": judgements.fragment(r),
-        "accuracy": plain(r.accuracy),
-        "decisions": {
-            g.decision.value: {"shapes": [x.m.shape for x in g.shapes], "meaning": g.meaning}
-            for g in view.decisions
-        },
-        "shapes": [shape_findings(x) for x in view.shapes],
         "over_sla": plain(r.over_sla),
         "tail_drivers": _tail(r.tail),
         "tail_class": None if r.tail_class is None else r.tail_class.cls.value,

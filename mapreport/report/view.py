@@ -18,16 +18,14 @@ from mapreport.analysis.serving.blocking import MINOR_SHARE
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.analysis.serving.drift import OpDrift
 from mapreport.analysis.serving.scheduling import JAIN_IMBALANCE
-from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import TailChange
 from mapreport.core.kinds import (
     ActionKind,
-    Decision,
     Health,
     RegressionKind,
 )
-from mapreport.report import decisions, prose, words
+from mapreport.report import prose, words
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.judgements import rows as judgement_rows
 from mapreport.report.lines import ActionView, CheckLine, Row, ShapeLine
@@ -43,15 +41,6 @@ from mapreport.report.verdict import (
     tail_change,
     verdict,
 )
-
-
-@dataclass(frozen=True)
-class DecisionGroup:
-    """The shapes of one decision, with what the decision asks."""
-
-    decision: Decision
-    meaning: str
-    shapes: tuple[ShapeLine, ...]
 
 
 @dataclass(frozen=True)
@@ -85,7 +74,6 @@ class ReportView:
     ops_compared: int
     """Planned ops whose signed error has earlier nights of the same plan version."""
     shapes: tuple[ShapeLine, ...]
-    decisions: tuple[DecisionGroup, ...]
     decision_counts: dict[str, int]
     checklist: tuple[CheckLine, ...]
     checklist_count: str
@@ -102,8 +90,6 @@ class ReportView:
     states: tuple[StateView, ...]
     moved: tuple[Regression, ...]
     """Shapes whose p95 moved significantly against the compared run."""
-    unplotted: tuple[ShapeMetrics, ...]
-    """Shapes with a net gain but no prediction: not on the accuracy-versus-gain chart."""
     source_formats: str
     source_paths: dict[str, str]
     """Per source id: its path relative to that folder (`sources.source_paths`)."""
@@ -173,7 +159,6 @@ decisions and the actions; every other section folds."""
 def _reasons(r: SliceResult) -> dict[str, Any]:
     """The one-line reasons the view states: why a figure is missing, why the status."""
     return {
-        "accuracy_gap": decisions.accuracy_gap(r.accuracy, r.thresholds.min_samples),
         "status_reason": words.status_reason(r),
         "judgements": judgement_rows(r),
         "open_sections": OPEN_SECTIONS,
@@ -186,10 +171,6 @@ def build(r: SliceResult) -> ReportView:
     facts = parts.facts
     actions = facts.actions
     lines = facts.shapes
-    groups = tuple(
-        DecisionGroup(d, words.DECISION_MEANING[d], tuple(x for x in lines if x.m.decision == d))
-        for d in Decision
-    )
     checklist = parts.view("checklist")
     checks = checklist.checklist
     h = r.history
@@ -213,8 +194,8 @@ def build(r: SliceResult) -> ReportView:
         op_drifting=tuple(d for d in r.op_drifts if d.drifting),
         ops_compared=sum(1 for d in r.op_drifts if d.baseline is not None),
         shapes=lines,
-        decisions=groups,
-        decision_counts={d: len(g.shapes) for d, g in zip(Decision, groups, strict=True)},
+        decision_counts=parts.view("decisions").counts,
+        accuracy_gap=parts.view("accuracy").gap,
         checklist=checks,
         checklist_count=checklist.count,
         checklist_failed=checklist.failed,
@@ -223,11 +204,6 @@ def build(r: SliceResult) -> ReportView:
         history_note=words.history_note(h) if h else "",
         states=states,
         moved=tuple(g for g in (h.regressions if h else ()) if g.kind != RegressionKind.NO_CHANGE),
-        unplotted=tuple(
-            m
-            for m in r.shapes
-            if m.accuracy.signed_error is None and m.gain.net_gain_p50 is not None
-        ),
         source_formats=formats,
         source_paths=source_paths(r.sources),
         limits={
