@@ -184,3 +184,20 @@ def test_fuzzed_specs_end_in_a_clear_line(demo_html: Path, tmp_path: Path, data:
     assert "internal error" not in res.output
     if text == original:
         assert res.exit_code == 0, res.output
+
+
+def test_every_pack_sql_runs_in_plain_duckdb_and_selects_the_packs_rows(demo_html: Path) -> None:
+    """A pack's `.sql` is self-contained: a plain DuckDB connection (no mapreport, no views
+    made for it) runs the file and gets the rows of the pack's Parquet, in its columns."""
+    import duckdb
+    import pyarrow.parquet as pq
+
+    packs = sorted((demo_html / "bert-base" / "evidence").glob("*.sql"))
+    assert packs
+    for sql in packs:
+        con = duckdb.connect()
+        got = con.sql(sql.read_text()).to_arrow_table()
+        want = pq.read_table(sql.with_suffix(".parquet"))
+        assert got.column_names == want.column_names, sql.name
+        assert sorted(map(str, got.to_pylist())) == sorted(map(str, want.to_pylist())), sql.name
+        con.close()

@@ -115,8 +115,20 @@ def connect(
     outside the dataset (`duckdb_connection`)."""
     ds.check_links()  # the sandbox refuses reads through them; say which link, once
     con = duckdb_connection([ds.root], threads=threads)
-    define_views(con, DuckDBFiles(con, ds.root), ds, workload, window, sources)
+    _DEFINED[con] = define_views(con, DuckDBFiles(con, ds.root), ds, workload, window, sources)
     return con
+
+
+_DEFINED: weakref.WeakKeyDictionary[object, list[str]] = weakref.WeakKeyDictionary()
+"""The statements that made each live connection's views (`connect`)."""
+
+
+def view_script(con: object) -> str | None:
+    """The statements that made `con`'s views (a connection `connect` made; None for any
+    other), as one script a plain DuckDB runs, every file by its absolute path: an evidence
+    pack's SQL after it runs outside mapreport."""
+    done = _DEFINED.get(con)
+    return None if done is None else "".join(f"{s.strip()};\n" for s in done)
 
 
 def duckdb_connection(
@@ -159,6 +171,11 @@ def duckdb_connection(
     return con
 
 
+def _text(value: str) -> str:
+    """A SQL string literal."""
+    return "'" + value.replace("'", "''") + "'"
+
+
 def define_views(
     con: Connection,
     files: ParquetSource,
@@ -166,19 +183,24 @@ def define_views(
     workload: str | None,
     window: Window,
     sources: Sequence[str] | None = None,
-) -> None:
+) -> list[str]:
     """One view per canonical table over the committed files of one workload (or all): the
     runtime tables and compile events hold the window's rows, compile_plan each plan's
     version in force at the window's end, and `plan_version` every version of every plan
     with its capture time. The same statements on every engine; only `files` differs. With
     `sources`, every table but the ingest log holds the rows of those source files only (a
-    side of a comparison chosen by its environment)."""
+    side of a comparison chosen by its environment). Returns the statements it ran, in
+    order (`view_script`)."""
     live = set(ds.live())
+    done: list[str] = []
+
+    def run(statement: str) -> None:
+        con.execute(statement)
+        done.append(statement)
+
     if sources is not None:
-        con.execute(
-            f"CREATE TEMP TABLE {SELECTED} AS SELECT unnest($ids::VARCHAR[]) AS source_id",
-            {"ids": list(sources)},
-        )
+        ids = ", ".join(_text(s) for s in sources)
+        run(f"CREATE TEMP TABLE {SELECTED} AS SELECT unnest([{ids}]::VARCHAR[]) AS source_id")
     every: dict[str, list[Scan]] = {}
     for table in TABLES:
         every[table] = ds.scans(table, workload, live, window)
@@ -193,15 +215,16 @@ def define_views(
         if sources is not None and table != "ingest_log":
             chosen = f"SELECT source_id FROM {SELECTED}"
             select = f"SELECT * FROM ({select}) WHERE source_id IN ({chosen})"
-        con.execute(f"CREATE TEMP VIEW {name} AS " + select)
+        run(f"CREATE TEMP VIEW {name} AS " + select)
     # tables, not views: every slice reads them (its sides, its buckets, its plan versions),
     # and as views each read ranked every version again (13-19 ms a read on DuckDB)
-    con.execute(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
-    con.execute(
+    run(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))
+    run(
         f"""CREATE OR REPLACE TEMP TABLE compile_plan AS SELECT p.* FROM {ALL_PLANS} p
         JOIN (SELECT workload, slice, plan_id, source_id FROM plan_version WHERE in_force)
         USING (workload, slice, plan_id, source_id)"""
     )
+    return done
 
 
 def view_select(files: ParquetSource, table: str, scans: list[Scan], window: Window) -> str:

@@ -32,15 +32,33 @@ from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
 from mapreport.dataset.store import Dataset
+from mapreport.dataset.views import view_script
 from mapreport.report.words import metric
 
 PACKS = "evidence"
 """The folder of a slice's packs (under its report folder) and of their specs in the dataset."""
 
 
+def _sql_file(p: Pack, views: str | None) -> bytes:
+    """A pack's `.sql`: the statements that make the dataset's views (when the connection's are
+    known: DuckDB's), then the pack's query, so plain DuckDB runs it."""
+    where = p.shape if p.shape != SLICE_WIDE else "the whole slice"
+    head = f"-- mapreport evidence pack {p.id}: {p.subject} of {p.workload}/{p.slice} at {where}\n"
+    if views is None:
+        head += "-- its query reads the dataset's views: mapreport explain ID --dataset DS\n"
+        views = ""
+    else:
+        head += (
+            "-- self-contained: the dataset's views (its committed files by absolute path, as\n"
+            "-- the report read them), then the pack's query; run it with: duckdb < FILE\n"
+        )
+    return (head + views + p.sql.strip() + ";\n").encode()
+
+
 def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> int:
     """Write each pack's rows, SQL and spec under `folder`, and its spec under `specs` (the
     dataset's copy `explain` reads); the pack folder holds tonight's packs only."""
+    views = view_script(con)
     folder.mkdir(parents=True, exist_ok=True)
     specs.mkdir(parents=True, exist_ok=True)
     done = packs(r)
@@ -60,7 +78,7 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
         else:
             rows = con.sql(p.sql).to_arrow_table()
         pq.write_table(rows, folder / f"{p.id}.parquet")
-        atomic_write(folder / f"{p.id}.sql", (p.sql.strip() + ";\n").encode())
+        atomic_write(folder / f"{p.id}.sql", _sql_file(p, views))
         spec = json.dumps(p.spec(), indent=1, sort_keys=True).encode()
         atomic_write(folder / f"{p.id}.json", spec)
         atomic_write(specs / f"{p.id}.json", spec)
