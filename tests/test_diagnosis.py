@@ -15,8 +15,9 @@ from hypothesis.extra.numpy import arrays
 
 from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
 from mapreport.analysis.actions.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
+from mapreport.analysis.base import stats
 from mapreport.analysis.base.common import Interval
-from mapreport.analysis.base.stats import jain_index
+from mapreport.analysis.base.stats import jain_index, resampled_sums
 from mapreport.analysis.serving import tail
 from mapreport.analysis.serving.tail import DRIVERS, attribute, shares
 from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
@@ -255,6 +256,25 @@ def test_a_slices_tail_resamples_each_shapes_tail_within_the_shape() -> None:
     # resampling the pool as one lets the slow shape give 15 +- 4 rows: a wide interval
     blocked = _intervals(rows, 3)[DRIVERS[0]]
     assert blocked.high - blocked.low > 0.2
+
+
+@given(st.integers(2, 400), st.integers(1, 6), st.integers(0, 2**32), st.integers(1, 90))
+def test_resampled_sums_add_up_the_drawn_rows(k: int, columns: int, seed: int, n: int) -> None:
+    """Each resample's column sums are those of the rows it draws, in the blocks the draws come
+    in (small blocks here, so several of each); a column of zeros sums to zero."""
+    rng = np.random.default_rng(seed)
+    rows = rng.exponential(100.0, (k, columns)) * (rng.random((k, columns)) < 0.3)
+    rows[:, 0] = 0.0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stats, "SUM_BLOCK", 3 * k * columns)
+        mp.setattr(stats, "COUNT_BINS", 2 * k)
+        got = resampled_sums(rows, n, np.random.default_rng(seed))
+    draw = np.random.default_rng(seed)
+    want = np.concatenate(
+        [rows[draw.integers(0, k, size=(min(3, n - i), k))].sum(axis=1) for i in range(0, n, 3)]
+    )
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
+    assert not got[:, 0].any()
 
 
 @given(st.integers(1, 64), st.floats(0.001, 1e9))

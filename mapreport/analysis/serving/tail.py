@@ -30,6 +30,7 @@ from mapreport.analysis.base.stats import (
     IntArray,
     quantile,
     resampled_quantile,
+    resampled_sums,
 )
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import (
@@ -156,17 +157,7 @@ def resample(parts: FloatArray, resamples: int, seed: int) -> Resampled:
             mean, cov, size=resamples, method="eigh", check_valid="ignore"
         )
         return Resampled(parts, sums)
-    sums = np.empty((resamples, COLUMNS))
-    chunk = max(1, 2_000_000 // (k * COLUMNS))
-    for start in range(0, resamples, chunk):
-        stop = min(resamples, start + chunk)
-        idx = rng.integers(0, k, size=(stop - start, k))
-        # each resample's row counts, then one matrix product: the same sums as adding up the
-        # drawn rows, without materialising resamples x k x COLUMNS values
-        offsets = (np.arange(stop - start) * k)[:, None]
-        counts = np.bincount((idx + offsets).ravel(), minlength=(stop - start) * k)
-        sums[start:stop] = counts.reshape(stop - start, k).astype(np.float64) @ parts
-    return Resampled(parts, sums)
+    return Resampled(parts, resampled_sums(parts, resamples, rng))
 
 
 def pooled(
