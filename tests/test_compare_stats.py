@@ -203,6 +203,12 @@ def test_one_run_a_side_tests_each_shape_against_the_runs_shift() -> None:
     moved = next(s for s in one.shapes if s.shape == "b=3").decisive
     assert moved is not None
     assert moved.vs_shift == pytest.approx(2.0, rel=0.15)
+    from mapreport.report.compare_tests import shift_sentence
+
+    assert "over 6 shapes, moved" in shift_sentence(shifted)
+    same = compare(a, {s: x * 1.0 for s, x in a.items()}, th, key=("aa",), relative=True)
+    assert not any(r.moved for r in same.shifts)
+    assert "moved" not in shift_sentence(same).split(". ")[0].replace("no move shown", "")
 
 
 @pytest.mark.slow

@@ -103,11 +103,11 @@ def shift_sentence(c: Comparison) -> str:
         return ""
     each = "; ".join(
         f"{r.quantile} {ratio_text(r.ratio)} [{ratio_text(r.ci[0])}, {ratio_text(r.ci[1])}]"
-        f" over {plural(r.shapes, 'shape')}"
+        f" over {plural(r.shapes, 'shape')}, {'moved' if r.moved else 'no move shown'}"
         for r in c.shifts
     )
     return (
-        f"The run as a whole moved (the median of its shapes' ratios): {each}. With one run a "
+        f"The run as a whole (the median of its shapes' ratios): {each}. With one run a "
         "side a move of the whole run cannot be told from a change of the machine between the "
         "runs (load, clocks, a neighbour), so each shape is tested against it: a shape "
         "flagged moved more than the rest of its run; two runs or more a side decide the "
