@@ -21,6 +21,7 @@ from mapreport.analysis.base.common import Thresholds
 from mapreport.core.kinds import Driver
 from mapreport.core.window import Window
 
+
 class Reduction(StrEnum):
     """How a pack's figure follows from its rows."""
 
@@ -185,7 +186,6 @@ class Pack:
         return p
 
 
-
 def window_of(p: Pack) -> Window:
     """The window a pack's figure was computed over."""
     return msgspec.convert(p.window, Window, strict=True)
@@ -212,7 +212,6 @@ def reproduced(p: Pack, x: Recomputed) -> bool:
 
 PACK_ID = re.compile(r"[0-9a-f]{12}")
 """An evidence pack's id: the first 12 hex digits of a SHA-256 (`actions.action_id`)."""
-
 
 
 PackSql = Callable[[Reduction, str, str, str, Any], str]
