@@ -8,8 +8,9 @@ import random
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -258,6 +259,7 @@ def test_a_slices_tail_resamples_each_shapes_tail_within_the_shape() -> None:
     assert blocked.high - blocked.low > 0.2
 
 
+@settings(deadline=None)
 @given(st.integers(2, 400), st.integers(1, 6), st.integers(0, 2**32), st.integers(1, 90))
 def test_resampled_sums_add_up_the_drawn_rows(k: int, columns: int, seed: int, n: int) -> None:
     """Each resample's column sums are those of the rows it draws, in the blocks the draws come
@@ -275,6 +277,23 @@ def test_resampled_sums_add_up_the_drawn_rows(k: int, columns: int, seed: int, n
     )
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-9)
     assert not got[:, 0].any()
+
+
+@settings(deadline=None)  # the first call loads Arrow's hash kernels
+@given(st.lists(st.tuples(st.sampled_from("abc"), st.sampled_from(["f1", "f2", "f3"])), min_size=1))
+def test_tail_rows_are_grouped_by_shape_in_the_order_they_come(rows: list[tuple[str, str]]) -> None:
+    """Each shape's tail rows in their order (shapes in the order they first come, the table
+    in two chunks), with its sources sorted."""
+    columns = {c: [float(i) for i in range(len(rows))] for c in tail.PART_COLUMNS}
+    table = pa.table({"shape": [s for s, _ in rows], "source_id": [f for _, f in rows], **columns})
+    got = tail.group_tails(
+        pa.concat_tables([table.slice(0, len(rows) // 2), table.slice(len(rows) // 2)])
+    )
+    assert list(got) == list(dict.fromkeys(s for s, _ in rows))
+    for shape, (raw, sources) in got.items():
+        mine = [i for i, (s, _) in enumerate(rows) if s == shape]
+        assert raw[:, 0].tolist() == [float(i) for i in mine]
+        assert sources == tuple(sorted({rows[i][1] for i in mine}))
 
 
 @given(st.integers(1, 64), st.floats(0.001, 1e9))

@@ -405,17 +405,19 @@ def group_tails(t: pa.Table) -> dict[str, tuple[FloatArray, tuple[str, ...]]]:
     if t.num_rows == 0:
         return out
     raw = np.column_stack([t[c].to_numpy(zero_copy_only=False) for c in PART_COLUMNS])
-    sources = t["source_id"].to_pylist()
-    # each shape's row numbers in one pass (a comparison of every row per shape made a slice
-    # of thousands of shapes quadratic), in the order its rows come
-    rows: dict[str, list[int]] = {}
-    for i, shape in enumerate(t["shape"].to_pylist()):
-        rows.setdefault(shape, []).append(i)
-    for shape, pick in rows.items():
-        out[str(shape)] = (
-            raw[pick].astype(np.float64),
-            tuple(sorted({sources[i] for i in pick})),
-        )
+    # each shape's rows at once (codes in the order shapes first come; a stable sort keeps
+    # each shape's rows in theirs), and its sources by code: no Python object per request
+    shapes = t["shape"].combine_chunks().dictionary_encode()
+    codes = shapes.indices.to_numpy(zero_copy_only=False)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(shapes.dictionary) + 1))
+    sources = t["source_id"].combine_chunks().dictionary_encode()
+    source_codes = sources.indices.to_numpy(zero_copy_only=False)
+    names = sources.dictionary.to_pylist()
+    for j, shape in enumerate(shapes.dictionary.to_pylist()):
+        pick = order[bounds[j] : bounds[j + 1]]
+        found = sorted(names[c] for c in np.unique(source_codes[pick]))
+        out[str(shape)] = (raw[pick].astype(np.float64), tuple(found))
     return out
 
 
