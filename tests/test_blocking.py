@@ -3,7 +3,9 @@ blocked requests attributed to the adapting request before them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,21 @@ def event(
     shape: str, how: str = "recompile", seen: bool = False, blocked: int = 3
 ) -> BlockingEvent:
     return BlockingEvent("f:1", shape, None, how, seen, -1, 0.0, 2e6, blocked, 1e6, 5e5, ("x",))
+
+
+def test_the_material_events_are_found_once_and_by_their_share() -> None:
+    """The events behind at least MINOR_SHARE of the blocked wait, by wait where every event
+    measures one, else by requests blocked; found once per slice (the report reads them dozens
+    of times), and the slice's blocking still compares and pickles as its fields."""
+    big, small = event("a", blocked=200), event("b", blocked=1)
+    unmeasured = dataclasses.replace(small, wait_us=None)
+    by_wait = Blocking((big, dataclasses.replace(small, wait_us=1e3)))
+    assert by_wait.material == (big,)
+    assert by_wait.material is by_wait.material
+    assert Blocking((big, unmeasured)).material == (big,)  # by requests: 1 of 201 is minor
+    idle = dataclasses.replace(big, blocked=0, wait_us=0.0)
+    assert Blocking((idle, dataclasses.replace(small, blocked=0, wait_us=0.0))).material == ()
+    assert pickle.loads(pickle.dumps(by_wait)) == by_wait
 
 
 def test_the_remedy_follows_what_the_adapting_requests_were() -> None:
