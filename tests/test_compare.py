@@ -525,3 +525,29 @@ def test_host_time_is_each_op_own_time_and_adds_up_to_the_top_level_ops(tmp_path
         "aten::relu": 20.0,
     }
     assert sum(own.values()) == 120.0  # the two top-level ops' spans
+
+
+def test_a_whole_over_a_different_mix_of_requests_is_not_called_faster() -> None:
+    """Two runs whose shapes' shares differ by 2 points or more did different work: the whole
+    says B spent less time on a different mix, not that B is faster, and page 1 names the
+    shape whose share moved most; the same mix keeps 'B is faster overall'."""
+    from mapreport.analysis.comparing.compare_whole import TotalComparison
+    from mapreport.core.kinds import TimeBasis
+    from mapreport.report.compare import headline
+
+    rng = np.random.default_rng(6)
+    a = {"small": _side(rng, 300), "large": _side(rng, 300, shape_scale=4.0)}
+    fewer_large = {"small": _side(rng, 400), "large": _side(rng, 200, shape_scale=4.0)}
+    total = TotalComparison(
+        TimeBasis.HOST, TimeBasis.HOST, (), (), 9e6, 7e6, 600, 600, 7 / 9, (0.7, 0.85), True, ()
+    )
+    mixed = compare(a, fewer_large, Thresholds(bootstrap_resamples=200))
+    assert mixed.mix_moved is not None
+    assert mixed.mix_moved.shape in ("small", "large")
+    said = headline(mixed, total)
+    assert "B spent less time overall, on a different mix of requests" in said
+    assert "B is faster overall" not in said
+    assert "The sides served different mixes of shapes" in said
+    same = compare(a, {k: v * 0.8 for k, v in a.items()}, Thresholds(bootstrap_resamples=200))
+    assert same.mix_moved is None
+    assert "B is faster overall" in headline(same, total)

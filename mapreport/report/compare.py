@@ -22,6 +22,7 @@ from mapreport.report.compare_tests import (
     UNTESTED,
     TestCells,
     basis_sentence,
+    mix_sentence,
     names_sentence,
     shift_sentence,
     test_cells,
@@ -269,12 +270,13 @@ def headline(c: Comparison, total: TotalComparison | None = None) -> str:
 
 def headline_parts(c: Comparison, total: TotalComparison | None = None) -> tuple[str, ...]:
     """The verdict's paragraphs in order (page 1 prints one each; compare.json joins them)."""
-    whole = whole_sentence(total)
+    whole = whole_sentence(total, c.mix_moved is None)
     ops = ops_sentence(c)
     if not c.shapes and not c.only_a and not c.only_b and ops:
         return tuple(x for x in (whole, ops) if x)
     said = (
         whole,
+        mix_sentence(c) if total is not None else "",
         tail_sentence(c),
         shift_sentence(c),
         _shapes_headline(c),

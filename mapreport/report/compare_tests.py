@@ -36,6 +36,19 @@ def names_sentence(c: Comparison) -> str:
     )
 
 
+def mix_sentence(c: Comparison) -> str:
+    """Whether the sides served the same mix of shapes ('' when they did): a whole's total
+    then changes with the mix as well as with the speed."""
+    most = c.mix_moved
+    if most is None:
+        return ""
+    return (
+        f"The sides served different mixes of shapes ({most.shape}: {pct(most.traffic_a)} of "
+        f"A's requests, {pct(most.traffic_b)} of B's), so a total's change holds the mix as "
+        "well as the speed; the shapes compare like with like."
+    )
+
+
 def mean_sentence(c: Comparison) -> str:
     """The slice's mean latency per request, A to B, and the part one-side shapes make."""
     if not c.shapes:

@@ -79,21 +79,25 @@ def devices_text(t: TotalComparison) -> str:
     return f"{one('A', t.basis_a, t.devices_a)}; {one('B', t.basis_b, t.devices_b)}."
 
 
-def _verdict(t: TotalComparison) -> str:
+def _verdict(t: TotalComparison, same_mix: bool) -> str:
     if not t.moved:
         return "no change shown"
+    if not same_mix:  # less time on other work is not speed
+        more = "more" if t.ratio > 1 else "less"
+        return f"B spent {more} time overall, on a different mix of requests"
     return "B is slower overall" if t.ratio > 1 else "B is faster overall"
 
 
-def whole_sentence(t: TotalComparison | None) -> str:
-    """The whole in one sentence ('' without traced ops on both sides)."""
+def whole_sentence(t: TotalComparison | None, same_mix: bool = True) -> str:
+    """The whole in one sentence ('' without traced ops on both sides); `same_mix`: the sides
+    served the same mix of request shapes (`Comparison.mix_moved`)."""
     if t is None:
         return ""
     basis = BASIS_WORDS[t.basis_b] if t.basis_a == t.basis_b else "Time (A's and B's differ)"
     said = (
         f"{basis.split(' (')[0]}, every op of both traces: {duration(t.a_us)} → "
         f"{duration(t.b_us)} ({ratio_text(t.ratio)}, 95% CI [{ratio_text(t.ci[0])}, "
-        f"{ratio_text(t.ci[1])}]): {_verdict(t)}"
+        f"{ratio_text(t.ci[1])}]): {_verdict(t, same_mix)}"
     )
     big = [c for c in t.categories if c.contribution is not None][:3]
     if big:
@@ -150,7 +154,7 @@ class WholeView:
     verdict: str
 
 
-def whole_view(t: TotalComparison | None) -> WholeView | None:
+def whole_view(t: TotalComparison | None, same_mix: bool = True) -> WholeView | None:
     """The whole's table (None without traced ops on both sides)."""
     if t is None:
         return None
@@ -176,7 +180,7 @@ def whole_view(t: TotalComparison | None) -> WholeView | None:
         for c in t.categories
     )
     basis = BASIS_WORDS[t.basis_b] if t.basis_a == t.basis_b else "Time (bases differ)"
-    return WholeView(devices_text(t), basis, (total, *rows), _verdict(t))
+    return WholeView(devices_text(t), basis, (total, *rows), _verdict(t, same_mix))
 
 
 @dataclass(frozen=True)

@@ -289,7 +289,7 @@ def compare_runs(
         "basis": basis_sentence(c),
         "blocks": blocks_sentence(c),
         "mean": mean_sentence(c),
-        "whole": whole_view(total),
+        "whole": whole_view(total, c.mix_moved is None),
         "parts": part_lines(c),
         "only_ops": only_lines(c),
         "ship": ship_sentence(ship),

@@ -99,6 +99,11 @@ class QuantileTest:
         return self.queue_us / total if total else None
 
 
+MIX_DIFFERENCE = 0.02
+"""A shape's share of the requests differing by this much (2 points) between the sides is a
+different mix of work: the whole's total is then not the same work done faster or slower."""
+
+
 @dataclass(frozen=True)
 class ShapeComparison:
     """One request shape on both sides."""
@@ -205,6 +210,16 @@ class Comparison:
     mean of its own, less A's)."""
     renamed: tuple[tuple[str, str], ...] = ()
     """B's shape names aligned with A's by their numbers (B's name, A's: `compare_names`)."""
+
+    @property
+    def mix_moved(self) -> ShapeComparison | None:
+        """The shape whose share of the requests differs most between the sides, where it
+        differs by MIX_DIFFERENCE or more (None: the sides served the same mix): a whole's
+        total then holds the mix as well as the speed."""
+        most = max(self.shapes, key=lambda s: abs(s.traffic_b - s.traffic_a), default=None)
+        if most is None or abs(most.traffic_b - most.traffic_a) < MIX_DIFFERENCE:
+            return None
+        return most
 
     def decided(self, v: Verdict) -> tuple[ShapeComparison, ...]:
         """The shapes with verdict `v`, most impact first."""
