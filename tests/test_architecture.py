@@ -30,7 +30,7 @@ from mapreport.report import (
 )
 from mapreport.report import compare as compare_words
 from mapreport.report.html import TEMPLATES_DIR
-from mapreport.report.sections import SECTIONS, checklist, profile_next, scheduling
+from mapreport.report.sections import SECTIONS, checklist, history, profile_next, scheduling
 from tests.conftest import REALDATA, SAMPLE_DATA
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mapreport"
@@ -229,7 +229,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.JudgementFamily: judgements.FAMILY_NAMES,
     kinds.ClassBasis: words.CLASS_BASES,
     kinds.FusionGap: scheduling.FUSION_GAPS,
-    kinds.HistoryNote: words.HISTORY_NOTES,
+    kinds.HistoryNote: history.HISTORY_NOTES,
     kinds.BlockingRemedy: causes.REMEDIES,
     kinds.Collect: profile_next.COLLECT,
     kinds.HeadroomRemedy: prose.HEADROOM_REMEDIES,

@@ -417,7 +417,8 @@ def test_the_history_table_lists_the_latest_nights_only(tmp_path: Path) -> None:
     """A report's size does not grow with the history kept: the table lists the latest 14
     nights and says how many earlier ones the trend and findings.json hold."""
     from mapreport.analysis import RunKey, Stored
-    from mapreport.report.view import HISTORY_ROWS, build
+    from mapreport.report.sections import assemble
+    from mapreport.report.sections.history import HISTORY_ROWS
 
     ingest(tmp_path / "ds", [requests(tmp_path / "w.jsonl", hours("2026-12-28", 30))])
     stored = Stored(
@@ -443,7 +444,7 @@ def test_the_history_table_lists_the_latest_nights_only(tmp_path: Path) -> None:
     )
     assert r.history is not None
     assert len(r.history.runs) == 31
-    v = build(r)
+    v = assemble(r).view("history")
     assert len(v.recent_runs) == HISTORY_ROWS
     assert v.recent_runs[-1].current
     assert v.older_runs == 31 - HISTORY_ROWS

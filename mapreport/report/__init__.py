@@ -16,7 +16,6 @@ import msgspec
 from markupsafe import Markup
 
 from mapreport import __version__
-from mapreport.analysis.serving.tail import DRIVERS
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.files import atomic_write, replacing
 from mapreport.core.kinds import Status
@@ -52,7 +51,6 @@ def _context(
         "generated_at": generated_at,
         "version": __version__,
         "notes": notes,
-        "drivers": DRIVERS,
         "used_terms": None,
     }
 
@@ -192,9 +190,7 @@ def write_slice_report(
     folder.mkdir(parents=True, exist_ok=True)
     generated_at = clock().isoformat(timespec="seconds")
     v = build(r)
-    figs = chart_builders.build_charts(r) | {
-        c: f for p in v.assembled.parts for c, f in p.figures().items()
-    }
+    figs = {c: f for p in v.assembled.parts for c, f in p.figures().items()}
     doc = findings(r, v, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())

@@ -14,7 +14,6 @@ import msgspec
 
 from mapreport import __version__
 from mapreport.analysis.base.common import Evidence, Percentiles
-from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report import judgements, prose, ranking_findings, words
@@ -92,25 +91,6 @@ def _action(v: ActionView) -> dict[str, Any]:
     }
 
 
-def _history(h: History | None, view: ReportView) -> dict[str, Any] | None:
-    if h is None:
-        return None
-    renamed = {"kind": "cls"}
-    return {
-        "compared_to": h.compared_to,
-        "compared_night": h.compared_night,
-        "note": view.history_note,
-        "runs": plain(h.runs),
-        "actions": [
-            {renamed.get(k, k): x for k, x in plain(sv.s).items() if k != "params"}
-            | {"title": sv.title}
-            for sv in view.states
-        ],
-        "regressions": plain(h.regressions),
-        "change_points": plain(h.change_points),
-    }
-
-
 ORDER = (
     *("schema_version", "generator", "generated_at", "workload", "slice", "summary", "status"),
     *("status_reason", "judgements", "scope", "thresholds", "environment", "coverage"),
@@ -148,12 +128,6 @@ def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, An
         "status_reason": view.status_reason,
         "judgements": judgements.fragment(r),
         "over_sla": plain(r.over_sla),
-        "tail_drivers": _tail(r.tail),
-        "tail_class": None if r.tail_class is None else r.tail_class.cls.value,
-        "tail_class_evidence": _evidence(r.tail_class.evidence) if r.tail_class else None,
         "actions": [_action(v) for v in view.actions],
-        "history": _history(r.history, view),
-        "drift": plain(r.drifts),
-        "op_drift": plain(r.op_drifts),
         **ranking_findings.fragment(r.ranking),
     }

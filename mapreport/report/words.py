@@ -10,7 +10,6 @@ from collections.abc import Sequence
 
 from mapreport.analysis.actions.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
-from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TAIL_SHARE
@@ -32,7 +31,6 @@ from mapreport.core.kinds import (
     GainBasis,
     GainState,
     Health,
-    HistoryNote,
     ImpactUnit,
     IngestStatus,
     OwnerRole,
@@ -237,13 +235,6 @@ CLASS_BASES: dict[ClassBasis, str] = {
     ClassBasis.BLOCKED_SHARE: "latency not measured; {blocked_share} of the requests started "
     "behind an adapting request (95% CI {ci}), against the {tail_share} a p95 tail holds",
 }
-
-HISTORY_NOTES: dict[HistoryNote, str] = {
-    HistoryNote.FIRST_RUN: "first recorded run: no earlier night to compare with",
-    HistoryNote.BASELINE_MISSING: "baseline run {baseline!r} is not in the history; compared "
-    "with the last run",
-}
-
 
 ENV_KEY_WORDS = {
     "compiler_version": "compiler version",
@@ -498,8 +489,3 @@ def status_reason(r: SliceResult) -> str:
         ),
         shift=signed_pct(st.shift.change) if st.shift else "",
     )
-
-
-def history_note(h: History) -> str:
-    """What limits tonight's comparison with earlier nights ('' when nothing does)."""
-    return "" if h.note is None else HISTORY_NOTES[h.note].format(baseline=h.baseline_run)
