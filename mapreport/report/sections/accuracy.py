@@ -59,7 +59,7 @@ def predicted_vs_measured(shapes: tuple[ShapeMetrics, ...]) -> go.Figure:
     predicted = [m for m in shapes if m.accuracy.predicted_us is not None]
     names = [m.shape for m in predicted]
     acc = [m.accuracy for m in predicted]
-    fig = go.Figure()
+    fig = charts.figure()
     fig.add_trace(
         go.Bar(
             x=names,

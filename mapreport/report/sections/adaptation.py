@@ -52,7 +52,7 @@ def read(f: Facts) -> AdaptationView:
 def accuracy_vs_gain(shapes: tuple[ShapeMetrics, ...], tolerance: float) -> go.Figure:
     """One point per shape: signed prediction error (x) against net p50 gain (y), sized by
     traffic share, coloured by decision, with the gain's 95% CI as error bars."""
-    fig = go.Figure()
+    fig = charts.figure()
     tol = tolerance * 100
     fig.add_vrect(x0=-tol, x1=tol, fillcolor="#e8f1e4", opacity=0.6, line_width=0, layer="below")
     fig.add_hline(y=0, line={"color": "#777", "width": 1})

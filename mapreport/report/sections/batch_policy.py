@@ -45,7 +45,7 @@ def sweep_curves(sweep: LoadSweep) -> go.Figure | None:
         lines.setdefault((p.config, p.batch_size), []).append(
             (p.throughput_per_s, p.latency_p99_us / 1000, load)
         )
-    fig = go.Figure()
+    fig = charts.figure()
     for (config, batch), pts in lines.items():
         pts.sort()
         fig.add_trace(

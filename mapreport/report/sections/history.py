@@ -235,7 +235,7 @@ def trend(runs: tuple[RunPoint, ...], review: Review) -> go.Figure | None:
     before the second recorded night."""
     if len(runs) < TREND_NIGHTS:
         return None
-    fig = go.Figure()
+    fig = charts.figure()
     x = [
         p.run_date + (" (this run)" if p.current else "") + (" revised" if p.revised else "")
         for p in runs
@@ -264,7 +264,7 @@ def error_trend(drifts: tuple[ShapeDrift, ...], tol: float) -> go.Figure | None:
     shown = [d for d in drifts if len(d.points) >= TREND_NIGHTS]
     if not shown:
         return None
-    fig = go.Figure()
+    fig = charts.figure()
     for d in shown:
         x = [p.run_date + (" (this run)" if p.current else "") for p in d.points]
         y = [p.signed_error * 100 for p in d.points]

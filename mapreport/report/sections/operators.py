@@ -90,7 +90,7 @@ def op_times(ops: Operators) -> go.Figure | None:
     # one op name in several plans (a graph per shape) is several bars: the plan tells them apart
     label = [f"{o.plan_id} {o.op}" if len(ops.plans) > 1 else o.op for o in rows]
     names = [(n if len(n) <= 48 else n[:22] + "…" + n[-25:]) for n in label]
-    fig = go.Figure()
+    fig = charts.figure()
     for precision in dict.fromkeys(o.precision or "unknown" for o in rows):
         pick = [i for i, o in enumerate(rows) if (o.precision or "unknown") == precision]
         fig.add_trace(

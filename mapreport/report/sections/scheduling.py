@@ -139,7 +139,7 @@ def queue_ccdf(v: SchedulingView) -> go.Figure | None:
     profiles = {q.group: q for q in (v.s.queue_by_shape if v.s else ())}
     if not profiles:
         return None
-    fig = go.Figure()
+    fig = charts.figure()
     longer = [1 - q for q in CDF_GRID]
     for shape in v.shapes:
         q = profiles.get(shape)

@@ -167,7 +167,7 @@ def fragment(v: ShapesView) -> Fragment:
 
 def latency_percentiles(shapes: tuple[ShapeMetrics, ...], review: Review) -> go.Figure:
     """Latency p50/p95/p99 per shape in ms; statistics below their evidence threshold grey."""
-    fig = go.Figure()
+    fig = charts.figure()
     names = [m.shape for m in shapes]
     for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
         values = [getattr(m.latency, q) for m in shapes]

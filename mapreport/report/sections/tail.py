@@ -9,7 +9,6 @@ from dataclasses import dataclass
 
 import msgspec
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.serving.classify import ShapeClass
@@ -91,7 +90,7 @@ def tail_drivers(shapes: tuple[ShapeMetrics, ...], pooled: TailDrivers | None) -
     ]
     if pooled is not None and pooled.shares:
         rows.append(("whole slice", pooled))
-    fig = make_subplots(
+    fig = charts.figure(
         rows=1, cols=2, shared_yaxes=True, column_widths=[0.62, 0.38], horizontal_spacing=0.04
     )
     for d in DRIVERS:

@@ -1,0 +1,42 @@
+"""Charts: every figure is made by `charts.figure`, born with the report's template as plotly's
+validator makes it of the name (given to a made figure, plotly validates and deep-copies it:
+most of what the charts cost), and every chart of the pages holds that template."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import plotly.graph_objects as go
+
+from mapreport.report import charts
+
+PAYLOAD = re.compile(r'var s=(\{.*?\});Plotly\.newPlot\("chart-([a-z_]+)"')
+"""A chart of a page: its figure's JSON and its id (`html.interactive_chart`)."""
+
+
+def test_every_chart_holds_the_report_template(demo_html: Path) -> None:
+    named = go.Figure().update_layout(template=charts.TEMPLATE).to_plotly_json()
+    want = json.dumps(named["layout"]["template"])
+    drawn = set()
+    for page in demo_html.rglob("report.html"):
+        for payload, chart in PAYLOAD.findall(page.read_text(encoding="utf-8")):
+            # key order too: the page is the bytes it was when each figure was given the name
+            assert json.dumps(json.loads(payload)["layout"]["template"]) == want, (page, chart)
+            drawn.add(chart)
+    assert {"tail_drivers", "latency_percentiles", "accuracy_vs_gain"} <= drawn
+
+
+def test_figures_are_made_with_the_template() -> None:
+    made_elsewhere = re.compile(r"\bgo\.Figure\(|\bmake_subplots\(")
+    report = Path(charts.__file__).parent
+    for source in sorted(report.rglob("*.py")):
+        if source.name != "charts.py":
+            assert not made_elsewhere.search(source.read_text(encoding="utf-8")), source
+    fig = charts.figure()
+    assert json.dumps(charts.layout(fig, "t").to_plotly_json()["layout"]["template"]) == (
+        json.dumps(
+            go.Figure().update_layout(template=charts.TEMPLATE).layout.template.to_plotly_json()
+        )
+    )
