@@ -8,6 +8,7 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -287,6 +288,14 @@ def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_p
             got = pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")
             assert got.num_rows > 0
             assert got.equals(want), (pid, name)
+        # the .sql is self-contained: plain DuckDB makes each side's views, then selects its rows
+        text = (out / FOLDER / f"{pid}.sql").read_text()
+        a_part = text.split("\n-- B: ")[0]
+        for part, name in ((a_part, "a"), (text, "b")):
+            plain = duckdb.connect()
+            rows = plain.sql(part).to_arrow_table()
+            assert rows.equals(pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")), (pid, name)
+            plain.close()
 
 
 def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path) -> None:

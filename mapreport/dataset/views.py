@@ -200,7 +200,8 @@ def define_views(
 
     if sources is not None:
         ids = ", ".join(_text(s) for s in sources)
-        run(f"CREATE TEMP TABLE {SELECTED} AS SELECT unnest([{ids}]::VARCHAR[]) AS source_id")
+        select_ids = f"SELECT unnest([{ids}]::VARCHAR[]) AS source_id"
+        run(f"CREATE OR REPLACE TEMP TABLE {SELECTED} AS {select_ids}")
     every: dict[str, list[Scan]] = {}
     for table in TABLES:
         every[table] = ds.scans(table, workload, live, window)
@@ -215,7 +216,8 @@ def define_views(
         if sources is not None and table != "ingest_log":
             chosen = f"SELECT source_id FROM {SELECTED}"
             select = f"SELECT * FROM ({select}) WHERE source_id IN ({chosen})"
-        run(f"CREATE TEMP VIEW {name} AS " + select)
+        # OR REPLACE: a comparison pack's script makes A's views, then B's (`view_script`)
+        run(f"CREATE OR REPLACE TEMP VIEW {name} AS " + select)
     # tables, not views: every slice reads them (its sides, its buckets, its plan versions),
     # and as views each read ranked every version again (13-19 ms a read on DuckDB)
     run(_PLAN_VERSIONS.format(end=_sql_us(window.end_us)))

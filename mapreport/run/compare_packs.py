@@ -37,6 +37,7 @@ from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
+from mapreport.dataset.views import view_script
 
 FOLDER = "evidence"
 """The packs' folder inside a comparison's output folder."""
@@ -56,10 +57,25 @@ def write_packs(out: Path, done: list[ComparePack]) -> None:
         for name, side in (("a", p.a), ("b", p.b)):
             rows = _side_rows(read, cons, p, side)
             pq.write_table(rows, folder / f"{p.id}.{name}.parquet")
-        text = f"-- A: {p.a.dataset}\n{p.sql(p.a)};\n\n-- B: {p.b.dataset}\n{p.sql(p.b)};\n"
-        atomic_write(folder / f"{p.id}.sql", text.encode())
+        atomic_write(folder / f"{p.id}.sql", _sql_file(p, cons))
         spec = msgspec.json.format(msgspec.json.encode(p), indent=1)
         atomic_write(folder / f"{p.id}.json", spec)
+
+
+def _sql_file(
+    p: ComparePack, cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection]
+) -> bytes:
+    """A pack's `.sql`: per side, the statements that make its dataset's views, then its
+    query, so plain DuckDB prints A's rows, then B's."""
+    text = (
+        f"-- mapreport comparison pack {p.id}: {p.subject}\n-- self-contained: each side's "
+        "dataset views (its committed files by absolute path), then its query; run it with: "
+        "duckdb < FILE\n"
+    )
+    for name, side in (("A", p.a), ("B", p.b)):
+        views = view_script(_connection(cons, side)) or ""
+        text += f"\n-- {name}: {side.dataset}\n{views}{p.sql(side)};\n"
+    return text.encode()
 
 
 @dataclass
