@@ -4,27 +4,45 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
 DEMO_NIGHTS := 2026-11-28 2026-11-29 2026-11-30
-# Debian packages: pango for WeasyPrint, chromium for static chart export (kaleido),
-# poppler-utils (pdftoppm, pdftotext) for the PDF tests, libharfbuzz-subset0 for fast PDF fonts,
-# CJK and emoji fonts so that names from the wild print as glyphs, not boxes (26 MB together),
-# and Java 17 for the Spark engine's tests (local mode; docs/scale.md).
-SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium poppler-utils \
-  fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji openjdk-17-jre-headless
+# what `make demo` writes (sample_data/mapreport.toml's run.dataset and run.out): replaced on
+# each run; anything else under demo/ is kept
+DEMO_OUTPUTS := demo/dataset demo/reports
+# Debian packages the demo needs: pango for WeasyPrint, chromium for static chart export
+# (kaleido), libharfbuzz-subset0 for fast PDF fonts, CJK and emoji fonts so that names from the
+# wild print as glyphs, not boxes (26 MB together).
+DEMO_SYSTEM_PACKAGES := libpango-1.0-0 libpangoft2-1.0-0 libharfbuzz-subset0 chromium \
+  fonts-dejavu-core fonts-wqy-zenhei fonts-noto-color-emoji
+# and for the tests: poppler-utils (pdftoppm, pdftotext) for the PDF tests, Java 17 for the
+# Spark engine's tests (local mode; docs/scale.md)
+SYSTEM_PACKAGES := $(DEMO_SYSTEM_PACKAGES) poppler-utils openjdk-17-jre-headless
+# pip's lines worth showing while it works (a line per package it fetches or takes from a local
+# wheel, one when it unpacks them, one at the end), the rest of its output dropped
+PIP_PROGRESS := sed -n -u -e 's/^Collecting \([^ ]*\).*/  collecting \1/p' \
+  -e 's/^Processing .*\/\([^/-]*\)-\([^-]*\)-.*\.whl.*/  collecting \1==\2/p' \
+  -e 's/^ *Building editable for \([^ ]*\).*: started/  building \1 (editable: it runs from this clone)/p' \
+  -e 's/^Installing collected packages:.*/  installing (unpacking every package: the longest step)/p' \
+  -e 's/^Successfully installed.*/  installed/p' -e '/^ERROR/p' -e '/^error:/p'
+comma := ,
 
-.PHONY: help setup system venv demo test test-fast lint typecheck unit sample bench clean
+.PHONY: help setup system system-demo venv venv-demo demo test test-fast lint typecheck unit \
+  sample bench clean
 
 help:
-	@echo "make demo    set up, run the nightly job on sample_data/'s three nights, write demo/reports/"
-	@echo "make test    set up, then ruff, mypy and the whole pytest suite"
+	@echo "make demo    install the package alone (.venv), run the nightly job on sample_data/'s three"
+	@echo "             nights, write demo/dataset and demo/reports (replaced; the rest of demo/ kept)"
+	@echo "make test    set up with the dev, spark and xplane extras, then ruff, mypy and the whole pytest suite"
 	@echo "make test-fast  ruff and the tests not marked slow or spark (under two minutes)"
 	@echo "make sample  regenerate sample_data/ from the seeded generator"
 	@echo "make bench   run benchmarks/ (installs the peers they compare against)"
 
 setup: system venv
 
-system:
-	@missing=""; for p in $(SYSTEM_PACKAGES); do \
+system: PACKAGES = $(SYSTEM_PACKAGES)
+system-demo: PACKAGES = $(DEMO_SYSTEM_PACKAGES)
+system system-demo:
+	@missing=""; for p in $(PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -36,23 +54,44 @@ system:
 	fi
 
 venv: $(STAMP)
+venv-demo: $(DEMO_STAMP)
 
-$(STAMP): pyproject.toml
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
-	@$(BIN)/python -m pip install -q -e '.[dev,spark,xplane]' 2>&1 | grep -v "^WARNING: Location" || true
+# $(1): what pip installs, $(2): what it is, in words. --no-compile: Python compiles a module
+# when it is first imported; compiling every module of every package at install (pandas' and
+# scipy's tests among them) would add 135 MB of bytecode the demo never runs, and the time
+# that takes
+define pip_install
+	@test -x $(BIN)/python || { echo "== creating $(VENV) (a Python virtual environment)"; $(PYTHON) -m venv $(VENV); }
+	@echo "== installing $(2) into $(VENV) with pip (a minute or two when pip has nothing cached)"
+	@set -o pipefail; $(BIN)/python -m pip install --upgrade pip 2>&1 | $(PIP_PROGRESS) \
+	  || echo "  pip could not upgrade itself (offline?): the venv's own pip goes on"
+	@set -o pipefail; $(BIN)/python -m pip install --progress-bar off --no-compile -e '$(1)' 2>&1 | $(PIP_PROGRESS) \
+	  || { echo "error: pip install -e '$(1)' failed (run it again without make to see why)" >&2; exit 1; }
 	@$(BIN)/python -c "import mapreport, duckdb, weasyprint, kaleido, msgspec" \
 	  || { echo "error: the Python environment in $(VENV) is incomplete" >&2; exit 1; }
-	@touch $(STAMP)
+endef
 
-demo: setup
-	@rm -rf demo
+# the package and what the demo runs on, without the extras (dev tools, Spark, XPlane)
+$(DEMO_STAMP): pyproject.toml
+	$(call pip_install,.,mapreport and its runtime dependencies)
+	@touch $(DEMO_STAMP)
+
+# everything the tests use: the dev tools, the Spark engine, xprof; the demo's too
+$(STAMP): pyproject.toml
+	$(call pip_install,.[dev$(comma)spark$(comma)xplane],mapreport with its dev$(comma) spark and xplane extras)
+	@touch $(STAMP) $(DEMO_STAMP)
+
+demo: system-demo venv-demo
+	@echo "== replacing $(DEMO_OUTPUTS) (what the demo writes; the rest of demo/ is kept)"
+	@rm -rf $(DEMO_OUTPUTS)
 	@for night in $(DEMO_NIGHTS); do \
 	  echo "== night $$night"; \
 	  $(BIN)/mapreport run sample_data/mapreport.toml --date $$night || exit $$?; \
 	done
 	@echo
 	@echo "Open demo/reports/index.html (HTML reports, PDFs and findings.json per slice)."
+	@echo "mapreport is installed in $(VENV), not on your PATH: run $(BIN)/mapreport --help,"
+	@echo "or first 'source $(BIN)/activate' to call it as mapreport (README, Command line)."
 
 lint: venv
 	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
@@ -93,7 +132,7 @@ bench: setup
 	$(BIN)/python benchmarks/analysis.py --sizes 1000000 10000000 --runs 3
 	$(BIN)/python benchmarks/render.py --runs 3 --many 50 --slices 40 --per-slice 50000
 
-sample: venv
+sample: venv-demo
 	$(BIN)/python -c "from pathlib import Path; from mapreport.demo.nights import generate_nights; generate_nights(Path('sample_data'))"
 
 clean:
