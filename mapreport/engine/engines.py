@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Protocol
 
 from mapreport.core.connection import Connection
 from mapreport.core.errors import ConfigError, MapreportError
-from mapreport.core.window import EVERYTHING, Window
 from mapreport.core.extras import install_hint
+from mapreport.core.window import EVERYTHING, Window
 from mapreport.engine.settings import EngineName, EngineSettings
 
 if TYPE_CHECKING:
