@@ -212,7 +212,10 @@ def test_hostile_names_stay_data_through_report_and_explain(
     assert packs
     for spec in packs:
         sql = (spec.parent / f"{spec.stem}.sql").read_text()
-        assert len(duckdb.extract_statements(sql)) == 1
+        # the views' statements, then one SELECT: no name ends a comment or a literal
+        *views, query = duckdb.extract_statements(sql)
+        assert {v.type for v in views} <= {duckdb.StatementType.CREATE}, spec.stem
+        assert query.type == duckdb.StatementType.SELECT, spec.stem
         lines, ok = explain(dataset, spec.stem)
         assert ok, lines
     html = (doc_path.parent / "report.html").read_text()
@@ -391,3 +394,17 @@ def test_a_killed_resource_tracker_prints_no_traceback(tmp_path: Path, sample_di
     assert "Traceback" not in err
     assert "resource tracker" in err
     assert len(Dataset(tmp_path / "ds").live()) == len(files)
+
+
+def test_a_name_in_a_pack_comment_never_ends_the_comment() -> None:
+    """A workload named with a newline and a statement stays inside its `--` comment line: the
+    pack file still holds the statements mapreport wrote and nothing else."""
+    from mapreport.analysis.base.query import comment
+
+    name = "bert\nDROP TABLE request;\r\n-- x\x00\x7f"
+    line = comment(f"mapreport evidence pack abc: action of {name}")
+    assert line.startswith("-- ")
+    assert line.count("\n") == 1
+    assert line.endswith("\n")
+    script = line + "SELECT 1 AS one;\n"
+    assert [s.type for s in duckdb.extract_statements(script)] == [duckdb.StatementType.SELECT]

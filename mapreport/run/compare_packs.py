@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.packs import PACK_ID, close
+from mapreport.analysis.base.query import comment
 from mapreport.analysis.comparing.packs import (
     GROUPED_BY,
     QUANTILE_OF,
@@ -67,14 +68,13 @@ def _sql_file(
 ) -> bytes:
     """A pack's `.sql`: per side, the statements that make its dataset's views, then its
     query, so plain DuckDB prints A's rows, then B's."""
-    text = (
-        f"-- mapreport comparison pack {p.id}: {p.subject}\n-- self-contained: each side's "
-        "dataset views (its committed files by absolute path), then its query; run it with: "
-        "duckdb < FILE\n"
+    text = comment(f"mapreport comparison pack {p.id}: {p.subject}") + (
+        "-- self-contained: each side's dataset views (its committed files by absolute path), "
+        "then its query; run it with: duckdb < FILE\n"
     )
     for name, side in (("A", p.a), ("B", p.b)):
         views = view_script(_connection(cons, side)) or ""
-        text += f"\n-- {name}: {side.dataset}\n{views}{p.sql(side)};\n"
+        text += "\n" + comment(f"{name}: {side.dataset}") + f"{views}{p.sql(side)};\n"
     return text.encode()
 
 

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from mapreport.analysis.base.common import SLICE_WIDE
 from mapreport.analysis.base.packs import PACK_ID, Pack, Reduction, reproduced, window_of
+from mapreport.analysis.base.query import comment
 from mapreport.analysis.serving.packs import tail_rows_sql
 from mapreport.analysis.steps.packs import pack_sql, packs, recompute
 from mapreport.analysis.steps.results import SliceResult
@@ -43,7 +44,9 @@ def _sql_file(p: Pack, views: str | None) -> bytes:
     """A pack's `.sql`: the statements that make the dataset's views (when the connection's are
     known: DuckDB's), then the pack's query, so plain DuckDB runs it."""
     where = p.shape if p.shape != SLICE_WIDE else "the whole slice"
-    head = f"-- mapreport evidence pack {p.id}: {p.subject} of {p.workload}/{p.slice} at {where}\n"
+    head = comment(
+        f"mapreport evidence pack {p.id}: {p.subject} of {p.workload}/{p.slice} at {where}"
+    )
     if views is None:
         head += "-- its query reads the dataset's views: mapreport explain ID --dataset DS\n"
         views = ""

@@ -125,6 +125,13 @@ def records(cur: Any) -> list[dict[str, Any]]:
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+def comment(text: str) -> str:
+    """`text` as one line of a SQL comment, `-- ` and its end included: every control
+    character (a newline above all) becomes a space, so no name in it can end the comment and
+    run as a statement."""
+    return "-- " + "".join(" " if ord(c) < 32 or ord(c) == 127 else c for c in text) + "\n"
+
+
 def literal(text: str) -> str:
     """A SQL string literal (DuckDB's and Spark's standard strings: a quote is doubled, a
     backslash is an ordinary character)."""
