@@ -23,7 +23,7 @@ from mapreport.report import charts as chart_builders
 from mapreport.report import html, packet
 from mapreport.report.board import board
 from mapreport.report.export import SvgExporter
-from mapreport.report.findings import findings, strict
+from mapreport.report.findings import document, strict
 from mapreport.report.verdict import holding
 from mapreport.report.view import ReportView, build
 from mapreport.report.words import label
@@ -191,7 +191,7 @@ def write_slice_report(
     generated_at = clock().isoformat(timespec="seconds")
     v = build(r)
     figs = {c: f for p in v.assembled.parts for c, f in p.figures().items()}
-    doc = findings(r, v, generated_at)
+    doc = document(v.assembled, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())
     entry = index_entry(r, v, pdf)

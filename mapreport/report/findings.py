@@ -1,26 +1,52 @@
-"""findings.json: the machine-readable twin of a report (schema in findings.schema.json).
+"""findings.json: the machine-readable twin of a report, assembled from its sections'
+fragments (each a `msgspec.Struct`), and its JSON Schema, generated from the same types
+(`schema`; `findings.schema.json` is its output, kept current by a test).
 
-Built from the result types with `msgspec.to_builtins` (enums become their values); where the
-document's layout differs from a type (flattened percentiles, renamed keys) or states words,
-the mapping is declared here, once, and reads the same view the HTML does.
+A fragment states result types as `msgspec.to_builtins` writes them (enums as their values,
+intervals as [low, high]); where the document's layout differs from a type (flattened
+percentiles, renamed keys) or states words, the section declares it, once, beside its view.
 """
 
 from __future__ import annotations
 
+import json
 import math
+import typing
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from mapreport import __version__
-from mapreport.analysis.base.common import Evidence, Percentiles
-from mapreport.analysis.serving.tail import TailDrivers
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.report import judgements, prose, ranking_findings, words
-from mapreport.report.lines import ActionView
-from mapreport.report.view import ReportView
+from mapreport.report.sections import SECTIONS, Assembled, assemble
+from mapreport.report.sections.unit import Legacy, Section
 
 FINDINGS_SCHEMA_VERSION = "2.0"
+SCHEMA_ID = f"https://mapreport.invalid/findings/{FINDINGS_SCHEMA_VERSION}"
+
+
+class Head(msgspec.Struct):
+    """What the document is: its schema version, what wrote it when, and which slice."""
+
+    schema_version: str
+    generator: str
+    generated_at: str
+    workload: str
+    slice: str
+
+
+ORDER = (
+    *("schema_version", "generator", "generated_at", "workload", "slice", "summary", "status"),
+    *("status_reason", "judgements", "scope", "thresholds", "environment", "coverage"),
+    *("accuracy", "decisions", "shapes", "over_sla", "tail_drivers", "tail_class"),
+    *("tail_class_evidence", "scheduling", "actions", "checklist", "pitfalls", "history"),
+    *("blocking", "drift", "op_drift", "profile_next", "operators", "compiles", "load_sweep"),
+    *("telemetry", "queue_check", "token_timing", "token_rate", "loadgen", "sources", "ops"),
+    *("device", "timeline", "graph_buckets", "ranking"),
+)
+"""The document's keys in the order schema 2.0 writes them; a section's keys not listed here
+follow in page order."""
 
 
 def strict(doc: Any) -> Any:
@@ -36,98 +62,101 @@ def strict(doc: Any) -> Any:
 
 
 def plain(x: Any) -> Any:
-    """A result value as JSON-ready builtins (dataclasses to objects, enums to strings)."""
+    """A value as JSON-ready builtins (structs and dataclasses to objects, enums to strings)."""
     return msgspec.to_builtins(x)
 
 
-def _pct(prefix: str, p: Percentiles) -> dict[str, float | None]:
-    return {f"{prefix}_p50_us": p.p50, f"{prefix}_p95_us": p.p95, f"{prefix}_p99_us": p.p99}
+def _ordered(doc: dict[str, Any]) -> dict[str, Any]:
+    first = {k: doc[k] for k in ORDER if k in doc}
+    return first | {k: x for k, x in doc.items() if k not in first}
 
 
-def _evidence(e: Evidence | None) -> dict[str, Any] | None:
-    if e is None:
-        return None
-    return {**plain(e), "note": words.evidence_note(e)}
-
-
-TAIL_KEYS = ("shares", "share_ci", "material", "n", "n_tail", "excess_us", "unmeasured")
-"""What a tail split states (its p50 and p95 are the shape's or the slice's own)."""
-
-
-def _tail(t: TailDrivers | None) -> dict[str, Any] | None:
-    if t is None:
-        return None
-    d = plain(t)
-    return {k: d[k] for k in TAIL_KEYS}
-
-
-def _action(v: ActionView) -> dict[str, Any]:
-    a = v.a
-    rb = a.rollback_trigger
-    return {
-        "id": a.id,
-        "title": v.title,
-        "shape": a.shape,
-        "class": a.kind.value,
-        "owner_role": a.owner_role.value,
-        "owner": a.owner,
-        "evidence": _evidence(a.evidence),
-        "rollback_trigger": {
-            "metric": rb.metric,
-            "threshold": rb.threshold,
-            "window": prose.rollback_window(rb),
-            "text": v.rollback,
-        },
-        "validation_matrix": [
-            {
-                "shape": x.shape,
-                "metric": x.metric,
-                "baseline": x.baseline,
-                "criterion": words.criterion(x),
-            }
-            for x in a.validation_matrix
-        ],
-        "impact": {**plain(v.impact), "text": v.impact_text},
-    }
-
-
-ORDER = (
-    *("schema_version", "generator", "generated_at", "workload", "slice", "summary", "status"),
-    *("status_reason", "judgements", "scope", "thresholds", "environment", "coverage"),
-    *("accuracy", "decisions", "shapes", "over_sla", "tail_drivers", "tail_class"),
-    *("tail_class_evidence", "scheduling", "actions", "checklist", "pitfalls", "history"),
-    *("blocking", "drift", "op_drift", "profile_next", "operators", "compiles", "load_sweep"),
-    *("telemetry", "queue_check", "token_timing", "token_rate", "loadgen", "sources", "ops"),
-    *("device", "timeline", "graph_buckets", "ranking"),
-)
-"""The document's keys in the order schema 2.0 wrote them; a section's keys not listed here
-follow in page order."""
-
-
-def findings(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
-    """The whole findings document of one slice: the sections' fragments, in `ORDER`."""
-    doc = _legacy(r, view, generated_at)
-    for p in view.assembled.parts:
+def document(a: Assembled, generated_at: str) -> dict[str, Any]:
+    """The whole findings document of one slice: its head, then every section's fragment."""
+    r = a.facts.r
+    head = Head(
+        FINDINGS_SCHEMA_VERSION, f"mapreport {__version__}", generated_at, r.workload, r.slice
+    )
+    doc: dict[str, Any] = plain(head)
+    for p in a.parts:
         fragment = p.fragment()
         if fragment is not None:
             doc |= plain(fragment)
-    ordered = {k: doc[k] for k in ORDER if k in doc}
-    return ordered | {k: x for k, x in doc.items() if k not in ordered}
+    return _ordered(doc)
 
 
-def _legacy(r: SliceResult, view: ReportView, generated_at: str) -> dict[str, Any]:
-    """The keys of the sections whose fragments are not yet their own."""
+def findings(r: SliceResult, generated_at: str) -> dict[str, Any]:
+    """The findings document of a slice not otherwise reported (the Python API's)."""
+    return document(assemble(r), generated_at)
+
+
+def fragment_type(s: Section[Any, Any] | Legacy) -> type[msgspec.Struct] | None:
+    """The Struct a section's fragment is, from its declared return type."""
+    if isinstance(s, Legacy) or s.fragment is None:
+        return None
+    made: type[msgspec.Struct] = typing.get_type_hints(s.fragment)["return"]
+    return made
+
+
+def document_type() -> type[msgspec.Struct]:
+    """The whole document as one Struct: the head's fields, then every fragment's, in the
+    document's order (so its schema is the document's)."""
+    fields: dict[str, tuple[str, Any, Any]] = {}
+    structs: list[type[msgspec.Struct]] = [Head]
+    structs += [t for t in map(fragment_type, SECTIONS) if t is not None]
+    for struct in structs:
+        for f in msgspec.structs.fields(struct):
+            if f.encode_name in fields:
+                raise ValueError(f"findings.json key {f.encode_name!r} is stated twice")
+            fields[f.encode_name] = (f.name, f.type, f.default)
+    ordered = _ordered(fields)
+    return msgspec.defstruct(
+        "Findings",
+        [(name, t) if d is msgspec.NODEFAULT else (name, t, d) for name, t, d in ordered.values()],
+        kw_only=True,
+        forbid_unknown_fields=True,
+    )
+
+
+def _closed(node: Any) -> Any:
+    """The schema with every object closed (the document holds only its types' fields) and
+    every number nullable (`strict` writes a non-finite figure as null)."""
+    if isinstance(node, list):
+        return [_closed(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _closed(x) for k, x in node.items()}
+    if "properties" in out:
+        out.setdefault("additionalProperties", False)
+    if out.get("type") == "number":
+        out["type"] = ["number", "null"]
+    return out
+
+
+def schema() -> dict[str, Any]:
+    """findings.json's JSON Schema (draft 2020-12), generated from the fragments' types."""
+    body = _closed(msgspec.json.schema(document_type()))
+    defs = body.pop("$defs")
+    top = defs.pop("Findings")
     return {
-        "schema_version": FINDINGS_SCHEMA_VERSION,
-        "generator": f"mapreport {__version__}",
-        "generated_at": generated_at,
-        "workload": r.workload,
-        "slice": r.slice,
-        "summary": view.summary,
-        "status": r.status.status.value if r.status else None,
-        "status_reason": view.status_reason,
-        "judgements": judgements.fragment(r),
-        "over_sla": plain(r.over_sla),
-        "actions": [_action(v) for v in view.actions],
-        **ranking_findings.fragment(r.ranking),
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": f"mapreport findings.json, schema version {FINDINGS_SCHEMA_VERSION}",
+        "description": "The machine-readable twin of one workload slice's report. Times in "
+        "microseconds (_us), shares and errors as fractions (0.25 = 25%). A statistic that "
+        "could not be measured is null, never 0. Generated from the report's section types "
+        "(mapreport/report/findings.py); do not edit.",
+        **{k: x for k, x in top.items() if k not in ("title", "description")},
+        "$defs": defs,
     }
+
+
+SCHEMA_FILE = Path(__file__).with_name("findings.schema.json")
+"""The schema as a file, for readers of findings.json: `schema()`'s output, which
+tests/test_findings_schema.py holds it to (and rewrites with MAPREPORT_UPDATE_GOLDEN=1)."""
+
+
+def schema_text() -> str:
+    """The schema as the file holds it."""
+    return json.dumps(schema(), indent=1, ensure_ascii=False) + "\n"
+

@@ -6,7 +6,6 @@ this only says what they decided."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.steps.results import SliceResult
@@ -172,26 +171,3 @@ def rows(r: SliceResult) -> tuple[JudgementRow, ...]:
         JudgementRow(FAMILY_NAMES[j.family], j.state, line(j), j is st.deciding)
         for j in st.judgements
     )
-
-
-def fragment(r: SliceResult) -> list[dict[str, Any]]:
-    """findings.json `judgements`: one object per family judged or not."""
-    st = r.status
-    if st is None:
-        return []
-    return [
-        {
-            "family": j.family.value,
-            "state": j.state.value,
-            "reason": j.reason.value,
-            "words": line(j),
-            "figure": j.figure,
-            "unit": j.unit.value,
-            "bound": j.bound,
-            "n": j.n,
-            "ci": list(j.ci) if j.ci else None,
-            "subject": j.subject or None,
-            "deciding": j is st.deciding,
-        }
-        for j in st.judgements
-    ]

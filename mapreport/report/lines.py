@@ -5,8 +5,10 @@ item; the sections read them, and the verdict and findings.json read the section
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar, cast
 
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.serving.scheduling import CoreCompute
@@ -156,12 +158,23 @@ def shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     return ShapeLine(m, decisions.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
 class Facts:
     """What a section reads: the slice's result and the lines several sections print, each
     built once, when a section first asks for it."""
 
     r: SliceResult
+    _shared: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def share(self, read: Callable[[Facts], T]) -> T:
+        """What `read` makes of this slice, made once: a section reads another's lines by its
+        `read` (the summary reads the checklist's) without making them twice."""
+        if read not in self._shared:
+            self._shared[read] = read(self)
+        return cast(T, self._shared[read])
 
     @cached_property
     def cores(self) -> tuple[CoreEvidence, ...]:

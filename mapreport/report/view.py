@@ -26,7 +26,6 @@ from mapreport.report.period import period
 from mapreport.report.sections import Assembled, assemble
 from mapreport.report.sections.history import StateView
 from mapreport.report.sections.unit import Part
-from mapreport.report.sources import source_paths
 from mapreport.report.verdict import Verdict, headline, health, tail_change, verdict
 
 
@@ -60,15 +59,11 @@ class ReportView:
     states: tuple[StateView, ...]
     moved: tuple[Regression, ...]
     """Shapes whose p95 moved significantly against the compared run."""
-    source_paths: dict[str, str]
-    """Per source id: its path relative to that folder (`sources.source_paths`)."""
     limits: dict[str, float]
     """Thresholds the prose quotes."""
     sections: tuple[Part[Any], ...]
     """The sections with something to show, in order ("Not measured" among them when any
     other is not)."""
-    not_measured: tuple[Part[Any], ...]
-    """Each section without its data, with why and which input would add it."""
     accuracy_gap: str
     """Why no shape's prediction was checked ('' when one was)."""
     status_reason: str
@@ -125,10 +120,8 @@ def build(r: SliceResult) -> ReportView:
         recent_runs=history.recent_runs,
         states=history.states,
         moved=history.moved,
-        source_paths=source_paths(r.sources),
         limits={"material_traffic": MATERIAL_TRAFFIC},
         sections=parts.shown,
-        not_measured=parts.missing,
         accuracy_gap=parts.view("accuracy").gap,
         status_reason=words.status_reason(r),
         judgements=judgement_rows(r),

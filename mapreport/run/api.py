@@ -174,11 +174,10 @@ class OpenDataset:
         """The findings document of one slice (what its report's findings.json would hold),
         as typed values; `.tables()` gives the tables the report shows."""
         from mapreport.report.findings import findings, strict
-        from mapreport.report.view import build
 
         r = self.analyze(slice)
         now = datetime.now(UTC).isoformat(timespec="seconds")
-        return findings_of(strict(findings(r, build(r), now)), f"{self.path}:{slice}")
+        return findings_of(strict(findings(r, now)), f"{self.path}:{slice}")
 
     def close(self) -> None:
         """Close the connections (they also close when the object is collected)."""

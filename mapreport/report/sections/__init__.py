@@ -15,6 +15,7 @@ from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.lines import Facts
 from mapreport.report.sections import (
     accuracy,
+    actions,
     adaptation,
     batch_policy,
     blocking,
@@ -30,13 +31,16 @@ from mapreport.report.sections import (
     history,
     loadgen,
     method,
+    not_measured,
     operators,
     profile_next,
+    ranking,
     roofline,
     scheduling,
     scope,
     serving,
     shapes,
+    summary,
     tail,
     timeline,
     tokens,
@@ -44,7 +48,7 @@ from mapreport.report.sections import (
 from mapreport.report.sections.unit import Legacy, Part, Section, part
 
 SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
-    Legacy("summary", "Executive summary", "sections/summary.html.j2"),
+    summary.SECTION,
     scope.SECTION,
     environment.SECTION,
     coverage.SECTION,
@@ -71,19 +75,20 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
     serving.SECTION,
     batch_policy.SECTION,
     loadgen.SECTION,
-    Legacy("actions", "Retuning actions", "sections/actions.html.j2"),
+    actions.SECTION,
     profile_next.SECTION,
     history.SECTION,
     checklist.SECTION,
     shapes.SECTION,
-    Legacy("not_measured", "Not measured", "sections/not_measured.html.j2"),
+    not_measured.SECTION,
     data.SECTION,
     method.SECTION,
     glossary.SECTION,
+    ranking.SECTION,
 )
 
 
-def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
+def _legacy_missing(s: Legacy, r: SliceResult, formats: str) -> str:
     """Why a section has nothing to show for this slice and which input would add it."""
     if s.needs_requests and not r.requests:
         return (
@@ -100,10 +105,6 @@ def not_measured(s: Legacy, r: SliceResult, formats: str) -> str:
     return ""
 
 
-NOT_MEASURED = "not_measured"
-"""The section that names the others without their data (shown only when one is)."""
-
-
 def _legacy_part(s: Legacy, r: SliceResult, formats: str) -> Part[None]:
     """A legacy section's part: shown, left out (optional) or not measured, as its `needs` say."""
     gone = (
@@ -113,7 +114,7 @@ def _legacy_part(s: Legacy, r: SliceResult, formats: str) -> Part[None]:
     )
     if not gone:
         return Part(s, None, True, "")
-    return Part(s, None, False, "" if s.optional else not_measured(s, r, formats))
+    return Part(s, None, False, "" if s.optional else _legacy_missing(s, r, formats))
 
 
 @dataclass(frozen=True)
@@ -133,8 +134,7 @@ class Assembled:
     def shown(self) -> tuple[Part[Any], ...]:
         """The sections with something to show, in order ("Not measured" among them when any
         other is not)."""
-        listed = bool(self.missing)
-        return tuple(p for p in self.parts if p.shown and (p.id != NOT_MEASURED or listed))
+        return tuple(p for p in self.parts if p.shown)
 
     def view(self, section: str) -> Any:
         """The view of one section, by id."""
@@ -146,15 +146,18 @@ class Assembled:
 
 
 def assemble(r: SliceResult) -> Assembled:
-    """One slice's report in one pass over its sections."""
+    """One slice's report in one pass over its sections ("Not measured" last made: its view
+    is the others without their data)."""
     facts = Facts(r)
-    return Assembled(
-        facts,
-        tuple(
-            _legacy_part(s, r, facts.formats) if isinstance(s, Legacy) else part(s, facts)
-            for s in SECTIONS
-        ),
-    )
+    made: dict[str, Part[Any]] = {
+        s.id: _legacy_part(s, r, facts.formats) if isinstance(s, Legacy) else part(s, facts)
+        for s in SECTIONS
+        if s is not not_measured.SECTION
+    }
+    missing = tuple(p for p in made.values() if p.not_measured)
+    listed = not_measured.SECTION
+    made[listed.id] = Part(listed, listed.view(missing), bool(missing), "")
+    return Assembled(facts, tuple(made[s.id] for s in SECTIONS))
 
 
 CHARTS = tuple(c for s in SECTIONS for c in s.charts)

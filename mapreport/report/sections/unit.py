@@ -123,6 +123,7 @@ class Legacy:
     needs_plan: bool = False
     """Not measured when no compile plan names the slice (served traffic alone: nothing to
     compare the runtime with)."""
+    page: bool = True
     needs: str = ""
     """The result field (operators, roofline, compiles, sweep, telemetry, tokens, loadgen) that
     is None or empty when there is nothing to show."""
@@ -181,7 +182,7 @@ class Part(Generic[V]):
 def part(s: Section[X, V], facts: Facts) -> Part[V]:
     """One section's part of one slice: read, viewed, and judged shown or not measured."""
     r = facts.r
-    v = s.view(s.read(facts))
+    v = s.view(facts.share(s.read))
     if s.needs_requests and not r.requests:
         return Part(s, v, False, NO_REQUESTS.format(formats=facts.formats))
     if s.needs_plan and not r.coverage.plans:
