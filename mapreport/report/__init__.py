@@ -229,9 +229,7 @@ def write_slice_report(
         {c: html.static_chart(c, svgs[c], exporter.failure) for c in printed},
         notes,
     )
-    template, extra = (
-        ("report.html.j2", {}) if full else ("packet.html.j2", {"p": packet.build(r, v)})
-    )
+    template, extra = ("report.html.j2", {}) if full else ("packet.html.j2", {"p": packet.build(v)})
     # the PDF's glossary holds the terms its pages use: a first rendering finds them
     first = html.render(template, **{**context, **extra})
     used = {"used_terms": html.terms_used(first)}

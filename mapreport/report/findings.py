@@ -159,4 +159,3 @@ tests/test_findings_schema.py holds it to (and rewrites with MAPREPORT_UPDATE_GO
 def schema_text() -> str:
     """The schema as the file holds it."""
     return json.dumps(schema(), indent=1, ensure_ascii=False) + "\n"
-

@@ -7,14 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from mapreport.analysis.actions.actions import SLICE_WIDE, class_id
+from mapreport.analysis.actions.actions import SLICE_WIDE
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.base.common import Regression, SlaCheck
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.shape import ShapeMetrics
-from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
-from mapreport.report import devicetime, words
+from mapreport.report import words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
 from mapreport.report.sections.roofline import RooflineView
@@ -142,7 +141,7 @@ def _rule(av: ActionView) -> str:
     return f"{words.metric(x.metric)}: {words.criterion(x)}"
 
 
-def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
+def _sla_rows(v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
     rows = []
     for s in v.verdict.sla:
         headroom = signed_pct(s.headroom)
@@ -152,33 +151,38 @@ def _sla_rows(r: SliceResult, v: ReportView) -> tuple[tuple[SlaCheck, str, str],
     return tuple(rows)
 
 
-def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
+def _cards(v: ReportView) -> tuple[tuple[str, str], ...]:
     """Page 1's figures by the slice's kind: a served LLM's token timing and restarts, a
     compiled slice's coverage and accuracy."""
-    cards = [("Requests", f"{r.requests:,}"), ("Shapes", f"{len(r.shapes):,}")]
-    if not r.requests and r.roofline is not None:  # a trace alone: its device, not requests
-        cards = [("Ops x shapes", f"{len(r.roofline.rows):,}")]
-    share = {m.shape: m.traffic_share for m in r.shapes}
-    busiest = max(r.tokens, key=lambda t: share.get(t.shape, 0.0), default=None)
+    of = v.of
+    shapes = [x.m for x in v.shapes]
+    rf = of["roofline"].rf if of["roofline"] else None
+    cards = [("Requests", f"{v.requests:,}"), ("Shapes", f"{len(shapes):,}")]
+    if not v.requests and rf is not None:  # a trace alone: its device, not requests
+        cards = [("Ops x shapes", f"{len(rf.rows):,}")]
+    share = {m.shape: m.traffic_share for m in shapes}
+    tokens = of["tokens"]
+    busiest = max(tokens.tokens, key=lambda t: share.get(t.shape, 0.0), default=None)
     if busiest is not None:
         cards += [
             (f"TTFT p95 ({busiest.shape})", duration(busiest.ttft.p95)),
             (f"ITL p95 ({busiest.shape})", duration(busiest.itl.p95)),
         ]
-    if r.token_rate is not None:
-        cards.append(("Output tokens/s", f"{r.token_rate.tokens_per_s:,.0f}"))
-    if r.telemetry is not None:
-        cards.append(("Server restarts", f"{r.telemetry.resets:,}"))
-    if r.coverage.plans:
+    if tokens.rate is not None:
+        cards.append(("Output tokens/s", f"{tokens.rate.tokens_per_s:,.0f}"))
+    if (telemetry := of["serving"].t) is not None:
+        cards.append(("Server restarts", f"{telemetry.resets:,}"))
+    coverage, accuracy = of["coverage"], of["accuracy"].a
+    if coverage.plans:
         cards += [
-            ("Covered traffic", pct(r.coverage.covered_traffic_share)),
-            ("Within tolerance", pct(r.accuracy.within_tolerance_share)),
+            ("Covered traffic", pct(coverage.covered_traffic_share)),
+            ("Within tolerance", pct(accuracy.within_tolerance_share)),
             (
                 "Kendall τ",
-                ratio(r.accuracy.kendall_tau),
+                ratio(accuracy.kendall_tau),
             ),
         ]
-    rf, t = r.roofline, r.timeline
+    t = of["timeline"].t if of["timeline"] else None
     if t is not None:
         cards.append(("Device idle", pct(t.shares[DeviceActivity.IDLE])))
     if rf is not None:
@@ -186,7 +190,7 @@ def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
             ("Device time", duration(rf.gpu_time_us)),
             ("Above the roofline", duration(rf.headroom_us) if rf.device else "no device"),
         ]
-    env = r.environment
+    env = of["environment"].env
     cards.append(
         (
             "Environment",
@@ -196,9 +200,9 @@ def _cards(r: SliceResult) -> tuple[tuple[str, str], ...]:
     return tuple(cards)
 
 
-def _changes(r: SliceResult, v: ReportView) -> tuple[str, ...]:
+def _changes(v: ReportView) -> tuple[str, ...]:
     """State changes since the compared night, each named."""
-    h = r.history
+    h = v.of["history"].h
     if h is None or not h.compared_to:
         return ()
     out = []
@@ -235,8 +239,8 @@ def _driver(m: ShapeMetrics) -> str:
     return words.label(cls)
 
 
-def build(r: SliceResult, v: ReportView) -> PacketView:
-    """The packet's view of one slice."""
+def build(v: ReportView) -> PacketView:
+    """The packet's view of one slice, from its page's and its sections' views."""
     states = {sv.s.action_id: words.label(sv.s.state) for sv in v.states}
     lines = tuple(
         ActionLine(
@@ -253,22 +257,20 @@ def build(r: SliceResult, v: ReportView) -> PacketView:
     appendix = tuple(
         replace(printed[i], partial=APPENDIX_PARTIALS.get(i, ""))
         for i in APPENDIX
-        if i in printed and (i != "environment" or not r.environment.locked)
+        if i in printed and (i != "environment" or not v.of["environment"].env.locked)
     )
-    pooled = r.tail_class is not None and r.tail_class.evidence is not None
-    pack = class_id(r.workload, r.slice, SLICE_WIDE) if pooled else None
     return PacketView(
-        sla_rows=_sla_rows(r, v),
-        cards=_cards(r),
-        changes=_changes(r, v),
+        sla_rows=_sla_rows(v),
+        cards=_cards(v),
+        changes=_changes(v),
         decisions=tuple(enumerate(lines[:DECISIONS], start=1)),
         actions=lines,
         shapes=shown,
         other_shapes=len(v.shapes) - len(shown),
-        tail_pack=pack,
+        tail_pack=v.of["tail"].pack,
         appendix=appendix,
-        device_summary=devicetime.summary(r) or "",
-        roofline=v.assembled.view("roofline"),
-        timeline=v.assembled.view("timeline"),
-        op_rows=OP_ROWS if r.coverage.plans else OP_ROWS_ALONE,
+        device_summary=v.of["summary"].device,
+        roofline=v.of["roofline"],
+        timeline=v.of["timeline"],
+        op_rows=OP_ROWS if v.of["coverage"].plans else OP_ROWS_ALONE,
     )

@@ -15,7 +15,7 @@ from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
 from mapreport.analysis.loop.history import RunPoint
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.analysis.steps.status import TailChange
+from mapreport.analysis.steps.status import SliceStatus, TailChange
 from mapreport.core.kinds import Health
 from mapreport.report import prose, words
 from mapreport.report.judgements import JudgementRow
@@ -77,6 +77,12 @@ class ReportView:
     when it is not measured."""
     assembled: Assembled
     """Every section's part, each read and viewed once."""
+    of: dict[str, Any]
+    """Each section's view by its id: what the page and the packet print of the sections."""
+    requests: int
+    """The slice's requests (none: a compile log, a profile or a sweep alone)."""
+    status: SliceStatus | None
+    """Failing, at risk or healthy, and what decided it."""
 
 
 def mape_class(within_tolerance: bool | None) -> str:
@@ -128,4 +134,7 @@ def build(r: SliceResult) -> ReportView:
         open_sections=OPEN_SECTIONS,
         mape_class=mape_class(r.accuracy.mape_within),
         assembled=parts,
+        of={p.id: p.v for p in parts.parts},
+        requests=r.requests,
+        status=r.status,
     )

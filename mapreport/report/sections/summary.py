@@ -11,7 +11,7 @@ from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.serving.sla import OverSla
 from mapreport.analysis.steps.status import SliceStatus
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
-from mapreport.report import prose, words
+from mapreport.report import devicetime, prose, words
 from mapreport.report.judgements import line
 from mapreport.report.lines import ActionView, Facts
 from mapreport.report.sections import checklist
@@ -30,6 +30,8 @@ class SummaryView:
     status_reason: str
     """Why the slice has its status, one line (`words.status_reason`)."""
     over_sla: OverSla | None
+    device: str
+    """Where a trace's device time went, in one sentence ('' without device time)."""
 
     @property
     def checklist_count(self) -> str:
@@ -78,6 +80,7 @@ def read(f: Facts) -> SummaryView:
         r.status,
         words.status_reason(r),
         r.over_sla,
+        devicetime.summary(r) or "",
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import msgspec
 import plotly.graph_objects as go
 
+from mapreport.analysis.actions.actions import SLICE_WIDE, class_id
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -30,6 +31,8 @@ class TailView:
     shapes: tuple[ShapeMetrics, ...]
     tail_class: ShapeClass | None
     thresholds: Thresholds
+    pack: str | None
+    """The evidence pack of the pooled tail's class (None: a class without evidence)."""
     drivers: tuple[Driver, ...] = DRIVERS
     """The table's driver columns, in the order the excess is attributed."""
 
@@ -46,7 +49,9 @@ class Fragment(msgspec.Struct):
 def read(f: Facts) -> TailView:
     """The slice's tail, its shapes, its pooled class and the thresholds."""
     r = f.r
-    return TailView(r.tail, r.shapes, r.tail_class, r.thresholds)
+    pooled = r.tail_class is not None and r.tail_class.evidence is not None
+    pack = class_id(r.workload, r.slice, SLICE_WIDE) if pooled else None
+    return TailView(r.tail, r.shapes, r.tail_class, r.thresholds, pack)
 
 
 def fragment(v: TailView) -> Fragment:
