@@ -1,0 +1,42 @@
+"""Failures and restarts: the compile attempts that did not compile (and what ran instead), and
+the model server's restarts. Shown only when there is one: its absence is good news."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mapreport.analysis.mapping.telemetry import MetricWindow
+from mapreport.analysis.serving.compiles import CompileFailure
+from mapreport.core.kinds import JudgementFamily
+from mapreport.report.lines import Facts
+from mapreport.report.sections.unit import Section, same
+
+
+@dataclass(frozen=True)
+class FailuresView:
+    """The failed compile attempts, the intervals a restart reset, and the counter resets."""
+
+    failed: tuple[CompileFailure, ...]
+    restarts: tuple[MetricWindow, ...]
+    """The scrape intervals the server's counters reset in."""
+    resets: int
+
+
+def read(f: Facts) -> FailuresView:
+    """The compile log's failures and the server's restarts."""
+    c, t = f.r.compiles, f.r.telemetry
+    return FailuresView(
+        c.failures if c else (),
+        tuple(w for w in t.windows if w.reset) if t else (),
+        t.resets if t else 0,
+    )
+
+
+SECTION = Section(
+    "failures",
+    "Failures and restarts",
+    read,
+    same,
+    has=lambda v: bool(v.failed or v.resets),
+    family=JudgementFamily.COMPILES,
+)
