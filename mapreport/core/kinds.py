@@ -9,6 +9,10 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# the comparison's time categories live beside this module (its size limit), declared once there
+from mapreport.core.kinds_compare import TimeBasis as TimeBasis
+from mapreport.core.kinds_compare import TimeCategory as TimeCategory
+
 
 class Decision(StrEnum):
     """The accuracy-versus-gain decision of one shape (METRICS.md's two-by-two table)."""
@@ -249,6 +253,8 @@ class JudgementFamily(StrEnum):
     """Graph breaks that split a compiled frame."""
     ENVIRONMENT = "environment"
     """The compile side's environment against the runtime side's."""
+    RANKING = "ranking"
+    """Tuning runs' chosen configs against the best measured for their workloads (regret)."""
 
 
 class FigureUnit(StrEnum):
@@ -329,6 +335,13 @@ class StatusReason(StrEnum):
     TAIL_BLOCKED = "tail_blocked"
     """No latency recorded (profiler spans), and more requests waited behind adaptation than a
     p95 tail holds, with their Wilson CI: blocking decides the tail."""
+    REGRET_MATERIAL = "regret_material"
+    """A tuned workload's regret interval lies at or above MATERIAL_REGRET (`ranking.judge`)."""
+    SEARCH_SHORT = "search_short"
+    """A tuning run's regret is material (CI clear of 0), but its CI reaches below the bound."""
+    TUNING_FAILED = "tuning_failed"
+    CHOSE_WELL = "chose_well"
+    NOTHING_RANKED = "nothing_ranked"
 
 
 class RegressionKind(StrEnum):
@@ -571,30 +584,3 @@ class ShipReason(StrEnum):
     """B meets its targets, but a tail quantile rose beyond its CI."""
     SAFE = "safe"
     """B meets every target it can be judged against, and no tail quantile rose."""
-
-
-class TimeBasis(StrEnum):
-    """What a compared side's total time is the sum of: its device rows (kernels, copies and
-    sets), or, when it has none (a CPU run, a trace of the host only), its host-side ops."""
-
-    DEVICE = "device"
-    HOST = "host"
-
-
-class TimeCategory(StrEnum):
-    """What a compared op x shape's time is spent on, for the split of the total."""
-
-    GEMM = "gemm"
-    CONV = "conv"
-    ATTENTION = "attention"
-    NORM = "norm"
-    ELEMENTWISE = "elementwise"
-    REDUCTION = "reduction"
-    COPY = "copy"
-    """Ops that move data on the device (cat, index_select, copy_ on device)."""
-    TRANSFER = "transfer"
-    """Calls whose device rows are all host-device copies or memsets."""
-    OTHER = "other"
-    """Ops the category table does not know."""
-    UNATTRIBUTED = "unattributed"
-    """Kernels no recorded operator launched (graph replays): named by the kernel."""

@@ -25,6 +25,7 @@ FAMILY_NAMES: dict[JudgementFamily, str] = {
     JudgementFamily.CUDA_GRAPHS: "CUDA graphs",
     JudgementFamily.GRAPH_BREAKS: "Graph breaks",
     JudgementFamily.ENVIRONMENT: "Environment lock",
+    JudgementFamily.RANKING: "Tuning choices",
 }
 """Each family as a reader names it."""
 
@@ -87,6 +88,15 @@ WORDS: dict[StatusReason, str] = {
     "too few for a p99 ({bound} needed): not judged",
     StatusReason.TAIL_BLOCKED: "{figure} of {n} {ci} waited behind adaptation, more than a p95 "
     "tail holds ({bound}); their latency is not recorded (profiler spans)",
+    StatusReason.REGRET_MATERIAL: "{subject}: the chosen config is {figure} slower than the best "
+    "measured {ci}, beyond {bound}",
+    StatusReason.SEARCH_SHORT: "{subject}: the search stopped {figure} above the best measured "
+    "{ci} (at risk from {bound})",
+    StatusReason.TUNING_FAILED: "{subject}: every one of {n} failed, so no tuned config exists",
+    StatusReason.CHOSE_WELL: "every one of {n} chose within {bound} of the best measured, or "
+    "within noise of it (the most: {figure}, {subject})",
+    StatusReason.NOTHING_RANKED: "{n} with one measured candidate each: nothing to rank, not "
+    "judged",
 }
 """Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
 judgement's, in its unit."""
@@ -109,6 +119,9 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.ENVIRONMENT_LOCKED: ("n", "compared key"),
     StatusReason.TAIL_FEW_SAMPLES: ("n", "request"),
     StatusReason.TAIL_BLOCKED: ("n", "request"),
+    StatusReason.TUNING_FAILED: ("n", "trial"),
+    StatusReason.CHOSE_WELL: ("n", "tuned workload"),
+    StatusReason.NOTHING_RANKED: ("n", "tuned workload"),
 }
 """Counts that read with their noun ("3 shapes", "14 compile attempts")."""
 

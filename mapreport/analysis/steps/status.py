@@ -21,6 +21,7 @@ from mapreport.analysis.mapping.environment import EnvironmentCheck
 from mapreport.analysis.serving import compiles, tail
 from mapreport.analysis.serving.shape import ShapeMetrics, judge_fallback
 from mapreport.analysis.steps.offline import Offline
+from mapreport.analysis.tuning import ranking
 from mapreport.core.kinds import (
     ActionState,
     BottleneckClass,
@@ -216,6 +217,7 @@ def family_judgements(
         graphs.judge(found.graphs),
         compiles.judge_breaks(found.compiles),
         environment.judge(env),
+        ranking.judge(found.ranking),
     )
 
 

@@ -9,11 +9,12 @@ choose well?"). Reads the canonical table `tuning_trial`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.base.stats import CI_LEVEL, seed_for
 from mapreport.analysis.tuning.ranking_metrics import (
     FloatArray,
@@ -27,6 +28,7 @@ from mapreport.analysis.tuning.ranking_metrics import (
     topk_slowdown,
 )
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.core.kinds_tuning import Unranked
 
 TOP_K = 5
@@ -102,6 +104,9 @@ class TuningChoice:
     regret_ci: Interval | None
     material: bool
     """The regret's interval is clear of zero and the regret is at least MATERIAL_REGRET."""
+    repeats: int | None
+    """The fewest measured repeats of the chosen trial and the best: the regret's interval
+    resamples them, so at 1 it has no spread to show (None: no regret)."""
     trials_to_5pct: int | None
     trials_to_1pct: int | None
     best_so_far_us: tuple[float | None, ...]
@@ -191,14 +196,16 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
         th.seed, "ranking", first.plan_id, first.task, str(first.target), str(first.shape)
     )
     chosen = min(ok, key=lambda t: (t.mean_us, t.trial)) if ok else None
-    best = min(pool, key=lambda t: (t.mean_us, t.plan_id, t.trial)) if pool else None
+    configs = _pooled(pool)
+    best = min(configs, key=lambda t: (t.mean_us, t.plan_id, t.trial)) if configs else None
+    picked = next(t for t in configs if t.config_id == chosen.config_id) if chosen else None
     unranked = (
-        Unranked.NO_SUCCESS if not ok else (Unranked.ONE_CANDIDATE if len(pool) < 2 else None)
+        Unranked.NO_SUCCESS if not ok else (Unranked.ONE_CANDIDATE if len(configs) < 2 else None)
     )
     regret = ci = None
-    if chosen is not None and best is not None and unranked is None:
-        regret = _mean(chosen) / _mean(best) - 1
-        ci = _regret_ci(chosen, pool, th.bootstrap_resamples, seed)
+    if picked is not None and best is not None and unranked is None:
+        regret = _mean(picked) / _mean(best) - 1
+        ci = _regret_ci(picked, configs, th.bootstrap_resamples, seed)
     curve = _best_so_far(run)
     own = _mean(chosen) if chosen is not None else None
     scored = [t for t in ok if t.score is not None]
@@ -216,7 +223,7 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
         best_us=_mean(best) if best is not None else None,
         best_plan=best.plan_id if best is not None else None,
         best_trial=best.trial if best is not None else None,
-        chosen_us=own,
+        chosen_us=_mean(picked) if picked is not None else None,
         chosen_trial=chosen.trial if chosen is not None else None,
         chosen_config=chosen.config_id if chosen is not None else None,
         regret=regret,
@@ -224,6 +231,7 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
         material=bool(
             regret is not None and ci is not None and ci.low > 0 and regret >= MATERIAL_REGRET
         ),
+        repeats=min(_repeats(picked), _repeats(best)) if regret is not None else None,
         trials_to_5pct=_trials_to(run, curve, own, WITHIN[0]),
         trials_to_1pct=_trials_to(run, curve, own, WITHIN[1]),
         best_so_far_us=curve,
@@ -231,6 +239,29 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
         unranked=unranked,
         unscored=None if prediction is not None else (unranked or Unranked.NO_SCORES),
     )
+
+
+def _pooled(pool: list[Trial]) -> list[Trial]:
+    """One candidate per config: a config measured by several trials (Inductor's runs measure
+    the same choices; a search may meet a schedule twice) pools their repeats, so two runs that
+    chose the same config have one time and no regret between them. A config measured once is
+    its trial, unchanged."""
+    by_config: dict[str, list[Trial]] = {}
+    for t in sorted(pool, key=lambda t: (t.plan_id, t.trial)):
+        by_config.setdefault(t.config_id, []).append(t)
+    out = []
+    for trials in by_config.values():
+        if len(trials) == 1:
+            out.append(trials[0])
+            continue
+        costs = tuple(c for t in trials for c in (t.costs_us or (_mean(t),)))
+        out.append(replace(trials[0], costs_us=costs, mean_us=sum(costs) / len(costs)))
+    return out
+
+
+def _repeats(t: Trial | None) -> int:
+    """The measured repeats of a successful trial (one where it records its mean alone)."""
+    return len(t.costs_us) if t is not None and t.costs_us else 1
 
 
 def _mean(t: Trial) -> float:
@@ -311,4 +342,70 @@ def _prediction(scored: list[Trial], resamples: int, seed: int) -> Prediction:
         topk_score=topk_score([(1.0, scores, lat)], k),
         topk_score_ci=_interval(top),
         topk_slowdown=topk_slowdown(scores, lat, k),
+    )
+
+
+def _subject(c: TuningChoice) -> str:
+    """A run's workload as the judgement names it: the task at its shape, in its run."""
+    at = f" at {c.shape}" if c.shape else ""
+    return f"{c.task}{at} ({c.plan_id})"
+
+
+def judge(r: Ranking | None) -> Judgement | None:
+    """Did the compiler choose well (docs/metrics.md, "Judgements"): failing when a run's
+    chosen config is slower than the best measured for its workload with the whole regret
+    interval at or above MATERIAL_REGRET, resting on repeated measurements; at risk when a
+    run's regret is material short of that (its interval clear of 0 but reaching below the
+    bound, or one measurement each), or when every trial of a run's workload failed (no tuned
+    config to deploy); healthy when every ranked workload's choice is within the bound or
+    within noise of the best; not judged when no workload has two candidates (None: no tuning
+    records)."""
+    if r is None or not r.choices:
+        return None
+    family = JudgementFamily.RANKING
+    ranked = [c for c in r.choices if c.regret is not None]
+    proven = [
+        c
+        for c in ranked
+        if c.regret_ci is not None and c.regret_ci.low >= MATERIAL_REGRET and (c.repeats or 0) >= 2
+    ]
+    if proven:
+        c = max(proven, key=lambda c: (c.regret_ci.low if c.regret_ci else 0.0, c.plan_id))
+        return _judged(family, Status.FAILING, StatusReason.REGRET_MATERIAL, c, len(ranked))
+    short = [c for c in ranked if c.material]
+    if short:
+        c = max(short, key=lambda c: (c.regret or 0.0, c.plan_id))
+        return _judged(family, Status.AT_RISK, StatusReason.SEARCH_SHORT, c, len(ranked))
+    failed = [c for c in r.choices if c.unranked is Unranked.NO_SUCCESS]
+    if failed:
+        c = max(failed, key=lambda c: (c.trials, c.plan_id))
+        return Judgement(
+            family,
+            Status.AT_RISK,
+            StatusReason.TUNING_FAILED,
+            float(c.errors),
+            n=c.trials,
+            subject=_subject(c),
+        )
+    if not ranked:
+        return Judgement(family, Status.NOT_JUDGED, StatusReason.NOTHING_RANKED, n=len(r.choices))
+    c = max(ranked, key=lambda c: (c.regret or 0.0, c.plan_id))
+    return _judged(family, Status.HEALTHY, StatusReason.CHOSE_WELL, c, len(ranked))
+
+
+def _judged(
+    family: JudgementFamily, state: Status, reason: StatusReason, c: TuningChoice, n: int
+) -> Judgement:
+    """The judgement resting on one run's workload: its regret, interval and the bound."""
+    ci = (c.regret_ci.low, c.regret_ci.high) if c.regret_ci is not None else None
+    return Judgement(
+        family,
+        state,
+        reason,
+        c.regret,
+        FigureUnit.SHARE,
+        MATERIAL_REGRET,
+        n,
+        ci,
+        _subject(c),
     )
