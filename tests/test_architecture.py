@@ -306,11 +306,12 @@ def test_every_section_has_its_template() -> None:
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is not beside the repo")
 def test_every_reader_reads_a_real_file_and_has_its_test() -> None:
     """Each registered reader recognises at least one file of ../shared/realdata (the native
-    formats, ours, one of sample_data; XLA's, of a JAX run recorded here into tests/corpus)
-    and its module has a test file of its own."""
+    formats, ours, one of sample_data; XLA's and Inductor's autotuning, of runs recorded here
+    into tests/corpus) and its module has a test file of its own."""
     found: dict[str, Path] = {}
     corpus = TESTS / "corpus" / "xla"
-    for root in (REALDATA, SAMPLE_DATA, corpus):  # real files first: the demo serves too
+    autotune = TESTS / "corpus" / "inductor_autotune"
+    for root in (REALDATA, SAMPLE_DATA, corpus, autotune):  # real files first: the demo too
         for f in sorted(p for p in root.rglob("*") if p.is_file()):
             try:
                 found.setdefault(detect(f).name, f)

@@ -21,6 +21,7 @@ from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
 from mapreport.ingest.base import FileSniffer, Head, Reader
 from mapreport.ingest.digest import Digest, file_sha256
+from mapreport.ingest.inductor_autotune import InductorAutotuneReader
 from mapreport.ingest.kineto import KinetoReader
 from mapreport.ingest.mlperf_detail import MlperfDetailReader
 from mapreport.ingest.mlperf_summary import MlperfSummaryReader
@@ -49,6 +50,7 @@ _ALL: tuple[Reader, ...] = (
     TorchTraceReader(),
     TrtexecReader(),
     TvmReader(),
+    InductorAutotuneReader(),
     ModelAnalyzerReader(),
     PerfAnalyzerReader(),
     AiperfReader(),
