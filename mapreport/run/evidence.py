@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 from mapreport.analysis.base.common import SLICE_WIDE
 from mapreport.analysis.base.packs import PACK_ID, Pack, Reduction, reproduced, window_of
 from mapreport.analysis.base.query import comment
-from mapreport.analysis.serving.packs import tail_rows_sql
+from mapreport.analysis.serving.packs import SAMPLE_REDUCTIONS, sample_rows_sql, tail_rows_sql
 from mapreport.analysis.steps.packs import pack_sql, packs, recompute
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
@@ -70,8 +70,18 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
         if old.stem not in keep:
             old.unlink()
     tails: pa.Table | None = None
+    samples: pa.Table | None = None
     for p in done:
-        if p.reduction == Reduction.TAIL_SHARE:
+        if p.reduction in SAMPLE_REDUCTIONS:
+            # one scan of the slice for every shape's samples, each pack its shape's rows (a
+            # query per pack scanned the slice once per shape); the order is the query's
+            if samples is None:
+                samples = con.sql(sample_rows_sql(r.workload, r.slice)).to_arrow_table()
+            mask = pc.equal(samples["shape"], p.shape)
+            if p.reduction != Reduction.NET_GAIN:
+                mask = pc.and_(mask, pc.equal(samples["kind"], "sample"))
+            rows = samples.filter(mask)
+        elif p.reduction == Reduction.TAIL_SHARE:
             # every tail pack's rows are those of the slice's one tail query for its shapes:
             # run it (and the blocking chain it joins) once, not once per pack
             if tails is None:

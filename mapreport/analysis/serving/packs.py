@@ -69,6 +69,16 @@ def tail_rows_sql(workload: str, slice_: str, budgets: dict[str, float]) -> str:
     return f"{slice_tables(workload, slice_)}\nSELECT * FROM ({tail_sql(budgets)})"
 
 
+SAMPLE_REDUCTIONS = frozenset({Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT})
+"""The packs of one shape's compute samples (and, for the gain, its adaptation events)."""
+
+
+def sample_rows_sql(workload: str, slice_: str) -> str:
+    """Every shape's sample rows and adaptation events, in the order of a sample pack's query:
+    a sample pack's rows are these rows of its shape (the samples alone but for the gain)."""
+    return _samples_sql(workload, slice_, None, events=True)
+
+
 def _tail_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
     pooled_ = shape == SLICE_WIDE
     select = tail_sql(params.budgets, None if pooled_ else shape)
@@ -76,16 +86,19 @@ def _tail_sql(reduction: Reduction, workload: str, slice_: str, shape: str, para
     return f"{slice_tables(workload, slice_)}\nSELECT * FROM ({select}){where if pooled_ else ''}"
 
 
-def _samples_sql(workload: str, slice_: str, shape: str, events: bool) -> str:
-    """The shape's ok compute samples on its primary plan (and its adaptation events)."""
+def _samples_sql(workload: str, slice_: str, shape: str | None, events: bool) -> str:
+    """The shape's (every shape's: None) ok compute samples on its primary plan (and its
+    adaptation events)."""
+    only = "" if shape is None else " WHERE shape = $shape"
     sql = (
         f"SELECT 'sample' AS kind, shape, variant AS what, compute_us AS value, source_id, line "
-        f"FROM ({SAMPLES}) WHERE shape = $shape"
+        f"FROM ({SAMPLES}){only}"
     )
     if events:
         sql += (
             " UNION ALL SELECT 'event', shape, event, coalesce(dur_us, 0), source_id, line "
-            "FROM adaptation_event WHERE workload = $w AND slice = $s AND shape = $shape"
+            "FROM adaptation_event WHERE workload = $w AND slice = $s"
+            + ("" if shape is None else " AND shape = $shape")
         )
     select = f"SELECT * FROM ({sql}) ORDER BY kind, what, value, source_id, line"
     return f"{slice_tables(workload, slice_)}\n" + inline(
