@@ -26,6 +26,7 @@ from mapreport.analysis.serving.adaptation import (
 )
 from mapreport.analysis.serving.blocking import Blocking, BlockingEvent
 from mapreport.demo import synth, truth
+from mapreport.report.sections.blocking import no_blocking
 
 
 def raw_requests(sample_dir: Path, w: truth.WorkloadTruth) -> pd.DataFrame:
@@ -421,16 +422,15 @@ def test_a_check_with_nothing_to_check_says_so(demo_results: dict[str, SliceResu
     ]
     assert all(a["owner"] == "Runtime team (J. Okafor)" for a in regressed)
     resnet = demo_results["resnet50-int8/prod"]
-    held_no_one = replace(resnet, blocking=Blocking((), adapting=7))
-    assert words.no_blocking(held_no_one).startswith("7 requests adapted, and no request")
-    assert words.no_blocking(replace(resnet, blocking=Blocking(()))).startswith(
-        "No request adapted"
+    assert no_blocking(Blocking((), adapting=7), resnet.tail).startswith(
+        "7 requests adapted, and no request"
     )
+    assert no_blocking(Blocking(()), resnet.tail).startswith("No request adapted")
     assert resnet.tail is not None
-    client_side = replace(
-        resnet, tail=replace(resnet.tail, unmeasured=(Driver.BLOCKED_BEHIND_ADAPTATION,))
+    client_side = replace(resnet.tail, unmeasured=(Driver.BLOCKED_BEHIND_ADAPTATION,))
+    assert no_blocking(resnet.blocking, client_side).startswith(
+        "Not measurable: the requests record no"
     )
-    assert words.no_blocking(client_side).startswith("Not measurable: the requests record no")
     bert = demo_results["bert-base"]
     assert next(c for c in bert.checklist if c.item == CheckItem.EVIDENCE).state == "pass"
 

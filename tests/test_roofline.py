@@ -992,8 +992,8 @@ def test_suspects_are_named_in_the_report_and_in_findings(tmp_path: Path) -> Non
     from mapreport.analysis.steps.results import SliceResult
     from mapreport.report import devicetime
     from mapreport.report.findings import plain
-    from mapreport.report.lines import Facts
     from mapreport.report.sections import roofline as section
+    from mapreport.report.sections.unit import Facts
 
     big = ("aten::mm", [[8192, 8192], [8192, 8192]], [BF16, BF16], [], [0.001])
     calls: list[Call] = [(*GEMM_4096, [150.0])] * 12 + [big]

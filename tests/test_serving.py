@@ -349,6 +349,6 @@ def test_a_served_llm_states_its_output_token_rate(tmp_path: Path) -> None:
     # AIPerf's own aggregate of the run, over its benchmark window: 50.08 tokens/s
     own = json.loads((aiperf / "qwen_concurrency1_profile_export_aiperf.json").read_text())
     assert rate.tokens_per_s == pytest.approx(own["output_token_throughput"]["avg"], rel=0.05)
-    cards = dict(packet.build(r, view.build(r)).cards)
+    cards = dict(packet.build(view.build(r)).cards)
     assert cards["Output tokens/s"] == f"{rate.tokens_per_s:,.0f}"
     assert "TTFT p95" in " ".join(cards)

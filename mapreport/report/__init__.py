@@ -19,18 +19,17 @@ from mapreport import __version__
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.files import atomic_write, replacing
 from mapreport.core.kinds import Status
-from mapreport.report import charts as chart_builders
 from mapreport.report import html, packet
 from mapreport.report.board import board
 from mapreport.report.export import SvgExporter
 from mapreport.report.findings import document, strict
+from mapreport.report.sections import CAPTIONS
 from mapreport.report.verdict import holding
 from mapreport.report.view import ReportView, build
 from mapreport.report.words import label
 
 
 def _context(
-    r: SliceResult,
     v: ReportView,
     generated_at: str,
     media: str,
@@ -39,10 +38,9 @@ def _context(
     index_href: str = "",
 ) -> dict[str, Any]:
     return {
-        "r": r,
         "v": v,
         "charts": chart_markup,
-        "captions": chart_builders.CAPTIONS,
+        "captions": CAPTIONS,
         "media": media,
         "css": Markup(html.css()),
         "plotly_js": Markup(html.plotly_js()) if media == "screen" else None,
@@ -198,7 +196,6 @@ def write_slice_report(
     screen = html.render(
         "report.html.j2",
         **_context(
-            r,
             v,
             generated_at,
             "screen",
@@ -222,7 +219,6 @@ def write_slice_report(
             f"Charts are missing from this PDF because chart export failed: {exporter.failure}"
         )
     context = _context(
-        r,
         v,
         generated_at,
         "print",

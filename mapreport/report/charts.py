@@ -18,31 +18,6 @@ INSUFFICIENT = "#d9d9d9"
 SLA_LINE = {"dash": "dash", "color": "#b2182b", "width": 1.5}
 FONT = "DejaVu Sans, Liberation Sans, Arial, sans-serif"
 
-CAPTIONS = {
-    "accuracy_vs_gain": "One point per shape with a prediction and a measured gain: its signed "
-    "prediction error against the net p50 gain of adaptation, sized by traffic share, coloured "
-    "by decision; the band is the accuracy tolerance, the bars the gain's 95% CI; a downward "
-    "triangle is a shape adaptation makes slower (CI below zero).",
-    "latency_percentiles": "Grey bars are below their evidence threshold; dashed lines are the "
-    "slice's SLA targets.",
-    "predicted_vs_measured": "Labels are the signed error of the prediction against the "
-    "measured static p50 (+: the plan predicted more time than was measured); “not measured” "
-    "marks a shape whose static plan did not run.",
-    "tail_drivers": "Left: each driver's share of the tail excess (latency above p50 of the "
-    "requests above p95). Right: the same in milliseconds per tail request, so a large share of "
-    "a small excess reads small. Greyed rows are noise (the tail is immaterial).",
-    "queue_ccdf": "Share of a shape's requests that waited longer than x, on log axes: a "
-    "queueing burst is the curve that stays high to the right. Dashed: fewer than the p99 "
-    "evidence threshold of requests.",
-    "trend": "The slice's latency on each recorded night, with its SLA targets.",
-    "error_trend": "Each shape's signed prediction error (predicted − measured static p50, over "
-    "measured) on each recorded night of the plan version in force, with its 95% CI; a shape "
-    "whose error left its first nights' band (± the accuracy tolerance, shaded) is drifting "
-    "and drawn bold.",
-}
-"""What each chart shows, printed under it (a caption wraps on a phone; a plotly title does
-not), so chart titles stay short."""
-
 
 TEMPLATE = "plotly_white"
 """The report's plotly template."""

@@ -20,7 +20,7 @@ import msgspec
 from mapreport import __version__
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.sections import SECTIONS, Assembled, assemble
-from mapreport.report.sections.unit import Legacy, Section
+from mapreport.report.sections.unit import Section
 
 FINDINGS_SCHEMA_VERSION = "2.0"
 SCHEMA_ID = f"https://mapreport.invalid/findings/{FINDINGS_SCHEMA_VERSION}"
@@ -90,9 +90,9 @@ def findings(r: SliceResult, generated_at: str) -> dict[str, Any]:
     return document(assemble(r), generated_at)
 
 
-def fragment_type(s: Section[Any, Any] | Legacy) -> type[msgspec.Struct] | None:
+def fragment_type(s: Section[Any, Any]) -> type[msgspec.Struct] | None:
     """The Struct a section's fragment is, from its declared return type."""
-    if isinstance(s, Legacy) or s.fragment is None:
+    if s.fragment is None:
         return None
     made: type[msgspec.Struct] = typing.get_type_hints(s.fragment)["return"]
     return made

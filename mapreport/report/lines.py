@@ -1,14 +1,11 @@
-"""The lines several sections print, built once per slice (`Facts`): each action with its words
-and evidence link, each shape with the words its decision and class rest on, each checklist
-item; the sections read them, and the verdict and findings.json read the sections'."""
+"""The lines several sections print (`sections.unit.Facts` builds each once per slice): each
+action with its words and evidence link, each shape with the words its decision and class rest
+on, a checklist item, a pitfall, the per-core compute an action rests on."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass
 
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.serving.scheduling import CoreCompute
@@ -156,49 +153,3 @@ def shape_line(m: ShapeMetrics, r: SliceResult) -> ShapeLine:
     key = anchor_key(m.shape)
     pack = class_id(r.workload, r.slice, m.shape) if m.diagnosis.evidence is not None else None
     return ShapeLine(m, decisions.decision_reason(m, th), words.class_reason(m, r), key, on, pack)
-
-
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Facts:
-    """What a section reads: the slice's result and the lines several sections print, each
-    built once, when a section first asks for it."""
-
-    r: SliceResult
-    _shared: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
-
-    def share(self, read: Callable[[Facts], T]) -> T:
-        """What `read` makes of this slice, made once: a section reads another's lines by its
-        `read` (the summary reads the checklist's) without making them twice."""
-        if read not in self._shared:
-            self._shared[read] = read(self)
-        return cast(T, self._shared[read])
-
-    @cached_property
-    def cores(self) -> tuple[CoreEvidence, ...]:
-        """Per core-placement action: its shape's median compute on each core."""
-        r = self.r
-        per_shape = r.scheduling.shape_cores if r.scheduling else {}
-        return tuple(
-            CoreEvidence(a.shape, a.id, per_shape[a.shape])
-            for a in r.actions
-            if a.kind == ActionKind.CORE_IMBALANCE and per_shape.get(a.shape)
-        )
-
-    @cached_property
-    def actions(self) -> tuple[ActionView, ...]:
-        """Tonight's actions with their words, in the order the actions section numbers them."""
-        with_cores = frozenset(e.action_id for e in self.cores)
-        return tuple(action_view(a, self.r, with_cores) for a in self.r.actions)
-
-    @cached_property
-    def shapes(self) -> tuple[ShapeLine, ...]:
-        """Every shape with its reasons and the actions on it."""
-        return tuple(shape_line(m, self.r) for m in self.r.shapes)
-
-    @cached_property
-    def formats(self) -> str:
-        """The formats of the slice's input files, in the order first seen."""
-        return ", ".join(dict.fromkeys(s.format for s in self.r.sources)) or "no sources"

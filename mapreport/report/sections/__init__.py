@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapreport.analysis.steps.results import SliceResult
-from mapreport.report.lines import Facts
 from mapreport.report.sections import (
     accuracy,
     actions,
@@ -46,9 +45,9 @@ from mapreport.report.sections import (
     timeline,
     tokens,
 )
-from mapreport.report.sections.unit import Legacy, Part, Section, part
+from mapreport.report.sections.unit import Facts, Part, Section, part
 
-SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
+SECTIONS: tuple[Section[Any, Any], ...] = (
     summary.SECTION,
     scope.SECTION,
     environment.SECTION,
@@ -81,35 +80,6 @@ SECTIONS: tuple[Section[Any, Any] | Legacy, ...] = (
     glossary.SECTION,
     ranking.SECTION,
 )
-
-
-def _legacy_missing(s: Legacy, r: SliceResult, formats: str) -> str:
-    """Why a section has nothing to show for this slice and which input would add it."""
-    if s.needs_requests and not r.requests:
-        return (
-            f"no per-request records (this slice holds {formats} data only); a native request "
-            "log, a PyTorch profiler trace with request annotations, Triton trace files or "
-            "Triton's OpenTelemetry spans add it (an AIPerf export adds client-side latency)"
-        )
-    if s.needs_plan and not r.coverage.plans:
-        return (
-            "no compile plan names this slice, so there is no prediction to hold the runtime "
-            "against; a native compile profile, TensorRT layer info, TORCH_TRACE or TVM tuning "
-            "records add one"
-        )
-    return ""
-
-
-def _legacy_part(s: Legacy, r: SliceResult, formats: str) -> Part[None]:
-    """A legacy section's part: shown, left out (optional) or not measured, as its `needs` say."""
-    gone = (
-        (s.needs_requests and not r.requests)
-        or (s.needs_plan and not r.coverage.plans)
-        or (bool(s.needs) and not getattr(r, s.needs))
-    )
-    if not gone:
-        return Part(s, None, True, "")
-    return Part(s, None, False, "" if s.optional else _legacy_missing(s, r, formats))
 
 
 @dataclass(frozen=True)
@@ -145,9 +115,7 @@ def assemble(r: SliceResult) -> Assembled:
     is the others without their data)."""
     facts = Facts(r)
     made: dict[str, Part[Any]] = {
-        s.id: _legacy_part(s, r, facts.formats) if isinstance(s, Legacy) else part(s, facts)
-        for s in SECTIONS
-        if s is not not_measured.SECTION
+        s.id: part(s, facts) for s in SECTIONS if s is not not_measured.SECTION
     }
     missing = tuple(p for p in made.values() if p.not_measured)
     listed = not_measured.SECTION
@@ -157,3 +125,5 @@ def assemble(r: SliceResult) -> Assembled:
 
 CHARTS = tuple(c for s in SECTIONS for c in s.charts)
 """Every chart a report may draw, by id, in page order."""
+CAPTIONS = {c: text for s in SECTIONS for c, text in s.captions.items()}
+"""Each chart's caption, by id."""

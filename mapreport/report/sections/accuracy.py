@@ -14,8 +14,7 @@ from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.report import charts
 from mapreport.report.decisions import accuracy_gap
 from mapreport.report.filters import signed_pct
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 
 @dataclass(frozen=True)
@@ -113,6 +112,13 @@ SECTION = Section(
     fragment,
     figures,
     ("predicted_vs_measured",),
+    captions={
+        "predicted_vs_measured": (
+            "Labels are the signed error of the prediction against the measured static p50 (+: "
+            "the plan predicted more time than was measured); “not measured” marks a shape whose "
+            "static plan did not run."
+        ),
+    },
     needs_requests=True,
     needs_plan=True,
 )

@@ -10,8 +10,8 @@ import msgspec
 from mapreport.core.kinds import ActionKind, ImpactUnit, OwnerRole
 from mapreport.report import fragments, prose, words
 from mapreport.report.fragments import Evidenced
-from mapreport.report.lines import ActionView, Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import ActionView
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.sources import source_paths
 
 

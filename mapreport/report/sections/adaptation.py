@@ -12,8 +12,8 @@ from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.core.kinds import Decision
 from mapreport.report import charts
-from mapreport.report.lines import Facts, ShapeLine
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import ShapeLine
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import label
 
 DECISION_COLORS = {
@@ -129,6 +129,14 @@ SECTION = Section(
     same,
     figures=figures,
     charts=("accuracy_vs_gain",),
+    captions={
+        "accuracy_vs_gain": (
+            "One point per shape with a prediction and a measured gain: its signed prediction "
+            "error against the net p50 gain of adaptation, sized by traffic share, coloured by "
+            "decision; the band is the accuracy tolerance, the bars the gain's 95% CI; a "
+            "downward triangle is a shape adaptation makes slower (CI below zero)."
+        ),
+    },
     needs_requests=True,
     needs_plan=True,
 )

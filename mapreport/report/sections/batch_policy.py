@@ -10,8 +10,7 @@ import plotly.graph_objects as go
 
 from mapreport.analysis.mapping.sweep import LoadSweep
 from mapreport.report import charts
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, present, same
+from mapreport.report.sections.unit import Facts, Section, present, same
 
 
 class Fragment(msgspec.Struct):

@@ -14,9 +14,8 @@ from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
 from mapreport.core.window import is_wall_clock
 from mapreport.report import causes
 from mapreport.report.filters import duration, plural
-from mapreport.report.lines import Facts
 from mapreport.report.period import moment
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 
 @dataclass(frozen=True)

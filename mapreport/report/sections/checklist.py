@@ -20,8 +20,8 @@ from mapreport.core.kinds import (
     PitfallKind,
 )
 from mapreport.report.filters import duration, plural, plural_word
-from mapreport.report.lines import CheckLine, Facts, Row
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import CheckLine, Row
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import CHECK_ITEMS, PITFALLS, env_keys, label, shape_name
 
 CHECK_GAPS: dict[CheckGap, str] = {

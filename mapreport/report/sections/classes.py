@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mapreport.analysis.serving.classify import DECIDING_SHARE
-from mapreport.report.lines import Facts, ShapeLine
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import ShapeLine
+from mapreport.report.sections.unit import Facts, Section, same
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,7 @@ import msgspec
 
 from mapreport.analysis.serving.compiles import Compiles
 from mapreport.core.kinds import JudgementFamily
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, present, same
+from mapreport.report.sections.unit import Facts, Section, present, same
 
 
 class Fragment(msgspec.Struct):

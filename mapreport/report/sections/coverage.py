@@ -6,8 +6,7 @@ from __future__ import annotations
 import msgspec
 
 from mapreport.analysis.mapping.coverage import Coverage
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 
 
 class Fragment(msgspec.Struct):

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 import msgspec
 
 from mapreport.analysis.base.common import SourceFile
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.sources import folder_name, source_paths
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import msgspec
 
 from mapreport.core.kinds import Decision
-from mapreport.report.lines import Facts, ShapeLine
-from mapreport.report.sections.unit import Section
+from mapreport.report.lines import ShapeLine
+from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.words import DECISION_MEANING
 
 

@@ -10,8 +10,7 @@ import msgspec
 from mapreport.analysis.mapping.environment import EnvironmentCheck, EnvMismatch
 from mapreport.core.kinds import JudgementFamily
 from mapreport.core.schema import ENVIRONMENT_SHOWN
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, shallow
+from mapreport.report.sections.unit import Facts, Section, shallow
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from mapreport.analysis.mapping.telemetry import MetricWindow
 from mapreport.analysis.serving.compiles import CompileFailure
 from mapreport.core.kinds import JudgementFamily
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 
 
 @dataclass(frozen=True)

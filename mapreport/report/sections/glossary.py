@@ -3,8 +3,7 @@ its pages use)."""
 
 from __future__ import annotations
 
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import GLOSSARY
 
 

@@ -25,8 +25,7 @@ from mapreport.core.kinds import (
 )
 from mapreport.core.kinds import ActionState as State
 from mapreport.report import charts, prose
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 HISTORY_ROWS = 14
 """Nights the history table lists: a report's size does not grow with the history kept (the
@@ -312,5 +311,14 @@ SECTION = Section(
     fragment,
     figures,
     ("trend", "error_trend"),
+    captions={
+        "trend": "The slice's latency on each recorded night, with its SLA targets.",
+        "error_trend": (
+            "Each shape's signed prediction error (predicted − measured static p50, over "
+            "measured) on each recorded night of the plan version in force, with its 95% CI; a "
+            "shape whose error left its first nights' band (± the accuracy tolerance, shaded) is "
+            "drifting and drawn bold."
+        ),
+    },
     family=JudgementFamily.LOOP,
 )

@@ -9,8 +9,7 @@ import msgspec
 
 from mapreport.analysis.base.common import SlaCheck, within
 from mapreport.analysis.mapping.loadgen import LoadgenRun
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 RUN_ROWS = (("latency", "Latency"), ("ttft", "Time to first token"), ("tpot", "Time per token"))
 RUN_QUANTILES = (("p50", "p50"), ("p90", "p90"), ("p95", "p95"), ("p99", "p99"), ("p999", "p99.9"))

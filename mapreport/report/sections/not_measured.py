@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Part, Section
+from mapreport.report.sections.unit import Facts, Part, Section
 
 
 def read(_: Facts) -> tuple[Part[Any], ...]:

@@ -13,8 +13,7 @@ import plotly.graph_objects as go
 from mapreport.analysis.device.operators import Operators
 from mapreport.report import charts
 from mapreport.report.decisions import PREDICTION_GAPS_SHORT
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
 

@@ -12,8 +12,7 @@ from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC, ProfileItem
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import Collect
 from mapreport.report.filters import pct
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 
 COLLECT: dict[Collect, str] = {
     Collect.MORE_REQUESTS: "{need} more requests: its {q} needs {min}, it has {n}",

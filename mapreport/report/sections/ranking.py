@@ -9,8 +9,7 @@ import msgspec
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.tuning.ranking import Ranking, TuningChoice
 from mapreport.core.kinds_tuning import Unranked
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 
 UNRANKED: dict[str, str] = {
     Unranked.ONE_CANDIDATE: (

@@ -16,8 +16,7 @@ from mapreport.report.devicetime import (
     suspect_line,
     suspect_words,
 )
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 SHOWN_ROWS = 25
 """Op x shape rows the report prints (findings.json lists every one)."""

@@ -23,8 +23,8 @@ from mapreport.analysis.serving.scheduling import (
 from mapreport.core.kinds import FusionGap
 from mapreport.report import charts
 from mapreport.report.filters import plural
-from mapreport.report.lines import CoreEvidence, Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import CoreEvidence
+from mapreport.report.sections.unit import Facts, Section, same
 
 FUSION_GAPS: dict[FusionGap, str] = {
     FusionGap.NO_GROUPS: "not measured: no fusion groups",
@@ -179,6 +179,13 @@ SECTION = Section(
     fragment,
     figures,
     ("queue_ccdf",),
+    captions={
+        "queue_ccdf": (
+            "Share of a shape's requests that waited longer than x, on log axes: a queueing "
+            "burst is the curve that stays high to the right. Dashed: fewer than the p99 evidence "
+            "threshold of requests."
+        ),
+    },
     has=lambda v: v.s is not None and v.s.measured,
     missing="the requests state no queue wait, batch size, core or stream (client-side timing); "
     "server-side records (a native request log, Triton traces or OpenTelemetry spans) "

@@ -11,9 +11,8 @@ from mapreport.analysis.base.common import Percentiles, Review, SlaCheck
 from mapreport.analysis.mapping.coverage import PlanVersion
 from mapreport.core.kinds import JudgementFamily
 from mapreport.core.window import Window, WindowKind, is_wall_clock
-from mapreport.report.lines import Facts
 from mapreport.report.period import moment, period
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.sources import shown, source_dir
 
 CAPTURED_BY = {

@@ -11,8 +11,7 @@ import msgspec
 from mapreport.analysis.mapping.consistency import QueueCheck
 from mapreport.analysis.mapping.telemetry import MetricQuantile, MetricWindow, Telemetry
 from mapreport.report.filters import clock
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, shallow
+from mapreport.report.sections.unit import Facts, Section, shallow
 
 UNMEASURED = {
     "requests": "request counts and per-interval figures (only histograms or summaries)",

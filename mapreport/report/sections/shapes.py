@@ -24,8 +24,8 @@ from mapreport.core.kinds import (
 )
 from mapreport.report import charts, fragments
 from mapreport.report.fragments import Evidenced, Tail
-from mapreport.report.lines import Facts, ShapeLine
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.lines import ShapeLine
+from mapreport.report.sections.unit import Facts, Section, same
 
 SHAPE_GROUPS = ("accuracy", "gain", "diagnosis")
 """Nested results of a shape whose fields sit at the top level of its findings entry."""
@@ -204,5 +204,11 @@ SECTION = Section(
     fragment,
     figures,
     ("latency_percentiles",),
+    captions={
+        "latency_percentiles": (
+            "Grey bars are below their evidence threshold; dashed lines are the slice's SLA "
+            "targets."
+        ),
+    },
     needs_requests=True,
 )

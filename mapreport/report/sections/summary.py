@@ -13,9 +13,9 @@ from mapreport.analysis.steps.status import SliceStatus
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.report import devicetime, prose, words
 from mapreport.report.judgements import line
-from mapreport.report.lines import ActionView, Facts
+from mapreport.report.lines import ActionView
 from mapreport.report.sections import checklist
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.verdict import headline
 
 

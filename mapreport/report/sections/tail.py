@@ -18,8 +18,7 @@ from mapreport.analysis.serving.tail import DRIVERS, TailDrivers
 from mapreport.core.kinds import BottleneckClass, Driver, JudgementFamily
 from mapreport.report import charts, fragments
 from mapreport.report.fragments import Evidenced, Tail
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import label
 
 
@@ -148,6 +147,13 @@ SECTION = Section(
     fragment,
     figures,
     ("tail_drivers",),
+    captions={
+        "tail_drivers": (
+            "Left: each driver's share of the tail excess (latency above p50 of the requests "
+            "above p95). Right: the same in milliseconds per tail request, so a large share of a "
+            "small excess reads small. Greyed rows are noise (the tail is immaterial)."
+        ),
+    },
     needs_requests=True,
     family=JudgementFamily.TAIL,
 )

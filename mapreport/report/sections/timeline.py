@@ -10,8 +10,7 @@ import msgspec
 from mapreport.analysis.device.timeline import Timeline
 from mapreport.core.kinds import DeviceActivity, JudgementFamily
 from mapreport.report.devicetime import timeline_shares
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section
+from mapreport.report.sections.unit import Facts, Section
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ import msgspec
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.mapping.tokens import TokenRate, TokenTiming
-from mapreport.report.lines import Facts
-from mapreport.report.sections.unit import Section, same
+from mapreport.report.sections.unit import Facts, Section, same
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,15 @@ the sections in page order; `assemble` makes one slice's parts in one pass over 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass, field, fields
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 import msgspec
 
-from mapreport.core.kinds import JudgementFamily
-from mapreport.report.lines import Facts
+from mapreport.analysis.steps.results import SliceResult
+from mapreport.core.kinds import ActionKind, JudgementFamily
+from mapreport.report.lines import ActionView, CoreEvidence, ShapeLine, action_view, shape_line
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -37,6 +39,52 @@ NO_PLAN = (
     "records add one"
 )
 """Why a section that holds the runtime against a compile plan has nothing to show."""
+
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What a section reads: the slice's result and the lines several sections print, each
+    built once, when a section first asks for it."""
+
+    r: SliceResult
+    _shared: dict[Callable[..., Any], Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def share(self, read: Callable[[Facts], T]) -> T:
+        """What `read` makes of this slice, made once: a section reads another's lines by its
+        `read` (the summary reads the checklist's) without making them twice."""
+        if read not in self._shared:
+            self._shared[read] = read(self)
+        return cast(T, self._shared[read])
+
+    @cached_property
+    def cores(self) -> tuple[CoreEvidence, ...]:
+        """Per core-placement action: its shape's median compute on each core."""
+        r = self.r
+        per_shape = r.scheduling.shape_cores if r.scheduling else {}
+        return tuple(
+            CoreEvidence(a.shape, a.id, per_shape[a.shape])
+            for a in r.actions
+            if a.kind == ActionKind.CORE_IMBALANCE and per_shape.get(a.shape)
+        )
+
+    @cached_property
+    def actions(self) -> tuple[ActionView, ...]:
+        """Tonight's actions with their words, in the order the actions section numbers them."""
+        with_cores = frozenset(e.action_id for e in self.cores)
+        return tuple(action_view(a, self.r, with_cores) for a in self.r.actions)
+
+    @cached_property
+    def shapes(self) -> tuple[ShapeLine, ...]:
+        """Every shape with its reasons and the actions on it."""
+        return tuple(shape_line(m, self.r) for m in self.r.shapes)
+
+    @cached_property
+    def formats(self) -> str:
+        """The formats of the slice's input files, in the order first seen."""
+        return ", ".join(dict.fromkeys(s.format for s in self.r.sources)) or "no sources"
 
 
 def _always(_: Any) -> bool:
@@ -74,6 +122,9 @@ class Section(Generic[X, V]):
     """Its charts by id, those with something to draw."""
     charts: tuple[str, ...] = ()
     """The ids of its charts, in the order it shows them."""
+    captions: Mapping[str, str] = field(default_factory=dict)
+    """What a chart shows, printed under it (a caption wraps on a phone; a plotly title does
+    not), so chart titles stay short."""
     has: Callable[[V], bool] = _always
     """Whether it has something to show."""
     missing: str | Callable[[V], str] = ""
@@ -109,34 +160,10 @@ class Section(Generic[X, V]):
 
 
 @dataclass(frozen=True)
-class Legacy:
-    """A section whose view, words and findings still live in the shared modules (`view`,
-    `words`, `findings`); its partial reads the report's view."""
-
-    id: str
-    title: str
-    template: str
-    charts: tuple[str, ...] = ()
-    needs_requests: bool = False
-    """Not measured when the slice has no request telemetry (a compile log, a layer profile
-    or a load sweep alone)."""
-    needs_plan: bool = False
-    """Not measured when no compile plan names the slice (served traffic alone: nothing to
-    compare the runtime with)."""
-    page: bool = True
-    needs: str = ""
-    """The result field (operators, roofline, compiles, sweep, telemetry, tokens, loadgen) that
-    is None or empty when there is nothing to show."""
-    optional: bool = False
-    """Shown only when `needs` holds something, and never listed as not measured: its absence
-    is good news, not a gap (failures and restarts)."""
-
-
-@dataclass(frozen=True)
 class Part(Generic[V]):
     """One section of one slice: its view, and whether and why it shows nothing."""
 
-    section: Section[Any, V] | Legacy
+    section: Section[Any, V]
     v: V
     shown: bool
     not_measured: str
@@ -167,14 +194,14 @@ class Part(Generic[V]):
     def fragment(self) -> msgspec.Struct | None:
         """The keys the section adds to findings.json."""
         s = self.section
-        if isinstance(s, Legacy) or s.fragment is None:
+        if s.fragment is None:
             return None
         return s.fragment(self.v)
 
     def figures(self) -> Mapping[str, go.Figure]:
         """The section's charts (none when it is not shown)."""
         s = self.section
-        if isinstance(s, Legacy) or s.figures is None or not self.shown:
+        if s.figures is None or not self.shown:
             return {}
         return s.figures(self.v)
 
