@@ -126,34 +126,35 @@ def read_entry(folder: Path, name: str, rel: str) -> IndexEntry:
         return IndexEntry(name=name, dir=rel, error="not reported yet")
 
 
-def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
-    """The index's entry of a slice reported now (its folder, relative to OUT, is the
-    pipeline's to fill in)."""
+def index_entry(v: ReportView, pdf: bool) -> IndexEntry:
+    """The index's entry of a slice reported now, from its page's and sections' views (its
+    folder, relative to OUT, is the pipeline's to fill in)."""
+    h = v.of["history"].h
     return IndexEntry(
-        name=r.name,
+        name=v.name,
         dir="",
         summary=v.summary,
-        requests=r.requests,
-        covered=r.coverage.covered_traffic_share,
-        mape=r.accuracy.mape_weighted,
+        requests=v.requests,
+        covered=v.of["coverage"].covered_traffic_share,
+        mape=v.of["accuracy"].a.mape_weighted,
         decisions={d: n for d, n in v.decision_counts.items() if n},
-        actions=len(r.actions),
+        actions=len(v.actions),
         checklist_failed=len(v.checklist_failed),
         pdf=pdf,
         health=v.health,
         tail_quantile=v.headline[0],
         tail_us=v.headline[1],
         sla_us=v.headline[2],
-        status=r.status.status.value if r.status else "",
+        status=v.status.status.value if v.status else "",
         status_reason=v.status_reason,
-        states=list(holding(r, v.verdict.sla, v.checklist)),
+        states=list(holding(v.of["environment"].env.locked, v.verdict.sla, v.checklist)),
         deciding=next((j.family for j in v.judgements if j.deciding), ""),
         judged=[
             f"{j.family}: {label(j.state)}"
             for j in v.judgements
             if not j.deciding and j.state in (Status.FAILING, Status.AT_RISK)
         ],
-        workload=r.workload,
+        workload=v.of["scope"].s.workload,
         trend=[
             x
             for p in v.recent_runs
@@ -169,7 +170,7 @@ def index_entry(r: SliceResult, v: ReportView, pdf: bool) -> IndexEntry:
         top_action=v.actions[0].title if v.actions else "",
         top_owner=(v.actions[0].a.owner or "unassigned") if v.actions else "",
         period=v.period,
-        revised=any(p.revised for p in r.history.runs if p.current) if r.history else False,
+        revised=any(p.revised for p in h.runs if p.current) if h else False,
     )
 
 
@@ -192,7 +193,7 @@ def write_slice_report(
     doc = document(v.assembled, generated_at)
     text = json.dumps(strict(doc), indent=2, allow_nan=False)
     atomic_write(folder / "findings.json", text.encode())
-    entry = index_entry(r, v, pdf)
+    entry = index_entry(v, pdf)
     screen = html.render(
         "report.html.j2",
         **_context(

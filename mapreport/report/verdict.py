@@ -9,14 +9,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from mapreport.analysis.base.common import SlaCheck, TailQuantile
+from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.sla import OverSla, OverTarget
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import TailChange
 from mapreport.analysis.steps.status import tail_change as status_tail_change
 from mapreport.core.kinds import BLOCKERS, Health, RegressionKind
 from mapreport.core.kinds import ActionState as State
-from mapreport.report import prose, states, words
-from mapreport.report.lines import ActionView, CheckLine
+from mapreport.report import states, words
+from mapreport.report.lines import ActionView, CheckLine, Row
 
 if TYPE_CHECKING:
     pass
@@ -67,14 +68,14 @@ def sla_missed(sla: tuple[SlaCheck, ...]) -> bool:
 
 
 def holding(
-    r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]
+    locked: bool, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]
 ) -> tuple[Health, ...]:
     """Every state that holds of the slice, most severe first (healthy when none does)."""
     held = [
         h
         for h, holds in (
             (Health.SLA_MISSED, sla_missed(sla)),
-            (Health.ENVIRONMENT_UNLOCKED, not r.environment.locked),
+            (Health.ENVIRONMENT_UNLOCKED, not locked),
             (Health.CHECKLIST_FAILING, any(c.failed for c in checks)),
         )
         if holds
@@ -82,10 +83,10 @@ def holding(
     return tuple(held) or (Health.HEALTHY,)
 
 
-def health(r: SliceResult, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]) -> Health:
+def health(locked: bool, sla: tuple[SlaCheck, ...], checks: tuple[CheckLine, ...]) -> Health:
     """The slice's state on the index: the first of SLA missed, environment unlocked,
     checklist failing, healthy."""
-    return holding(r, sla, checks)[0]
+    return holding(locked, sla, checks)[0]
 
 
 def tail_change(r: SliceResult, q: TailQuantile) -> TailChange | None:
@@ -98,16 +99,19 @@ VERDICT_ACTIONS = 3
 
 
 def verdict(
-    r: SliceResult,
     sla: tuple[SlaCheck, ...],
     actions: tuple[ActionView, ...],
     checks: tuple[CheckLine, ...],
+    pitfalls: tuple[Row, ...],
+    h: History | None,
+    over: OverSla | None,
+    tail: str,
 ) -> Verdict:
-    """Page 1 of the report, from the facts the sections state in full."""
-    h = r.history
+    """Page 1 of the report, from the facts the sections state in full: the SLA checks, the
+    actions, the checklist and its pitfalls, the history, the requests over the SLA, and what
+    drives the slice's tail, in words."""
     compared = h is not None and h.compared_to is not None
     moved = h.regressions if h is not None and compared else ()
-    over = r.over_sla
     return Verdict(
         sla=tuple(s for s in sla if s.target_us),
         driver=over.shapes[0] if over and over.shapes and sla_missed(sla) else None,
@@ -115,11 +119,11 @@ def verdict(
         actions=actions[:VERDICT_ACTIONS],
         blockers=sum(1 for a in actions if a.a.kind in BLOCKERS),
         failed=tuple(c.name for c in checks if c.failed),
-        pitfalls=tuple(words.PITFALLS[p.kind] for p in r.pitfalls if p.present),
+        pitfalls=tuple(p.name for p in pitfalls if p.flag),
         changes=dict(Counter(s.state for s in h.actions)) if h and compared else {},
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
         compared_to=h.compared_night if h and h.compared_to else None,
-        tail=prose.tail_sentence(r).strip(),
+        tail=tail,
         rollback_due=tuple(
             f"{words.label(s.kind)} at {words.shape_name(s.shape)}: {states.trigger(s)}"
             for s in (h.actions if h is not None else ())

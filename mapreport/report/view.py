@@ -9,24 +9,21 @@ reads it from a view, so no two places decide it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
-from mapreport.analysis.base.common import Regression, SlaCheck, TailQuantile
+from mapreport.analysis.base.common import Regression, SlaCheck
 from mapreport.analysis.loop.history import RunPoint
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import SliceStatus, TailChange
 from mapreport.core.kinds import Health
-from mapreport.report import prose, words
 from mapreport.report.judgements import JudgementRow
-from mapreport.report.judgements import rows as judgement_rows
 from mapreport.report.lines import ActionView, CheckLine, Row, ShapeLine
 from mapreport.report.lines import anchor_key as anchor_key  # compare.py names shapes by it
-from mapreport.report.period import period
 from mapreport.report.sections import Assembled, assemble
 from mapreport.report.sections.history import StateView
 from mapreport.report.sections.unit import Part
-from mapreport.report.verdict import Verdict, headline, health, tail_change, verdict
+from mapreport.report.verdict import Verdict, health, verdict
 
 
 @dataclass(frozen=True)
@@ -96,28 +93,29 @@ OPEN_SECTIONS = frozenset({"summary", "tail", "blocking", "shapes", "decisions",
 decisions and the actions; every other section folds."""
 
 
-def build(r: SliceResult) -> ReportView:
-    """The view of one slice's report."""
-    parts = assemble(r)
-    facts = parts.facts
-    actions = facts.actions
-    checklist = parts.view("checklist")
+def page(a: Assembled) -> ReportView:
+    """The page of one slice, from its sections' views."""
+    of = {p.id: p.v for p in a.parts}
+    summary, checklist, history, scope = of["summary"], of["checklist"], of["history"], of["scope"]
+    actions = of["actions"].actions
     checks = checklist.checklist
-    history = parts.view("history")
-    sla = r.sla  # judged once, by the analysis
-    head = headline(r)
+    sla = scope.s.sla  # judged once, by the analysis
+    locked = of["environment"].env.locked
+    tail = of["tail"].sentence
     return ReportView(
-        name=r.name,
-        verdict=verdict(r, sla, actions, checks),
-        health=health(r, sla, checks),
-        headline=head,
-        tail_change=tail_change(r, cast(TailQuantile, head[0])),
-        period=period(r.period),
+        name=f"{scope.s.workload}/{scope.s.slice}" if scope.s.slice else scope.s.workload,
+        verdict=verdict(
+            sla, actions, checks, checklist.pitfalls, history.h, summary.over_sla, tail
+        ),
+        health=health(locked, sla, checks),
+        headline=summary.headline,
+        tail_change=summary.tail_change,
+        period=scope.period,
         sla=sla,
-        summary=prose.summary(r, head),
+        summary=summary.text,
         actions=actions,
-        shapes=facts.shapes,
-        decision_counts=parts.view("decisions").counts,
+        shapes=of["shapes"].shapes,
+        decision_counts=of["decisions"].counts,
         checklist=checks,
         checklist_count=checklist.count,
         checklist_failed=checklist.failed,
@@ -127,14 +125,19 @@ def build(r: SliceResult) -> ReportView:
         states=history.states,
         moved=history.moved,
         limits={"material_traffic": MATERIAL_TRAFFIC},
-        sections=parts.shown,
-        accuracy_gap=parts.view("accuracy").gap,
-        status_reason=words.status_reason(r),
-        judgements=judgement_rows(r),
+        sections=a.shown,
+        accuracy_gap=of["accuracy"].gap,
+        status_reason=summary.status_reason,
+        judgements=summary.judged,
         open_sections=OPEN_SECTIONS,
-        mape_class=mape_class(r.accuracy.mape_within),
-        assembled=parts,
-        of={p.id: p.v for p in parts.parts},
-        requests=r.requests,
-        status=r.status,
+        mape_class=mape_class(of["accuracy"].a.mape_within),
+        assembled=a,
+        of=of,
+        requests=scope.s.requests,
+        status=summary.status,
     )
+
+
+def build(r: SliceResult) -> ReportView:
+    """The view of one slice's report: its sections assembled, then its page."""
+    return page(assemble(r))

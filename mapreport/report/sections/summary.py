@@ -4,19 +4,21 @@ checklist stands; and findings.json's status, its reason and every family's judg
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import msgspec
 
+from mapreport.analysis.base.common import TailQuantile
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.serving.sla import OverSla
-from mapreport.analysis.steps.status import SliceStatus
+from mapreport.analysis.steps.status import SliceStatus, TailChange
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.report import devicetime, prose, words
-from mapreport.report.judgements import line
+from mapreport.report.judgements import JudgementRow, line, rows
 from mapreport.report.lines import ActionView
 from mapreport.report.sections import checklist
 from mapreport.report.sections.unit import Facts, Section, same
-from mapreport.report.verdict import headline
+from mapreport.report.verdict import headline, tail_change
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,12 @@ class SummaryView:
     over_sla: OverSla | None
     device: str
     """Where a trace's device time went, in one sentence ('' without device time)."""
+    headline: tuple[str, float | None, float | None, bool | None]
+    """The tail quantile the slice has the evidence for, its value, SLA and whether met."""
+    tail_change: TailChange | None
+    """That quantile against its baseline night (None on a first night)."""
+    judged: tuple[JudgementRow, ...]
+    """Every family's judgement in words, most severe first, the deciding one marked."""
 
     @property
     def checklist_count(self) -> str:
@@ -73,14 +81,18 @@ class Fragment(msgspec.Struct):
 def read(f: Facts) -> SummaryView:
     """The summary's words, the actions, the checklist, the status and why."""
     r = f.r
+    head = headline(r)
     return SummaryView(
-        prose.summary(r, headline(r)),
+        prose.summary(r, head),
         f.actions,
         f.share(checklist.read),
         r.status,
         words.status_reason(r),
         r.over_sla,
         devicetime.summary(r) or "",
+        head,
+        tail_change(r, cast(TailQuantile, head[0])),
+        rows(r),
     )
 
 

@@ -16,7 +16,7 @@ from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import DRIVERS, TailDrivers
 from mapreport.core.kinds import BottleneckClass, Driver, JudgementFamily
-from mapreport.report import charts, fragments
+from mapreport.report import charts, fragments, prose
 from mapreport.report.fragments import Evidenced, Tail
 from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import label
@@ -32,6 +32,8 @@ class TailView:
     thresholds: Thresholds
     pack: str | None
     """The evidence pack of the pooled tail's class (None: a class without evidence)."""
+    sentence: str
+    """What drives the slice's tail, in words, when its pooled tail decides a class."""
     drivers: tuple[Driver, ...] = DRIVERS
     """The table's driver columns, in the order the excess is attributed."""
 
@@ -50,7 +52,8 @@ def read(f: Facts) -> TailView:
     r = f.r
     pooled = r.tail_class is not None and r.tail_class.evidence is not None
     pack = class_id(r.workload, r.slice, SLICE_WIDE) if pooled else None
-    return TailView(r.tail, r.shapes, r.tail_class, r.thresholds, pack)
+    sentence = prose.tail_sentence(r).strip()
+    return TailView(r.tail, r.shapes, r.tail_class, r.thresholds, pack, sentence)
 
 
 def fragment(v: TailView) -> Fragment:
