@@ -58,9 +58,14 @@ def _sql_file(p: Pack, views: str | None) -> bytes:
     return (head + views + p.sql.strip() + ";\n").encode()
 
 
-def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> int:
+def write_packs(
+    con: Connection, r: SliceResult, folder: Path, specs: Path, live: bool = False
+) -> int:
     """Write each pack's rows, SQL and spec under `folder`, and its spec under `specs` (the
-    dataset's copy `explain` reads); the pack folder holds tonight's packs only."""
+    dataset's copy `explain` reads); the pack folder holds tonight's packs only. `live`: `r` was
+    just analysed on `con`, whose temporary objects are still this slice's (`query.load_slice`
+    and `blocking.load_blocking` make them anew for every slice), so the tail packs' rows come
+    from them rather than from the same definitions again as CTEs."""
     views = view_script(con)
     folder.mkdir(parents=True, exist_ok=True)
     specs.mkdir(parents=True, exist_ok=True)
@@ -85,7 +90,8 @@ def write_packs(con: Connection, r: SliceResult, folder: Path, specs: Path) -> i
             # every tail pack's rows are those of the slice's one tail query for its shapes:
             # run it (and the blocking chain it joins) once, not once per pack
             if tails is None:
-                tails = con.sql(tail_rows_sql(r.workload, r.slice, r.budgets)).to_arrow_table()
+                query = tail_rows_sql(r.workload, r.slice, r.budgets, live)
+                tails = con.sql(query).to_arrow_table()
             mask = pc.is_in(tails["shape"], pa.array(p.typed().shapes, pa.string()))
             rows = tails.filter(mask)
         else:

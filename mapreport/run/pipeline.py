@@ -206,7 +206,7 @@ class SliceReporter:
             result = analyze_slice(
                 con, due.workload, due.slice_, run.config.thresholds, review, due.stored, key
             )
-            write_packs(con, result, due.folder / PACKS, ds.root / PACKS)
+            write_packs(con, result, due.folder / PACKS, ds.root / PACKS, live=True)
             return Analysed(key, result)
         except Exception as e:  # noqa: BLE001 - one slice fails, the night goes on
             return failed(due, e)

@@ -64,9 +64,12 @@ def slice_tables(workload: str, slice_: str) -> str:
     )
 
 
-def tail_rows_sql(workload: str, slice_: str, budgets: dict[str, float]) -> str:
-    """Every shape's tail rows: each tail pack's rows are these rows of its shapes."""
-    return f"{slice_tables(workload, slice_)}\nSELECT * FROM ({tail_sql(budgets)})"
+def tail_rows_sql(workload: str, slice_: str, budgets: dict[str, float], live: bool = False) -> str:
+    """Every shape's tail rows: each tail pack's rows are these rows of its shapes. `live`: over
+    the slice's temporary objects as the analysis left them on the connection (the same
+    definitions: `load_slice`, `load_blocking`), not made again as CTEs."""
+    select = f"SELECT * FROM ({tail_sql(budgets)})"
+    return select if live else f"{slice_tables(workload, slice_)}\n{select}"
 
 
 SAMPLE_REDUCTIONS = frozenset({Reduction.NET_GAIN, Reduction.APE, Reduction.DRIFT})
