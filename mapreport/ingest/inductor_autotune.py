@@ -89,12 +89,6 @@ FAILED = {"inf": "inf", "zero": "zero_time"}
 out) and 0 (torch prints `<DIVIDED BY ZERO ERROR>`)."""
 
 
-class _Bad(Exception):
-    def __init__(self, field_name: str | None, reason: str):
-        super().__init__(reason)
-        self.field, self.reason = field_name, reason
-
-
 @dataclass
 class _Choice:
     """One candidate of a workload over every block that listed it."""
@@ -146,12 +140,12 @@ def _shape(sizes: str) -> str | None:
         text = part.strip()
         values = text.split("x") if text else []
         if not all(v.isascii() and v.isdigit() for v in values):
-            raise _Bad("sizes", f"must be sizes like 64x256, got {part.strip()!r}"[:200])
+            raise FieldError("sizes", f"must be sizes like 64x256, got {part.strip()!r}"[:200])
         dims.append([int(v) for v in values])
     try:
         return str(convert_value(FIELDS["sizes"], dims))
     except FieldError as e:
-        raise _Bad("sizes", e.reason) from None
+        raise FieldError("sizes", e.reason) from None
 
 
 def _time_ms(token: str) -> float | None:
@@ -159,11 +153,11 @@ def _time_ms(token: str) -> float | None:
     if token == "inf":
         return None
     if not re.fullmatch(r"\d+(?:\.\d+)?", token):
-        raise _Bad("time_ms", f"must be milliseconds or inf, got {token!r}"[:200])
+        raise FieldError("time_ms", f"must be milliseconds or inf, got {token!r}"[:200])
     try:
         value = float(convert_value(FIELDS["time_ms"], token, text=True))
     except FieldError as e:
-        raise _Bad("time_ms", e.reason) from None
+        raise FieldError("time_ms", e.reason) from None
     return value if value > 0 else None
 
 
@@ -213,7 +207,8 @@ class _Reading:
             del self.open[prefix]
         elif body.startswith("  "):
             del self.open[prefix]
-            raise _Bad("name", "a choice line is `  <name> <time> ms <percent>% <description>`")
+            shape = "`  <name> <time> ms <percent>% <description>`"
+            raise FieldError("name", f"a choice line is {shape}")
         else:
             del self.open[prefix]  # the block ended without its summary (a cut log)
 
@@ -221,7 +216,7 @@ class _Reading:
         """A line past the limit: an error inside a block, passed over outside one."""
         if self.open:
             self.open.clear()
-            raise _Bad(None, LONG_LINE)
+            raise FieldError(None, LONG_LINE)
 
     def _workload(self, block: _Block) -> _Workload:
         key = _key(block.op, block.dtypes, block.strides)
@@ -245,7 +240,7 @@ class _Reading:
         c = w.choices.get(key)
         if c is None:
             if self.choices >= MAX_CHOICES:
-                raise _Bad("name", f"more than {MAX_CHOICES:,} distinct choices in one file")
+                raise FieldError("name", f"more than {MAX_CHOICES:,} distinct choices in one file")
             self.choices += 1
             c = w.choices[key] = _Choice(line_no, kernel + (f"#{n + 1}" if n else ""), desc)
         c.names.append(name)
@@ -294,7 +289,7 @@ class InductorAutotuneReader:
                         reading.long_line()
                         continue
                     reading.line(line_no, raw.decode("utf-8", "replace").rstrip("\r\n"))
-                except _Bad as e:
+                except FieldError as e:
                     sink.reject(line_no, e.field, e.reason, (raw or b"")[:2000])
         workload = sink.hints.get("workload") or path.name.split(".")[0]
         plan_id = path.name.removesuffix(".gz").rsplit(".", 1)[0]

@@ -34,7 +34,7 @@ from mapreport.core.shapes import ShapeError, canonical_shape
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
 from mapreport.ingest.records import LONG_LINE, JsonDecoder, bounded_lines, open_bytes
-from mapreport.ingest.spec import as_float
+from mapreport.ingest.spec import FieldError, as_float
 from mapreport.ingest.tvm_trials import (
     companion,
     failed,
@@ -51,12 +51,6 @@ _DECODE: JsonDecoder[Any] = JsonDecoder()
 _ANSOR = re.compile(rb'^\{\s*"i"\s*:\s*\[\s*\[')
 _AUTOTVM = re.compile(rb'^\{\s*"input"\s*:\s*\[')
 _META = re.compile(rb"^\[\s*\d+\s*,\s*\[\s*\[")
-
-
-class _Bad(Exception):
-    def __init__(self, field_name: str, reason: str):
-        super().__init__(reason)
-        self.field, self.reason = field_name, reason
 
 
 @dataclass
@@ -126,12 +120,12 @@ def _seconds(values: Any) -> bool:
 def _costs(result: Any, what: str) -> tuple[list[float], int, float, float | None]:
     """(costs in s, error code, tuning cost in s, timestamp) of an Ansor/AutoTVM result."""
     if not isinstance(result, list) or len(result) < 2:
-        raise _Bad(what, "must be [costs, error_no, all_cost, timestamp]")
+        raise FieldError(what, "must be [costs, error_no, all_cost, timestamp]")
     costs, err = result[0], result[1]
     if not _seconds(costs):
-        raise _Bad(what, f"costs must be a list of finite seconds, got {costs!r}"[:200])
+        raise FieldError(what, f"costs must be a list of finite seconds, got {costs!r}"[:200])
     if not isinstance(err, int) or isinstance(err, bool):
-        raise _Bad(what, f"error_no must be an integer, got {err!r}")
+        raise FieldError(what, f"error_no must be an integer, got {err!r}")
     all_cost = (as_float(result[2]) if len(result) > 2 else None) or 0.0
     ts = as_float(result[3]) if len(result) > 3 else None
     return [float(c) for c in costs], err, all_cost, ts
@@ -159,10 +153,10 @@ def _parse(rec: Any) -> _Trial:
     if isinstance(rec, dict) and "i" in rec:
         inp = rec["i"]
         if not (isinstance(inp, list) and inp and isinstance(inp[0], list) and len(inp[0]) >= 2):
-            raise _Bad("i", "must be [[workload_key, target, ...], state]")
+            raise FieldError("i", "must be [[workload_key, target, ...], state]")
         key, target = inp[0][0], inp[0][1]
         if not isinstance(key, str):
-            raise _Bad("i", "workload key must be a JSON string")
+            raise FieldError("i", "workload key must be a JSON string")
         try:
             wk = _DECODE.decode(key)
         except msgspec.DecodeError:
@@ -178,7 +172,7 @@ def _parse(rec: Any) -> _Trial:
     if isinstance(rec, dict) and "input" in rec:
         inp = rec["input"]
         if not (isinstance(inp, list) and len(inp) >= 3):
-            raise _Bad("input", "must be [target, task_name, args, kwargs]")
+            raise FieldError("input", "must be [target, task_name, args, kwargs]")
         args = inp[2] if isinstance(inp[2], list) else []
         costs, err, all_cost, ts = _costs(rec.get("result"), "result")
         return _Trial(
@@ -188,12 +182,13 @@ def _parse(rec: Any) -> _Trial:
     if isinstance(rec, list) and len(rec) == 2 and isinstance(rec[0], int):
         body = rec[1]
         if not (isinstance(body, list) and len(body) >= 2):
-            raise _Bad("[1]", "must be [trace, run_secs, target, args_info]")
+            raise FieldError("[1]", "must be [trace, run_secs, target, args_info]")
         run_secs = body[1]
         if run_secs is None:
             run_secs = []
         if not _seconds(run_secs):
-            raise _Bad("run_secs", f"must be a list of finite seconds, got {run_secs!r}"[:200])
+            got = f"must be a list of finite seconds, got {run_secs!r}"[:200]
+            raise FieldError("run_secs", got)
         target = body[2] if len(body) > 2 else None
         kind = target.get("kind") if isinstance(target, dict) else target
         args = body[3] if len(body) > 3 and isinstance(body[3], list) else []
@@ -202,7 +197,7 @@ def _parse(rec: Any) -> _Trial:
             f"workload#{rec[0]}", str(kind), _shape(args), "meta_schedule",
             [float(c) for c in run_secs], err, 0.0, None, body[0], rec[0],
         )  # fmt: skip
-    raise _Bad("", "not a TVM tuning record (auto_scheduler, AutoTVM or MetaSchedule)")
+    raise FieldError("", "not a TVM tuning record (auto_scheduler, AutoTVM or MetaSchedule)")
 
 
 class TvmReader:
@@ -254,7 +249,7 @@ class TvmReader:
                     continue
                 try:
                     t = _parse(rec)
-                except _Bad as e:
+                except FieldError as e:
                     sink.reject(line_no, e.field or None, e.reason, text[:2000])
                     continue
                 ran = t.shape
