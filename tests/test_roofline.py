@@ -515,20 +515,20 @@ def test_too_few_padded_steps_are_no_finding(tmp_path: Path) -> None:
     [
         ("vllm_decode_full", 32, "FULL", 1),
         ("vllm_prefilldecode_piecewise", 8192, "PIECEWISE", 25),
-        ("sglang_decode", 32, "DECODE", 1),
+        ("sglang_decode", 32, "FULL", 1),
     ],
 )
 def test_real_graph_runs_report_their_captured_size(
     tmp_path: Path, run: str, size: int, mode: str, launches: int
 ) -> None:
+    """Each run folder with its harness's record of the capture: the size and the graph mode
+    it records (SGLang's capture annotation says DECODE, its forward mode; the record FULL)."""
     folder = TRACELENS / "inference" / run
     ds = Dataset(tmp_path / "ds", create=True)
-    for trace in sorted(folder.rglob("*.json.gz")):
+    for trace in sorted([*folder.rglob("*.json.gz"), *folder.rglob("execution_details.json")]):
         ingest_file(ds, trace, hints={"workload": run})
     details = json.loads((folder / "capture_traces" / "execution_details.json").read_text())
-    # the harness's own record of the capture names the same size (SGLang's mode there is
-    # FULL, its capture annotation says DECODE: the trace's word is the one reported)
-    assert details[0]["batch_size"] == size
+    assert (details[0]["batch_size"], details[0]["mode"]) == (size, mode)
     r = analyze_slice(ds.connect(), run, "", Thresholds())
     g = r.graphs
     assert g is not None

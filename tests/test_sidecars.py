@@ -1,6 +1,6 @@
 """A run folder ingested as it was recorded: the files no reader reads that tools write beside
-their telemetry (vLLM/SGLang's `execution_details.json`, READMEs, Model Analyzer's CSVs) are
-listed as skipped, exit 0; a file nobody knows is still a one-line error; an ingest stopped by
+their telemetry (READMEs, Model Analyzer's CSVs, PyTorch execution traces) are listed as
+skipped, exit 0 (vLLM/SGLang's `execution_details.json` is read: `capture-details`); a file nobody knows is still a one-line error; an ingest stopped by
 a bad file says what it had committed."""
 
 from __future__ import annotations
@@ -51,24 +51,23 @@ def test_a_vllm_run_folder_ingests_as_recorded(tmp_path: Path, policy: list[str]
     code, out, err = _ingest("--dataset", tmp_path / "ds", *policy, "--workload", "vllm", run)
     assert (code, err) == (0, [])
     details = (run / "capture_traces" / "execution_details.json").resolve()
-    assert out[0] == (
-        f"skipped   capture-details {details}: not a telemetry file: vLLM/SGLang graph-capture "
-        "details (captured batch size and mode); the capture trace beside it is read"
-    )
+    assert out[0] == f"ingested  capture-details {details} (graph_capture 1)"
     assert out[1].startswith("ingested  kineto")
     assert out[2].startswith("unchanged kineto")  # the same bytes as the capture trace
-    assert len(Dataset(tmp_path / "ds").live()) == 1  # the sidecar is not a source
+    assert len(Dataset(tmp_path / "ds").live()) == 2
 
 
 @needs_realdata
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", sorted(p.name for p in INFERENCE.glob("*")))
 def test_every_real_serving_run_folder_ingests_with_exit_0(tmp_path: Path, engine: str) -> None:
-    """vLLM full and piecewise graphs and SGLang decode, each folder as published."""
+    """vLLM full and piecewise graphs and SGLang decode, each folder as published: its two
+    traces and its capture record read, nothing skipped."""
     code, out, err = _ingest("--dataset", tmp_path / "ds", INFERENCE / engine)
     assert (code, err) == (0, [])
-    assert [line.split()[0] for line in out].count("skipped") == 1
+    assert [line.split()[0] for line in out].count("skipped") == 0
     assert sum(line.startswith("ingested  kineto") for line in out) == 2
+    assert sum(line.startswith("ingested  capture-details") for line in out) == 1
 
 
 @needs_realdata

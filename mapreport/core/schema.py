@@ -307,6 +307,20 @@ TABLES: Final[dict[str, pa.Schema]] = {
             *_PROVENANCE,
         ]
     ),
+    "graph_capture": pa.schema(
+        [
+            # one CUDA/HIP graph a serving engine captured, as its capture harness recorded it
+            # (vLLM's and SGLang's execution_details.json): the capture trace it names, the
+            # batch size captured and the graph mode (FULL, PIECEWISE)
+            pa.field("workload", _S, nullable=False),
+            pa.field("slice", _S, nullable=False),
+            pa.field("trace_file", _S, nullable=False),
+            pa.field("batch_size", _I32, nullable=False),
+            pa.field("graph_mode", _S, nullable=False),
+            pa.field("extra", _S),
+            *_PROVENANCE,
+        ]
+    ),
     "quarantine": pa.schema(
         [
             pa.field("field", _S),
@@ -448,6 +462,7 @@ PARTITIONED: Final[frozenset[str]] = frozenset(
         "metric_sample",
         "loadgen_run",
         "tuning_trial",
+        "graph_capture",
     }
 )
 """Tables written under `workload=<name>/` folders, so one slice's report reads one folder."""

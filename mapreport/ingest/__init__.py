@@ -20,6 +20,7 @@ from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.aiperf_gpu import AiperfGpuReader
 from mapreport.ingest.aiperf_summary import AiperfSummaryReader
 from mapreport.ingest.base import FileSniffer, Head, Reader
+from mapreport.ingest.capture_details import CaptureDetailsReader
 from mapreport.ingest.digest import Digest, file_sha256
 from mapreport.ingest.inductor_autotune import InductorAutotuneReader
 from mapreport.ingest.kineto import KinetoReader
@@ -61,6 +62,7 @@ _ALL: tuple[Reader, ...] = (
     MlperfDetailReader(),
     MlperfSystemReader(),
     TritonTraceReader(),
+    CaptureDetailsReader(),
     *NATIVE_READERS,
     PrometheusReader(),
 )

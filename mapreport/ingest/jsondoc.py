@@ -22,12 +22,13 @@ _BYTE = re.compile(r"byte (\d+)")
 _DECODE: JsonDecoder[Any] = JsonDecoder()
 
 
-def read_document(path: Path) -> tuple[Any, bytes]:
-    """The decoded document and its raw bytes; malformed JSON raises InputError with the line."""
+def read_document(path: Path, limit: int = MAX_DOCUMENT_BYTES) -> tuple[Any, bytes]:
+    """The decoded document and its raw bytes (at most `limit` of them, checked while they are
+    read); malformed JSON raises InputError with the line."""
     with open_bytes(path) as fh:
-        raw = fh.read(MAX_DOCUMENT_BYTES + 1)
-    if len(raw) > MAX_DOCUMENT_BYTES:
-        raise InputError(path, None, None, f"document larger than {MAX_DOCUMENT_BYTES} bytes")
+        raw = fh.read(limit + 1)
+    if len(raw) > limit:
+        raise InputError(path, None, None, f"document larger than {limit} bytes")
     try:
         return _DECODE.decode(raw), raw
     except msgspec.DecodeError as e:

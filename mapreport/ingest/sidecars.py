@@ -34,13 +34,6 @@ class Sidecar:
 
 SIDECARS: tuple[Sidecar, ...] = (
     Sidecar(
-        "capture-details",
-        "vLLM/SGLang graph-capture details (captured batch size and mode); the capture trace "
-        "beside it is read",
-        ("execution_details.json",),
-        re.compile(rb'\A\s*[\[{].*"(batch_size|mode)"\s*:', re.DOTALL),
-    ),
-    Sidecar(
         "execution-trace",
         "PyTorch execution trace (an op graph without times); the profiler trace recorded "
         "with it is read",

@@ -5,7 +5,8 @@ captured size that holds its batch, padded up to it, or runs eagerly when none d
 From a profiler trace: captures (`capture_<size>_<mode>` annotations, as vLLM's and SGLang's
 capture harnesses and TraceLens write them), steps (vLLM's `execute_<tokens>_...` and SGLang's
 `step[... bs=<n>]` annotations) and graph launches (`cudaGraphLaunch`, `hipGraphLaunch`) with
-the kernels they replay (same correlation id).
+the kernels they replay (same correlation id). The graph mode the harnesses record beside the
+capture trace (table `graph_capture`) names a captured size's mode where there is one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
@@ -51,6 +53,9 @@ class GraphBucket:
 
     size: int | None
     mode: str | None
+    """The graph mode its capture harness recorded (`graph_capture`, from vLLM's and SGLang's
+    execution_details.json), else its capture annotation's word: vLLM's graph mode, SGLang's
+    forward mode (DECODE, where its harness records FULL)."""
     captured: bool
     """The trace holds its capture (else the size is only known from the steps' batches)."""
     capture_us: float | None
@@ -103,6 +108,9 @@ _CAPTURES = """
     WHERE workload = $w AND slice = $s AND category = 'annotation'
         AND regexp_matches(name, '^capture_[0-9]+_[A-Za-z_]+$')
     GROUP BY name
+"""
+_RECORDED = """
+    SELECT DISTINCT batch_size, graph_mode FROM graph_capture WHERE workload = $w AND slice = $s
 """
 _STEPS = """
     WITH steps AS (
@@ -179,6 +187,15 @@ def captures_of(rows: list[tuple[str, float]]) -> dict[int, tuple[str, float]]:
     return out
 
 
+def recorded_modes(rows: Iterable[tuple[int, str]]) -> dict[int, str]:
+    """Captured size -> the graph mode its capture harness recorded (batch size, mode rows of
+    `graph_capture`); sizes recorded under several modes name them all, in order."""
+    modes: dict[int, set[str]] = {}
+    for size, mode in rows:
+        modes.setdefault(int(size), set()).add(str(mode))
+    return {size: ", ".join(sorted(found)) for size, found in modes.items()}
+
+
 def _size_of(s: GraphStep, sizes: list[int]) -> int | None:
     """The captured size a step ran at: the smallest that holds its batch (None: eager)."""
     at = bisect_left(sizes, s.batch)
@@ -190,10 +207,12 @@ def buckets_of(
     steps: list[GraphStep],
     th: Thresholds | None = None,
     seed: int = 0,
+    modes: Mapping[int, str] | None = None,
 ) -> Graphs:
     """Each step placed in the smallest captured size that holds its batch (a replayed step
     with no capture in the trace is its own size); padding waste per bucket, and with `th`
-    the padding finding."""
+    the padding finding; `modes`: the graph mode recorded per size (`recorded_modes`), which
+    names a bucket's mode before its capture annotation does."""
     sizes = sorted(set(captures) | {s.batch for s in steps if s.launches and not captures})
     groups: dict[int | None, list[GraphStep]] = {}
     for s in steps:
@@ -209,6 +228,8 @@ def buckets_of(
         per_unit = graph_us / padded if padded and graph_us else None
         waste = (padded - real) * per_unit if per_unit is not None else None
         mode, capture_us = captures.get(size, (None, None)) if size is not None else (None, None)
+        if size is not None and modes and size in modes:
+            mode = modes[size]
         buckets.append(
             GraphBucket(
                 size=size,
@@ -287,7 +308,8 @@ def graphs(con: Connection, workload: str, slice_: str, th: Thresholds) -> Graph
     steps = steps_of([(r[0], r[2], r[4], r[5], r[6]) for r in rows])
     if not captures and not any(s.launches for s in steps):
         return None
-    return buckets_of(captures, steps, th, padding_seed(th, workload, slice_))
+    modes = recorded_modes((r[0], r[1]) for r in con.execute(_RECORDED, p).fetchall())
+    return buckets_of(captures, steps, th, padding_seed(th, workload, slice_), modes)
 
 
 def judge(g: Graphs | None) -> Judgement | None:
