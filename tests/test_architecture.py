@@ -25,6 +25,7 @@ from mapreport.report import (
     devicetime,
     judgements,
     prose,
+    regret,
     words,
 )
 from mapreport.report import compare as compare_words
@@ -112,7 +113,7 @@ ANALYSIS_ROOMS: dict[str, frozenset[str]] = {
     "mapping": frozenset({"base"}),
     "tuning": frozenset({"base"}),
     "serving": frozenset({"base", "device", "mapping"}),
-    "actions": frozenset({"base", "device", "mapping", "serving"}),
+    "actions": frozenset({"base", "device", "mapping", "tuning", "serving"}),
     "loop": frozenset({"base", "serving", "actions"}),
     "steps": frozenset({"base", "device", "mapping", "tuning", "serving", "actions", "loop"}),
     "comparing": frozenset({"base", "device", "steps"}),
@@ -248,6 +249,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.TimeBasis: compare_whole.BASIS_WORDS,
     kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
     kinds_tuning.Unranked: ranking.UNRANKED,
+    kinds_tuning.RegretRemedy: regret.REGRET_REMEDIES,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

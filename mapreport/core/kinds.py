@@ -112,6 +112,9 @@ class ActionKind(StrEnum):
     DYNAMIC_SHAPES = "dynamic_shapes"
     """A compiled frame recompiled for the shapes it met (or hit its recompile limit): make the
     varying dims dynamic, bucket the shapes, or hold the guarded value constant."""
+    TUNING_REGRET = "tuning_regret"
+    """A tuning run chose a config materially slower than the best measured for its workload:
+    retune with a named budget, pin the best measured config, or fix the cost model."""
 
 
 class HeadroomRemedy(StrEnum):
@@ -374,6 +377,8 @@ class Criterion(StrEnum):
     SAME_ON_BOTH_SIDES = "same_on_both_sides"
     AGREES_WITHIN = "agrees_within"
     BACK_TO_BEFORE = "back_to_before"
+    REGRET_WITHIN = "regret_within"
+    RANKS_WELL = "ranks_well"
 
 
 class CheckItem(StrEnum):

@@ -108,7 +108,7 @@ def metric_value(value: float | None, metric: str) -> str:
         return DASH if value is None else f"{value:g}"  # a score as its record states it
     if metric.endswith("_change"):
         return signed_pct(value)
-    if any(k in metric for k in ("share", "ape", "rate", "gain", "error")):
+    if any(k in metric for k in ("share", "ape", "rate", "gain", "error", "regret", "accuracy")):
         return pct(value)
     return num(value)
 

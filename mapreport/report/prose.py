@@ -28,6 +28,7 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
+from mapreport.report.regret import regret_title
 from mapreport.report.sources import source_paths
 from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
@@ -134,6 +135,8 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
         return idle_title(p, name)
     if isinstance(p, P.Headroom | P.Padding | P.Recompiled):
         return trace_title(p)
+    if isinstance(p, P.Regret):
+        return regret_title(p)
     assert_never(p)  # mypy checks that every kind of params has its title
 
 

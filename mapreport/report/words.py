@@ -215,6 +215,9 @@ CRITERIA: dict[Criterion, str] = {
     Criterion.BACK_TO_BEFORE: "≤ {limit}, its value before the regression",
     Criterion.PRESENT_ON_EVERY_REQUEST: "present on every request",
     Criterion.SAME_ON_BOTH_SIDES: "same on both sides",
+    Criterion.REGRET_WITHIN: "≤ {limit}, the whole 95% CI, on repeated measurements of the "
+    "deployed config and the best",
+    Criterion.RANKS_WELL: "above {limit} of pairs ranked right, the whole 95% CI",
 }
 
 CLASS_BASES: dict[ClassBasis, str] = {
@@ -353,6 +356,9 @@ METRIC_WORDS: dict[str, str] = {
     "device_idle_share": "share of the device's span idle",
     "padding_waste_us": "device time spent on graph padding",
     "graph_device_time_us": "device time of the graph replays",
+    "regret": "regret of the chosen config against the best measured",
+    "pairwise_accuracy": "the cost model's pairwise ranking accuracy",
+    "chosen_us": "the deployed config's measured time",
 }
 
 
@@ -418,6 +424,8 @@ def evidence_note(e: Evidence) -> str:
         return "CI over 20 equal windows of each device's span (block bootstrap)"
     if e.metric == "padding_waste_us":
         return "CI over the replayed steps"
+    if e.metric == "regret":
+        return "n: the fewer repeats of the chosen config and the best; CI over the repeats"
     return ""
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import msgspec
 
 from mapreport.core.kinds import ActionKind, BlockingRemedy, HeadroomRemedy
+from mapreport.core.kinds_tuning import RegretRemedy
 
 
 @dataclass(frozen=True)
@@ -232,6 +233,38 @@ class Recompiled:
     reasons: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class Regret:
+    """A tuning run whose chosen config is materially slower than the best measured for its
+    workload: the two, the regret with its interval, and what the remedy rests on (the budget
+    that found the best, the run's cost model's ranking)."""
+
+    task: str
+    shape: str | None
+    target: str | None
+    plan_id: str
+    """The run that chose."""
+    trials: int
+    chosen_us: float
+    chosen_trial: int | None
+    best_us: float
+    best_plan: str | None
+    best_trial: int | None
+    best_config: str | None
+    regret: float
+    regret_low: float
+    regret_high: float
+    repeats: int
+    budget: int | None
+    """The trials the best run needed to come within 1% of its own best (its whole run when
+    it never did): the budget a retune names."""
+    cost_model: str | None
+    pairwise_accuracy: float | None
+    pairwise_low: float | None
+    pairwise_high: float | None
+    remedy: RegretRemedy
+
+
 ActionParams = (
     TailShare
     | Queueing
@@ -252,6 +285,7 @@ ActionParams = (
     | Idle
     | Padding
     | Recompiled
+    | Regret
 )
 """What an action states, by its kind."""
 
@@ -274,6 +308,7 @@ KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
     ActionKind.DEVICE_IDLE: (Idle,),
     ActionKind.GRAPH_PADDING: (Padding,),
     ActionKind.DYNAMIC_SHAPES: (Recompiled,),
+    ActionKind.TUNING_REGRET: (Regret,),
 }
 """The params each kind of action carries (a test holds every action to it)."""
 

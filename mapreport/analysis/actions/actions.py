@@ -65,6 +65,7 @@ OWNERS: dict[ActionKind, OwnerRole] = {
     ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD,
     ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT,
     ActionKind.DYNAMIC_SHAPES: OwnerRole.COMPILER_LEAD,
+    ActionKind.TUNING_REGRET: OwnerRole.COMPILER_LEAD,
 }
 """Who owns each kind of action (METRICS.md roles); the configuration names the person."""
 REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
