@@ -49,6 +49,8 @@ class Verdict:
     """What drives the slice's tail, when its pooled tail decides a class."""
     rollback_due: tuple[str, ...] = ()
     """Each action whose rollback trigger is exceeded tonight, with the figure."""
+    ranking: str = ""
+    """What the tuning records say, when the tuning choices decide the slice's status."""
 
 
 def headline(r: SliceResult) -> tuple[str, float | None, float | None, bool | None]:
@@ -106,10 +108,11 @@ def verdict(
     h: History | None,
     over: OverSla | None,
     tail: str,
+    ranking: str = "",
 ) -> Verdict:
     """Page 1 of the report, from the facts the sections state in full: the SLA checks, the
-    actions, the checklist and its pitfalls, the history, the requests over the SLA, and what
-    drives the slice's tail, in words."""
+    actions, the checklist and its pitfalls, the history, the requests over the SLA, what
+    drives the slice's tail and, when they decide its status, the tuning choices, in words."""
     compared = h is not None and h.compared_to is not None
     moved = h.regressions if h is not None and compared else ()
     return Verdict(
@@ -124,6 +127,7 @@ def verdict(
         regressions=sum(1 for g in moved if g.kind == RegressionKind.REGRESSION),
         compared_to=h.compared_night if h and h.compared_to else None,
         tail=tail,
+        ranking=ranking,
         rollback_due=tuple(
             f"{words.label(s.kind)} at {words.shape_name(s.shape)}: {states.trigger(s)}"
             for s in (h.actions if h is not None else ())

@@ -105,7 +105,14 @@ def page(a: Assembled) -> ReportView:
     return ReportView(
         name=f"{scope.s.workload}/{scope.s.slice}" if scope.s.slice else scope.s.workload,
         verdict=verdict(
-            sla, actions, checks, checklist.pitfalls, history.h, summary.over_sla, tail
+            sla,
+            actions,
+            checks,
+            checklist.pitfalls,
+            history.h,
+            summary.over_sla,
+            tail,
+            of["ranking"].sentence,
         ),
         health=health(locked, sla, checks),
         headline=summary.headline,

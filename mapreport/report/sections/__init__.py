@@ -53,6 +53,7 @@ SECTIONS: tuple[Section[Any, Any], ...] = (
     environment.SECTION,
     coverage.SECTION,
     accuracy.SECTION,
+    ranking.SECTION,
     adaptation.SECTION,
     operators.SECTION,
     roofline.SECTION,
@@ -78,7 +79,6 @@ SECTIONS: tuple[Section[Any, Any], ...] = (
     data.SECTION,
     method.SECTION,
     glossary.SECTION,
-    ranking.SECTION,
 )
 
 

@@ -1,15 +1,26 @@
-"""findings.json `ranking`, a part with no page section (docs/findings.md): a row per tuning run
-and workload, stating whether the compiler chose well (docs/metrics.md, "Did the compiler
-choose well?"); slices without tuning records have no `ranking` key at all."""
+"""Did the compiler choose well? Per tuned workload and run (tuning records that keep every
+trial): the chosen config against the best measured, the regret with its interval, the search's
+efficiency (trials to within 5% and 1% of its best, its best-so-far curve) and, where the records
+carry the cost model's scores, how well it ranked (docs/metrics.md, "Did the compiler choose
+well?"). findings.json `ranking` holds a row per run and workload; slices without tuning records
+have no `ranking` key and no section."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import msgspec
+import plotly.graph_objects as go
 
 from mapreport.analysis.base.common import Interval
-from mapreport.analysis.tuning.ranking import Ranking, TuningChoice
+from mapreport.analysis.base.judgement import Judgement
+from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, WITHIN, Ranking, TuningChoice
+from mapreport.core.kinds import JudgementFamily
 from mapreport.core.kinds_tuning import Unranked
-from mapreport.report.sections.unit import Facts, Section, same
+from mapreport.report import charts
+from mapreport.report.filters import duration, pct, plural
+from mapreport.report.sections.unit import Facts, Section
 
 UNRANKED: dict[str, str] = {
     Unranked.ONE_CANDIDATE: (
@@ -22,6 +33,18 @@ UNRANKED: dict[str, str] = {
     ),
 }
 """Why a workload gets no regret or no ranking figures."""
+NO_PREDICTION = "no prediction recorded"
+"""What the ranking columns say of a run whose records hold no cost-model score."""
+MAX_ROWS = 60
+"""Rows the tables list (the material regrets first); findings.json holds every one."""
+MAX_CURVES = 10
+"""Runs the search chart draws (the most trials first)."""
+MIN_CURVE_TRIALS = 3
+"""A run with fewer trials has no search to draw."""
+LEGEND_ROW_PX = 16
+"""The search chart's height per legend row."""
+MAX_POINTS = 300
+"""Points a curve keeps (its improvements and its last trial, thinned beyond this)."""
 
 
 class RankingRow(msgspec.Struct):
@@ -107,14 +130,289 @@ def row(c: TuningChoice) -> RankingRow:
     )
 
 
-def read(f: Facts) -> Ranking | None:
-    """The slice's tuning ranking."""
-    return f.r.ranking
+@dataclass(frozen=True)
+class Read:
+    """What the section reads of the slice: its tuning ranking, and the status's deciding
+    judgement when it is the tuning choices' (page 1 then says why)."""
+
+    ranking: Ranking | None
+    deciding: Judgement | None
 
 
-def fragment(r: Ranking | None) -> Fragment:
+def read(f: Facts) -> Read:
+    """The slice's tuning ranking (the one place the report reads it off the result)."""
+    st = f.r.status
+    deciding = st.deciding if st is not None else None
+    ranks = deciding is not None and deciding.family is JudgementFamily.RANKING
+    return Read(f.r.ranking, deciding if ranks else None)
+
+
+@dataclass(frozen=True)
+class ChoiceLine:
+    """One run's workload as the tables print it."""
+
+    c: TuningChoice
+    workload: str
+    """Its task at its argument shapes (and target)."""
+    best_where: str
+    """Which run and trial measured the best ('' when it is this run's own pick)."""
+    standing: str
+    """The choice against the best, in words (material, within noise, ...)."""
+    style: str
+    """The standing's class: 'bad' a proven material regret, 'warn' one short of proof,
+    'muted-text' nothing to rank, '' otherwise."""
+    no_prediction: str
+    """Why the ranking columns are empty ('' when the model's scores were recorded)."""
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One run's search: its best so far over the best measured for its workload, per trial
+    (only where it improved, and its last trial)."""
+
+    label: str
+    trials: tuple[int, ...]
+    ratio: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class RankingView:
+    """What the section prints, findings.json states and page 1 says of the tuning records."""
+
+    ranking: Ranking | None
+    lines: tuple[ChoiceLine, ...]
+    """The runs' workloads the tables list (at most MAX_ROWS, the material regrets first)."""
+    shown_of: int
+    """How many runs' workloads there are (the tables may list fewer)."""
+    one_candidate: int
+    """Workloads with one measured trial in a run, not listed (nothing to rank)."""
+    runs: int
+    workloads: int
+    trials: int
+    ranked: int
+    material: int
+    failed: int
+    predicted: int
+    """Runs' workloads whose cost model's scores were recorded."""
+    curves: tuple[Curve, ...]
+    curves_of: int
+    """Runs with a search to draw (the chart draws at most MAX_CURVES)."""
+    sentence: str
+    """Page 1's line when the tuning choices decide the slice's status ('' otherwise)."""
+    bound: float = MATERIAL_REGRET
+    """A regret is material from here (its interval clear of 0)."""
+    within_far: float = WITHIN[0]
+    within_near: float = WITHIN[1]
+    """The distances from a run's own best that its trials to within count to."""
+    no_prediction: str = NO_PREDICTION
+
+
+def workload(c: TuningChoice) -> str:
+    """A tuned workload as the report names it: its task at its argument shapes (and target)."""
+    at = f" at {c.shape}" if c.shape else ""
+    on = f" on {c.target}" if c.target else ""
+    return f"{c.task}{at}{on}"
+
+
+def standing(c: TuningChoice) -> tuple[str, str]:
+    """The choice against the best measured, in a few words, and its cell's style."""
+    if c.unranked is not None:
+        return UNRANKED[c.unranked], "muted-text"
+    ci, repeats = c.regret_ci, c.repeats or 0
+    if c.material and ci is not None and ci.low >= MATERIAL_REGRET and repeats >= 2:
+        return f"material (whole CI ≥ {pct(MATERIAL_REGRET)})", "bad"
+    if c.material and repeats < 2:
+        return "material, one measurement each", "warn"
+    if c.material:
+        return f"material (CI reaches below {pct(MATERIAL_REGRET)})", "warn"
+    if not c.regret:
+        return "chose the best", ""
+    if c.regret < MATERIAL_REGRET:
+        return f"within {pct(MATERIAL_REGRET)}", ""
+    return "within noise (CI holds 0)", ""
+
+
+def _line(c: TuningChoice) -> ChoiceLine:
+    # a pick with no regret is the best config (measured in another run too, maybe): no where
+    own = not c.regret or (c.best_plan in (None, c.plan_id) and c.best_trial == c.chosen_trial)
+    trial = f", trial {c.best_trial:,}" if c.best_trial is not None else ""
+    words, style = standing(c)
+    reason = c.unscored
+    missing = NO_PREDICTION if reason in (None, Unranked.NO_SCORES) else UNRANKED[reason]
+    return ChoiceLine(
+        c,
+        workload(c),
+        "" if own or c.best_us is None else f"run {c.best_plan}{trial}",
+        words,
+        style,
+        "" if c.prediction is not None else missing,
+    )
+
+
+def _ordered(choices: list[TuningChoice]) -> list[TuningChoice]:
+    """By workload, the workloads with a material regret first (the largest first), and within
+    a workload its material runs first, then by run."""
+    worst: dict[str, tuple[int, float]] = {}
+    for c in choices:
+        key = (0 if c.material else 1, -(c.regret or 0.0))
+        worst[workload(c)] = min(worst.get(workload(c), key), key)
+    return sorted(
+        choices,
+        key=lambda c: (
+            worst[workload(c)],
+            workload(c),
+            not c.material,
+            -(c.regret or 0.0),
+            c.plan_id,
+        ),
+    )
+
+
+def _curve(c: TuningChoice) -> Curve | None:
+    """A run's best so far over the best measured, where it improved and at its last trial."""
+    best = c.best_us
+    if best is None or c.trials < MIN_CURVE_TRIALS:
+        return None
+    so_far = c.best_so_far_us
+    keep = [
+        (n, b)
+        for n, (b, before) in enumerate(zip(so_far, (None, *so_far[:-1]), strict=True), 1)
+        if b is not None and (b != before or n == len(so_far))
+    ]
+    if len(keep) > MAX_POINTS:  # thin evenly, keeping the first and the last
+        step = (len(keep) - 1) / (MAX_POINTS - 1)
+        keep = [keep[round(i * step)] for i in range(MAX_POINTS)]
+    if not keep:
+        return None
+    return Curve(
+        f"{c.plan_id} · {workload(c)}",
+        tuple(n for n, _ in keep),
+        tuple(b / best for _, b in keep),
+    )
+
+
+def view(x: Read) -> RankingView:
+    """The tables' lines, the counts, the chart's curves and page 1's line."""
+    r = x.ranking
+    choices = r.choices if r is not None else ()
+    listed = [c for c in choices if c.unranked is not Unranked.ONE_CANDIDATE]
+    curves = [
+        cv for c in sorted(choices, key=lambda c: (-c.trials, c.plan_id)) if (cv := _curve(c))
+    ]
+    ranked = [c for c in choices if c.regret is not None]
+    material = [c for c in ranked if c.material]
+    failed = [c for c in choices if c.unranked is Unranked.NO_SUCCESS]
+    return RankingView(
+        ranking=r,
+        lines=tuple(_line(c) for c in _ordered(listed)[:MAX_ROWS]),
+        shown_of=len(listed),
+        one_candidate=len(choices) - len(listed),
+        runs=len({c.plan_id for c in choices}),
+        workloads=len({(c.task_key, c.target, c.shape) for c in choices}),
+        trials=r.trials if r is not None else 0,
+        ranked=len(ranked),
+        material=len(material),
+        failed=len(failed),
+        predicted=sum(1 for c in choices if c.prediction is not None),
+        curves=tuple(curves[:MAX_CURVES]),
+        curves_of=len(curves),
+        sentence=_sentence(ranked, material, failed) if x.deciding is not None else "",
+    )
+
+
+def _sentence(
+    ranked: list[TuningChoice], material: list[TuningChoice], failed: list[TuningChoice]
+) -> str:
+    """Page 1's line when the tuning choices decide: how many choices are material regrets
+    (the worst's times), how many runs found nothing."""
+    parts = []
+    if material:
+        worst = max(material, key=lambda c: (c.regret or 0.0, c.plan_id))
+        parts.append(
+            f"{len(material)} of {plural(len(ranked), 'ranked tuning choice')} "
+            f"{'is' if len(material) == 1 else 'are'} materially slower than the best measured "
+            f"(the worst, {workload(worst)}: {duration(worst.chosen_us)} chosen by run "
+            f"{worst.plan_id} against {duration(worst.best_us)})"
+        )
+    if failed:
+        parts.append(
+            f"{plural(len(failed), 'tuned workload')} found no working config (every trial failed)"
+        )
+    return "Tuning: " + "; ".join(parts) + "." if parts else ""
+
+
+def fragment(v: RankingView) -> Fragment:
     """A row per run and workload; nothing without tuning records."""
+    r = v.ranking
     return Fragment() if r is None else Fragment(tuple(row(c) for c in r.choices))
 
 
-SECTION = Section("ranking", "", read, same, fragment)
+TICKS = ((1.0, "best"), (1.2, "+20%"), (1.5, "+50%"), (2.0, "2×"), (3.0, "3×"), (5.0, "5×"))
+"""The search chart's y ticks (a log axis of best so far over best): its ratios and names."""
+
+
+def search_curves(v: RankingView) -> go.Figure | None:
+    """Each run's best so far over the best measured for its workload, per trial, with the
+    5% and 1% lines; None without a search to draw."""
+    if not v.curves:
+        return None
+    fig = charts.figure()
+    for cv in v.curves:
+        fig.add_trace(
+            go.Scatter(
+                x=list(cv.trials),
+                y=list(cv.ratio),
+                mode="lines+markers",
+                line_shape="hv",
+                name=cv.label,
+                hovertemplate="trial %{x}<br>%{y:.3f} × the best<extra></extra>",
+            )
+        )
+    for within in (v.within_far, v.within_near):
+        fig.add_hline(y=1 + within, line={"dash": "dot", "color": "#777", "width": 1})
+    top = max(max(cv.ratio) for cv in v.curves)
+    ticks = [t for t in TICKS if t[0] <= top] + [
+        (float(10**e), f"{10**e:,}×") for e in range(1, 7) if 10 ** (e - 1) < top
+    ]
+    fig.update_xaxes(title="trial (record order, failed trials counted)", rangemode="tozero")
+    fig.update_yaxes(
+        title="best so far / best measured",
+        type="log",
+        tickvals=[t for t, _ in ticks],
+        ticktext=[x for _, x in ticks],
+    )
+    # a legend row a run (their names are long): below the plot, where it grows the figure
+    # rather than climbing into the title
+    rows = LEGEND_ROW_PX * len(v.curves)
+    fig = charts.layout(fig, "Search efficiency: best so far per trial", height=420 + rows)
+    fig.update_layout(
+        legend={"font": {"size": 9}, "y": -0.12 - rows / 1000, "yanchor": "top"},
+        margin={"t": 60, "b": 90 + rows},
+    )
+    return fig
+
+
+def figures(v: RankingView) -> Mapping[str, go.Figure]:
+    """Its chart, when a run has a search to draw."""
+    fig = search_curves(v)
+    return {"search_curves": fig} if fig else {}
+
+
+SECTION = Section(
+    "ranking",
+    "Did the compiler choose well?",
+    read,
+    view,
+    fragment,
+    figures,
+    ("search_curves",),
+    captions={
+        "search_curves": "Each run's best time so far after each trial, in the order the "
+        "search measured them (failed trials count: they cost budget), over the best measured "
+        "for its workload in any run: 1 is the best; the dotted lines are 5% and 1% above it. "
+        "A curve that ends above 1 is a run whose choice has a regret. Inductor lists its "
+        "choices fastest first, not in a search order: its curves say nothing of a search."
+    },
+    has=lambda v: v.ranking is not None,
+    family=JudgementFamily.RANKING,
+)
