@@ -1,7 +1,8 @@
 """A run folder ingested as it was recorded: the files no reader reads that tools write beside
 their telemetry (READMEs, Model Analyzer's CSVs, PyTorch execution traces) are listed as
-skipped, exit 0 (vLLM/SGLang's `execution_details.json` is read: `capture-details`); a file nobody knows is still a one-line error; an ingest stopped by
-a bad file says what it had committed."""
+skipped, exit 0 (vLLM/SGLang's `execution_details.json` is read: `capture-details`); a file
+nobody knows is still a one-line error; an ingest stopped by a bad file says what it had
+committed."""
 
 from __future__ import annotations
 
