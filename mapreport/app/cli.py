@@ -236,9 +236,10 @@ def ingest_cmd(
             ("request_span", span),
         )
         hints = {k: v for k, v in named if v}
-        progress = progress_printer(quiet)
+        chosen = EngineName(engine or EngineName.DUCKDB)
+        progress = progress_printer(quiet, always=chosen is EngineName.SPARK)
         day = parse_date(night).isoformat() if night else None
-        on = open_engine(EngineSettings(EngineName(engine or EngineName.DUCKDB)))
+        on = open_engine(EngineSettings(chosen))
         try:
             results = ingest(
                 dataset, list(files), policy, fmt, progress, hints, jobs, not no_wait, day, on
@@ -326,7 +327,7 @@ def report_cmd(
         config,
         only,
         not no_pdf,
-        progress_printer(quiet),
+        progress_printer(quiet, always=config.engine.name is EngineName.SPARK),
         record=record_history,
         force=force,
         window=chosen,
@@ -387,7 +388,7 @@ def run_cmd(
     try:
         done = run(
             config,
-            progress_printer(quiet),
+            progress_printer(quiet, always=config.engine.name is EngineName.SPARK),
             parse_date(day) if day else None,
             force=force,
             jobs=jobs,

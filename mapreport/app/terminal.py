@@ -42,9 +42,11 @@ class _SafeFormatter(logging.Formatter):
         return terminal_safe(super().formatMessage(record))
 
 
-def progress_printer(quiet: bool) -> Callable[[str], None]:
-    """Progress lines on stderr, only on a terminal (a log file gets the summary lines)."""
-    if quiet or not sys.stderr.isatty():
+def progress_printer(quiet: bool, always: bool = False) -> Callable[[str], None]:
+    """Progress lines on stderr, on a terminal (a log file gets the summary lines), or with
+    `always` anywhere: a Spark run, whose stages take minutes, says what it is at in a batch
+    job's log too."""
+    if quiet or not (always or sys.stderr.isatty()):
         return lambda _msg: None
     return lambda msg: echo(f"  {msg}", err=True)
 

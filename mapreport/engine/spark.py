@@ -14,11 +14,13 @@ import logging
 import os
 import re
 import shutil
+import subprocess
 import sys
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -37,6 +39,18 @@ if TYPE_CHECKING:
 
 LOG_CONFIG = Path(__file__).with_name("spark-log4j2.properties")
 """Spark's log4j2 settings while mapreport drives it (fatal errors only)."""
+LOG_OPTION = f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+JVM_NOISE = re.compile(
+    r"WARNING: "  # the JVM's own start-up warnings (Spark 4 adds jdk.incubator.vector)
+    r"|Setting default log level to |To adjust logging level use sc\.setLogLevel"
+    r"|Using Spark's default log4j profile"
+    r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (WARN|INFO|DEBUG|TRACE) "  # log4j, below an error
+    r"|.*NativeCodeLoader"
+)
+"""Lines of the JVM's stderr that are not for the user: logged (`-v` shows them), not printed.
+Any other line (a fatal error, a crash, an executor's traceback) is printed as it comes."""
+_log = logging.getLogger(__name__)
 
 DEFAULT_CONF = {
     "spark.app.name": "mapreport",
@@ -48,7 +62,7 @@ DEFAULT_CONF = {
     "spark.sql.ansi.enabled": "false",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "8",
-    "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG_CONFIG.as_uri()}",
+    JAVA_OPTIONS: LOG_OPTION,
 }
 """Spark settings the analysis relies on; `[engine.conf]` adds to them or overrides them."""
 
@@ -62,6 +76,48 @@ logging.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
 
 class SparkQueryError(MapreportError):
     """A statement Spark refused or failed to run (its first line)."""
+
+
+def session_conf(conf: dict[str, str]) -> dict[str, str]:
+    """DEFAULT_CONF with `conf` over it; driver Java options given in `conf` keep mapreport's
+    log settings unless they name a log4j2 configuration of their own (else Spark falls back
+    to its default profile and its warnings)."""
+    out = {**DEFAULT_CONF, **conf}
+    own = conf.get(JAVA_OPTIONS)
+    if own is not None and "log4j2.configurationFile" not in own:
+        out[JAVA_OPTIONS] = f"{own} {LOG_OPTION}".strip()
+    return out
+
+
+def filter_jvm_stderr(lines: Iterable[bytes], out: IO[str] | None = None) -> None:
+    """Each line the JVM writes to its stderr: JVM_NOISE to the log, any other to `out`
+    (default: this process's stderr at the time)."""
+    for raw in lines:
+        line = raw.decode("utf-8", "replace").rstrip("\n")
+        if JVM_NOISE.match(line):
+            _log.debug("spark: %s", line)
+            continue
+        stream = out or sys.stderr
+        stream.write(line + "\n")
+        stream.flush()
+
+
+def _launch_jvm(master: str, conf: dict[str, str]) -> None:
+    """Start Spark's JVM with its stderr through `filter_jvm_stderr` and a SparkContext on it,
+    as `getOrCreate` would with the same settings; nothing when this process's JVM runs
+    already (an earlier session here, or spark-submit's gateway)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT") or getattr(SparkContext, "_gateway", None):
+        return
+    spark_conf = SparkConf().setMaster(master).setAll(list(conf.items()))
+    gateway = launch_gateway(spark_conf, {"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    proc = gateway.proc
+    threading.Thread(
+        target=filter_jvm_stderr, args=(proc.stderr,), name="spark-stderr", daemon=True
+    ).start()
+    SparkContext(conf=spark_conf, gateway=gateway)
 
 
 def start_session(settings: EngineSettings) -> SparkSession:
@@ -83,9 +139,12 @@ def start_session(settings: EngineSettings) -> SparkSession:
     builder = SparkSession.builder
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):  # under spark-submit, its --master applies
         builder = builder.master(settings.master)
-    for key, value in {**DEFAULT_CONF, **settings.conf}.items():
+    conf = session_conf(settings.conf)
+    for key, value in conf.items():
         builder = builder.config(key, value)
     try:
+        if SparkSession.getActiveSession() is None:
+            _launch_jvm(settings.master, conf)
         session = builder.getOrCreate()
     except (PySparkException, Py4JError) as e:  # the first line says why
         raise ConfigError(
@@ -245,7 +304,7 @@ class SparkEngine:
         """A connection with the dataset's views, read from `dataset_uri` (default: the
         dataset's folder as a file:// URI)."""
         session = self.session.newSession()
-        for key, value in {**DEFAULT_CONF, **self.settings.conf}.items():
+        for key, value in session_conf(self.settings.conf).items():
             if session.conf.isModifiable(key):  # the semantics, whoever started the session
                 session.conf.set(key, value)
         uri = self.settings.dataset_uri or ds.root.resolve().as_uri()

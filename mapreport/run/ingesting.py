@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from mapreport.core.errors import ErrorPolicy, InputError, MapreportError
 from mapreport.dataset.store import Dataset, iter_files
 from mapreport.engine.engines import DUCKDB, Engine
+from mapreport.engine.settings import EngineName
 from mapreport.ingest import IngestResult, Reading, Staged, commit_staged, helper
 from mapreport.run.outcome import Progress, quiet
 from mapreport.run.processes import spawn_context
@@ -67,6 +68,8 @@ def _ingest(
         if f.resolve().is_relative_to(root):  # its rows would be added again every night
             raise InputError(f, None, None, f"is inside the dataset {dataset_dir}: not a source")
     # on Spark every file is read by an executor first; else by `jobs` processes as they go
+    if len(files) > 1 and engine.name is not EngineName.DUCKDB:
+        progress(f"ingest 0/{len(files)}: the files read on {engine.name}'s executors")
     spread = engine.stage_files(ds, files, how) if len(files) > 1 else None
     pool = _Readers(ds, how, jobs) if spread is None and jobs > 1 and len(files) > 1 else None
     try:

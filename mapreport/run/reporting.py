@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,7 +67,11 @@ def report(
     now = datetime.now(UTC)
     on = engine or open_engine(config.engine)
     try:
+        # on Spark the session starts here: a minute before the first slice is done
+        progress(f"slices: listing them on {on.name}")
+        t0 = time.monotonic()
         slices, wanted, con = _slices(ds, on, only, window)
+        progress(f"slices 0/{len(slices)} listed in {time.monotonic() - t0:.1f} s")
         out.mkdir(parents=True, exist_ok=True)  # refused: a system error (exit 7) naming it
         run = ReportRun(
             dataset=ds.root,
