@@ -58,6 +58,12 @@ def test_the_pages_example_runs(
     assert len(ops) > 0
     assert "no table 'requests'" in out
     assert isinstance(ns["rows"], dict)
+    back, compared = ns["back"], ns["c"]
+    assert isinstance(back, mr.CompareFile)
+    assert isinstance(compared, mr.Compared)
+    assert back.verdict in compared.verdict  # the Compared verdict leads with the ship line
+    assert [s.shape for s in back.shapes] == [s.shape for s in compared.comparison.shapes]
+    assert [s.verdict for s in back.shapes] == [s.verdict for s in compared.comparison.shapes]
 
 
 def test_tables_are_the_windows_committed_rows(demo_dataset: Path) -> None:
@@ -127,6 +133,135 @@ def test_bad_input_is_one_line(
         call(demo_dataset)  # type: ignore[operator]
     assert text in str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def compared(demo_dataset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's bert-base against itself, as `mapreport compare --out` writes it."""
+    out = tmp_path_factory.mktemp("compare") / "bert-base"
+    mr.compare(demo_dataset, demo_dataset, a_slice="bert-base", out=out, b_slice="bert-base")
+    return out
+
+
+def _keys(value: object, at: str = "") -> set[str]:
+    """Every key path of a JSON value (`shapes[].quantiles[].ci`)."""
+    if isinstance(value, dict):
+        return {k for key, v in value.items() for k in {f"{at}.{key}"} | _keys(v, f"{at}.{key}")}
+    if isinstance(value, list):
+        return {k for v in value for k in _keys(v, f"{at}[]")}
+    return set()
+
+
+def test_compare_json_read_back_typed(compared: Path) -> None:
+    """Every key of the file is held by the typed values, categories as their enums, and the
+    tables are those `mapreport export` writes of the file."""
+    import msgspec
+
+    from mapreport.core.kinds import CompareVerdict
+    from mapreport.run.api_compared import compare_tables, read_compared
+
+    doc = json.loads((compared / "compare.json").read_text())
+    back = mr.read_compare(compared)
+    assert back == mr.read_compare(compared / "compare.json")
+    assert _keys(doc) <= _keys(json.loads(msgspec.json.encode(back)))
+    assert (back.a.label, back.b.requests) == (doc["a"]["label"], doc["b"]["requests"])
+    assert back.a.requests > 0
+    assert back.shapes
+    assert [s.verdict for s in back.shapes] == [CompareVerdict(s["verdict"]) for s in doc["shapes"]]
+    assert [(t.quantile, t.ratio, t.ci) for t in back.tail] == [
+        (t["quantile"], t["ratio"], tuple(t["ci"])) for t in doc["tail"]
+    ]
+    assert back.mean_latency is not None
+    assert back.mean_latency.change_us == doc["mean_latency"]["change_us"]
+    assert back.blocks is not None
+    assert back.blocks.a.length == doc["blocks"]["a"]["length"]
+    exported = compare_tables(read_compared(compared))
+    for name, frame in back.tables().items():
+        assert frame.equals(exported[name].to_pandas()), name
+
+
+def test_an_earlier_compare_json_reads_with_defaults(compared: Path, tmp_path: Path) -> None:
+    """A 1.x file without the keys later minors added (1.5's means and renamed shapes, 1.4's
+    run shift): those are None or empty; a key of a later minor is left out."""
+    doc = json.loads((compared / "compare.json").read_text())
+    for key in ("mean_latency", "renamed_b", "run_shift", "tail", "runs", "whole"):
+        del doc[key]
+    for shape in doc["shapes"]:
+        del shape["contribution_us"], shape["mean_a_us"]
+    doc |= {"schema_version": "1.2", "a_later_key": {"x": [1, 2]}}
+    (tmp_path / "compare.json").write_text(json.dumps(doc))
+    back = mr.read_compare(tmp_path)
+    assert (back.schema_version, back.mean_latency, back.renamed_b, back.tail) == (
+        "1.2",
+        None,
+        (),
+        (),
+    )
+    assert {s.contribution_us for s in back.shapes} == {None}
+
+
+def _spoilt(doc: dict[str, object], how: str) -> object:
+    shape = doc["shapes"][0]  # type: ignore[index]
+    if how == "text for a number":
+        shape["n_a"] = str(shape["n_a"])
+    elif how == "unknown verdict":
+        shape["verdict"] = "worse"
+    elif how == "an interval of one":
+        doc["tail"][0]["ci"] = [1.0]  # type: ignore[index]
+    elif how == "a side without its label":
+        del doc["a"]["label"]  # type: ignore[attr-defined]
+    elif how == "another major":
+        doc["schema_version"] = "2.0"
+    elif how == "no version":
+        del doc["schema_version"]
+    elif how == "a list":
+        return [doc]
+    return doc
+
+
+SPOILT = {
+    "text for a number": "field 'shapes[0].n_a': Expected `int`, got `str`",
+    "unknown verdict": "field 'shapes[0].verdict': Invalid enum value 'worse'",
+    "an interval of one": "field 'tail[0].ci': Expected `array` of length 2",
+    "a side without its label": "field 'a': Object missing required field `label`",
+    "another major": "compare schema_version '2.0': this mapreport reads 1.x",
+    "no version": "not a compare.json: Object missing required field `schema_version`",
+    "a list": "not a compare.json: Expected `object`, got `array`",
+}
+
+
+@pytest.mark.parametrize("how", SPOILT, ids=list(SPOILT))
+def test_a_bad_compare_json_is_one_line_naming_the_field(
+    compared: Path, tmp_path: Path, how: str
+) -> None:
+    doc = json.loads((compared / "compare.json").read_text())
+    f = tmp_path / "compare.json"
+    f.write_text(json.dumps(_spoilt(doc, how)))
+    with pytest.raises(DatasetError) as e:
+        mr.read_compare(f)
+    assert str(e.value).startswith(f"{f}: {SPOILT[how]}")
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (
+            b'{"schema_version": "1.5", "shapes": [',
+            "cannot read compare.json (Input data was trunc",
+        ),
+        (b'{"schema_version": "1.5", "x": ' + b"[" * 100_000, "(JSON nested too deeply)"),
+        (b"\xff\xfe", "cannot read compare.json (JSON is malformed"),
+    ],
+    ids=["truncated", "nested", "not text"],
+)
+def test_a_broken_compare_json_is_one_line(tmp_path: Path, body: bytes, text: str) -> None:
+    f = tmp_path / "compare.json"
+    f.write_bytes(body)
+    with pytest.raises(DatasetError, match=re.escape(text)):
+        mr.read_compare(f)
+    with pytest.raises(DatasetError, match="no such compare file"):
+        mr.read_compare(tmp_path / "elsewhere")
 
 
 def test_findings_of_another_schema_are_refused(tmp_path: Path) -> None:

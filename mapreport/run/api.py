@@ -1,7 +1,8 @@
 """mapreport's Python API (docs/api.md): open a dataset as the command line reads it
 (committed sources only, the same window options), take any canonical table of a window or a
 slice as a pandas DataFrame or an Arrow table, analyse a slice into the `SliceResult` its
-report is written from, read a findings.json back as typed values, and compare two datasets.
+report is written from, read a findings.json back as typed values, and compare two datasets
+(and read a compare.json back as typed values).
 
     from mapreport.run import api as mr
     ds = mr.open_dataset("demo/dataset", date="2026-11-28")
@@ -27,6 +28,7 @@ from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.schema import TABLES
 from mapreport.core.window import Window
 from mapreport.dataset.store import Dataset
+from mapreport.run.api_compare import CompareFile, read_compare
 from mapreport.run.api_findings import Findings, findings_of, read_findings
 from mapreport.run.api_tables import REPORT_TABLES, arrow_table, flat
 from mapreport.run.api_window import report_window
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REPORT_TABLES",
+    "CompareFile",
     "Compared",
     "Findings",
     "OpenDataset",
@@ -48,6 +51,7 @@ __all__ = [
     "compare",
     "compare_tables",
     "open_dataset",
+    "read_compare",
     "read_findings",
 ]
 
