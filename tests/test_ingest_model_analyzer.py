@@ -89,7 +89,7 @@ def test_queue_grows_with_concurrency_and_sweep_summary(tmp_path: Path) -> None:
     assert lo == pytest.approx(20.0)  # 0.02 ms at concurrency 1
     assert hi > 1e6  # seconds at concurrency 1024
     r = analyze_slice(con, "resnet50_libtorch", "", Thresholds(), Review(sla_p99_us=20_000))
-    sweep = r.sweep
+    sweep = r.serving.sweep
     assert sweep is not None
     assert sweep.configs_total == 46
     assert sweep.points == 506
@@ -101,7 +101,7 @@ def test_queue_grows_with_concurrency_and_sweep_summary(tmp_path: Path) -> None:
     assert sweep.best == best[0]
     assert sweep.configs[0].best_throughput_per_s == pytest.approx(best[1])
     assert r.requests == 0
-    assert r.operators is None
+    assert r.device.operators is None
 
 
 def test_broken_checkpoint(tmp_path: Path) -> None:

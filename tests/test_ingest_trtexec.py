@@ -116,7 +116,7 @@ def test_per_op_join_in_the_analysis(tmp_path: Path) -> None:
     for path in sorted(A100_FP16.iterdir()):
         ingest_file(ds, path)
     r = analyze_slice(ds.connect(), "resnet", "A100/fp16", Thresholds(), Review())
-    ops = r.operators
+    ops = r.device.operators
     assert ops is not None
     assert (ops.planned_ops, ops.measured_ops, ops.matched_ops) == (36, 36, 36)
     assert ops.matched_time_share == pytest.approx(1.0)

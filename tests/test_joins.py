@@ -105,7 +105,7 @@ def joined(tmp_path: Path) -> Dataset:
 
 def test_per_op_accuracy(joined: Dataset) -> None:
     r = analyze_slice(joined.connect(), "toy", "", Thresholds(), Review())
-    ops = r.operators
+    ops = r.device.operators
     assert ops is not None
     assert (ops.planned_ops, ops.matched_ops, ops.unmeasured_count) == (4, 3, 1)
     assert ops.unmeasured == ("p1: never_run",)
@@ -128,7 +128,7 @@ def test_per_op_accuracy(joined: Dataset) -> None:
 def test_compile_cost_per_shape_against_runtime(joined: Dataset) -> None:
     con = joined.connect()
     r = analyze_slice(con, "toy", "", Thresholds(), Review())
-    c = r.compiles
+    c = r.compiled.compiles
     assert c is not None
     assert (c.compiles, c.recompiles, c.shapes_recompiled) == (15, 14, 14)
     assert c.runtime_joined

@@ -154,7 +154,7 @@ def test_the_plan_in_force_is_the_latest_captured_before_the_night_ends(tmp_path
         r = analyze_slice(con, "w", "", Thresholds())
         (m,) = r.shapes
         predicted[d] = m.accuracy.predicted_us
-        (force,) = [p for p in r.plans if p.in_force]
+        (force,) = [p for p in r.plan.versions if p.in_force]
         assert force.versions == 2
         assert Path(force.path).name == ("p-v1.jsonl" if d == "2026-11-28" else "p-v2.jsonl")
     assert predicted == {"2026-11-28": 250.0, "2026-11-29": 400.0, "2026-11-30": 400.0}
@@ -166,7 +166,7 @@ def test_a_plan_captured_after_every_night_is_still_used_and_said(tmp_path: Path
     ingest(tmp_path / "ds", files)
     con = Dataset(tmp_path / "ds").connect("w", night_window(date(2026, 11, 28)))
     r = analyze_slice(con, "w", "", Thresholds())
-    (v,) = r.plans
+    (v,) = r.plan.versions
     assert v.in_force
     assert not v.before_end
     assert r.shapes[0].accuracy.predicted_us == 250.0

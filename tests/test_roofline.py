@@ -379,8 +379,8 @@ def test_a_trace_alone_gets_findings_and_actions(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, TRACELENS / "h100" / BERT, hints={"workload": "bert"})
     r = analyze_slice(ds.connect(), "bert", "", Thresholds())
-    assert r.roofline is not None
-    assert r.timeline is not None
+    assert r.device.roofline is not None
+    assert r.device.timeline is not None
     kinds = [a.kind for a in r.actions]
     assert ActionKind.DEVICE_IDLE in kinds
     assert ActionKind.ROOFLINE_HEADROOM in kinds
@@ -392,7 +392,7 @@ def test_a_trace_alone_gets_findings_and_actions(tmp_path: Path) -> None:
         assert a.owner_role is not None
     top = next(a for a in r.actions if a.kind == ActionKind.ROOFLINE_HEADROOM)
     assert top.shape == "aten::addmm M=141 N=512 K=512 bf16"
-    row = r.roofline.findings[0].row
+    row = r.device.roofline.findings[0].row
     assert row.bound == Bound.MEMORY
     assert top.evidence.value == pytest.approx(row.headroom_us)
 
@@ -469,7 +469,7 @@ def test_graph_buckets_padding_and_eager_steps(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, trace, hints={"workload": "llm"})
     r = analyze_slice(ds.connect(), "llm", "", Thresholds())
-    g = r.graphs
+    g = r.device.graphs
     assert g is not None
     by_size = {b.size: b for b in g.buckets}
     assert set(by_size) == {8, 16, None}
@@ -502,9 +502,9 @@ def test_too_few_padded_steps_are_no_finding(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, trace, hints={"workload": "llm"})
     r = analyze_slice(ds.connect(), "llm", "", Thresholds())
-    assert r.graphs is not None
-    assert r.graphs.padding_waste_us == pytest.approx(4 * 3 * 2.0)
-    assert r.graphs.finding is None  # 4 steps: below min_samples
+    assert r.device.graphs is not None
+    assert r.device.graphs.padding_waste_us == pytest.approx(4 * 3 * 2.0)
+    assert r.device.graphs.finding is None  # 4 steps: below min_samples
     assert ActionKind.GRAPH_PADDING not in {a.kind for a in r.actions}
 
 
@@ -530,7 +530,7 @@ def test_real_graph_runs_report_their_captured_size(
     details = json.loads((folder / "capture_traces" / "execution_details.json").read_text())
     assert (details[0]["batch_size"], details[0]["mode"]) == (size, mode)
     r = analyze_slice(ds.connect(), run, "", Thresholds())
-    g = r.graphs
+    g = r.device.graphs
     assert g is not None
     (bucket,) = g.buckets
     assert (bucket.size, bucket.mode, bucket.captured) == (size, mode, True)
@@ -587,18 +587,18 @@ def test_an_unrecognised_device_is_named_and_the_configured_one_is_used(tmp_path
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, trace, hints={"workload": "toy"})
     bare = analyze_slice(ds.connect(), "toy", "", Thresholds())
-    assert bare.roofline is not None
-    assert bare.roofline.device is None
-    assert bare.roofline.device_names == ("AMD Radeon Graphics",)
-    assert all(x.roofline_pct is None for x in bare.roofline.rows)
-    assert DEVICE_KEY in device_line(bare.roofline)
+    assert bare.device.roofline is not None
+    assert bare.device.roofline.device is None
+    assert bare.device.roofline.device_names == ("AMD Radeon Graphics",)
+    assert all(x.roofline_pct is None for x in bare.device.roofline.rows)
+    assert DEVICE_KEY in device_line(bare.device.roofline)
     review = Review(device=DeviceConfig(name="MI250X"))
     held = analyze_slice(ds.connect(), "toy", "", Thresholds(), review)
-    assert held.roofline is not None
-    assert held.roofline.device is not None
-    assert held.roofline.device.name == "AMD Instinct MI250X (one die)"
-    assert held.roofline.device.recognised_by == "the run configuration's [device]"
-    assert any(x.roofline_pct is not None for x in held.roofline.rows)
+    assert held.device.roofline is not None
+    assert held.device.roofline.device is not None
+    assert held.device.roofline.device.name == "AMD Instinct MI250X (one die)"
+    assert held.device.roofline.device.recognised_by == "the run configuration's [device]"
+    assert any(x.roofline_pct is not None for x in held.device.roofline.rows)
 
 
 def served_trace(path: Path, calls: dict[str, list[float]]) -> None:
@@ -715,9 +715,9 @@ def test_every_real_trace_says_where_its_device_time_went(tmp_path: Path, trace:
     r = analyze_slice(ds.connect(), "w", "", Thresholds())
     said = devicetime.summary(r)
     assert said
-    assert r.roofline is None or r.roofline.suspects == ()
-    if r.timeline is not None:
-        assert f"idle {pct(r.timeline.shares[DeviceActivity.IDLE])}" in said
+    assert r.device.roofline is None or r.device.roofline.suspects == ()
+    if r.device.timeline is not None:
+        assert f"idle {pct(r.device.timeline.shares[DeviceActivity.IDLE])}" in said
     else:
         assert "holds no kernel" in said
 

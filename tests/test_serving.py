@@ -109,7 +109,7 @@ def test_triton_counters_per_interval_and_a_reset(tmp_path: Path) -> None:
     )
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, path)
-    t = _analyze(ds, "resnet").telemetry
+    t = _analyze(ds, "resnet").serving.telemetry
     assert t is not None
     assert (t.server, t.scrapes, t.resets) == ("Triton", 3, 1)
     first, second = t.windows
@@ -136,7 +136,7 @@ def test_real_triton_scrape_since_start(tmp_path: Path) -> None:
         pytest.skip("../shared/realdata is missing")
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, scrape)
-    t = _analyze(ds, "densenet_onnx").telemetry
+    t = _analyze(ds, "densenet_onnx").serving.telemetry
     assert t is not None
     assert t.total is not None
     assert t.total.since_start
@@ -190,17 +190,17 @@ def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     ingest_file(ds, triton_scrapes(tmp_path / "metrics.prom", scrapes))
     ingest_file(ds, _native_requests(tmp_path / "agree.runtime.jsonl", 100, 21.0))
     r = _analyze(ds, "resnet")
-    assert r.queue_check is not None
-    assert r.queue_check.records_n == 100
-    assert r.queue_check.difference == (21 - 20) / 20
-    assert not r.queue_check.disagrees
+    assert r.serving.queue_check is not None
+    assert r.serving.queue_check.records_n == 100
+    assert r.serving.queue_check.difference == (21 - 20) / 20
+    assert not r.serving.queue_check.disagrees
     assert not [a for a in r.actions if isinstance(a.params, Consistency)]
     ds2 = Dataset(tmp_path / "ds2", create=True)
     ingest_file(ds2, triton_scrapes(tmp_path / "metrics.prom", scrapes))
     ingest_file(ds2, _native_requests(tmp_path / "far.runtime.jsonl", 100, 30.0))
     r = _analyze(ds2, "resnet")
-    assert r.queue_check is not None
-    assert r.queue_check.disagrees
+    assert r.serving.queue_check is not None
+    assert r.serving.queue_check.disagrees
     (action,) = [a for a in r.actions if isinstance(a.params, Consistency)]
     assert action.kind == ActionKind.OBSERVABILITY
     assert action.params.difference == 0.5
@@ -235,7 +235,7 @@ def test_mlperf_target_fills_a_missing_sla(tmp_path: Path) -> None:
     r = _analyze(ds, "resnet")
     assert r.review.sla_p99_us == 100.0
     assert r.review.sla_from == "MLPerf Server run's target latency (p99)"
-    (run,) = r.loadgen
+    (run,) = r.serving.loadgen
     assert run.valid is True
     assert run.results["latency_p99_us"] == 90.0
     configured = _analyze(ds, "resnet", Review(sla_p99_us=500.0))
@@ -251,7 +251,7 @@ def test_token_timing_per_shape(tmp_path: Path) -> None:
     ingest_file(
         ds, aiperf_export(tmp_path / "b.jsonl", [300.0] * 50, isl=3000), hints={"workload": "chat"}
     )
-    tokens = {t.shape: t for t in _analyze(ds, "chat").tokens}
+    tokens = {t.shape: t for t in _analyze(ds, "chat").serving.tokens}
     assert set(tokens) == {"isl=128,osl=256", "isl=4096,osl=256"}
     assert tokens["isl=128,osl=256"].ttft.p50 == 10_000.0  # 100 ms / 10, in us
     assert tokens["isl=4096,osl=256"].itl.p95 == 1_500.0
@@ -290,7 +290,7 @@ def test_replicas_scraped_into_their_own_files_are_not_mixed(tmp_path: Path) -> 
     b = [_counters(50, 0, 0, 1, 0.5), _counters(250, 4_000, 40_000, 1, 0.5)]
     ingest_file(ds, triton_scrapes(tmp_path / "replica-a.prom", a))
     ingest_file(ds, triton_scrapes(tmp_path / "replica-b.prom", b))
-    t = _analyze(ds, "resnet").telemetry
+    t = _analyze(ds, "resnet").serving.telemetry
     assert t is not None
     assert t.resets == 0
     assert sorted(w.requests for w in t.windows) == [100, 200]
@@ -342,7 +342,7 @@ def test_a_served_llm_states_its_output_token_rate(tmp_path: Path) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, aiperf / "qwen_concurrency1_profile_export.jsonl", hints={"workload": "qwen"})
     r = analyze_slice(ds.connect(), "qwen", "", Thresholds())
-    rate = r.token_rate
+    rate = r.serving.token_rate
     assert rate is not None
     assert rate.requests == len(records)
     assert rate.tokens_per_s == pytest.approx(rate.output_tokens / rate.window_s)

@@ -93,7 +93,7 @@ DEVICE_CATEGORIES = ("kernel", "memcpy", "memset")
 def without_device(r: SliceResult) -> str | None:
     """What a profiler trace holds when no row is device time (None without a trace, or
     with device rows)."""
-    rows = r.trace_rows
+    rows = r.device.trace_rows
     if not rows or any(c in rows for c in DEVICE_CATEGORIES):
         return None
     held = ", ".join(f"{n:,} {c}" for c, n in list(rows.items())[:4])
@@ -114,7 +114,7 @@ def _no_roofline(rf: Roofline, x: OpShape) -> str:
 def summary(r: SliceResult) -> str | None:
     """Where a trace's device time went, in one sentence: busy and idle, and the op x shape
     with the most time above its roofline (or the most time, without a roofline)."""
-    rf, t = r.roofline, r.timeline
+    rf, t = r.device.roofline, r.device.timeline
     if rf is None:
         return without_device(r)
     parts = []
@@ -152,7 +152,7 @@ def summary(r: SliceResult) -> str | None:
             "ran in ops the roofline table does not count, or in kernels no recorded op "
             "launched)"
         )
-    g = r.graphs
+    g = r.device.graphs
     if g is not None and g.launches:
         sizes = ", ".join(f"{b.size:,}" for b in g.buckets if b.size is not None and b.steps)
         parts.append(

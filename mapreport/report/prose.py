@@ -326,13 +326,13 @@ def _offline(r: SliceResult) -> list[str]:
     """What a slice without requests does hold: per-op mapping, compiles, a load sweep, the
     server's metrics, MLPerf runs."""
     parts = []
-    ops = r.operators
+    ops = r.device.operators
     if ops is not None:
         parts.append(
             f"{ops.matched_ops} of {ops.planned_ops} planned ops joined with measured times "
             f"({pct(ops.matched_time_share)} of measured op time)"
         )
-    c = r.compiles
+    c = r.compiled.compiles
     if c is not None:
         parts.append(
             f"{plural(c.compiles, 'compile')}, {plural(c.recompiles, 'recompile')} over "
@@ -344,21 +344,22 @@ def _offline(r: SliceResult) -> list[str]:
     device = devicetime.summary(r)
     if device is not None:
         parts.append(device)
-    w = r.sweep
+    w = r.serving.sweep
     if w is not None:
         parts.append(
             f"{plural(w.configs_total, 'model config')} swept at "
             f"{plural(w.points, 'load point')}, best {w.best or DASH}"
         )
-    t = r.telemetry.total if r.telemetry else None
-    if r.telemetry is not None and t is not None:
+    server = r.serving.telemetry
+    t = server.total if server else None
+    if server is not None and t is not None:
         since = " since the server started" if t.since_start else ""
         parts.append(
-            f"{r.telemetry.server}'s metrics over {plural(r.telemetry.scrapes, 'scrape')}: "
+            f"{server.server}'s metrics over {plural(server.scrapes, 'scrape')}: "
             f"{t.requests:,.0f} requests{since}, queue share {pct(t.queue_share)}, mean queue "
             f"wait {duration(t.queue_mean_us)}"
         )
-    for run in r.loadgen:
+    for run in r.serving.loadgen:
         valid = {True: "valid", False: "INVALID", None: "validity not stated"}[run.valid]
         parts.append(
             f"an MLPerf {run.scenario} run ({valid}), p99 latency "
@@ -396,7 +397,7 @@ def summary(r: SliceResult, sla_state: tuple[str, float | None, float | None, bo
     )
     if r.requests:
         head = f"{r.name}: {q} latency {duration(value)}{against} over {completed(r)}; {mapping}."
-        device = devicetime.summary(r) if r.roofline else None  # a CPU run: nothing to add
+        device = devicetime.summary(r) if r.device.roofline else None  # a CPU run: nothing to add
         head += f" On the device, {device}." if device else ""
     else:
         head = f"{r.name}: no per-request records; " + "; ".join(_offline(r)) + "."

@@ -98,7 +98,8 @@ def _tail_pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence)
 
 def _device_pack(r: SliceResult, shape: str, ev: Evidence) -> tuple[Reduction, Any] | None:
     """The reduction and parameters of a device finding's pack (None for any other)."""
-    found = [f.row for f in (r.roofline.findings if r.roofline else ()) if f.row.label == shape]
+    roofline = r.device.roofline
+    found = [f.row for f in (roofline.findings if roofline else ()) if f.row.label == shape]
     roof = found[0].roof_us if found else None
     if ev.metric == "headroom_us" and roof is not None:
         op, category, op_shape, types, concrete = found[0].selection
@@ -125,7 +126,7 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
         params = SampleParams(predicted_us=m.accuracy.predicted_us)
         return _spec(r, pid, subject, shape, ev, Reduction.APE, params)
     if ev.metric == "signed_error_drift" and m is not None:
-        d = next(x for x in r.drifts if x.shape == shape)
+        d = next(x for x in r.plan.drifts if x.shape == shape)
         params = SampleParams(predicted_us=m.accuracy.predicted_us, baseline=d.baseline)
         return _spec(r, pid, subject, shape, ev, Reduction.DRIFT, params)
     if ev.metric == "blocked_share":
@@ -134,9 +135,9 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
     if ev.metric == "latency_p95_change" and moved:
         reg = RegressionParams(list(moved[0].reference_quantiles), moved[0].reference_n)
         return _spec(r, pid, subject, shape, ev, Reduction.REGRESSION, reg)
-    if ev.metric == "consistency.queue_mean_us" and r.queue_check and r.telemetry:
-        c = r.queue_check
-        queue = QueueParams(r.telemetry.server, c.start_us, c.end_us)
+    if ev.metric == "consistency.queue_mean_us" and r.serving.queue_check and r.serving.telemetry:
+        c = r.serving.queue_check
+        queue = QueueParams(r.serving.telemetry.server, c.start_us, c.end_us)
         return _spec(r, pid, subject, shape, ev, Reduction.QUEUE_CHECK, queue)
     device = _device_pack(r, shape, ev)
     if device is not None:

@@ -65,7 +65,7 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
                 "bottleneck_class": m.diagnosis.cls.value,
                 "latency_quantiles_us": list(quantiles.get(m.shape, ())),
                 "plan_id": m.plan_id,
-                "plan_version": in_force(r.plans, m.plan_id),
+                "plan_version": in_force(r.plan.versions, m.plan_id),
                 "signed_error": m.accuracy.signed_error,
                 "signed_error_lo": ci.low if (ci := m.accuracy.signed_error_ci) else None,
                 "signed_error_hi": ci.high if ci else None,
@@ -76,14 +76,14 @@ def history_rows(r: SliceResult, key: RunKey) -> dict[str, list[dict[str, Any]]]
             {
                 **row_key,
                 "plan_id": o.plan_id,
-                "plan_version": in_force(r.plans, o.plan_id),
+                "plan_version": in_force(r.plan.versions, o.plan_id),
                 "op": o.op,
                 "runs": o.runs,
                 "measured_p50_us": o.measured_p50_us,
                 "predicted_us": o.predicted_us,
                 "signed_error": o.signed_error,
             }
-            for o in (r.operators.rows if r.operators else ())
+            for o in (r.device.operators.rows if r.device.operators else ())
             if o.signed_error is not None
         ],
         "history_action": _action_rows(h, row_key, key, first_seen),

@@ -12,29 +12,18 @@ from mapreport.analysis.actions.actions import Action
 from mapreport.analysis.actions.checklist import ChecklistItem, Pitfall, PrecisionCheck
 from mapreport.analysis.actions.observe import ProfileItem
 from mapreport.analysis.base.common import Percentiles, Review, SlaCheck, SourceFile, Thresholds
-from mapreport.analysis.device.graphs import Graphs
-from mapreport.analysis.device.operators import Operators
-from mapreport.analysis.device.roofline import Roofline
-from mapreport.analysis.device.timeline import Timeline
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.mapping.accuracy import Accuracy
-from mapreport.analysis.mapping.consistency import QueueCheck
-from mapreport.analysis.mapping.coverage import Coverage, PlanVersion
+from mapreport.analysis.mapping.coverage import Coverage
 from mapreport.analysis.mapping.environment import EnvironmentCheck
-from mapreport.analysis.mapping.loadgen import LoadgenRun
-from mapreport.analysis.mapping.sweep import LoadSweep
-from mapreport.analysis.mapping.telemetry import Telemetry
-from mapreport.analysis.mapping.tokens import TokenRate, TokenTiming
 from mapreport.analysis.serving.blocking import Blocking
 from mapreport.analysis.serving.classify import ShapeClass
-from mapreport.analysis.serving.compiles import Compiles
-from mapreport.analysis.serving.drift import OpDrift, ShapeDrift
 from mapreport.analysis.serving.scheduling import Scheduling
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.sla import OverSla
 from mapreport.analysis.serving.tail import TailDrivers
+from mapreport.analysis.steps.families import CompiledFound, DeviceFound, PlansFound, ServingFound
 from mapreport.analysis.steps.status import SliceStatus
-from mapreport.analysis.tuning.ranking import Ranking
 from mapreport.core.kinds import BottleneckClass, Decision
 from mapreport.core.window import Window
 
@@ -49,8 +38,6 @@ class SliceResult:
     review: Review
     period: Window
     """The time window the report covers (the data's first and last times are `window_*`)."""
-    plans: tuple[PlanVersion, ...]
-    """Every version of the slice's plans, the one in force at the window's end marked."""
     requests: int
     failed: int
     window_start_us: float | None
@@ -72,48 +59,28 @@ class SliceResult:
     latency_quantiles: dict[str, tuple[float, ...]]
     """Per shape: latency at 0%, 1%, ..., 100% (kept in the history for later comparisons)."""
     history: History | None
-    operators: Operators | None
-    compiles: Compiles | None
-    sweep: LoadSweep | None
     blocking: Blocking
     """Requests blocked behind adapting ones on their worker (analysis/blocking.py)."""
+    device: DeviceFound
+    """A profiler trace's per-op rows: the join with the plan, roofline, timeline, graphs."""
+    compiled: CompiledFound
+    """The compile events and the tuning records' ranking."""
+    serving: ServingFound
+    """The model server's own metrics, token timing, load sweeps and MLPerf runs."""
+    plan: PlansFound
+    """The plan versions in force and their drift across nights."""
     budgets: dict[str, float] = field(default_factory=dict)
     """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
-    drifts: tuple[ShapeDrift, ...] = ()
-    """Per shape, its signed error across the nights of its plan version (analysis/drift.py)."""
-    op_drifts: tuple[OpDrift, ...] = ()
-    """Per planned op with per-op times, its signed error across nights (analysis/drift.py)."""
     profile_next: tuple[ProfileItem, ...] = ()
     """What to collect next to settle thin findings that matter (analysis/observe.py)."""
     tail_class: ShapeClass | None = None
     """The slice's pooled tail read by the shapes' rule (None when immaterial or unread): a
     `blocked_behind_adaptation` class here is the blocking finding."""
-    telemetry: Telemetry | None = None
-    """The model server's own metrics (analysis/telemetry.py; None without them)."""
-    queue_check: QueueCheck | None = None
-    """Mean queue wait of the records against the server's counters, where both exist."""
-    tokens: tuple[TokenTiming, ...] = ()
-    """Per shape, time to first token and inter-token latency (analysis/tokens.py)."""
-    loadgen: tuple[LoadgenRun, ...] = ()
-    """The slice's MLPerf runs (analysis/loadgen.py)."""
     sla: tuple[SlaCheck, ...] = ()
     """p95 and p99 against their targets, judged once (`common.sla_checks`): the headline,
     the verdict, the index's state and the rollback bounds read these."""
     status: SliceStatus | None = None
     """Failing, at risk or healthy, and what decided it (`status.slice_status`)."""
-    roofline: Roofline | None = None
-    """A profiler trace's device time per op x shape against the device's roofline."""
-    timeline: Timeline | None = None
-    """Where the devices' time went: compute, communication, copies, idle."""
-    token_rate: TokenRate | None = None
-    """Output tokens per second of a served LLM slice (analysis/tokens.py)."""
-    trace_rows: dict[str, int] = field(default_factory=dict)
-    """Profiler rows per category (a trace without device time says what it holds)."""
-    graphs: Graphs | None = None
-    """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
-    ranking: Ranking | None = None
-    """Did the compiler choose well: regret and ranking quality per tuning run and workload
-    (analysis/ranking.py; None without tuning records)."""
 
     @property
     def blocking_drives_tail(self) -> bool:
@@ -126,8 +93,9 @@ class SliceResult:
     @property
     def failures_or_restarts(self) -> bool:
         """A compile attempt failed or was refused, or the model server restarted."""
-        failed = self.compiles is not None and bool(self.compiles.failures)
-        return failed or (self.telemetry is not None and bool(self.telemetry.resets))
+        compiled, server = self.compiled.compiles, self.serving.telemetry
+        failed = compiled is not None and bool(compiled.failures)
+        return failed or (server is not None and bool(server.resets))
 
     @property
     def scheduling_measured(self) -> bool:

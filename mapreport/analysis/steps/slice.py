@@ -68,7 +68,7 @@ from mapreport.analysis.serving.classify import (
     read_tail,
 )
 from mapreport.analysis.serving.compiles import varying_dims
-from mapreport.analysis.serving.drift import OpDrift, ShapeDrift, drifts, in_force, op_drifts
+from mapreport.analysis.serving.drift import drifts, in_force, op_drifts
 from mapreport.analysis.serving.scheduling import Scheduling, queue_profile, scheduling
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.sla import OverSla, over_sla, sla_driver
@@ -83,7 +83,14 @@ from mapreport.analysis.serving.tail import (
     tail_rows,
 )
 from mapreport.analysis.steps.context import Context, read_context
-from mapreport.analysis.steps.offline import Offline, offline, served
+from mapreport.analysis.steps.families import (
+    CompiledFound,
+    DeviceFound,
+    PlansFound,
+    compiled_found,
+    device_found,
+    served,
+)
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.shapes_step import ShapesFound, shapes_step
 from mapreport.analysis.steps.status import family_judgements, slice_status
@@ -119,15 +126,6 @@ class Diagnosis:
     """The driver the pooled tail's class rule names, material by p95 or not: the tail
     judgement reads the p99, which can be heavy under a p95 the rule calls immaterial (5% of
     requests waiting 40 ms lift the p99 40x and the p95 not at all)."""
-
-
-@dataclass(frozen=True)
-class Drifts:
-    """`drift_step`: the plan versions in force and the signed errors' drift across nights."""
-
-    plans: tuple[PlanVersion, ...]
-    drifts: tuple[ShapeDrift, ...]
-    op_drifts: tuple[OpDrift, ...]
 
 
 @dataclass(frozen=True)
@@ -230,10 +228,10 @@ def scheduling_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Schedulin
     return scheduling(ctx.con, ctx.grains, ctx.buckets, bucket_of, ctx.cores, queues)
 
 
-def offline_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> Offline:
-    """The families that need no request telemetry (`offline.offline`)."""
+def compiled_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> CompiledFound:
+    """The compiles, weighed against each shape's adaptation saving, and the tuning records."""
     savings = {m.shape: v for m in shapes if (v := m.gain.saving_p50_us) is not None}
-    return offline(ctx.con, ctx.workload, ctx.slice, ctx.th, ctx.review, savings, ctx.present)
+    return compiled_found(ctx.con, ctx.workload, ctx.slice, ctx.th, savings, ctx.present)
 
 
 def _slowest_cores(
@@ -251,12 +249,12 @@ def _slowest_cores(
     return out
 
 
-def drift_step(ctx: Context, shapes: tuple[ShapeMetrics, ...], ops: Operators | None) -> Drifts:
+def plans_step(ctx: Context, shapes: tuple[ShapeMetrics, ...], ops: Operators | None) -> PlansFound:
     """Each shape's (and each planned op's) signed error across the nights of its plan
     version in force."""
     plans = tuple(plan_versions(ctx.con, ctx.workload, ctx.slice))
     rows = ops.rows if ops else ()
-    return Drifts(
+    return PlansFound(
         plans,
         drifts(shapes, plans, ctx.stored.shapes, ctx.run.run_date, ctx.th),
         op_drifts(rows, plans, ctx.stored.ops, ctx.run.run_date, ctx.th),
@@ -270,10 +268,10 @@ def review_step(
     diag: Diagnosis,
     blocked: Blocking,
     sched: Scheduling | None,
-    drifted: Drifts,
+    drifted: PlansFound,
     check: QueueCheck | None,
     moved: tuple[Regression, ...] = (),
-    offline: Offline | None = None,
+    found_in: tuple[DeviceFound, CompiledFound] = (DeviceFound(), CompiledFound()),
 ) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
     precisions = [b.precision for b in ctx.buckets if b.precision]
@@ -297,13 +295,10 @@ def review_step(
     )
     sources = tuple(s.source_id for s in sl.sources)
     slowest = _slowest_cores(sched, diag.shapes)
-    device = (
-        device_actions(scope, offline.roofline, offline.timeline, sources, offline.graphs)
-        if offline
-        else []
-    )
-    if offline is not None and offline.compiles is not None:
-        frames = offline.compiles.frames
+    dev, compiled = found_in
+    device = device_actions(scope, dev.roofline, dev.timeline, sources, dev.graphs)
+    if compiled.compiles is not None:
+        frames = compiled.compiles.frames
         device += [a for a in (recompile_action(scope, frames, sources),) if a is not None]
     actions = plan_actions(
         scope, sl.environment, precision.missing, slowest, sources, check, device
@@ -405,9 +400,10 @@ def analyze(
     sl = slice_step(ctx, found.shapes)
     diag = diagnosis_step(ctx, found.shapes, sl, blocked)
     sched = scheduling_step(ctx, diag.shapes)
-    offline = offline_step(ctx, diag.shapes)
-    serving = served(con, workload, slice_, th, ctx.totals, ctx.rows, present)
-    drifted = drift_step(ctx, diag.shapes, offline.operators)
+    device = device_found(ctx.con, workload, slice_, th, review, present)
+    compiled = compiled_step(ctx, diag.shapes)
+    serving = served(con, workload, slice_, (th, review), ctx.totals, ctx.rows, runs, present)
+    plans = plans_step(ctx, diag.shapes, device.operators)
     # each shape's p95 against the compared night: once, for its actions and the loop
     moved = tuple(
         tonight_regressions(
@@ -415,9 +411,9 @@ def analyze(
         )
     )
     reviewed = review_step(
-        ctx, found, sl, diag, blocked, sched, drifted, serving.queue_check, moved, offline
+        ctx, found, sl, diag, blocked, sched, plans, serving.queue_check, moved, (device, compiled)
     )
-    history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, drifted.plans, moved)
+    history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, plans.versions, moved)
     actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     checks = sla_checks(sl.latency, review, th)
     return SliceResult(
@@ -426,7 +422,6 @@ def analyze(
         thresholds=th,
         review=review,
         period=run.window,
-        plans=drifted.plans,
         requests=sl.requests,
         failed=sl.failed,
         window_start_us=sl.window[0],
@@ -441,7 +436,7 @@ def analyze(
                 diag.shapes,
                 sl.environment,
                 reviewed.precision,
-                offline,
+                (device, compiled),
                 (th, workload, slice_),
                 (diag.ratio, diag.driver, blocked_evidence(diag.tail_class)),
             ),
@@ -460,23 +455,12 @@ def analyze(
         pitfalls=reviewed.pitfalls,
         latency_quantiles=_quantiles(ctx),
         history=history,
-        operators=offline.operators,
-        compiles=offline.compiles,
-        sweep=offline.sweep,
-        roofline=offline.roofline,
-        timeline=offline.timeline,
-        graphs=offline.graphs,
-        trace_rows=offline.trace_rows,
-        ranking=offline.ranking,
         blocking=blocked,
         tail_class=diag.tail_class,
         budgets=diag.budgets,
-        drifts=drifted.drifts,
-        op_drifts=drifted.op_drifts,
         profile_next=profile_next(list(diag.shapes), th),
-        telemetry=serving.telemetry,
-        queue_check=serving.queue_check,
-        tokens=serving.tokens,
-        token_rate=serving.token_rate,
-        loadgen=runs,
+        device=device,
+        compiled=compiled,
+        serving=serving,
+        plan=plans,
     )

@@ -20,7 +20,7 @@ from mapreport.analysis.mapping import environment
 from mapreport.analysis.mapping.environment import EnvironmentCheck
 from mapreport.analysis.serving import compiles, tail
 from mapreport.analysis.serving.shape import ShapeMetrics, judge_fallback
-from mapreport.analysis.steps.offline import Offline
+from mapreport.analysis.steps.families import CompiledFound, DeviceFound
 from mapreport.analysis.tuning import ranking
 from mapreport.core.kinds import (
     ActionState,
@@ -194,7 +194,7 @@ def family_judgements(
     shapes: tuple[ShapeMetrics, ...],
     env: EnvironmentCheck,
     precision: PrecisionCheck,
-    found: Offline,
+    found: tuple[DeviceFound, CompiledFound],
     scope: tuple[Thresholds, str, str],
     tail_of: tuple[tail.TailRatio | None, BottleneckClass | None, Evidence | None] = (
         None,
@@ -207,17 +207,18 @@ def family_judgements(
     slice's tail ratio, its pooled tail's class, and the blocked share's evidence where that
     share decided the class (no latency recorded)."""
     th, workload, slice_ = scope
+    device, compiled = found
     return (
         tail.judge(tail_of[0], tail_of[1], th, tail_of[2]),
-        compiles.judge(found.compiles),
-        judge_idle(found.timeline, th, workload, slice_),
+        compiles.judge(compiled.compiles),
+        judge_idle(device.timeline, th, workload, slice_),
         judge_quality(precision),
         judge_fallback(shapes),
-        roofline.judge(found.roofline),
-        graphs.judge(found.graphs),
-        compiles.judge_breaks(found.compiles),
+        roofline.judge(device.roofline),
+        graphs.judge(device.graphs),
+        compiles.judge_breaks(compiled.compiles),
         environment.judge(env),
-        ranking.judge(found.ranking),
+        ranking.judge(compiled.ranking),
     )
 
 

@@ -21,7 +21,7 @@ class Fragment(msgspec.Struct):
 
 def read(f: Facts) -> LoadSweep | None:
     """The slice's load sweep."""
-    return f.r.sweep
+    return f.r.serving.sweep
 
 
 def fragment(w: LoadSweep | None) -> Fragment:

@@ -18,7 +18,7 @@ class Fragment(msgspec.Struct):
 
 def read(f: Facts) -> Compiles | None:
     """The slice's compile events."""
-    return f.r.compiles
+    return f.r.compiled.compiles
 
 
 def fragment(c: Compiles | None) -> Fragment:

@@ -23,7 +23,7 @@ class FailuresView:
 
 def read(f: Facts) -> FailuresView:
     """The compile log's failures and the server's restarts."""
-    c, t = f.r.compiles, f.r.telemetry
+    c, t = f.r.compiled.compiles, f.r.serving.telemetry
     return FailuresView(
         c.failures if c else (),
         tuple(w for w in t.windows if w.reset) if t else (),

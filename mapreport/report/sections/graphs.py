@@ -18,7 +18,7 @@ class Fragment(msgspec.Struct):
 
 def read(f: Facts) -> Graphs | None:
     """The slice's graph captures and replays."""
-    return f.r.graphs
+    return f.r.device.graphs
 
 
 def fragment(g: Graphs | None) -> Fragment:

@@ -178,7 +178,13 @@ def read(f: Facts) -> LoopFacts:
     """The history with each action's state, the drifts, the SLA and the tolerance."""
     r = f.r
     return LoopFacts(
-        r.history, states(f), r.drifts, r.op_drifts, r.review, r.thresholds.tolerance, r.requests
+        r.history,
+        states(f),
+        r.plan.drifts,
+        r.plan.op_drifts,
+        r.review,
+        r.thresholds.tolerance,
+        r.requests,
     )
 
 

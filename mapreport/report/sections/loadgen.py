@@ -85,7 +85,7 @@ def _results(run: LoadgenRun) -> tuple[tuple[str, tuple[float | None, ...]], ...
 def read(f: Facts) -> tuple[tuple[LoadgenRun, ...], str | None, tuple[SlaCheck, ...]]:
     """The runs, and the slice's SLA with where it came from."""
     r = f.r
-    return r.loadgen, r.review.sla_from, r.sla
+    return r.serving.loadgen, r.review.sla_from, r.sla
 
 
 def view(x: tuple[tuple[LoadgenRun, ...], str | None, tuple[SlaCheck, ...]]) -> LoadgenView:

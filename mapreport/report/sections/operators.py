@@ -62,7 +62,7 @@ class Fragment(msgspec.Struct):
 def read(f: Facts) -> tuple[Operators | None, bool, int]:
     """The per-op join, whether a plan names the slice, and the evidence threshold."""
     r = f.r
-    return r.operators, bool(r.coverage.plans), r.thresholds.min_samples
+    return r.device.operators, bool(r.coverage.plans), r.thresholds.min_samples
 
 
 def view(x: tuple[Operators | None, bool, int]) -> OperatorsView:

@@ -144,7 +144,7 @@ def read(f: Facts) -> Read:
     st = f.r.status
     deciding = st.deciding if st is not None else None
     ranks = deciding is not None and deciding.family is JudgementFamily.RANKING
-    return Read(f.r.ranking, deciding if ranks else None)
+    return Read(f.r.compiled.ranking, deciding if ranks else None)
 
 
 @dataclass(frozen=True)

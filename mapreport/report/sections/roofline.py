@@ -116,7 +116,7 @@ class Fragment(msgspec.Struct):
 
 def read(f: Facts) -> Roofline | None:
     """The trace's device time per op x shape."""
-    return f.r.roofline
+    return f.r.device.roofline
 
 
 def view(rf: Roofline | None) -> RooflineView | None:

@@ -171,7 +171,7 @@ def read(f: Facts) -> ScopeFacts:
         r.slice,
         r.review,
         r.period,
-        r.plans,
+        r.plan.versions,
         r.requests,
         r.failed,
         r.window_start_us,

@@ -109,7 +109,7 @@ def _label(w: MetricWindow) -> str:
 
 def read(f: Facts) -> tuple[Telemetry | None, QueueCheck | None]:
     """The server's metrics and the records' check against them."""
-    return f.r.telemetry, f.r.queue_check
+    return f.r.serving.telemetry, f.r.serving.queue_check
 
 
 def view(x: tuple[Telemetry | None, QueueCheck | None]) -> ServingView:

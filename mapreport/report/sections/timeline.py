@@ -40,7 +40,7 @@ class Fragment(msgspec.Struct):
 
 def read(f: Facts) -> Timeline | None:
     """The devices' timeline."""
-    return f.r.timeline
+    return f.r.device.timeline
 
 
 def view(t: Timeline | None) -> TimelineView | None:

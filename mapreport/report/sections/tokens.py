@@ -34,8 +34,8 @@ class Fragment(msgspec.Struct):
 def read(f: Facts) -> TokensView:
     """The token timing, and whether the server's queue and compute split is missing."""
     r = f.r
-    client = any(m.queue.n == 0 and m.latency.n > 0 for m in r.shapes) and bool(r.tokens)
-    return TokensView(r.tokens, r.token_rate, r.thresholds, client)
+    client = any(m.queue.n == 0 and m.latency.n > 0 for m in r.shapes) and bool(r.serving.tokens)
+    return TokensView(r.serving.tokens, r.serving.token_rate, r.thresholds, client)
 
 
 def fragment(v: TokensView) -> Fragment:
