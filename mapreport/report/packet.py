@@ -13,7 +13,7 @@ from mapreport.analysis.base.common import Regression, SlaCheck
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
-from mapreport.report import words
+from mapreport.report import sections, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
 from mapreport.report.sections.roofline import RooflineView
@@ -202,7 +202,7 @@ def _cards(v: ReportView) -> tuple[tuple[str, str], ...]:
 
 def _changes(v: ReportView) -> tuple[str, ...]:
     """State changes since the compared night, each named."""
-    h = v.of["history"].h
+    h = v.assembled.of(sections.history.SECTION).h
     if h is None or not h.compared_to:
         return ()
     out = []
@@ -257,7 +257,8 @@ def build(v: ReportView) -> PacketView:
     appendix = tuple(
         replace(printed[i], partial=APPENDIX_PARTIALS.get(i, ""))
         for i in APPENDIX
-        if i in printed and (i != "environment" or not v.of["environment"].env.locked)
+        if i in printed
+        and (i != "environment" or not v.assembled.of(sections.environment.SECTION).env.locked)
     )
     return PacketView(
         sla_rows=_sla_rows(v),
@@ -267,10 +268,10 @@ def build(v: ReportView) -> PacketView:
         actions=lines,
         shapes=shown,
         other_shapes=len(v.shapes) - len(shown),
-        tail_pack=v.of["tail"].pack,
+        tail_pack=v.assembled.of(sections.tail.SECTION).pack,
         appendix=appendix,
-        device_summary=v.of["summary"].device,
-        roofline=v.of["roofline"],
-        timeline=v.of["timeline"],
-        op_rows=OP_ROWS if v.of["coverage"].plans else OP_ROWS_ALONE,
+        device_summary=v.assembled.of(sections.summary.SECTION).device,
+        roofline=v.assembled.of(sections.roofline.SECTION),
+        timeline=v.assembled.of(sections.timeline.SECTION),
+        op_rows=OP_ROWS if v.assembled.of(sections.coverage.SECTION).plans else OP_ROWS_ALONE,
     )

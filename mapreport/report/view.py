@@ -17,6 +17,7 @@ from mapreport.analysis.loop.history import RunPoint
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import SliceStatus, TailChange
 from mapreport.core.kinds import Health
+from mapreport.report import sections
 from mapreport.report.judgements import JudgementRow
 from mapreport.report.lines import ActionView, CheckLine, Row, ShapeLine
 from mapreport.report.lines import anchor_key as anchor_key  # compare.py names shapes by it
@@ -96,12 +97,14 @@ decisions and the actions; every other section folds."""
 def page(a: Assembled) -> ReportView:
     """The page of one slice, from its sections' views."""
     of = {p.id: p.v for p in a.parts}
-    summary, checklist, history, scope = of["summary"], of["checklist"], of["history"], of["scope"]
-    actions = of["actions"].actions
+    summary, checklist = a.of(sections.summary.SECTION), a.of(sections.checklist.SECTION)
+    history, scope = a.of(sections.history.SECTION), a.of(sections.scope.SECTION)
+    actions = a.of(sections.actions.SECTION).actions
     checks = checklist.checklist
     sla = scope.s.sla  # judged once, by the analysis
-    locked = of["environment"].env.locked
-    tail = of["tail"].sentence
+    locked = a.of(sections.environment.SECTION).env.locked
+    tail = a.of(sections.tail.SECTION).sentence
+    accuracy = a.of(sections.accuracy.SECTION)
     return ReportView(
         name=f"{scope.s.workload}/{scope.s.slice}" if scope.s.slice else scope.s.workload,
         verdict=verdict(
@@ -121,8 +124,8 @@ def page(a: Assembled) -> ReportView:
         sla=sla,
         summary=summary.text,
         actions=actions,
-        shapes=of["shapes"].shapes,
-        decision_counts=of["decisions"].counts,
+        shapes=a.of(sections.shapes.SECTION).shapes,
+        decision_counts=a.of(sections.decisions.SECTION).counts,
         checklist=checks,
         checklist_count=checklist.count,
         checklist_failed=checklist.failed,
@@ -133,11 +136,11 @@ def page(a: Assembled) -> ReportView:
         moved=history.moved,
         limits={"material_traffic": MATERIAL_TRAFFIC},
         sections=a.shown,
-        accuracy_gap=of["accuracy"].gap,
+        accuracy_gap=accuracy.gap,
         status_reason=summary.status_reason,
         judgements=summary.judged,
         open_sections=OPEN_SECTIONS,
-        mape_class=mape_class(of["accuracy"].a.mape_within),
+        mape_class=mape_class(accuracy.a.mape_within),
         assembled=a,
         of=of,
         requests=scope.s.requests,

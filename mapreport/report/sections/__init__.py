@@ -9,7 +9,7 @@ measured" section."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.sections import (
@@ -46,6 +46,8 @@ from mapreport.report.sections import (
     tokens,
 )
 from mapreport.report.sections.unit import Facts, Part, Section, part
+
+V = TypeVar("V")
 
 SECTIONS: tuple[Section[Any, Any], ...] = (
     summary.SECTION,
@@ -102,12 +104,16 @@ class Assembled:
         return tuple(p for p in self.parts if p.shown)
 
     def view(self, section: str) -> Any:
-        """The view of one section, by id."""
+        """The view of one section, by id (typed: `of`)."""
         for p in self.parts:
             if p.id == section:
                 return p.v
         known = ", ".join(p.id for p in self.parts)
         raise KeyError(f"unknown section {section!r}; known: {known}")
+
+    def of(self, section: Section[Any, V]) -> V:
+        """The view of one registered section, typed as that section makes it."""
+        return cast(V, self.view(section.id))
 
 
 def assemble(r: SliceResult) -> Assembled:
