@@ -42,8 +42,12 @@ from tests.conftest import REALDATA, SAMPLE_DATA
 
 PACKAGE = Path(__file__).resolve().parents[1] / "mapreport"
 TESTS = Path(__file__).resolve().parent
-MAX_MODULE_LINES = 600
+MAX_MODULE_LINES = 800
+"""A module is read in one sitting: a backstop, not a design rule. A module is split by
+responsibility (the import rules, the rooms and the sections' fan-in say what a design keeps),
+never to pass this number (the old 600 split `core/kinds.py` for no reason but the count)."""
 MAX_FUNCTION_LINES = 100
+"""A function reads on one screen."""
 
 LAYERS: dict[str, frozenset[str]] = {
     "core": frozenset(),

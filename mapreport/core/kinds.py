@@ -9,10 +9,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# the comparison's time categories live beside this module (its size limit), declared once there
-from mapreport.core.kinds_compare import TimeBasis as TimeBasis
-from mapreport.core.kinds_compare import TimeCategory as TimeCategory
-
 
 class Decision(StrEnum):
     """The accuracy-versus-gain decision of one shape (METRICS.md's two-by-two table)."""
@@ -589,3 +585,30 @@ class ShipReason(StrEnum):
     """B meets its targets, but a tail quantile rose beyond its CI."""
     SAFE = "safe"
     """B meets every target it can be judged against, and no tail quantile rose."""
+
+
+class TimeBasis(StrEnum):
+    """What a compared side's total time is the sum of: its device rows (kernels, copies and
+    sets), or, when it has none (a CPU run, a trace of the host only), its host-side ops."""
+
+    DEVICE = "device"
+    HOST = "host"
+
+
+class TimeCategory(StrEnum):
+    """What a compared op x shape's time is spent on, for the split of the total."""
+
+    GEMM = "gemm"
+    CONV = "conv"
+    ATTENTION = "attention"
+    NORM = "norm"
+    ELEMENTWISE = "elementwise"
+    REDUCTION = "reduction"
+    COPY = "copy"
+    """Ops that move data on the device (cat, index_select, copy_ on device)."""
+    TRANSFER = "transfer"
+    """Calls whose device rows are all host-device copies or memsets."""
+    OTHER = "other"
+    """Ops the category table does not know."""
+    UNATTRIBUTED = "unattributed"
+    """Kernels no recorded operator launched (graph replays): named by the kernel."""
