@@ -274,11 +274,6 @@ def test_shipped_logs_of_one_trial_per_workload_get_none(tmp_path: Path) -> None
         assert tuning_actions(SCOPE, r) == [], path
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="analysis/steps/slice.py does not draw tuning_actions yet: review_step needs "
-    "`device += tuning_actions(scope, offline.ranking)` (steps/ is being restructured)",
-)
 def test_a_report_of_a_material_regret_lists_the_action(tmp_path: Path) -> None:
     """End to end: the cut matmul run beside the whole run, reported; the action stands in
     findings.json with its owner, and the clean control (the xgb runs) has none."""

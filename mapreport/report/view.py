@@ -115,7 +115,7 @@ def page(a: Assembled) -> ReportView:
             history.h,
             summary.over_sla,
             tail,
-            of["ranking"].sentence,
+            a.of(sections.ranking.SECTION).sentence,
         ),
         health=health(locked, sla, checks),
         headline=summary.headline,

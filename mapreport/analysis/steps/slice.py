@@ -24,6 +24,7 @@ from mapreport.analysis.actions.compile_actions import recompile_action
 from mapreport.analysis.actions.device_actions import device_actions
 from mapreport.analysis.actions.observe import profile_next
 from mapreport.analysis.actions.planning import plan_actions
+from mapreport.analysis.actions.tuning_actions import tuning_actions
 from mapreport.analysis.base import query
 from mapreport.analysis.base.common import (
     Percentiles,
@@ -300,6 +301,7 @@ def review_step(
     if compiled.compiles is not None:
         frames = compiled.compiles.frames
         device += [a for a in (recompile_action(scope, frames, sources),) if a is not None]
+    device += tuning_actions(scope, compiled.ranking)
     actions = plan_actions(
         scope, sl.environment, precision.missing, slowest, sources, check, device
     )
