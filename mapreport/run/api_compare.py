@@ -14,8 +14,7 @@ import msgspec
 
 from mapreport.analysis.comparing.compare_stats import LatencyBasis
 from mapreport.core.errors import DatasetError
-from mapreport.core.kinds import CompareVerdict, Decision, ShipReason
-from mapreport.core.kinds import TimeBasis, TimeCategory
+from mapreport.core.kinds import CompareVerdict, Decision, ShipReason, TimeBasis, TimeCategory
 from mapreport.ingest.records import JsonDecoder
 from mapreport.run.api_compared import COMPARE, READ_MAJOR, ComparedDoc, compare_tables
 
