@@ -4,7 +4,6 @@ Renderers only consume results; nothing here computes a metric."""
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ from mapreport.core.kinds import Status
 from mapreport.report import html, packet
 from mapreport.report.board import board
 from mapreport.report.export import SvgExporter
-from mapreport.report.findings import document, strict
+from mapreport.report.findings import document, encode
 from mapreport.report.sections import CAPTIONS
 from mapreport.report.verdict import holding
 from mapreport.report.view import ReportView, build
@@ -191,8 +190,7 @@ def write_slice_report(
     v = build(r)
     figs = {c: f for p in v.assembled.parts for c, f in p.figures().items()}
     doc = document(v.assembled, generated_at)
-    text = json.dumps(strict(doc), indent=2, allow_nan=False)
-    atomic_write(folder / "findings.json", text.encode())
+    atomic_write(folder / "findings.json", encode(doc))
     entry = index_entry(v, pdf)
     screen = html.render(
         "report.html.j2",

@@ -9,8 +9,10 @@ percentiles, renamed keys) or states words, the section declares it, once, besid
 
 from __future__ import annotations
 
+import codecs
 import json
 import math
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -59,6 +61,74 @@ def strict(doc: Any) -> Any:
     if isinstance(doc, list | tuple):
         return [strict(v) for v in doc]
     return doc
+
+
+_EXPONENT = re.compile(rb"e[-+]?[0-9]+(?=,?\n)")
+_SMALL = re.compile(rb"0\.0000[1-9][0-9]*(?=,?\n)")
+"""The ends of the floats msgspec writes otherwise than Python's `repr` (1e16 for 1e+16, 1e-7
+for 1e-07, 0.00001 for 1e-05). In indented JSON a number is the last token of its line and
+follows a space, and a string never holds a raw line break, so nothing inside a string matches;
+each pattern starts with a literal, which `re` finds fast."""
+_NUMBER = frozenset(b"0123456789.-")
+
+
+def _python_floats(text: bytes) -> bytes:
+    """Indented JSON with every float as Python's `repr` writes it."""
+    spans: list[tuple[int, int]] = []
+    for m in _EXPONENT.finditer(text):
+        start = m.start()
+        while text[start - 1] in _NUMBER:
+            start -= 1
+        if text[start - 1] == ord(" "):
+            spans.append((start, m.end()))
+    for m in _SMALL.finditer(text):
+        start = m.start() - (text[m.start() - 1] == ord("-"))
+        if text[start - 1] == ord(" "):  # not the end of 10.00001
+            spans.append((start, m.end()))
+    if not spans:
+        return text
+    out: list[bytes] = []
+    done = 0
+    for start, end in sorted(spans):
+        out += [text[done:start], repr(float(text[start:end])).encode()]
+        done = end
+    return b"".join([*out, text[done:]])
+
+
+def _ascii(error: UnicodeError) -> tuple[str, int]:
+    """The characters ASCII cannot hold as the standard encoder's `ensure_ascii` writes them
+    (a surrogate pair above U+FFFF)."""
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    out = []
+    for c in error.object[error.start : error.end]:
+        n = ord(c)
+        if n >= 0x10000:
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | (n >> 10):04x}\\u{0xDC00 | (n & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return "".join(out), error.end
+
+
+codecs.register_error("mapreport.json-ascii", _ascii)
+
+
+def encode(doc: dict[str, Any]) -> bytes:
+    """findings.json's bytes: `doc` as strict JSON indented by two, byte for byte what
+    `json.dumps(strict(doc), indent=2)` writes, in one pass of msgspec (which writes a
+    non-finite float as null) rather than the standard library's indenting encoder, written
+    in Python; the floats and the characters outside ASCII that msgspec writes otherwise are
+    then rewritten as the standard encoder writes them."""
+    try:
+        text = msgspec.json.format(msgspec.json.encode(doc), indent=2)
+    except UnicodeEncodeError:  # a lone surrogate (a file name's undecodable byte)
+        return json.dumps(strict(doc), indent=2, allow_nan=False).encode()
+    text = _python_floats(text)
+    if not text.isascii():
+        text = text.decode().encode("ascii", "mapreport.json-ascii")
+    # DEL is ASCII, which the standard encoder escapes too; raw, it is only ever inside a string
+    return text.replace(b"\x7f", b"\\u007f")
 
 
 def plain(x: Any) -> Any:
