@@ -15,7 +15,7 @@ import pytest
 
 from mapreport.analysis import SliceResult
 from mapreport.analysis.actions.action_params import KIND_PARAMS, ActionParams
-from mapreport.core import kinds, kinds_tuning
+from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import (
@@ -252,8 +252,8 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.ShipReason: compare_words.SHIP_WORDS,
     kinds.TimeBasis: compare_whole.BASIS_WORDS,
     kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
-    kinds_tuning.Unranked: ranking.UNRANKED,
-    kinds_tuning.RegretRemedy: regret.REGRET_REMEDIES,
+    kinds.Unranked: ranking.UNRANKED,
+    kinds.RegretRemedy: regret.REGRET_REMEDIES,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 
@@ -261,7 +261,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
 def _enums() -> list[type[StrEnum]]:
     return [
         v
-        for module in (kinds, kinds_tuning)
+        for module in (kinds,)
         for v in vars(module).values()
         if isinstance(v, type) and issubclass(v, StrEnum) and v is not StrEnum
     ]

@@ -15,7 +15,7 @@ from mapreport.analysis.tuning.ranking_metrics import (
     topk_score,
     topk_slowdown,
 )
-from mapreport.core.kinds_tuning import Unranked
+from mapreport.core.kinds import Unranked
 
 TH = Thresholds(bootstrap_resamples=1000)
 

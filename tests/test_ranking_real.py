@@ -17,7 +17,7 @@ from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.tuning.ranking import TOP_K, Ranking, tuning_ranking
 from mapreport.app.cli import main
 from mapreport.core.errors import InputError
-from mapreport.core.kinds_tuning import Unranked
+from mapreport.core.kinds import Unranked
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from tests.conftest import REALDATA

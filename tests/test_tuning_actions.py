@@ -20,8 +20,7 @@ from mapreport.analysis.actions.tuning_actions import POOR_PAIRWISE, tuning_acti
 from mapreport.analysis.base.common import Percentiles, Review, Thresholds
 from mapreport.analysis.serving.blocking import Blocking
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, Trial, rank, tuning_ranking
-from mapreport.core.kinds import ActionKind, Criterion, OwnerRole
-from mapreport.core.kinds_tuning import RegretRemedy
+from mapreport.core.kinds import ActionKind, Criterion, OwnerRole, RegretRemedy
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.report import prose, words

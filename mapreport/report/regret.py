@@ -4,7 +4,7 @@ the report names them (docs/metrics.md, "Did the compiler choose well?")."""
 from __future__ import annotations
 
 from mapreport.analysis.actions import action_params as P
-from mapreport.core.kinds_tuning import RegretRemedy
+from mapreport.core.kinds import RegretRemedy
 from mapreport.report.filters import duration, pct
 
 REGRET_REMEDIES: dict[RegretRemedy, str] = {

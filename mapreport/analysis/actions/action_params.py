@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from mapreport.core.kinds import ActionKind, BlockingRemedy, HeadroomRemedy
-from mapreport.core.kinds_tuning import RegretRemedy
+from mapreport.core.kinds import ActionKind, BlockingRemedy, HeadroomRemedy, RegretRemedy
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ from mapreport.analysis.actions.actions import (
 )
 from mapreport.analysis.base.common import Evidence
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, TuningChoice
-from mapreport.core.kinds import ActionKind, Criterion
-from mapreport.core.kinds_tuning import RegretRemedy
+from mapreport.core.kinds import ActionKind, Criterion, RegretRemedy
 
 POOR_PAIRWISE = 0.7
 """A cost model ranks poorly when its pairwise accuracy's whole interval lies below this share

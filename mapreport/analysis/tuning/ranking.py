@@ -28,8 +28,7 @@ from mapreport.analysis.tuning.ranking_metrics import (
     topk_slowdown,
 )
 from mapreport.core.connection import Connection
-from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
-from mapreport.core.kinds_tuning import Unranked
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason, Unranked
 
 TOP_K = 5
 """The k of top-k recall, TenSet's top-k score and TpuGraphs' top-k slowdown."""

@@ -16,8 +16,7 @@ import plotly.graph_objects as go
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, WITHIN, Ranking, TuningChoice
-from mapreport.core.kinds import JudgementFamily
-from mapreport.core.kinds_tuning import Unranked
+from mapreport.core.kinds import JudgementFamily, Unranked
 from mapreport.report import charts
 from mapreport.report.filters import duration, pct, plural
 from mapreport.report.sections.unit import Facts, Section
