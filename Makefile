@@ -101,11 +101,14 @@ typecheck: venv
 	$(BIN)/mypy
 	$(BIN)/mypy benchmarks
 
-# one test worker per core (pytest-xdist), a file's tests on one worker: its module fixtures
-# (a Spark session, Chromium) are made once; TEST_JOBS=0 runs them in this process. The demo's
-# set-up is built once for every worker and run of the same code (tests/conftest.py, `cached`)
+# one test worker per core (pytest-xdist), handed tests one by one as it frees, so that no
+# worker waits on the other's last file: only the tests that share a costly fixture (the
+# Spark session, Chromium; `xdist_group` marks) go to one worker together, those groups first;
+# the tests marked slow come next (tests/conftest.py), the short ones last. TEST_JOBS=0 runs
+# them in this process. The demo's and the golden cases' set-ups are built once for every
+# worker and run of the same code (tests/conftest.py, `cached`)
 TEST_JOBS ?= auto
-PYTEST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadfile
+PYTEST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadgroup
 # the fast set has no Spark or Chromium fixture: an idle worker takes queued tests from the
 # other, so no worker waits on one slow file (test_golden, test_judgement_corpus)
 PYTEST_FAST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist worksteal

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import date
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -51,6 +52,37 @@ def pytest_configure(config: pytest.Config) -> None:
     reads the same set-up even while files of the tree change under it."""
     if not hasattr(config, "workerinput"):
         os.environ["MAPREPORT_TEST_CACHE_KEY"] = _source_key()
+
+
+SHARING = {"tests/test_spark.py": "spark", "tests/test_browser.py": "chromium"}
+"""Test files whose tests share a costly fixture (the Spark session, a JVM with a 2 GB driver;
+Chromium): `--dist loadgroup` runs each file's tests on one worker."""
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (`make test`) groups the files of `SHARING` and hands every other
+    test out alone, the groups first, then in collection order (the slow tests first): a worker
+    takes the next test when it has two left, so neither waits long on the other's last.
+    (pytest-xdist 3.8 groups by `xdist_group` marks by renaming tests, which pytest 9.2 no
+    longer allows: every test would go out alone, a Spark session on each worker.)"""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Sharing(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SHARING.get(nodeid.split("::", 1)[0], nodeid)
+
+    return Sharing(config, log)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On test workers (pytest-xdist), the tests marked slow first, the order otherwise kept:
+    the workers share out the long tests while there is other work, and the run ends on short
+    ones instead of one worker's last long test while the other waits."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 
 
 @functools.cache

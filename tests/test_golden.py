@@ -10,6 +10,7 @@ MAPREPORT_UPDATE_GOLDEN=1 after an intended change, and review the diff.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -158,20 +159,36 @@ def needs(name: str) -> None:
         pytest.skip("../shared/realdata is not beside the repo")
 
 
-@pytest.fixture(scope="module", params=CASES)
-def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
-    """One golden case's inputs through `ingest` and `report` (no PDF: findings and HTML);
-    a case whose inputs are committed is run once for every worker and run of the same code."""
-    name = request.param
+def _inputs_key(name: str) -> str:
+    """A hash of the names and contents of the files a case's configuration reads (its
+    real traces and profiles, which the code's `cache_key` does not cover)."""
+    h = hashlib.sha256()
+    for f in load_config(GOLDEN / name / "input" / "mapreport.toml").source_files():
+        h.update(f"\0{f.name}\0".encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def golden_case(name: str, factory: pytest.TempPathFactory) -> Case:
+    """One golden case's inputs through the nightly job (no PDF: findings and HTML) on
+    DuckDB, run once for every worker and run of the same code and inputs (`cached`: a case
+    reading ../shared/realdata is keyed by those files' contents too); this worker's copy."""
     needs(name)
+    key = name
     if _needs_realdata(GOLDEN / name / "input" / "mapreport.toml"):
-        return run_case(name, tmp_path_factory.mktemp(f"golden-{name}"))
+        key = f"{name}-{_inputs_key(name)}"
 
     def build(work: Path) -> None:
         run_case(name, work)
 
-    built = cached(f"golden-{name}", build, tmp_path_factory)
-    return case_at(name, private_copy(built, tmp_path_factory, f"golden-{name}") / "reports")
+    built = cached(f"golden-{key}", build, factory)
+    return case_at(name, private_copy(built, factory, f"golden-{name}") / "reports")
+
+
+@pytest.fixture(scope="module", params=CASES)
+def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
+    """One golden case's reports (`golden_case`)."""
+    return golden_case(request.param, tmp_path_factory)
 
 
 def test_findings_match_golden(case: Case) -> None:

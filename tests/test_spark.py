@@ -45,7 +45,7 @@ from mapreport.run.config import load_config
 from mapreport.run.ingesting import ingest
 from mapreport.run.nightly import run
 from tests.conftest import SAMPLE_DATA
-from tests.test_golden import CASES, Case, compare, needs, run_case
+from tests.test_golden import CASES, Case, compare, golden_case, needs, run_case
 
 pyspark = pytest.importorskip("pyspark", reason="pip install -e '.[spark]' (make does)")
 from mapreport.engine.spark import start_session  # noqa: E402  (needs pyspark)
@@ -149,10 +149,10 @@ costs 10-23 s of Spark here, and Spark's answer to the same SQL is checked once.
 
 @pytest.mark.parametrize("name", [c for c in CASES if c != "demo" and c not in SAME_SQL_ON_SPARK])
 def test_every_golden_case_gives_duckdbs_findings_on_spark(
-    spark: Any, name: str, tmp_path: Path
+    spark: Any, name: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     needs(name)
-    duck = run_case(name, tmp_path / "duckdb")
+    duck = golden_case(name, tmp_path_factory)  # test_golden's run on DuckDB, made once
     on_spark = run_case(name, tmp_path / "spark", SPARK)
     assert on_spark.folders == duck.folders
     want, got = _findings(duck), _findings(on_spark)
