@@ -152,8 +152,11 @@ def duckdb_connection(
         con.execute("SET memory_limit = $v", {"v": memory_limit})
     if threads is not None:
         con.execute("SET threads = $v", {"v": threads})
+    # a Jupyter kernel without ipywidgets: DuckDB starts the connection with the bar off and
+    # refuses any SET of it, even to false (InvalidInputException)
+    if con.execute("SELECT current_setting('enable_progress_bar')").fetchone() != (False,):
+        con.execute("SET enable_progress_bar = false")
     for statement, value in (
-        ("SET enable_progress_bar = $v", False),
         # every statement binds its views again, and a view over files read by name reads each
         # file's footer: six 1M slices' 112 statements spent 0.35 s binding, 0.29 s with the
         # footers kept (the connection's own cache; a dataset's files are never rewritten)
