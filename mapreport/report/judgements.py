@@ -47,7 +47,7 @@ WORDS: dict[StatusReason, str] = {
     "eagerly), of {n}",
     StatusReason.MANY_RECOMPILES: "frame {subject} recompiled {figure} times (the limit is "
     "{bound})",
-    StatusReason.COMPILED: "{n} compiled, no frame recompiled {bound} times (the most: {figure})",
+    StatusReason.COMPILED: "{n} compiled; no frame reached {bound} recompiles (the most: {figure})",
     StatusReason.ALL_COMPILED: "every one of {n} compiled",
     StatusReason.DEVICE_IDLE: "the devices sat idle {figure} of their span {ci} over {n}",
     StatusReason.DEVICE_BUSY: "the devices sat idle {figure} of their span {ci}, under {bound}",
