@@ -97,7 +97,7 @@ def test_the_docs_two_line_reads_run(demo_dataset: Path, tmp_path: Path) -> None
     for code in blocks:
         if "polars" in code and importlib.util.find_spec("polars") is None:
             continue
-        code = code.replace("demo/dataset/op_exec", str(tmp_path / "op" / "op_exec"))
+        code = code.replace("trace-ds/op_exec", str(tmp_path / "op" / "op_exec"))
         if "op_exec" in code and not KINETO.is_file():
             continue
         ns: dict[str, object] = {}
