@@ -26,8 +26,9 @@ def test_every_reduction_has_its_parameters_and_one_family_declares_its_pack() -
     from mapreport.analysis.loop import packs as loop_packs
     from mapreport.analysis.serving import packs as serving_packs
     from mapreport.analysis.steps.packs import KINDS
+    from mapreport.analysis.tuning import packs as tuning_packs
 
-    families = [serving_packs.KINDS, loop_packs.KINDS, device_packs.KINDS]
+    families = [serving_packs.KINDS, loop_packs.KINDS, device_packs.KINDS, tuning_packs.KINDS]
     assert sum(len(f) for f in families) == len(KINDS) == len(Reduction)
     assert set(KINDS) == set(PARAMS) == set(Reduction)
 

@@ -21,6 +21,7 @@ from mapreport.analysis.actions.actions import (
     RollbackTrigger,
     Scope,
     ValidationRow,
+    action_id,
     make_action,
 )
 from mapreport.analysis.base.common import Evidence
@@ -183,3 +184,27 @@ def _guards(
             others.setdefault(_group(x), x)
     heaviest = sorted(others.values(), key=lambda x: -(x.chosen_us or 0.0))[:NEIGHBOURS]
     return [(labels[_group(x)], x) for x in heaviest]
+
+
+PAIRWISE_PACK = "tuning_regret.pairwise_accuracy"
+"""The key of a regret action's second pack (its run's pairwise accuracy, which chose the
+remedy) beside its own id (the regret's pack)."""
+
+
+def pairwise_pack_id(workload: str, slice_: str, a: Action) -> str | None:
+    """The id of a regret action's pairwise-accuracy pack (None: no other action, or its run's
+    records hold no cost-model scores), stable across nights like the action's."""
+    if not isinstance(a.params, P.Regret) or a.params.pairwise_accuracy is None:
+        return None
+    return action_id(workload, slice_, a.shape, PAIRWISE_PACK)
+
+
+def choice_of(a: Action, r: Ranking | None) -> TuningChoice | None:
+    """The run's workload a regret action was drawn from (None for any other action)."""
+    p = a.params
+    if r is None or not isinstance(p, P.Regret):
+        return None
+    labels = _labels(r.choices)
+    return next(
+        (c for c in r.choices if c.plan_id == p.plan_id and labels[_group(c)] == a.shape), None
+    )

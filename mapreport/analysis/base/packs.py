@@ -2,8 +2,9 @@
 rows (`Reduction`), the parameters each reduction's query and figure are built from (a pack
 spec's `params`: data, never code), the pack spec itself, and the rule that a recomputed figure
 is the stated one. Each family declares its packs' SQL and recompute function beside its
-figures (`serving.packs`, `loop.packs`, `actions.device_packs`); `steps.packs` chooses a pack
-for each piece of a slice's evidence; `run.evidence` writes, reads and replays them."""
+figures (`serving.packs`, `loop.packs`, `actions.device_packs`, `tuning.packs`); `steps.packs`
+chooses a pack for each piece of a slice's evidence; `run.evidence` writes, reads and replays
+them."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ class Reduction(StrEnum):
     """The share of the devices' span idle (`timeline.of_rows`)."""
     GRAPH_PADDING = "graph_padding"
     """The padding waste of graph replays (`graphs.buckets_of`)."""
+    REGRET = "regret"
+    """A tuning run's chosen config over the best measured for its workload, minus 1, with the
+    bootstrap interval over the candidates' repeats (`ranking.rank`)."""
+    PAIRWISE_ACCURACY = "pairwise_accuracy"
+    """The share of a tuning run's scored candidate pairs its cost model ranked as measured,
+    with the bootstrap interval over candidates (`ranking.rank`)."""
     RECORDS = "records"
     """No figure: the records (files) whose content or absence the finding states."""
 
@@ -115,6 +122,17 @@ class HeadroomParams:
 
 
 @dataclass(frozen=True)
+class TuningParams:
+    """A tuning figure's pack: the run that chose and its workload (task key, target, shape,
+    as `ranking.rank` groups them)."""
+
+    plan_id: str
+    task_key: str
+    target: str | None
+    shape: str | None
+
+
+@dataclass(frozen=True)
 class Recomputed:
     """A pack's figure, n and CI recomputed from its rows."""
 
@@ -142,6 +160,8 @@ PARAMS: dict[Reduction, type] = {
     Reduction.HEADROOM: HeadroomParams,
     Reduction.DEVICE_IDLE: NoParams,
     Reduction.GRAPH_PADDING: NoParams,
+    Reduction.REGRET: TuningParams,
+    Reduction.PAIRWISE_ACCURACY: TuningParams,
     Reduction.RECORDS: SourceParams,
 }
 """The parameters each reduction's query and figure are built from (a spec's `params`)."""

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from mapreport.analysis.actions import device_packs
 from mapreport.analysis.actions.actions import Action, class_id
+from mapreport.analysis.actions.tuning_actions import choice_of, pairwise_pack_id
 from mapreport.analysis.base.common import SLICE_WIDE, Evidence, Thresholds
 from mapreport.analysis.base.packs import (
     HeadroomParams,
@@ -26,11 +27,13 @@ from mapreport.analysis.base.packs import (
     SampleParams,
     SourceParams,
     TailParams,
+    TuningParams,
 )
 from mapreport.analysis.loop import packs as loop_packs
 from mapreport.analysis.serving import packs as serving_packs
 from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.steps.results import SliceResult
+from mapreport.analysis.tuning import packs as tuning_packs
 from mapreport.core.kinds import Driver
 from mapreport.core.window import Window
 
@@ -38,6 +41,7 @@ KINDS: dict[Reduction, PackKind] = {
     **serving_packs.KINDS,
     **loop_packs.KINDS,
     **device_packs.KINDS,
+    **tuning_packs.KINDS,
 }
 """Every reduction's query and recompute function, as the family of its figure declares them."""
 
@@ -146,6 +150,24 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
     return _spec(r, pid, subject, shape, ev, kind, SourceParams(list(ev.sources)))
 
 
+def _tuning_packs(r: SliceResult, a: Action) -> list[Pack]:
+    """A regret action's packs: its regret (the action's id) and, where its run's records hold
+    the cost model's scores, their pairwise accuracy (`pairwise_pack_id`), which chose the
+    remedy."""
+    c = choice_of(a, r.compiled.ranking)
+    if c is None:
+        return []
+    params = TuningParams(c.plan_id, c.task_key, c.target, c.shape)
+    subject = f"action {a.kind}"
+    out = [_spec(r, a.id, subject, a.shape, a.evidence, Reduction.REGRET, params)]
+    pid, x = pairwise_pack_id(r.workload, r.slice, a), c.prediction
+    if pid is not None and x is not None:
+        ci = x.pairwise_accuracy_ci
+        ev = Evidence("pairwise_accuracy", x.pairwise_accuracy, x.scored, ci, c.sources)
+        out.append(_spec(r, pid, subject, a.shape, ev, Reduction.PAIRWISE_ACCURACY, params))
+    return out
+
+
 def packs(r: SliceResult) -> list[Pack]:
     """Every class with evidence (each shape's, the slice's pooled tail) and every action."""
     out: list[tuple[str, str, str, ShapeClass | Action]] = [
@@ -156,7 +178,9 @@ def packs(r: SliceResult) -> list[Pack]:
     if r.tail_class is not None and r.tail_class.evidence is not None:
         pid = class_id(r.workload, r.slice, SLICE_WIDE)
         out.append((pid, f"class {r.tail_class.cls}", SLICE_WIDE, r.tail_class))
-    out += [(a.id, f"action {a.kind}", a.shape, a) for a in r.actions]
+    tuned = [a for a in r.actions if choice_of(a, r.compiled.ranking) is not None]
+    own = {a.id for a in tuned}
+    out += [(a.id, f"action {a.kind}", a.shape, a) for a in r.actions if a.id not in own]
     return [
         _pack(r, pid, subject, shape, x.evidence) for pid, subject, shape, x in out if x.evidence
-    ]
+    ] + [p for a in tuned for p in _tuning_packs(r, a)]

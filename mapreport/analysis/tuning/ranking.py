@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -127,35 +128,40 @@ class Ranking:
     """Every run holds a single trial per workload: the records rank nothing."""
 
 
-_TRIALS = """
-    SELECT plan_id, task, task_key, target, shape, trial, config_id, costs_us, mean_us, error,
-        coalesce(predicted_score, -predicted_us), cost_model, source_id
+TRIAL_COLUMNS = """plan_id, task, task_key, target, shape, trial, config_id, costs_us, mean_us,
+        error, coalesce(predicted_score, -predicted_us) AS score, cost_model, source_id"""
+"""The columns of a `Trial`, in its fields' order (`trial_of`); the evidence packs select them."""
+TRIAL_ORDER = "ORDER BY plan_id, task_key, target, shape, trial"
+"""Record order per run and workload: the order `rank` reads trials in."""
+_TRIALS = f"""
+    SELECT {TRIAL_COLUMNS}
     FROM tuning_trial WHERE workload = $w AND slice = $s
-    ORDER BY plan_id, task_key, target, shape, trial
+    {TRIAL_ORDER}
 """
+
+
+def trial_of(r: Sequence[Any]) -> Trial:
+    """One trial from a row of TRIAL_COLUMNS."""
+    return Trial(
+        plan_id=r[0],
+        task=r[1],
+        task_key=r[2],
+        target=r[3],
+        shape=r[4],
+        trial=int(r[5]),
+        config_id=r[6],
+        costs_us=tuple(r[7]) if r[7] is not None else None,
+        mean_us=r[8],
+        error=r[9],
+        score=r[10],
+        cost_model=r[11],
+        source_id=r[12],
+    )
 
 
 def load_trials(con: Connection, workload: str, slice_: str) -> list[Trial]:
     """The slice's trials in record order per run and workload."""
-    rows = con.execute(_TRIALS, {"w": workload, "s": slice_}).fetchall()
-    return [
-        Trial(
-            plan_id=r[0],
-            task=r[1],
-            task_key=r[2],
-            target=r[3],
-            shape=r[4],
-            trial=int(r[5]),
-            config_id=r[6],
-            costs_us=tuple(r[7]) if r[7] is not None else None,
-            mean_us=r[8],
-            error=r[9],
-            score=r[10],
-            cost_model=r[11],
-            source_id=r[12],
-        )
-        for r in rows
-    ]
+    return [trial_of(r) for r in con.execute(_TRIALS, {"w": workload, "s": slice_}).fetchall()]
 
 
 def tuning_ranking(

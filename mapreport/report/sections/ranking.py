@@ -8,11 +8,12 @@ have no `ranking` key and no section."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import msgspec
 import plotly.graph_objects as go
 
+from mapreport.analysis.actions.tuning_actions import choice_of, pairwise_pack_id
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, WITHIN, Ranking, TuningChoice
@@ -81,6 +82,10 @@ class RankingRow(msgspec.Struct):
     unranked: Unranked | None
     unranked_text: str | None
     sources: tuple[str, ...]
+    regret_pack: str | None = None
+    """The evidence pack of the regret an action rests on (the action's id; None: no action)."""
+    pairwise_pack: str | None = None
+    """The evidence pack of that run's pairwise accuracy (None: no action, or no scores)."""
 
 
 class Fragment(msgspec.Struct):
@@ -90,10 +95,18 @@ class Fragment(msgspec.Struct):
     ranking: tuple[RankingRow, ...] | msgspec.UnsetType = msgspec.UNSET
 
 
-def row(c: TuningChoice) -> RankingRow:
+Packs = Mapping[tuple[str, str, str | None, str | None], tuple[str, str | None]]
+"""Per run and workload an action rests on (plan, task key, target, shape): its regret's and
+its pairwise accuracy's evidence packs."""
+
+
+def row(c: TuningChoice, packs: Packs | None = None) -> RankingRow:
     """One run's workload as findings.json states it."""
     p = c.prediction
     reason = c.unranked or c.unscored
+    regret_pack, pairwise_pack = (packs or {}).get(
+        (c.plan_id, c.task_key, c.target, c.shape), (None, None)
+    )
     return RankingRow(
         workload=c.task,
         task_key=c.task_key,
@@ -126,6 +139,8 @@ def row(c: TuningChoice) -> RankingRow:
         unranked=reason,
         unranked_text=UNRANKED[reason] if reason else None,
         sources=c.sources,
+        regret_pack=regret_pack,
+        pairwise_pack=pairwise_pack,
     )
 
 
@@ -136,14 +151,24 @@ class Read:
 
     ranking: Ranking | None
     deciding: Judgement | None
+    packs: Packs = field(default_factory=dict)
+    """The evidence packs of the runs' workloads an action rests on."""
 
 
 def read(f: Facts) -> Read:
-    """The slice's tuning ranking (the one place the report reads it off the result)."""
-    st = f.r.status
+    """The slice's tuning ranking (the one place the report reads it off the result) and the
+    evidence packs of its regret actions."""
+    r = f.r
+    st = r.status
     deciding = st.deciding if st is not None else None
     ranks = deciding is not None and deciding.family is JudgementFamily.RANKING
-    return Read(f.r.compiled.ranking, deciding if ranks else None)
+    ranking = r.compiled.ranking
+    packs = {
+        (c.plan_id, c.task_key, c.target, c.shape): (a.id, pairwise_pack_id(r.workload, r.slice, a))
+        for a in r.actions
+        if (c := choice_of(a, ranking)) is not None
+    }
+    return Read(ranking, deciding if ranks else None, packs)
 
 
 @dataclass(frozen=True)
@@ -204,6 +229,8 @@ class RankingView:
     within_near: float = WITHIN[1]
     """The distances from a run's own best that its trials to within count to."""
     no_prediction: str = NO_PREDICTION
+    packs: Packs = field(default_factory=dict)
+    """The evidence packs of the runs' workloads an action rests on (findings.json's)."""
 
 
 def workload(c: TuningChoice) -> str:
@@ -316,6 +343,7 @@ def view(x: Read) -> RankingView:
         curves=tuple(curves[:MAX_CURVES]),
         curves_of=len(curves),
         sentence=_sentence(ranked, material, failed) if x.deciding is not None else "",
+        packs=x.packs,
     )
 
 
@@ -343,7 +371,7 @@ def _sentence(
 def fragment(v: RankingView) -> Fragment:
     """A row per run and workload; nothing without tuning records."""
     r = v.ranking
-    return Fragment() if r is None else Fragment(tuple(row(c) for c in r.choices))
+    return Fragment() if r is None else Fragment(tuple(row(c, v.packs) for c in r.choices))
 
 
 TICKS = ((1.0, "best"), (1.2, "+20%"), (1.5, "+50%"), (2.0, "2×"), (3.0, "3×"), (5.0, "5×"))
