@@ -187,15 +187,20 @@ def test_fuzzed_specs_end_in_a_clear_line(demo_html: Path, tmp_path: Path, data:
         assert res.exit_code == 0, res.output
 
 
-def test_every_pack_sql_runs_in_plain_duckdb_and_selects_the_packs_rows(demo_html: Path) -> None:
+def test_every_pack_sql_runs_in_plain_duckdb_and_selects_the_packs_rows(
+    demo_html: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A pack's `.sql` is self-contained: a plain DuckDB connection (no mapreport, no views
-    made for it) runs the file and gets the rows of the pack's Parquet, in its columns."""
+    made for it), run from the pack's folder, runs the file and gets the rows of the pack's
+    Parquet, in its columns; it names the dataset's files by their path from that folder."""
     import duckdb
     import pyarrow.parquet as pq
 
     packs = sorted(demo_html.glob("**/evidence/*.sql"))  # every demo slice's
     assert len({sql.parent for sql in packs}) >= 3
     for sql in packs:
+        assert "read_parquet(['/" not in sql.read_text(), sql.name
+        monkeypatch.chdir(sql.parent)
         con = duckdb.connect()
         got = con.sql(sql.read_text()).to_arrow_table()
         want = pq.read_table(sql.with_suffix(".parquet"))

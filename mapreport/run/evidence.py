@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import duckdb
@@ -52,10 +53,22 @@ def _sql_file(p: Pack, views: str | None) -> bytes:
         views = ""
     else:
         head += (
-            "-- self-contained: the dataset's views (its committed files by absolute path, as\n"
-            "-- the report read them), then the pack's query; run it with: duckdb < FILE\n"
+            "-- self-contained: the dataset's views (its committed files, as the report read\n"
+            "-- them, by their path from this folder), then the pack's query; run it from\n"
+            "-- this folder with: duckdb < FILE\n"
         )
     return (head + views + p.sql.strip() + ";\n").encode()
+
+
+def _from_folder(views: str | None, dataset: Path, folder: Path) -> str | None:
+    """The views' files named by their path from the pack's folder, where the script runs: a
+    report folder moved or copied together with its dataset still runs its packs. A dataset
+    whose path SQL must escape (a quote in it) keeps its absolute paths."""
+    root = str(dataset.resolve())
+    if views is None or "'" in root:
+        return views
+    relative = Path(os.path.relpath(root, folder.resolve())).as_posix()
+    return views.replace(f"'{root}/", f"'{relative}/")
 
 
 def write_packs(
@@ -66,9 +79,9 @@ def write_packs(
     just analysed on `con`, whose temporary objects are still this slice's (`query.load_slice`
     and `blocking.load_blocking` make them anew for every slice), so the tail packs' rows come
     from them rather than from the same definitions again as CTEs."""
-    views = view_script(con)
     folder.mkdir(parents=True, exist_ok=True)
     specs.mkdir(parents=True, exist_ok=True)
+    views = _from_folder(view_script(con), specs.parent, folder)
     done = packs(r)
     keep = {p.id for p in done}
     for old in folder.iterdir():
