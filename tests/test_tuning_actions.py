@@ -290,3 +290,10 @@ def test_a_report_of_a_material_regret_lists_the_action(tmp_path: Path) -> None:
     (action,) = [a for a in doc["actions"] if a["class"] == "tuning_regret"]
     assert action["owner_role"] == "compiler_lead"
     assert action["title"].startswith("Retune workload#0 at 128x128;128x128;128x128")
+    # its impact: the chosen config's time above the best, per call (197.3 - 127.8 us)
+    (row,) = [x for x in doc["ranking"] if x["plan_id"] == "matmul_128_xgb_first16"]
+    impact = action["impact"]
+    assert impact["unit"] == "device_us_per_call"
+    assert impact["value"] == pytest.approx(row["chosen_us"] - row["best_us"], rel=1e-12)
+    assert impact["value"] == pytest.approx(197.3 - 127.8, abs=0.1)
+    assert impact["text"].endswith("of device time per call")

@@ -157,6 +157,9 @@ class ImpactUnit(StrEnum):
     """Device time in the trace: above the roofline bound, or spent on graph padding."""
     DEVICE_SHARE = "device_share"
     """A share of the devices' span (idle)."""
+    DEVICE_US_PER_CALL = "device_us_per_call"
+    """A tuned kernel's time above the best config measured for its workload, per call
+    (chosen_us - best_us): tuning records count no calls, so no total over the period."""
     REQUEST_SHARE = "request_share"
     """The share of the slice's requests the action's shape carries."""
     NONE = "none"

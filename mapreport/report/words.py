@@ -157,8 +157,9 @@ GLOSSARY: dict[str, tuple[str, str]] = {
         "what an action acts on over the report's period (a night, on the nightly job), in "
         "its unit: the request latency its driver holds above the shape's p50 (or the wait "
         "behind adaptation); compute at the net p50 gain (≈); device time above the roofline "
-        "bound or on graph padding; the share of the devices' span idle; or the share of "
-        "requests its shape carries.",
+        "bound or on graph padding; a tuned kernel's time above the best measured config, per "
+        "call; the share of the devices' span idle; or the share of requests its shape "
+        "carries.",
     ),
     "headroom": (
         "headroom",
@@ -441,6 +442,7 @@ IMPACT_UNITS: dict[ImpactUnit, str] = {
     ImpactUnit.COMPUTE_US: "≈ {value} of compute",
     ImpactUnit.DEVICE_US: "{value} of device time",
     ImpactUnit.DEVICE_SHARE: "{value} of the devices' span, idle",
+    ImpactUnit.DEVICE_US_PER_CALL: "{value} of device time per call",
     ImpactUnit.REQUEST_SHARE: "{value} of requests",
     ImpactUnit.NONE: "none: a record, not a change",
 }
@@ -451,7 +453,12 @@ def impact(i: Impact) -> str:
     """An action's impact with its unit: `13.28 s of request latency`, `7.1% of requests`."""
     if i.unit != ImpactUnit.NONE and i.value is None:
         return DASH
-    timed = i.unit in (ImpactUnit.LATENCY_US, ImpactUnit.COMPUTE_US, ImpactUnit.DEVICE_US)
+    timed = i.unit in (
+        ImpactUnit.LATENCY_US,
+        ImpactUnit.COMPUTE_US,
+        ImpactUnit.DEVICE_US,
+        ImpactUnit.DEVICE_US_PER_CALL,
+    )
     text = IMPACT_UNITS[i.unit].format(value=duration(i.value) if timed else pct(i.value))
     return f"{text} ({pct(i.share)})" if i.share is not None else text
 

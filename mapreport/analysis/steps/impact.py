@@ -75,5 +75,9 @@ def action_impact(a: Action, r: SliceResult) -> Impact:
         return Impact(ImpactUnit.DEVICE_US, p.waste_us)
     if isinstance(p, P.Idle):
         return Impact(ImpactUnit.DEVICE_SHARE, p.idle_share)
+    if isinstance(p, P.Regret):
+        # tuning records count no calls: the time each call of the chosen config spends above
+        # the best measured one, not a total over the period
+        return Impact(ImpactUnit.DEVICE_US_PER_CALL, p.chosen_us - p.best_us)
     share = next((m.traffic_share for m in r.shapes if m.shape == a.shape), None)
     return Impact(ImpactUnit.REQUEST_SHARE, share)
