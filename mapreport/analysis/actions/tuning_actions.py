@@ -10,7 +10,8 @@ budget; a run that had the budget and still missed pins the best measured config
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.actions import (
@@ -24,7 +25,7 @@ from mapreport.analysis.actions.actions import (
     action_id,
     make_action,
 )
-from mapreport.analysis.base.common import Evidence
+from mapreport.analysis.base.common import Evidence, Interval
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, TuningChoice
 from mapreport.core.kinds import ActionKind, Criterion, RegretRemedy
 
@@ -208,3 +209,45 @@ def choice_of(a: Action, r: Ranking | None) -> TuningChoice | None:
     return next(
         (c for c in r.choices if c.plan_id == p.plan_id and labels[_group(c)] == a.shape), None
     )
+
+
+@dataclass(frozen=True)
+class TuningFigures:
+    """One run's workload tonight as the closed loop reads it (`loop.targets.figure`): its
+    regret, its model's pairwise accuracy and its chosen time, each with the interval and n it
+    rests on. A regret on one measurement each has no interval here: it judges nothing."""
+
+    values: Mapping[str, float | None]
+    intervals: Mapping[str, Interval | None]
+    ns: Mapping[str, int]
+
+    def metric(self, name: str) -> float | None:
+        """Tonight's value of `name` (regret, pairwise_accuracy, chosen_us)."""
+        return self.values.get(name)
+
+
+def _figures(c: TuningChoice) -> TuningFigures:
+    p = c.prediction
+    repeats = c.repeats or 0
+    return TuningFigures(
+        {
+            "regret": c.regret,
+            "pairwise_accuracy": p.pairwise_accuracy if p else None,
+            "chosen_us": c.chosen_us,
+        },
+        {
+            "regret": c.regret_ci if repeats >= 2 else None,
+            "pairwise_accuracy": p.pairwise_accuracy_ci if p else None,
+        },
+        {"regret": repeats, "pairwise_accuracy": p.scored if p else 0},
+    )
+
+
+def tonight(r: Ranking | None) -> dict[tuple[str, str], TuningFigures]:
+    """Every run's workload tonight by the label a regret action names it with and its run
+    (`Regret.plan_id`): what the loop reads a regret action's target and trigger from on a
+    later night, proposed or not."""
+    if r is None:
+        return {}
+    labels = _labels(r.choices)
+    return {(labels[_group(c)], c.plan_id): _figures(c) for c in r.choices}

@@ -17,7 +17,13 @@ from mapreport.analysis.base.common import Interval, Regression, Thresholds
 from mapreport.analysis.base.stats import CI_LEVEL, seed_for
 from mapreport.analysis.loop import loop
 from mapreport.analysis.loop.loop import ActionState
-from mapreport.analysis.loop.targets import BACK_MARGIN, Curve, curves_of, redraw_quantile
+from mapreport.analysis.loop.targets import (
+    BACK_MARGIN,
+    Curve,
+    Valued,
+    curves_of,
+    redraw_quantile,
+)
 from mapreport.core.kinds import ActionKind, HistoryNote, RegressionKind
 from mapreport.core.window import EVERYTHING, Window
 
@@ -162,11 +168,13 @@ def history_view(
     versions_now: dict[str, str | None] | None = None,
     moved: Sequence[Regression] | None = None,
     queue: Mapping[str, Curve] | None = None,
+    tuned: Mapping[tuple[str, str], Valued] | None = None,
 ) -> History:
     """Trend, action states and regressions of this run against the stored nights before it
     (each night is one recording, keyed by its run date). `versions_now`: each shape's compile
     plan version tonight (what makes a rolled-back action's evidence new); `queue`: each
-    shape's queue-wait quantile function tonight (what a queueing action's target reads)."""
+    shape's queue-wait quantile function tonight (what a queueing action's target reads);
+    `tuned`: each tuning run's workload tonight (what a regret action's target reads)."""
     prev_runs = [p for p in stored.runs if p["run_date"] < key.run_date]
     nights = {p["run_date"] for p in prev_runs}
     prev_shapes = [s for s in stored.shapes if s["run_date"] in nights]
@@ -185,7 +193,7 @@ def history_view(
     )
     curves = {m.shape: curves_of(m.shape, quantiles, m.n, queue or {}) for m in shapes}
     by_shape = {g.shape: g for g in regressions}
-    night_now = loop.Night(values, last_values, curves, th, seed_key, by_shape)
+    night_now = loop.Night(values, last_values, curves, th, seed_key, by_shape, tuned or {})
     states = loop.action_states(actions, night_now, prev_actions, versions_now, prev_shapes)
     baseline = key.baseline_run
     named = next((p for p in prev_runs if p["run_id"] == baseline), None) if baseline else None

@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mapreport.analysis.actions.action_params import ActionParams, decode
+from mapreport.analysis.actions.action_params import ActionParams, Regret, decode
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action
+from mapreport.analysis.actions.tuning_actions import TuningFigures
 from mapreport.analysis.base.common import Interval, Regression, Thresholds
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.loop.targets import (
@@ -152,6 +153,10 @@ class Night:
     moved: dict[str, Regression] = field(default_factory=dict)
     """Each shape's p95 against its reference night tonight (a regression's target reads the
     same comparison that keeps it open)."""
+    tuned: Mapping[tuple[str, str], Valued] = field(default_factory=dict)
+    """Each tuning run's workload tonight, by the label a regret action names it with and
+    its run (`tuning_actions.tonight`): a regret action's target and trigger read its own run's
+    figures, proposed tonight or not."""
 
 
 def _since_ended(
@@ -236,7 +241,8 @@ def _one(
         if first
         else trigger
     )
-    m = night.values.get(shape)
+    tuned = params.plan_id if isinstance(params, Regret) else None
+    m = night.tuned.get((shape, tuned)) if tuned is not None else night.values.get(shape)
     t_now, rb_now, rb_prev = _values(now, m, night.last, rows, shape, target.metric, rb_metric)
     judged = _back(target, night.moved.get(shape)) or _judge(
         target, m, t_now, night.curves.get(shape, {}), night, aid, now is None
@@ -348,10 +354,13 @@ def _values(
     t_now = m.metric(t_metric) if m is not None and t_metric else None
     rb_now = m.metric(rb_metric) if m is not None and rb_metric else None
     rb_prev = last_shapes.get(shape, {}).get(rb_metric or "") if rb_metric else None
+    last_night = last_shapes.get(SLICE_WIDE, {}).get("run_date")
+    kept = rows[-1] if rows and rows[-1]["run_date"] == last_night else {}
     if now is not None and t_now is None and rb_now is None:
         t_now, rb_now = _own_figures(now)
-        last_night = last_shapes.get(SLICE_WIDE, {}).get("run_date")
-        kept = rows[-1] if rows and rows[-1]["run_date"] == last_night else {}
+        rb_prev = kept.get("rollback_now")
+    elif isinstance(m, TuningFigures):
+        # no shape row holds a tuning run's time: last night's is the loop's own row of it
         rb_prev = kept.get("rollback_now")
     return t_now, rb_now, rb_prev
 

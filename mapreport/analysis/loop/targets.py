@@ -11,6 +11,7 @@ from typing import Protocol
 
 import numpy as np
 
+from mapreport.analysis.actions.tuning_actions import TuningFigures
 from mapreport.analysis.base.common import Interval, Thresholds
 from mapreport.analysis.base.stats import CI_LEVEL, wilson_interval
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -130,6 +131,9 @@ def figure(
         alpha = (1 - CI_LEVEL) / 2
         lo, hi = np.quantile(draws, [alpha, 1 - alpha])
         return value, Interval(float(lo), float(hi)), curve.n, False
+    if isinstance(m, TuningFigures):
+        # a tuning run's figure tonight carries the ranking's own interval and n
+        return value, m.intervals.get(metric), m.ns.get(metric, 0), False
     shape = m if isinstance(m, ShapeMetrics) else None
     if shape is None:
         # the slice's own counts (blocked requests) are counted, not sampled
@@ -177,6 +181,10 @@ def bound(t: Target) -> Bound | None:
         return None, limit * (1 + BACK_MARGIN)
     if c == Criterion.NO_WORSE and base is not None:
         return None, base
+    if c == Criterion.REGRET_WITHIN and limit is not None:
+        return None, limit
+    if c == Criterion.RANKS_WELL and limit is not None:
+        return limit, None
     return None
 
 

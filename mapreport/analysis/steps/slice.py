@@ -24,6 +24,7 @@ from mapreport.analysis.actions.compile_actions import recompile_action
 from mapreport.analysis.actions.device_actions import device_actions
 from mapreport.analysis.actions.observe import profile_next
 from mapreport.analysis.actions.planning import plan_actions
+from mapreport.analysis.actions.tuning_actions import tonight as tuned_tonight
 from mapreport.analysis.actions.tuning_actions import tuning_actions
 from mapreport.analysis.base import query
 from mapreport.analysis.base.common import (
@@ -95,6 +96,7 @@ from mapreport.analysis.steps.families import (
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.shapes_step import ShapesFound, shapes_step
 from mapreport.analysis.steps.status import family_judgements, slice_status
+from mapreport.analysis.tuning.ranking import Ranking
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BottleneckClass
 
@@ -322,9 +324,11 @@ def history_step(
     blocked: Blocking,
     plans: tuple[PlanVersion, ...] = (),
     moved: tuple[Regression, ...] | None = None,
+    ranking: Ranking | None = None,
 ) -> History | None:
     """Trend, action states and regressions against the stored earlier nights (`plans`: the
-    compile plan versions in force tonight)."""
+    compile plan versions in force tonight; `ranking`: tonight's tuning runs, what a regret
+    action's target and trigger read)."""
     lat = sl.latency
     tonight = RunPoint(
         ctx.run.run_id,
@@ -359,6 +363,7 @@ def history_step(
             for r in ctx.rows
             if r.queue_quantiles
         },
+        tuned_tonight(ranking),
     )
 
 
@@ -415,7 +420,9 @@ def analyze(
     reviewed = review_step(
         ctx, found, sl, diag, blocked, sched, plans, serving.queue_check, moved, (device, compiled)
     )
-    history = history_step(ctx, found, sl, diag, reviewed.actions, blocked, plans.versions, moved)
+    history = history_step(
+        ctx, found, sl, diag, reviewed.actions, blocked, plans.versions, moved, compiled.ranking
+    )
     actions = with_stored_triggers(reviewed.actions, history, ctx.run.run_date)
     checks = sla_checks(sl.latency, review, th)
     return SliceResult(
