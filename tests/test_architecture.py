@@ -20,6 +20,7 @@ from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
 from mapreport.report import (
     causes,
+    compare_tuning,
     compare_whole,
     decisions,
     devicetime,
@@ -254,6 +255,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
     kinds.Unranked: ranking.UNRANKED,
     kinds.RegretRemedy: regret.REGRET_REMEDIES,
+    kinds.TuningEdge: compare_tuning.EDGE_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
 

@@ -137,7 +137,7 @@ def test_two_aiperf_runs_compare_through_the_cli(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["compare", str(sides[0]), str(sides[1]), "--out", str(out)])
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     assert (doc["a"]["workload"], doc["b"]["workload"]) == ("llm", "llm")
     shapes = [s["shape"] for s in doc["shapes"]] + doc["only_a"] + doc["only_b"]
     assert len(shapes) == len(set(shapes))

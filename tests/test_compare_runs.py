@@ -78,7 +78,7 @@ def test_sides_chosen_by_environment_give_a_run_level_interval(
     )
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "compare.json").read_text())
-    assert doc["schema_version"] == "1.5"
+    assert doc["schema_version"] == "1.6"
     assert (doc["a"]["requests"], doc["b"]["requests"]) == (1800, 1800)
     assert doc["a"]["label"].endswith("[compiler_version=1.4]")
     runs = doc["runs"]

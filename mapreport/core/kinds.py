@@ -641,3 +641,16 @@ class RegretRemedy(StrEnum):
     with that budget."""
     PIN_BEST = "pin_best"
     """The run had the budget and still missed: pin the best measured config for the workload."""
+
+
+class TuningEdge(StrEnum):
+    """Which of two compared tuning runs did better, by one figure (the chosen config's time,
+    or the cost model's pairwise accuracy): decided only where the interval of B against A
+    excludes no change (docs/compare.md, "Tuning, compared")."""
+
+    A_BETTER = "a_better"
+    B_BETTER = "b_better"
+    WITHIN_NOISE = "within_noise"
+    """The interval holds no change, or rests on one measurement a side (no spread to show)."""
+    UNMEASURED = "unmeasured"
+    """A side lacks the figure (no score recorded, nothing to choose between)."""

@@ -8,12 +8,14 @@ from mapreport import __version__
 from mapreport.analysis.comparing.compare import Comparison, OpOnly, ShipCheck
 from mapreport.analysis.comparing.compare_mapping import Figure, MappingComparison
 from mapreport.analysis.comparing.compare_stats import BlockChoice
+from mapreport.analysis.comparing.compare_tuning import TuningComparison
 from mapreport.analysis.comparing.compare_whole import TotalComparison
 from mapreport.analysis.comparing.runlevel import RunsCompared
 from mapreport.report.compare import Evidence, Parts, Side, headline, ship_sentence
 from mapreport.report.compare_tests import blocks_sentence
+from mapreport.report.compare_tuning import tuning_doc, tuning_sentence
 
-COMPARE_SCHEMA_VERSION = "1.5"
+COMPARE_SCHEMA_VERSION = "1.6"
 
 
 def _mapping_doc(mc: MappingComparison | None) -> dict[str, Any] | None:
@@ -255,17 +257,18 @@ def document(
     runs: RunsCompared | None = None,
     evidence: Evidence | None = None,
     total: TotalComparison | None = None,
+    tuning: TuningComparison | None = None,
 ) -> dict[str, Any]:
     """compare.json, the whole first (`parts`: each side's latency, queue and compute quantiles
     per shape; `evidence`: each figure's pack id; `total`: the traces' whole)."""
     packs = evidence or {}
-    return {
+    doc = {
         "schema_version": COMPARE_SCHEMA_VERSION,
         "generator": f"mapreport {__version__}",
         "generated_at": generated_at,
         "a": vars(a),
         "b": vars(b),
-        "verdict": headline(c, total),
+        "verdict": " ".join(x for x in (headline(c, total), tuning_sentence(tuning)) if x),
         "whole": _whole_doc(total),
         "ship": _ship_doc(ship),
         "runs": _runs_doc(runs),
@@ -301,3 +304,8 @@ def document(
         "ops_only_a": _only_doc(c.ops_only_a),
         "ops_only_b": _only_doc(c.ops_only_b),
     }
+    if tuning is None:  # neither side holds tuning records: no key (1.6)
+        return doc
+    at = list(doc).index("mapping") + 1
+    items = list(doc.items())
+    return dict([*items[:at], ("tuning", tuning_doc(tuning)), *items[at:]])

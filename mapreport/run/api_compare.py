@@ -14,7 +14,14 @@ import msgspec
 
 from mapreport.analysis.comparing.compare_stats import LatencyBasis
 from mapreport.core.errors import DatasetError
-from mapreport.core.kinds import CompareVerdict, Decision, ShipReason, TimeBasis, TimeCategory
+from mapreport.core.kinds import (
+    CompareVerdict,
+    Decision,
+    ShipReason,
+    TimeBasis,
+    TimeCategory,
+    TuningEdge,
+)
 from mapreport.ingest.records import JsonDecoder
 from mapreport.run.api_compared import COMPARE, READ_MAJOR, ComparedDoc, compare_tables
 
@@ -254,6 +261,63 @@ class MappingCompared(msgspec.Struct, frozen=True, kw_only=True):
     shapes: tuple[MappingShape, ...] = ()
 
 
+class TuningSide(msgspec.Struct, frozen=True, kw_only=True):
+    """One side's run of a workload both tuned (`tuning.workloads[].a`, `.b`)."""
+
+    plan_id: str
+    candidates: int
+    chosen_us: float | None
+    regret: float | None
+    """Against the best measured on either side."""
+    regret_ci: Pair | None
+    pairwise_accuracy: float | None
+    pairwise_ci: Pair | None
+    kendall_tau: float | None
+    scored: int
+
+
+class TuningWorkload(msgspec.Struct, frozen=True, kw_only=True):
+    """One workload both sides tuned (`tuning.workloads[]`)."""
+
+    task: str
+    target: str | None
+    shape: str | None
+    best_us: float | None
+    chosen_ratio: float | None
+    chosen_ci: Pair | None
+    chose: TuningEdge
+    pairwise_change: float | None
+    pairwise_change_ci: Pair | None
+    ranks: TuningEdge
+    a: TuningSide
+    b: TuningSide
+
+
+class PooledAccuracy(msgspec.Struct, frozen=True, kw_only=True):
+    """A side's pairwise accuracy over the workloads both scored (`tuning.pairwise_a`, `_b`)."""
+
+    value: float
+    ci: Pair | None
+
+
+class TuningCompared(msgspec.Struct, frozen=True, kw_only=True):
+    """The two sides' tuning runs (`tuning`, 1.6; absent where neither holds tuning records)."""
+
+    text: str
+    tuned_a: int
+    tuned_b: int
+    several: tuple[str, ...] = ()
+    chose: TuningEdge
+    chosen_ratio: float | None
+    chosen_ci: Pair | None
+    ranks: TuningEdge
+    ranked: int
+    pairwise_a: PooledAccuracy | None
+    pairwise_b: PooledAccuracy | None
+    pairwise_change_ci: Pair | None
+    workloads: tuple[TuningWorkload, ...] = ()
+
+
 class Blocks(msgspec.Struct, frozen=True, kw_only=True):
     """One side's block length for the bootstrap (`blocks.a`, `blocks.b`)."""
 
@@ -315,6 +379,7 @@ class CompareFile(msgspec.Struct, frozen=True, kw_only=True):
     ship: Ship | None = None
     runs: Runs | None = None
     mapping: MappingCompared | None = None
+    tuning: TuningCompared | None = None
     basis: LatencyBasis = LatencyBasis.END_TO_END
     blocks: SideBlocks | None = None
     blocks_text: str | None = None

@@ -31,6 +31,7 @@ from mapreport.analysis.comparing.compare_sides import (
     side_samples,
 )
 from mapreport.analysis.comparing.compare_stats import LatencyBasis
+from mapreport.analysis.comparing.compare_tuning import TuningComparison, compare_tuning
 from mapreport.analysis.comparing.compare_whole import (
     SideOps,
     TotalComparison,
@@ -76,6 +77,7 @@ from mapreport.report.compare import (
 )
 from mapreport.report.compare_doc import document
 from mapreport.report.compare_tests import basis_sentence, blocks_sentence, mean_sentence
+from mapreport.report.compare_tuning import tuning_rows, tuning_sentence
 from mapreport.report.compare_whole import only_lines, part_lines, whole_view
 from mapreport.run.compare_packs import write_packs
 from mapreport.run.config import Config, load_config
@@ -112,6 +114,8 @@ class Compared:
     mapping: MappingComparison | None = None
     runs: RunsCompared | None = None
     total: TotalComparison | None = None
+    tuning: TuningComparison | None = None
+    """The two sides' tuning runs (None when neither holds tuning records)."""
 
 
 @dataclass(frozen=True)
@@ -261,23 +265,19 @@ def compare_runs(
     )  # fmt: skip
     shapes = replace(shapes, renamed=tuple(sorted(names.items())))
     c, total = _with_ops(shapes, ra.ops, rb.ops, th, key)
-    runs = RunsCompared(
-        len(ra.runs),
-        len(rb.runs),
-        runlevel(ra.runs, rb.runs, th),
-        trace_files(ra.op_runs),
-        trace_files(rb.op_runs),
-        compare_op_runs(ra.op_runs, rb.op_runs),
-    )
+    runs = _runs_compared(ra, rb, th)
     out.mkdir(parents=True, exist_ok=True)
     device = TimeBasis.HOST not in (ra.ops.basis, rb.ops.basis)
     done = packs(c, ra.spec, rb.spec, key, th, ops=device)
     write_packs(out, done)
     evidence = evidence_ids(done)
     now = datetime.now(UTC).isoformat(timespec="seconds")
-    mapping = compare_mapping(ra.result, rb.result)
+    mapping, tuning = (
+        compare_mapping(ra.result, rb.result),
+        compare_tuning(ra.result.compiled.ranking, rb.result.compiled.ranking, th),
+    )
     ship = ship_check(c.tail, _targets(cfg, b))
-    doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence, total)
+    doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence, total, tuning)
     atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
     view = mapping_view(mapping)
     context = {
@@ -300,6 +300,8 @@ def compare_runs(
         "lines": lines(c, evidence),
         "op_lines": op_lines(c, evidence),
         "mapping": view,
+        "tuning": tuning_sentence(tuning),
+        "tuning_rows": tuning_rows(tuning),
         "only_a": c.only_a,
         "only_b": c.only_b,
         "more_a": 0,
@@ -311,7 +313,21 @@ def compare_runs(
         "plotly_js": "",
     }
     _render(out, context, pdf, c, view, evidence)
-    return Compared(c, a, b, f"{ship_sentence(ship)} {headline(c, total)}", mapping, runs, total)
+    said = (ship_sentence(ship), headline(c, total), tuning_sentence(tuning))
+    verdict = " ".join(x for x in said if x)
+    return Compared(c, a, b, verdict, mapping, runs, total, tuning)
+
+
+def _runs_compared(ra: _Read, rb: _Read, th: Thresholds) -> RunsCompared:
+    """The run-level comparison of the sides' runs of requests and trace files."""
+    return RunsCompared(
+        len(ra.runs),
+        len(rb.runs),
+        runlevel(ra.runs, rb.runs, th),
+        trace_files(ra.op_runs),
+        trace_files(rb.op_runs),
+        compare_op_runs(ra.op_runs, rb.op_runs),
+    )
 
 
 def _render(

@@ -116,6 +116,9 @@ class TuningChoice:
     """Why there is no regret (one candidate, none succeeded); None when there is one."""
     unscored: Unranked | None
     """Why there are no ranking figures; None when there are."""
+    chosen_costs_us: tuple[float, ...] = ()
+    """The chosen config's measured repeats (its mean alone where it records no repeats; empty:
+    no choice): what `compare` resamples to tell two runs' choices apart."""
 
 
 @dataclass(frozen=True)
@@ -243,6 +246,7 @@ def _choice(run: list[Trial], group: list[Trial], th: Thresholds) -> TuningChoic
         prediction=prediction,
         unranked=unranked,
         unscored=None if prediction is not None else (unranked or Unranked.NO_SCORES),
+        chosen_costs_us=(picked.costs_us or (_mean(picked),)) if picked is not None else (),
     )
 
 
