@@ -121,7 +121,7 @@ ANALYSIS_ROOMS: dict[str, frozenset[str]] = {
     "actions": frozenset({"base", "device", "mapping", "tuning", "serving"}),
     "loop": frozenset({"base", "serving", "actions"}),
     "steps": frozenset({"base", "device", "mapping", "tuning", "serving", "actions", "loop"}),
-    "comparing": frozenset({"base", "device", "steps"}),
+    "comparing": frozenset({"base", "device", "tuning", "steps"}),
 }
 """Per room of analysis/, the rooms it may import besides itself (docs/architecture.md): the
 families stand on `base`; `serving` reads the device and the mapping; actions are drawn from

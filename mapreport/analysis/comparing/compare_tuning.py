@@ -26,7 +26,7 @@ import numpy.typing as npt
 from mapreport.analysis.base.common import Interval, Thresholds
 from mapreport.analysis.base.stats import CI_LEVEL, seed_for
 from mapreport.analysis.comparing.compare_mapping import Z95, change_interval
-from mapreport.analysis.steps.families import Ranking, TuningChoice
+from mapreport.analysis.tuning.ranking import Ranking, TuningChoice
 from mapreport.core.kinds import TuningEdge
 
 FloatArray = npt.NDArray[np.float64]

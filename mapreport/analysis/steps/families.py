@@ -25,9 +25,7 @@ from mapreport.analysis.mapping.telemetry import Telemetry, telemetry
 from mapreport.analysis.mapping.tokens import TokenRate, TokenTiming, token_rate, token_timing
 from mapreport.analysis.serving.compiles import Compiles, compiles
 from mapreport.analysis.serving.drift import OpDrift, ShapeDrift
-from mapreport.analysis.tuning.ranking import Ranking as Ranking  # compare reads them
-from mapreport.analysis.tuning.ranking import TuningChoice as TuningChoice
-from mapreport.analysis.tuning.ranking import tuning_ranking
+from mapreport.analysis.tuning.ranking import Ranking, tuning_ranking
 from mapreport.core.connection import Connection
 
 
