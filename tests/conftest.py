@@ -61,10 +61,11 @@ Chromium): `--dist loadgroup` runs each file's tests on one worker."""
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` (`make test`) groups the files of `SHARING` and hands every other
-    test out alone, the groups first, then in collection order (the slow tests first): a worker
-    takes the next test when it has two left, so neither waits long on the other's last.
-    (pytest-xdist 3.8 groups by `xdist_group` marks by renaming tests, which pytest 9.2 no
-    longer allows: every test would go out alone, a Spark session on each worker.)"""
+    test out alone, the groups first, then in collection order (the slow and spark tests
+    first): a worker takes the next test when it has two left, so neither waits long on the
+    other's last. (pytest-xdist 3.8 groups by `xdist_group` marks by renaming tests, which
+    pytest 9.2 no longer allows: every test would go out alone, a Spark session on each
+    worker.)"""
     if config.getvalue("dist") != "loadgroup":
         return None
     from xdist.scheduler import LoadScopeScheduling
@@ -78,11 +79,11 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """On test workers (pytest-xdist), the tests marked slow first, the order otherwise kept:
-    the workers share out the long tests while there is other work, and the run ends on short
-    ones instead of one worker's last long test while the other waits."""
+    """On test workers (pytest-xdist), the tests marked slow or spark first, the order
+    otherwise kept: the workers share out the long tests while there is other work, and the run
+    ends on short ones instead of one worker's last long test while the other waits."""
     if hasattr(config, "workerinput"):
-        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+        items.sort(key=lambda item: not any(map(item.get_closest_marker, ("slow", "spark"))))
 
 
 @functools.cache
