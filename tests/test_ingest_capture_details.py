@@ -86,8 +86,8 @@ def test_the_recorded_mode_names_the_bucket(tmp_path: Path) -> None:
     for path in (trace, details):
         ingest_file(ds, path)
     r = analyze_slice(ds.connect(), "serve", "", Thresholds())
-    assert r.graphs is not None
-    assert [(b.size, b.mode) for b in r.graphs.buckets] == [(8, "PIECEWISE"), (16, "FULL")]
+    assert r.device.graphs is not None
+    assert [(b.size, b.mode) for b in r.device.graphs.buckets] == [(8, "PIECEWISE"), (16, "FULL")]
     out = tmp_path / "out"
     res = CliRunner().invoke(
         main, ["report", "--dataset", str(ds.root), "--out", str(out), "--no-pdf"]

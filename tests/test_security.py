@@ -28,6 +28,7 @@ from mapreport.analysis.base.packs import (
     SampleParams,
     SourceParams,
     TailParams,
+    TuningParams,
 )
 from mapreport.analysis.base.query import inline, literal
 from mapreport.analysis.steps.packs import pack_sql
@@ -94,6 +95,8 @@ def _params(reduction: Reduction, shape: str) -> object:
         return SourceParams([shape, "0123"])
     if kind is HeadroomParams:  # every selection field a hostile name too
         return HeadroomParams(shape, "kernel", shape, shape, shape, 1.0, [shape, shape, shape])
+    if kind is TuningParams:  # the run, task, target and shape all hostile names
+        return TuningParams(shape, shape, shape, shape)
     return NoParams()
 
 
