@@ -8,7 +8,7 @@ import pytest
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.stats import kendall_tau_b
-from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Trial, rank
+from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, rank
 from mapreport.analysis.tuning.ranking_metrics import (
     pairwise_accuracy,
     topk_recall,
@@ -16,6 +16,7 @@ from mapreport.analysis.tuning.ranking_metrics import (
     topk_slowdown,
 )
 from mapreport.core.kinds import Unranked
+from tests.tuning_trials import trial as _t
 
 TH = Thresholds(bootstrap_resamples=1000)
 
@@ -74,31 +75,6 @@ def test_tpugraphs_topk_slowdown_by_hand() -> None:
     assert topk_slowdown(scores, lat, 1) == 1.0  # picks 20 against the best 10
     assert topk_slowdown(scores, lat, 2) == 1.0  # 20 and 30
     assert topk_slowdown(scores, lat, 3) == 0.0
-
-
-def _t(
-    plan: str,
-    trial: int,
-    costs: list[float] | None,
-    score: float | None = None,
-    task: str = "mm",
-) -> Trial:
-    ok = costs is not None
-    return Trial(
-        plan_id=plan,
-        task=task,
-        task_key=task,
-        target="llvm",
-        shape="8x8",
-        trial=trial,
-        config_id=f"{plan}-{trial}",
-        costs_us=tuple(costs) if costs is not None else None,
-        mean_us=sum(costs) / len(costs) if costs else None,
-        error=None if ok else "failed_time",
-        score=score,
-        cost_model="xgb" if score is not None else None,
-        source_id=plan,
-    )
 
 
 def test_regret_against_the_best_of_any_run_and_search_efficiency() -> None:

@@ -20,27 +20,10 @@ from mapreport.app.cli import main
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
+from tests.tuning_trials import trial as _t
 
 TH = Thresholds(bootstrap_resamples=1000)
 CORPUS = Path(__file__).resolve().parent / "corpus"
-
-
-def _t(plan: str, trial: int, costs: list[float] | None, task: str = "mm") -> Trial:
-    return Trial(
-        plan_id=plan,
-        task=task,
-        task_key=task,
-        target="llvm",
-        shape="8x8",
-        trial=trial,
-        config_id=f"{plan}-{trial}",
-        costs_us=tuple(costs) if costs is not None else None,
-        mean_us=sum(costs) / len(costs) if costs else None,
-        error=None if costs is not None else "failed_time",
-        score=None,
-        cost_model=None,
-        source_id=plan,
-    )
 
 
 def _judged(trials: list[Trial]) -> tuple[Status, StatusReason, str]:

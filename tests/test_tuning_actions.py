@@ -19,12 +19,13 @@ from mapreport.analysis.actions.actions import ROLLBACK_RUNS, Action, Scope
 from mapreport.analysis.actions.tuning_actions import POOR_PAIRWISE, tuning_actions
 from mapreport.analysis.base.common import Percentiles, Review, Thresholds
 from mapreport.analysis.serving.blocking import Blocking
-from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, Trial, rank, tuning_ranking
+from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, rank, tuning_ranking
 from mapreport.core.kinds import ActionKind, Criterion, OwnerRole, RegretRemedy
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.report import prose, words
 from tests.conftest import REALDATA
+from tests.tuning_trials import trial as _t
 
 TH = Thresholds(bootstrap_resamples=1000)
 CORPUS = Path(__file__).resolve().parent / "corpus"
@@ -41,26 +42,6 @@ SCOPE = Scope(
     Blocking(()),
     None,
 )
-
-
-def _t(
-    plan: str, trial: int, costs: list[float] | None, task: str = "mm", score: float | None = None
-) -> Trial:
-    return Trial(
-        plan_id=plan,
-        task=task,
-        task_key=task,
-        target="llvm",
-        shape="8x8",
-        trial=trial,
-        config_id=f"{plan}-{trial}",
-        costs_us=tuple(costs) if costs is not None else None,
-        mean_us=sum(costs) / len(costs) if costs else None,
-        error=None if costs is not None else "failed_time",
-        score=score,
-        cost_model="xgb" if score is not None else None,
-        source_id=plan,
-    )
 
 
 BIG = [_t("big", 1, [130.0, 131.0, 129.0]), _t("big", 2, [100.0, 100.5, 99.5])]
