@@ -59,6 +59,7 @@ SHARING = {"tests/test_spark.py": "spark", "tests/test_browser.py": "chromium"}
 Chromium): `--dist loadgroup` runs each file's tests on one worker."""
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: -p no:xdist leaves it out
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`--dist loadgroup` (`make test`) groups the files of `SHARING` and hands every other
     test out alone, the groups first, then in collection order (the slow and spark tests
