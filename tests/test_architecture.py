@@ -7,14 +7,13 @@ import ast
 import re
 import subprocess
 import sys
-import typing
 from enum import StrEnum
 from pathlib import Path
 
 import pytest
 
 from mapreport.analysis import SliceResult
-from mapreport.analysis.actions.action_params import KIND_PARAMS, ActionParams
+from mapreport.analysis.actions.action_params import ActionParams, kind_params
 from mapreport.core import kinds
 from mapreport.core.errors import InputError
 from mapreport.ingest import READERS, detect
@@ -26,7 +25,7 @@ from mapreport.report import (
     devicetime,
     judgements,
     prose,
-    regret,
+    titles,
     words,
 )
 from mapreport.report import compare as compare_words
@@ -254,7 +253,7 @@ WORDED: dict[type[StrEnum], dict[str, str]] = {
     kinds.TimeBasis: compare_whole.BASIS_WORDS,
     kinds.TimeCategory: compare_whole.CATEGORY_WORDS,
     kinds.Unranked: ranking.UNRANKED,
-    kinds.RegretRemedy: regret.REGRET_REMEDIES,
+    kinds.RegretRemedy: ranking.REGRET_REMEDIES,
     kinds.TuningEdge: compare_tuning.EDGE_WORDS,
 }
 """Enums whose members each say a sentence; every other enum's members have a label."""
@@ -279,14 +278,15 @@ def test_every_category_has_its_words(enum: type[StrEnum]) -> None:
 def test_every_action_kind_declares_its_params_and_each_has_a_title(
     demo_results: dict[str, SliceResult],
 ) -> None:
-    """Every kind names the typed params it carries, every action the demo's analysis makes
-    carries one of them, and its title is written (mypy checks, by `assert_never` in
-    `prose.action_title`, that every params type has a title)."""
-    assert set(KIND_PARAMS) == set(kinds.ActionKind)
-    assert set(typing.get_args(ActionParams)) == {t for ts in KIND_PARAMS.values() for t in ts}
+    """Every kind is stated by typed params that name its owner, every params class has a
+    title (`titles.titled`), and every action the demo's analysis makes carries params of its
+    kind and gets a title."""
+    declared = kind_params()
+    assert set(declared) == set(kinds.ActionKind)
+    assert set(titles.TITLES) == set(ActionParams.REGISTERED.values())
     for r in demo_results.values():
         for a in r.actions:
-            assert isinstance(a.params, KIND_PARAMS[a.kind]), (a.kind, a.params)
+            assert isinstance(a.params, declared[a.kind]), (a.kind, a.params)
             assert prose.action_title(a, r.name)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pypdf
 import pytest
 
-from mapreport.analysis.steps.impact import Impact
+from mapreport.analysis.actions.action_params import Impact
 from mapreport.core.kinds import ImpactUnit
 from mapreport.report import words
 from mapreport.report.filters import metric_value, signed_pct

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from mapreport.analysis import Review, SliceResult, Thresholds, analyze_slice
-from mapreport.analysis.actions.actions import OWNERS, REMEDY_OWNERS, SLICE_WIDE
+from mapreport.analysis.actions.action_params import owner
+from mapreport.analysis.actions.actions import REMEDY_OWNERS, SLICE_WIDE
 from mapreport.analysis.base import stats
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.base.stats import jain_index, resampled_sums
@@ -55,7 +56,7 @@ def test_planted_actions_and_nothing_else(name: str, demo_results: dict[str, Sli
         if a.kind == ActionKind.ADAPTATION_BLOCKING and remedy is not None:
             assert a.owner_role == REMEDY_OWNERS[remedy]
         else:
-            assert a.owner_role == OWNERS[a.kind]
+            assert a.owner_role == owner(a.kind)
         assert rollback_text(a, r.name)
         assert a.validation_matrix
         assert len({(x.shape, x.kind) for x in r.actions}) == len(r.actions)  # one per class
@@ -339,7 +340,7 @@ def test_every_action_names_the_configured_owner_of_its_role(demo_html: Path) ->
                 remedy = BlockingRemedy(doc["blocking"]["remedy"])
                 assert a["owner_role"] == REMEDY_OWNERS[remedy], a["title"]
             else:
-                assert a["owner_role"] == OWNERS[kind], a["title"]
+                assert a["owner_role"] == owner(kind), a["title"]
             assert a["owner"] == owners[a["owner_role"]], a["title"]  # the person, from config
             seen.add(kind)
     # the demo's one night exercises every kind of action but drift and a latency regression,

@@ -250,9 +250,8 @@ def test_a_frame_recompiled_past_the_limit_gets_one_owned_action() -> None:
     """A frame that recompiled 14 times on a varying size: one action for the compiler lead,
     naming the dim to mark dynamic; on another guard, the guard to hold constant; a frame
     under the limit (the clean control) gets none."""
-    from mapreport.analysis.actions.action_params import Recompiled
     from mapreport.analysis.actions.actions import Scope
-    from mapreport.analysis.actions.compile_actions import recompile_action
+    from mapreport.analysis.actions.compile_actions import Recompiled, recompile_action
     from mapreport.analysis.base.common import Review
     from mapreport.analysis.serving.blocking import Blocking
     from mapreport.analysis.serving.compiles import RecompiledFrame, VaryingDim
@@ -302,7 +301,7 @@ def test_idle_advice_for_graph_replays_names_eager_steps_only_where_some_ran() -
     capturing more batch sizes is advised only when steps ran outside every captured size
     (the SGLang decode trace has none: before, it was told to capture sizes that "still run
     eagerly")."""
-    from mapreport.analysis.actions.action_params import Idle
+    from mapreport.analysis.actions.device_actions import Idle
     from mapreport.report.prose import idle_title
 
     replaying = Idle(0.979, 473_750.0, 555, 5.25, True, True, 0)

@@ -16,7 +16,7 @@ import pytest
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.actions import ROLLBACK_RUNS, Action, Scope
-from mapreport.analysis.actions.tuning_actions import POOR_PAIRWISE, tuning_actions
+from mapreport.analysis.actions.tuning_actions import POOR_PAIRWISE, Regret, tuning_actions
 from mapreport.analysis.base.common import Percentiles, Review, Thresholds
 from mapreport.analysis.serving.blocking import Blocking
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, rank, tuning_ranking
@@ -55,7 +55,7 @@ def _one(r: Ranking) -> Action:
         OwnerRole.COMPILER_LEAD,
         "kai",
     )
-    assert isinstance(a.params, P.Regret)
+    assert isinstance(a.params, Regret)
     assert prose.action_title(a, "w")
     return a
 
@@ -65,7 +65,7 @@ def test_a_material_regret_gets_one_owned_action_with_its_matrix_and_rollback() 
     other = [_t("big", 1, [50.0, 51.0, 49.0], task="add"), _t("big", 2, [60.0, 61.0], task="add")]
     a = _one(rank(BIG + small + other, TH))
     p = a.params
-    assert isinstance(p, P.Regret)
+    assert isinstance(p, Regret)
     assert (p.plan_id, p.best_plan, p.best_trial, p.budget) == ("small", "big", 2, 2)
     assert p.regret == pytest.approx(0.2, abs=1e-12)
     assert p.remedy is RegretRemedy.PIN_BEST  # 2 trials, as many as the best run needed
@@ -116,7 +116,7 @@ def test_a_run_that_stopped_short_of_the_budget_is_retuned_with_it() -> None:
     long = [_t("long", n, [200 - 10 * n, 201 - 10 * n, 199 - 10 * n]) for n in range(1, 9)]
     short = [_t("short", n, [200 - 10 * n, 201 - 10 * n, 199 - 10 * n]) for n in range(1, 4)]
     a = _one(rank(long + short, TH))
-    assert isinstance(a.params, P.Regret)
+    assert isinstance(a.params, Regret)
     assert (a.params.remedy, a.params.budget, a.params.trials) == (RegretRemedy.RETUNE, 8, 3)
     assert prose.action_title(a, "w").startswith("Retune mm at 8x8 on llvm with at least 8 trials")
 
@@ -128,7 +128,7 @@ def test_a_model_shown_to_rank_poorly_is_fixed_first() -> None:
     short = [_t("short", n, [300.0 - n, 301.0 - n, 299.0 - n], score=-n) for n in range(1, 9)]
     a = _one(rank(long + short, TH))
     p = a.params
-    assert isinstance(p, P.Regret)
+    assert isinstance(p, Regret)
     assert p.remedy is RegretRemedy.FIX_COST_MODEL
     assert p.pairwise_accuracy == 0.0
     assert p.pairwise_high is not None
@@ -182,7 +182,7 @@ def test_a_real_run_cut_to_its_first_round_is_retuned_with_the_budget_that_found
     r = _ranking(tmp_path, [_record("matmul_128_xgb"), _first(tmp_path, "matmul_128_xgb", 16)])
     a = _one(r)
     p = a.params
-    assert isinstance(p, P.Regret)
+    assert isinstance(p, Regret)
     assert (p.plan_id, p.best_plan, p.best_trial) == (
         "matmul_128_xgb_first16",
         "matmul_128_xgb",
@@ -202,7 +202,7 @@ def test_a_real_run_whose_model_ranks_poorly_gets_the_model_fixed(tmp_path: Path
     cut = _first(tmp_path, "conv2d_14x14x32_xgb", 16)
     a = _one(_ranking(tmp_path, [_record("conv2d_14x14x32_xgb"), cut]))
     p = a.params
-    assert isinstance(p, P.Regret)
+    assert isinstance(p, Regret)
     assert (p.remedy, p.budget, p.cost_model) == (RegretRemedy.FIX_COST_MODEL, 19, "xgb")
     assert p.pairwise_accuracy == pytest.approx(10 / 28, abs=1e-9)
     assert p.regret_low > MATERIAL_REGRET

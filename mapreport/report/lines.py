@@ -7,10 +7,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from mapreport.analysis.actions.action_params import Impact
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
 from mapreport.analysis.serving.scheduling import CoreCompute
 from mapreport.analysis.serving.shape import ShapeMetrics
-from mapreport.analysis.steps.impact import Impact, action_impact
+from mapreport.analysis.steps.impact import action_impact
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import ActionKind, BottleneckClass, CheckState
 from mapreport.report import decisions, prose, words

@@ -4,10 +4,11 @@ its rollback trigger, a ticket, the executive summary), built from the words of 
 from __future__ import annotations
 
 import re
-from typing import assert_never
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action, RollbackTrigger
+from mapreport.analysis.actions.compile_actions import Recompiled
+from mapreport.analysis.actions.device_actions import Headroom, Idle, Padding
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import (
     BLOCKERS,
@@ -28,8 +29,8 @@ from mapreport.report.filters import (
     plural,
     signed_pct,
 )
-from mapreport.report.regret import regret_title
 from mapreport.report.sources import source_paths
+from mapreport.report.titles import title_of, titled
 from mapreport.report.words import criterion, evidence, label, metric, shape_name
 
 
@@ -38,9 +39,29 @@ def action_title(a: Action, name: str) -> str:
     return title_of(a.kind, a.shape, a.params, name)
 
 
-def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
-    """An action's title from its kind, shape and params: tonight's, or a past night's as the
-    history stored them (its facts get today's words)."""
+@titled(
+    P.Blocking,
+    P.Queueing,
+    P.CoreImbalance,
+    P.Fallback,
+    P.TailShare,
+    P.Inaccuracy,
+    P.Overhead,
+    P.Drift,
+    P.Regressed,
+    P.GainDecision,
+    P.MissingSide,
+    P.MissingField,
+    P.Consistency,
+    P.Mismatch,
+    P.Quality,
+    Idle,
+    Headroom,
+    Padding,
+    Recompiled,
+)
+def _title(p: P.ActionParams, k: ActionKind, shape: str, name: str) -> str:
+    """The titles of the kinds `actions`, `device_actions` and `compile_actions` build."""
     if isinstance(p, P.Blocking):
         return blocking_title(p, name)
     if isinstance(p, P.Queueing):
@@ -131,20 +152,18 @@ def title_of(k: ActionKind, shape: str, p: P.ActionParams, name: str) -> str:
             f"Run the quality evaluation of the {p.precision} plan on {name} before relying "
             "on it: there is no quality evidence for this precision change"
         )
-    if isinstance(p, P.Idle):
+    if isinstance(p, Idle):
         return idle_title(p, name)
-    if isinstance(p, P.Headroom | P.Padding | P.Recompiled):
+    if isinstance(p, Headroom | Padding | Recompiled):
         return trace_title(p)
-    if isinstance(p, P.Regret):
-        return regret_title(p)
-    assert_never(p)  # mypy checks that every kind of params has its title
+    raise TypeError(f"no title for {type(p).__name__}")  # `titled` lists what reaches here
 
 
-def trace_title(p: P.Headroom | P.Padding | P.Recompiled) -> str:
+def trace_title(p: Headroom | Padding | Recompiled) -> str:
     """The title of an action a trace or compile log alone calls for."""
-    if isinstance(p, P.Headroom):
+    if isinstance(p, Headroom):
         return headroom_title(p)
-    if isinstance(p, P.Padding):
+    if isinstance(p, Padding):
         return padding_title(p)
     return recompiled_title(p)
 
@@ -163,7 +182,7 @@ HEADROOM_VERBS = {
 }
 
 
-def headroom_title(p: P.Headroom) -> str:
+def headroom_title(p: Headroom) -> str:
     """An op x shape far from its roofline: how far, what it costs, what to change."""
     bound = f"{p.bound}-bound, " if p.bound else ""
     return (
@@ -174,7 +193,7 @@ def headroom_title(p: P.Headroom) -> str:
     )
 
 
-def idle_title(p: P.Idle, name: str) -> str:
+def idle_title(p: Idle, name: str) -> str:
     """A device that sat idle: how much, and what keeps it waiting."""
     if p.replays_graphs:
         # the steps already replay a captured graph: capturing it again changes nothing; the
@@ -206,7 +225,7 @@ def idle_title(p: P.Idle, name: str) -> str:
     )
 
 
-def recompiled_title(p: P.Recompiled) -> str:
+def recompiled_title(p: Recompiled) -> str:
     """A frame that recompiled for the shapes it met: how often against the limit, and what to
     change by the guard that failed (a size: mark it dynamic or bucket it; another: hold it
     constant, or raise the limit when every variant is wanted)."""
@@ -231,7 +250,7 @@ def recompiled_title(p: P.Recompiled) -> str:
     )
 
 
-def padding_title(p: P.Padding) -> str:
+def padding_title(p: Padding) -> str:
     """Steps padded up to captured graph sizes: what it costs and which sizes to add."""
     sizes = ", ".join(f"{b:,}" for b in p.sizes)
     cost = (

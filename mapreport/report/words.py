@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mapreport.analysis.actions.action_params import Impact
 from mapreport.analysis.actions.actions import SLICE_WIDE, ValidationRow
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.analysis.serving.tail import TAIL_SHARE
-from mapreport.analysis.steps.impact import Impact
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.status import AT_RISK_HEADROOM
 from mapreport.core.kinds import (

@@ -1,27 +1,68 @@
-"""The figures each kind of action states, typed: one dataclass per kind (or per finding of a
-kind), so every place that reads a figure is checked by mypy, and a renamed figure fails
-there instead of at run time. `actions` builds them; the report words them."""
+"""What an action states, typed: each kind of action (or each finding of a kind) states its
+figures in a frozen dataclass deriving from `ActionParams`, declared beside the code that builds
+the action (the kinds `actions` builds have theirs here), so every place that reads a figure is
+checked by mypy and a renamed figure fails there instead of at run time. A params class names
+the kinds that state it and the role owning each (`OWNERS`), and states its impact where its
+own figures hold it: a new kind is its enum member, this declaration and its builder, its title
+beside the section that shows it (docs/architecture.md, "A new action kind")."""
 
 from __future__ import annotations
 
 import json
-import typing
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import msgspec
 
-from mapreport.core.kinds import ActionKind, BlockingRemedy, HeadroomRemedy, RegretRemedy
+from mapreport.core.kinds import ActionKind, BlockingRemedy, ImpactUnit, OwnerRole
 
 
 @dataclass(frozen=True)
-class TailShare:
+class Impact:
+    """An action's impact in its unit; `share`: a device time as a share of the trace's."""
+
+    unit: ImpactUnit
+    value: float | None = None
+    share: float | None = None
+
+
+class ActionParams:
+    """The figures an action states: the base of every kind's params. Each subclass is
+    registered by its name, which the history stores with its fields (`encode`, `decode`)."""
+
+    OWNERS: ClassVar[Mapping[ActionKind, OwnerRole]] = {}
+    """The kinds of action that state these params, and the role that owns each (the class
+    keyword `owners`; the blocking action's remedy may name another: `actions.REMEDY_OWNERS`)."""
+    REGISTERED: ClassVar[dict[str, type[ActionParams]]] = {}
+    """Every params class by its name (the kinds' modules import with `actions`)."""
+
+    def __init_subclass__(cls, owners: Mapping[ActionKind, OwnerRole], **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.OWNERS = owners
+        ActionParams.REGISTERED[cls.__name__] = cls
+
+    def impact(self) -> Impact | None:
+        """The impact where these figures alone hold it (a device time, a share); None: the
+        slice's figures decide it (`steps.impact.action_impact`)."""
+        return None
+
+
+OBSERVED: Mapping[ActionKind, OwnerRole] = {
+    ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER
+}
+"""A missing record or a disagreement between records: the observability engineer's."""
+
+
+@dataclass(frozen=True)
+class TailShare(ActionParams, owners={ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD}):
     """A tail driver's action (memory burst): the driver's share of the shape's tail."""
 
     share: float | None
 
 
 @dataclass(frozen=True)
-class Queueing:
+class Queueing(ActionParams, owners={ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT}):
     """Queueing drives the tail: its share and the queue wait's p95 against its p50."""
 
     share: float | None
@@ -30,7 +71,7 @@ class Queueing:
 
 
 @dataclass(frozen=True)
-class CoreImbalance:
+class CoreImbalance(ActionParams, owners={ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD}):
     """A slow core drives the tail: its share, the slowest core and how much slower it is."""
 
     share: float | None
@@ -39,7 +80,7 @@ class CoreImbalance:
 
 
 @dataclass(frozen=True)
-class Fallback:
+class Fallback(ActionParams, owners={ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD}):
     """The generic fallback path drives the tail: how many requests ran it, whether a bucket
     holds the shape, and the adapted mapping's net gain where it is significant."""
 
@@ -51,7 +92,7 @@ class Fallback:
 
 
 @dataclass(frozen=True)
-class Inaccuracy:
+class Inaccuracy(ActionParams, owners={ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD}):
     """The cost model is wrong and adaptation does not recover it."""
 
     predicted_us: float | None
@@ -60,7 +101,7 @@ class Inaccuracy:
 
 
 @dataclass(frozen=True)
-class Overhead:
+class Overhead(ActionParams, owners={ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD}):
     """Adaptation costs more than it gains."""
 
     cost_per_request_us: float | None
@@ -68,7 +109,13 @@ class Overhead:
 
 
 @dataclass(frozen=True)
-class GainDecision:
+class GainDecision(
+    ActionParams,
+    owners={
+        ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
+        ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
+    },
+):
     """Specialise or close the loop: the prediction's error, the adapted mapping's net gain,
     and (closing the loop) whether a bucket holds the shape."""
 
@@ -78,7 +125,7 @@ class GainDecision:
 
 
 @dataclass(frozen=True)
-class Drift:
+class Drift(ActionParams, owners={ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD}):
     """The signed error moved from the plan's first nights with the plan unchanged."""
 
     plan_id: str | None
@@ -90,7 +137,7 @@ class Drift:
 
 
 @dataclass(frozen=True)
-class Regressed:
+class Regressed(ActionParams, owners={ActionKind.LATENCY_REGRESSION: OwnerRole.RUNTIME_LEAD}):
     """A shape's p95 rose beyond its bootstrap CI against an earlier night."""
 
     night: str
@@ -102,7 +149,7 @@ class Regressed:
 
 
 @dataclass(frozen=True)
-class Blocking:
+class Blocking(ActionParams, owners={ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD}):
     """Requests waited behind serving-time adaptation: what held the worker, for how long,
     who waited, and the remedy."""
 
@@ -133,21 +180,21 @@ class Dim:
 
 
 @dataclass(frozen=True)
-class MissingSide:
+class MissingSide(ActionParams, owners=OBSERVED):
     """An environment record is missing on one side ("compile", "runtime")."""
 
     side: str
 
 
 @dataclass(frozen=True)
-class MissingField:
+class MissingField(ActionParams, owners=OBSERVED):
     """A request field the tail attribution needs is not recorded."""
 
     field: str
 
 
 @dataclass(frozen=True)
-class Consistency:
+class Consistency(ActionParams, owners=OBSERVED):
     """The records and the server's counters disagree on a mean over the same window."""
 
     consistency: str
@@ -158,160 +205,33 @@ class Consistency:
 
 
 @dataclass(frozen=True)
-class Mismatch:
+class Mismatch(ActionParams, owners={ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD}):
     """Environment keys whose values differ: (key, compile-side values, runtime-side values)."""
 
     mismatches: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
 
 
 @dataclass(frozen=True)
-class Quality:
+class Quality(
+    ActionParams, owners={ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT}
+):
     """A precision change without quality evidence."""
 
     precision: str
 
 
-@dataclass(frozen=True)
-class Headroom:
-    """An op x shape far from its roofline: what it is, how far, and how much time that is."""
-
-    op: str
-    label: str
-    kind: str | None
-    bound: str | None
-    roofline_pct: float | None
-    calls: int
-    mean_us: float
-    roof_us: float | None
-    headroom_us: float | None
-    share: float | None
-    """Headroom over the trace's device time."""
-    remedy: HeadroomRemedy
+def kind_params() -> dict[ActionKind, tuple[type[ActionParams], ...]]:
+    """The params each kind of action states (a test holds every action to them)."""
+    found: dict[ActionKind, tuple[type[ActionParams], ...]] = {}
+    for params in ActionParams.REGISTERED.values():
+        for kind in params.OWNERS:
+            found[kind] = (*found.get(kind, ()), params)
+    return found
 
 
-@dataclass(frozen=True)
-class Idle:
-    """The device idle for a material share of its span."""
-
-    idle_share: float
-    span_us: float
-    kernels: int
-    median_kernel_us: float | None
-    launch_bound: bool
-    """Kernels too short to hide their launch: the host cannot keep the device fed."""
-    replays_graphs: bool = False
-    """The steps already replay CUDA/HIP graphs: the gaps are between them."""
-    eager_steps: int = 0
-    """Steps of a graph-replaying trace that no captured size held (they ran eagerly)."""
-
-
-@dataclass(frozen=True)
-class Padding:
-    """Steps padded up to captured graph sizes: the waste, and the sizes that would cut it."""
-
-    share: float
-    waste_us: float
-    steps: int
-    sizes: tuple[int, ...]
-    saved_us: tuple[float, ...]
-    capture_us: float | None
-
-
-@dataclass(frozen=True)
-class Recompiled:
-    """A compiled frame that recompiled for the shapes it met: how often, against the limit,
-    the dims whose sizes changed, and the guards that failed (first of each)."""
-
-    frame: str
-    recompiles: int
-    refused: int
-    """Attempts refused at the recompile limit (those calls ran eagerly)."""
-    attempts: int
-    limit: int
-    dims: tuple[Dim, ...]
-    reasons: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Regret:
-    """A tuning run whose chosen config is materially slower than the best measured for its
-    workload: the two, the regret with its interval, and what the remedy rests on (the budget
-    that found the best, the run's cost model's ranking)."""
-
-    task: str
-    shape: str | None
-    target: str | None
-    plan_id: str
-    """The run that chose."""
-    trials: int
-    chosen_us: float
-    chosen_trial: int | None
-    best_us: float
-    best_plan: str | None
-    best_trial: int | None
-    best_config: str | None
-    regret: float
-    regret_low: float
-    regret_high: float
-    repeats: int
-    budget: int | None
-    """The trials the best run needed to come within 1% of its own best (its whole run when
-    it never did): the budget a retune names."""
-    cost_model: str | None
-    pairwise_accuracy: float | None
-    pairwise_low: float | None
-    pairwise_high: float | None
-    remedy: RegretRemedy
-
-
-ActionParams = (
-    TailShare
-    | Queueing
-    | CoreImbalance
-    | Fallback
-    | Inaccuracy
-    | Overhead
-    | GainDecision
-    | Drift
-    | Regressed
-    | Blocking
-    | MissingSide
-    | MissingField
-    | Consistency
-    | Mismatch
-    | Quality
-    | Headroom
-    | Idle
-    | Padding
-    | Recompiled
-    | Regret
-)
-"""What an action states, by its kind."""
-
-KIND_PARAMS: dict[ActionKind, tuple[type, ...]] = {
-    ActionKind.QUEUEING: (Queueing,),
-    ActionKind.CORE_IMBALANCE: (CoreImbalance,),
-    ActionKind.MAPPING_FALLBACK: (Fallback,),
-    ActionKind.MEMORY_BURST: (TailShare,),
-    ActionKind.MAPPING_INACCURACY: (Inaccuracy,),
-    ActionKind.ADAPTATION_OVERHEAD: (Overhead,),
-    ActionKind.SPECIALISE: (GainDecision,),
-    ActionKind.CLOSE_THE_LOOP: (GainDecision,),
-    ActionKind.COST_MODEL_DRIFT: (Drift,),
-    ActionKind.LATENCY_REGRESSION: (Regressed,),
-    ActionKind.ADAPTATION_BLOCKING: (Blocking,),
-    ActionKind.OBSERVABILITY: (MissingSide, MissingField, Consistency),
-    ActionKind.ENVIRONMENT_MISMATCH: (Mismatch,),
-    ActionKind.PRECISION_WITHOUT_QUALITY: (Quality,),
-    ActionKind.ROOFLINE_HEADROOM: (Headroom,),
-    ActionKind.DEVICE_IDLE: (Idle,),
-    ActionKind.GRAPH_PADDING: (Padding,),
-    ActionKind.DYNAMIC_SHAPES: (Recompiled,),
-    ActionKind.TUNING_REGRET: (Regret,),
-}
-"""The params each kind of action carries (a test holds every action to it)."""
-
-_BY_NAME: dict[str, type] = {t.__name__: t for t in typing.get_args(ActionParams)}
+def owner(kind: ActionKind) -> OwnerRole:
+    """The role that owns a kind of action (as the params stating it declare)."""
+    return next(p.OWNERS[kind] for p in ActionParams.REGISTERED.values() if kind in p.OWNERS)
 
 
 def encode(p: ActionParams) -> str:
@@ -326,7 +246,7 @@ def decode(text: str | None) -> ActionParams | None:
         return None
     try:
         data = json.loads(text)
-        kind = _BY_NAME[data.pop("type")]
+        kind = ActionParams.REGISTERED[data.pop("type")]
         params: ActionParams = msgspec.convert(data, kind)
     except (ValueError, KeyError, TypeError, AttributeError, msgspec.ValidationError):
         return None

@@ -46,28 +46,6 @@ if TYPE_CHECKING:
     from mapreport.analysis.serving.drift import ShapeDrift
     from mapreport.analysis.serving.shape import ShapeMetrics
 
-OWNERS: dict[ActionKind, OwnerRole] = {
-    ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD,
-    ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT,
-    ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD,
-    ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD,
-    ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD,
-    ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD,
-    ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD,
-    ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD,
-    ActionKind.LATENCY_REGRESSION: OwnerRole.RUNTIME_LEAD,
-    ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
-    ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
-    ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER,
-    ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT,
-    ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD,
-    ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD,
-    ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD,
-    ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT,
-    ActionKind.DYNAMIC_SHAPES: OwnerRole.COMPILER_LEAD,
-    ActionKind.TUNING_REGRET: OwnerRole.COMPILER_LEAD,
-}
-"""Who owns each kind of action (METRICS.md roles); the configuration names the person."""
 REMEDY_OWNERS: dict[BlockingRemedy, OwnerRole] = {
     BlockingRemedy.PRECOMPILE_IN_WARMUP: OwnerRole.MODEL_SERVING_ARCHITECT,
     BlockingRemedy.COMPILE_ASYNC: OwnerRole.RUNTIME_LEAD,
@@ -254,7 +232,7 @@ def make_action(
     role: OwnerRole | None = None,
 ) -> Action:
     """An action of a slice, its owner resolved from the configuration."""
-    role = role or OWNERS[kind]
+    role = role or P.owner(kind)
     # a slice may hold several findings of these kinds on one shape (both environment sides,
     # two missing fields, two precisions): what each asks for is part of its identity
     ident = f"{kind}:{evidence.metric}" if kind in REPEATABLE else str(kind)

@@ -8,8 +8,9 @@ instead (one cause, one owner: `planning.plan_actions`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.action_params import ActionParams, Dim
 from mapreport.analysis.actions.actions import (
     NO_ROLLBACK,
     SLICE_WIDE,
@@ -20,7 +21,23 @@ from mapreport.analysis.actions.actions import (
 )
 from mapreport.analysis.base.common import Evidence, Interval
 from mapreport.analysis.serving.compiles import RECOMPILE_LIMIT, RecompiledFrame
-from mapreport.core.kinds import ActionKind, Criterion
+from mapreport.core.kinds import ActionKind, Criterion, OwnerRole
+
+
+@dataclass(frozen=True)
+class Recompiled(ActionParams, owners={ActionKind.DYNAMIC_SHAPES: OwnerRole.COMPILER_LEAD}):
+    """A compiled frame that recompiled for the shapes it met: how often, against the limit,
+    the dims whose sizes changed, and the guards that failed (first of each)."""
+
+    frame: str
+    recompiles: int
+    refused: int
+    """Attempts refused at the recompile limit (those calls ran eagerly)."""
+    attempts: int
+    limit: int
+    dims: tuple[Dim, ...]
+    reasons: tuple[str, ...]
+
 
 REASONS = 3
 """The distinct failed guards an action names (the first ones, in the order they came)."""
@@ -40,13 +57,13 @@ def recompile_action(
     count = float(top.recompiles)
     ev = Evidence("frame_recompiles", count, top.attempts, Interval(count, count), sources)
     row = ValidationRow(SLICE_WIDE, "frame_recompiles", count, Criterion.HALVED)
-    params = P.Recompiled(
+    params = Recompiled(
         top.frame,
         top.recompiles,
         top.refused,
         top.attempts,
         RECOMPILE_LIMIT,
-        tuple(P.Dim(d.tensor, d.dim, d.low, d.high) for d in top.dims),
+        tuple(Dim(d.tensor, d.dim, d.low, d.high) for d in top.dims),
         top.reasons[:REASONS],
     )
     impact = (top.recompiles + top.refused) / top.attempts if top.attempts else 0.0

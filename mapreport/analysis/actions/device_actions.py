@@ -4,9 +4,9 @@ that sat idle (the runtime's: launch and scheduling)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
-from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.action_params import ActionParams, Impact
 from mapreport.analysis.actions.actions import (
     NO_ROLLBACK,
     ROLLBACK_MARGIN,
@@ -31,10 +31,71 @@ from mapreport.core.kinds import (
     DeviceActivity,
     FigureUnit,
     HeadroomRemedy,
+    ImpactUnit,
     JudgementFamily,
+    OwnerRole,
     Status,
     StatusReason,
 )
+
+
+@dataclass(frozen=True)
+class Headroom(ActionParams, owners={ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD}):
+    """An op x shape far from its roofline: what it is, how far, and how much time that is."""
+
+    op: str
+    label: str
+    kind: str | None
+    bound: str | None
+    roofline_pct: float | None
+    calls: int
+    mean_us: float
+    roof_us: float | None
+    headroom_us: float | None
+    share: float | None
+    """Headroom over the trace's device time."""
+    remedy: HeadroomRemedy
+
+    def impact(self) -> Impact:
+        """The time above the roofline bound, and its share of the trace's device time."""
+        return Impact(ImpactUnit.DEVICE_US, self.headroom_us, self.share)
+
+
+@dataclass(frozen=True)
+class Idle(ActionParams, owners={ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD}):
+    """The device idle for a material share of its span."""
+
+    idle_share: float
+    span_us: float
+    kernels: int
+    median_kernel_us: float | None
+    launch_bound: bool
+    """Kernels too short to hide their launch: the host cannot keep the device fed."""
+    replays_graphs: bool = False
+    """The steps already replay CUDA/HIP graphs: the gaps are between them."""
+    eager_steps: int = 0
+    """Steps of a graph-replaying trace that no captured size held (they ran eagerly)."""
+
+    def impact(self) -> Impact:
+        """The share of the devices' span idle."""
+        return Impact(ImpactUnit.DEVICE_SHARE, self.idle_share)
+
+
+@dataclass(frozen=True)
+class Padding(ActionParams, owners={ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT}):
+    """Steps padded up to captured graph sizes: the waste, and the sizes that would cut it."""
+
+    share: float
+    waste_us: float
+    steps: int
+    sizes: tuple[int, ...]
+    saved_us: tuple[float, ...]
+    capture_us: float | None
+
+    def impact(self) -> Impact:
+        """The device time the padded rows waste."""
+        return Impact(ImpactUnit.DEVICE_US, self.waste_us)
+
 
 IDLE_MATERIAL = 0.3
 """A device idle for this share of its span is a finding (HTA's idle-time breakdown reads
@@ -74,7 +135,7 @@ def headroom_action(s: Scope, f: HeadroomFinding, device_us: float) -> Action:
         rollback,
         rows,
         x.headroom_share or 0.0,
-        P.Headroom(
+        Headroom(
             x.op,
             x.label,
             x.kind.value if x.kind else None,
@@ -117,7 +178,7 @@ def idle_action(
         return None
     row = ValidationRow(SLICE_WIDE, "device_idle_share", idle, Criterion.HALVED)
     median = t.median_kernel_us
-    params = P.Idle(
+    params = Idle(
         idle,
         t.span_us,
         t.kernels,
@@ -174,7 +235,7 @@ def padding_action(s: Scope, g: Graphs) -> Action | None:
     rollback = RollbackTrigger(
         "graph_device_time_us", g.graph_us * (1 + ROLLBACK_MARGIN), ROLLBACK_RUNS, g.graph_us
     )
-    params = P.Padding(
+    params = Padding(
         f.share,
         waste or 0.0,
         f.evidence.n,

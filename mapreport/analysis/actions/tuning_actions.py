@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.action_params import ActionParams, Impact
 from mapreport.analysis.actions.actions import (
     NEIGHBOURS,
     ROLLBACK_MARGIN,
@@ -27,7 +27,45 @@ from mapreport.analysis.actions.actions import (
 )
 from mapreport.analysis.base.common import Evidence, Interval
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, TuningChoice
-from mapreport.core.kinds import ActionKind, Criterion, RegretRemedy
+from mapreport.core.kinds import ActionKind, Criterion, ImpactUnit, OwnerRole, RegretRemedy
+
+
+@dataclass(frozen=True)
+class Regret(ActionParams, owners={ActionKind.TUNING_REGRET: OwnerRole.COMPILER_LEAD}):
+    """A tuning run whose chosen config is materially slower than the best measured for its
+    workload: the two, the regret with its interval, and what the remedy rests on (the budget
+    that found the best, the run's cost model's ranking)."""
+
+    task: str
+    shape: str | None
+    target: str | None
+    plan_id: str
+    """The run that chose."""
+    trials: int
+    chosen_us: float
+    chosen_trial: int | None
+    best_us: float
+    best_plan: str | None
+    best_trial: int | None
+    best_config: str | None
+    regret: float
+    regret_low: float
+    regret_high: float
+    repeats: int
+    budget: int | None
+    """The trials the best run needed to come within 1% of its own best (its whole run when
+    it never did): the budget a retune names."""
+    cost_model: str | None
+    pairwise_accuracy: float | None
+    pairwise_low: float | None
+    pairwise_high: float | None
+    remedy: RegretRemedy
+
+    def impact(self) -> Impact:
+        """Tuning records count no calls: the time each call of the chosen config spends above the
+        best measured one, not a total over the period."""
+        return Impact(ImpactUnit.DEVICE_US_PER_CALL, self.chosen_us - self.best_us)
+
 
 POOR_PAIRWISE = 0.7
 """A cost model ranks poorly when its pairwise accuracy's whole interval lies below this share
@@ -126,7 +164,7 @@ def regret_action(
     sources = tuple(sorted({*c.sources, *(best.sources if best else ())}))
     ev = Evidence("regret", c.regret, c.repeats or 0, c.regret_ci, sources)
     pci = p.pairwise_accuracy_ci if p is not None else None
-    params = P.Regret(
+    params = Regret(
         task=c.task,
         shape=c.shape,
         target=c.target,
@@ -195,7 +233,7 @@ remedy) beside its own id (the regret's pack)."""
 def pairwise_pack_id(workload: str, slice_: str, a: Action) -> str | None:
     """The id of a regret action's pairwise-accuracy pack (None: no other action, or its run's
     records hold no cost-model scores), stable across nights like the action's."""
-    if not isinstance(a.params, P.Regret) or a.params.pairwise_accuracy is None:
+    if not isinstance(a.params, Regret) or a.params.pairwise_accuracy is None:
         return None
     return action_id(workload, slice_, a.shape, PAIRWISE_PACK)
 
@@ -203,7 +241,7 @@ def pairwise_pack_id(workload: str, slice_: str, a: Action) -> str | None:
 def choice_of(a: Action, r: Ranking | None) -> TuningChoice | None:
     """The run's workload a regret action was drawn from (None for any other action)."""
     p = a.params
-    if r is None or not isinstance(p, P.Regret):
+    if r is None or not isinstance(p, Regret):
         return None
     labels = _labels(r.choices)
     return next(

@@ -20,9 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from mapreport.analysis.actions.action_params import ActionParams, Regret, decode
+from mapreport.analysis.actions.action_params import ActionParams, decode
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action
-from mapreport.analysis.actions.tuning_actions import TuningFigures
+from mapreport.analysis.actions.tuning_actions import Regret, TuningFigures
 from mapreport.analysis.base.common import Interval, Regression, Thresholds
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.loop.targets import (

@@ -5,9 +5,8 @@ no unit); this is the figure a reader weighs (docs/metrics.md, "Impact")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mapreport.analysis.actions import action_params as P
+from mapreport.analysis.actions.action_params import Impact
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import EVIDENCE_FREE, ActionKind, ImpactUnit
@@ -26,15 +25,6 @@ GAIN_KINDS = frozenset(
     {ActionKind.ADAPTATION_OVERHEAD, ActionKind.SPECIALISE, ActionKind.CLOSE_THE_LOOP}
 )
 """Kinds whose evidence is a shape's net p50 adaptation gain."""
-
-
-@dataclass(frozen=True)
-class Impact:
-    """An action's impact in its unit; `share`: a device time as a share of the trace's."""
-
-    unit: ImpactUnit
-    value: float | None = None
-    share: float | None = None
 
 
 def _tail(a: Action, r: SliceResult) -> Impact:
@@ -61,7 +51,8 @@ def _gain(a: Action, r: SliceResult) -> Impact:
 
 
 def action_impact(a: Action, r: SliceResult) -> Impact:
-    """An action's impact in the unit its evidence supports."""
+    """An action's impact in the unit its evidence supports: its params' own where
+    they hold it (`ActionParams.impact`), else by the kind's evidence."""
     p = a.params
     if a.kind in EVIDENCE_FREE or isinstance(p, P.Consistency | P.MissingField):
         return Impact(ImpactUnit.NONE)
@@ -69,15 +60,8 @@ def action_impact(a: Action, r: SliceResult) -> Impact:
         return _tail(a, r)
     if a.kind in GAIN_KINDS:
         return _gain(a, r)
-    if isinstance(p, P.Headroom):
-        return Impact(ImpactUnit.DEVICE_US, p.headroom_us, p.share)
-    if isinstance(p, P.Padding):
-        return Impact(ImpactUnit.DEVICE_US, p.waste_us)
-    if isinstance(p, P.Idle):
-        return Impact(ImpactUnit.DEVICE_SHARE, p.idle_share)
-    if isinstance(p, P.Regret):
-        # tuning records count no calls: the time each call of the chosen config spends above
-        # the best measured one, not a total over the period
-        return Impact(ImpactUnit.DEVICE_US_PER_CALL, p.chosen_us - p.best_us)
+    own = p.impact()
+    if own is not None:
+        return own
     share = next((m.traffic_share for m in r.shapes if m.shape == a.shape), None)
     return Impact(ImpactUnit.REQUEST_SHARE, share)

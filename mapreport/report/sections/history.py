@@ -24,8 +24,9 @@ from mapreport.core.kinds import (
     RegressionKind,
 )
 from mapreport.core.kinds import ActionState as State
-from mapreport.report import charts, prose
+from mapreport.report import charts
 from mapreport.report.sections.unit import Facts, Section
+from mapreport.report.titles import title_of
 
 HISTORY_ROWS = 14
 """Nights the history table lists: a report's size does not grow with the history kept (the
@@ -160,7 +161,7 @@ def states(f: Facts) -> tuple[StateView, ...]:
         if s.action_id in titles:
             return titles[s.action_id]
         if s.params is not None:
-            return prose.title_of(s.kind, s.shape, s.params, r.name)
+            return title_of(s.kind, s.shape, s.params, r.name)
         return s.title or ""
 
     return tuple(

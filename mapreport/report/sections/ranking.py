@@ -3,7 +3,8 @@ trial): the chosen config against the best measured, the regret with its interva
 efficiency (trials to within 5% and 1% of its best, its best-so-far curve) and, where the records
 carry the cost model's scores, how well it ranked (docs/metrics.md, "Did the compiler choose
 well?"). findings.json `ranking` holds a row per run and workload; slices without tuning records
-have no `ranking` key and no section."""
+have no `ranking` key and no section. The regret action's title, by its remedy, is worded here
+beside the figures it names."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from dataclasses import dataclass, field
 import msgspec
 import plotly.graph_objects as go
 
-from mapreport.analysis.actions.tuning_actions import choice_of, pairwise_pack_id
+from mapreport.analysis.actions.tuning_actions import Regret, choice_of, pairwise_pack_id
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, WITHIN, Ranking, TuningChoice
-from mapreport.core.kinds import JudgementFamily, Unranked
+from mapreport.core.kinds import JudgementFamily, RegretRemedy, Unranked
 from mapreport.report import charts
 from mapreport.report.filters import duration, pct, plural
 from mapreport.report.sections.unit import Facts, Section
+from mapreport.report.titles import titled
 
 UNRANKED: dict[str, str] = {
     Unranked.ONE_CANDIDATE: (
@@ -233,7 +235,7 @@ class RankingView:
     """The evidence packs of the runs' workloads an action rests on (findings.json's)."""
 
 
-def workload(c: TuningChoice) -> str:
+def workload(c: TuningChoice | Regret) -> str:
     """A tuned workload as the report names it: its task at its argument shapes (and target)."""
     at = f" at {c.shape}" if c.shape else ""
     on = f" on {c.target}" if c.target else ""
@@ -443,3 +445,60 @@ SECTION = Section(
     has=lambda v: v.ranking is not None,
     family=JudgementFamily.RANKING,
 )
+
+
+REGRET_REMEDIES: dict[RegretRemedy, str] = {
+    RegretRemedy.FIX_COST_MODEL: "fix the cost model for this op first: it is shown to rank the "
+    "run's candidates poorly, so a larger budget would be spent on its wrong picks",
+    RegretRemedy.RETUNE: "retune with the budget that found the best: the run stopped before "
+    "the trial count at which the best run reached it",
+    RegretRemedy.PIN_BEST: "pin the best measured config: the run had the budget and still "
+    "missed it",
+}
+"""What each remedy asks of the compiler lead, and why it is the one."""
+
+
+def _chose(p: Regret, stopped: bool = False) -> str:
+    """What the run chose against the best measured, with the regret's interval."""
+    trial = f" at trial {p.best_trial:,}" if p.best_trial is not None else ""
+    after = f" stopped after {p.trials:,} trials and" if stopped else ""
+    return (
+        f"run {p.plan_id}{after} chose {duration(p.chosen_us)}, {pct(p.regret)} slower than "
+        f"the {duration(p.best_us)} run {p.best_plan or p.plan_id} measured{trial} (95% CI "
+        f"{pct(p.regret_low)} to {pct(p.regret_high)}, {p.repeats:,} repeats)"
+    )
+
+
+def _budget(p: Regret) -> str:
+    return f"at least {p.budget:,} trials" if p.budget is not None else "a larger trial budget"
+
+
+@titled(Regret)
+def regret_title(p: Regret, *_: object) -> str:
+    """A run's material regret: what to change, by its remedy, and the figures that call for
+    it."""
+    if p.remedy is RegretRemedy.FIX_COST_MODEL:
+        model = f" ({p.cost_model})" if p.cost_model else ""
+        interval = (
+            f" (95% CI {pct(p.pairwise_low)} to {pct(p.pairwise_high)}; chance is 50%)"
+            if p.pairwise_low is not None and p.pairwise_high is not None
+            else " (chance is 50%)"
+        )
+        return (
+            f"Fix the cost model{model} for {p.task}: it ranked {pct(p.pairwise_accuracy)} of "
+            f"the candidate pairs of {workload(p)} right{interval}, and {_chose(p)}; retrain it "
+            f"on these records, then retune with {_budget(p)}"
+        )
+    if p.remedy is RegretRemedy.RETUNE:
+        return (
+            f"Retune {workload(p)} with {_budget(p)} (what the best run needed to come within "
+            f"1% of its best): {_chose(p, stopped=True)}; pin that config meanwhile"
+        )
+    config = f" (config {p.best_config})" if p.best_config else ""
+    enough = (
+        f"; its {p.trials:,} trials were as many as the best run needed ({p.budget:,}), so "
+        "more budget would not have found it"
+        if p.budget is not None
+        else ""
+    )
+    return f"Pin the best measured config{config} for {workload(p)}: {_chose(p)}{enough}"
