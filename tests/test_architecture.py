@@ -315,11 +315,14 @@ def test_every_section_has_its_template() -> None:
 def test_every_reader_reads_a_real_file_and_has_its_test() -> None:
     """Each registered reader recognises at least one file of ../shared/realdata (the native
     formats, ours, one of sample_data; XLA's and Inductor's autotuning, of runs recorded here
-    into tests/corpus) and its module has a test file of its own."""
+    into tests/corpus; Triton's autotune cache, of files Triton's own code wrote here with
+    made-up timings, no GPU being at hand: tests/corpus/triton_autotune/README.md) and its
+    module has a test file of its own."""
     found: dict[str, Path] = {}
     corpus = TESTS / "corpus" / "xla"
     autotune = TESTS / "corpus" / "inductor_autotune"
-    for root in (REALDATA, SAMPLE_DATA, corpus, autotune):  # real files first: the demo too
+    triton = TESTS / "corpus" / "triton_autotune"
+    for root in (REALDATA, SAMPLE_DATA, corpus, autotune, triton):  # real files first
         for f in sorted(p for p in root.rglob("*") if p.is_file()):
             try:
                 found.setdefault(detect(f).name, f)

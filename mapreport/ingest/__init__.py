@@ -35,6 +35,7 @@ from mapreport.ingest.prometheus import PrometheusReader
 from mapreport.ingest.records import TRUNCATED, read_head
 from mapreport.ingest.sidecars import Sidecar, sidecar_of
 from mapreport.ingest.torch_trace import TorchTraceReader
+from mapreport.ingest.triton_autotune import TritonAutotuneReader
 from mapreport.ingest.triton_trace import TritonTraceReader
 from mapreport.ingest.trtexec import TrtexecReader
 from mapreport.ingest.tvm import TvmReader
@@ -52,6 +53,7 @@ _ALL: tuple[Reader, ...] = (
     TrtexecReader(),
     TvmReader(),
     InductorAutotuneReader(),
+    TritonAutotuneReader(),
     ModelAnalyzerReader(),
     PerfAnalyzerReader(),
     AiperfReader(),
