@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 
 from mapreport.app.cli import main
 from mapreport.run import ingesting, pipeline
-from tests.conftest import REPO, write_config
+from tests.conftest import REALDATA, REPO, write_config
 
 MAPREPORT = [sys.executable, "-m", "mapreport.app.cli"]
 
@@ -331,6 +332,37 @@ def test_config_without_sources_is_a_config_error(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_ingest_with_report_writes_what_report_writes(tmp_path: Path) -> None:
+    """`ingest --report OUT` reports the dataset's slices in the ingest's process: the same
+    report.html and findings.json as `report --no-pdf` run after it (apart from the time and
+    the run id each was made with), and nothing is reported when the ingest fails."""
+    trace = REALDATA / "tracelens" / "h100" / "gaunernst_bert-small-uncased__1016001.json.gz"
+    if not trace.is_file():
+        pytest.skip(f"{trace} is absent (../shared/realdata)")
+    ds, one, two = tmp_path / "ds", tmp_path / "one", tmp_path / "two"
+    res = cli("ingest", "--dataset", ds, "--workload", "bert", "--report", one, trace)
+    assert res.returncode == 0, res.stderr
+    assert "ingested  kineto" in res.stdout
+    assert f"report    bert -> {one / 'bert'}/report.html, findings.json" in res.stdout
+    assert not (one / "bert" / "report.pdf").exists()
+    res = cli("report", "--dataset", ds, "--out", two, "--no-pdf")
+    assert res.returncode == 0, res.stderr
+
+    def made(out: Path, name: str) -> str:
+        text = (out / "bert" / name).read_text()
+        stamp = json.loads((out / "bert" / "findings.json").read_text())["generated_at"]
+        text = text.replace(stamp, "<made>").replace(str(out), "<out>")
+        return re.sub(r"\d{8}T\d{6}Z-[0-9a-f]{4}-\d+", "<run>", text)  # each run's id
+
+    for name in ("findings.json", "report.html"):
+        assert made(one, name) == made(two, name), name
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": "soon"}]}')
+    res = cli("ingest", "--dataset", tmp_path / "ds2", "--report", tmp_path / "three", bad)
+    assert res.returncode == 3, res.stdout
+    assert not (tmp_path / "three").exists()
+
+
 def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir: Path) -> None:
     ds = tmp_path / "ds"
     assert cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl").returncode == 0
