@@ -3,12 +3,14 @@ golden case's packs are rerun in tests/test_golden.py."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
@@ -16,6 +18,7 @@ from hypothesis import strategies as st
 
 from mapreport.app.cli import main
 from mapreport.run.evidence import explain
+from tests.pack_sql import check_pack_sql, stated_evidence
 
 
 def test_every_reduction_has_its_parameters_and_one_family_declares_its_pack() -> None:
@@ -187,26 +190,58 @@ def test_fuzzed_specs_end_in_a_clear_line(demo_html: Path, tmp_path: Path, data:
         assert res.exit_code == 0, res.output
 
 
-def test_every_pack_sql_runs_in_plain_duckdb_and_selects_the_packs_rows(
+def test_every_pack_sql_runs_in_plain_duckdb_and_prints_the_reports_figure(
     demo_html: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A pack's `.sql` is self-contained: a plain DuckDB connection (no mapreport, no views
-    made for it), run from the pack's folder, runs the file and gets the rows of the pack's
-    Parquet, in its columns; it names the dataset's files by their path from that folder."""
-    import duckdb
-    import pyarrow.parquet as pq
-
+    made for it), run from the pack's folder, runs the file and prints one row, the figure
+    under its findings.json name with the value (to 1e-9) and n the report states and the
+    pack's rows recompute; its view of the rows holds the rows of the pack's Parquet, in its
+    columns. It names the dataset's files by their path from that folder."""
     packs = sorted(demo_html.glob("**/evidence/*.sql"))  # every demo slice's
     assert len({sql.parent for sql in packs}) >= 3
-    for sql in packs:
-        assert "read_parquet(['/" not in sql.read_text(), sql.name
-        monkeypatch.chdir(sql.parent)
+    stated: dict[str, dict[str, Any]] = {}
+    for findings in demo_html.glob("**/findings.json"):
+        stated |= stated_evidence(json.loads(findings.read_text()))
+    checked = {check_pack_sql(sql, stated, monkeypatch) for sql in packs}
+    assert {"tail_share", "net_gain", "ape", "environment", "records"} <= checked, checked
+
+
+@pytest.mark.parametrize("reduction", ["net_gain", "ape", "drift"])
+@pytest.mark.parametrize("covered", [True, False])
+def test_a_sample_packs_figure_in_sql_is_its_recomputed_figure(
+    reduction: str, covered: bool
+) -> None:
+    """The SQL of a compute-sample pack's figure (the medians by variant, the events' time per
+    adapted request, the drift's baseline) gives what the analysis's functions give from the
+    same rows, to 1e-9, n included; and none where the samples are too few."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+
+    from mapreport.analysis.base.common import Thresholds
+    from mapreport.analysis.base.packs import PACK_ROWS, Pack, Reduction, SampleParams
+    from mapreport.analysis.steps.packs import figure_sql, recompute
+    from tests.pack_sql import same
+
+    rng = np.random.default_rng(7)
+    rows = [("sample", "s", v, float(x), "f", i) for i, (v, n, mu) in enumerate(
+        [("static", 41, 100.0), ("adapted", 38, 80.0), ("fallback", 23, 130.0)]
+    ) for x in rng.lognormal(np.log(mu), 0.2, n)]  # fmt: skip
+    rows += [("event", "s", "compile", 900.0 + i, "f", 1000 + i) for i in range(3)]
+    columns = zip(*rows, strict=True)
+    names = ["kind", "shape", "what", "value", "source_id", "line"]
+    table = pa.table(dict(zip(names, columns, strict=True)))
+    params = SampleParams(covered=covered, predicted_us=90.0, baseline=-0.04)
+    for th in (Thresholds(), Thresholds(min_samples=30)):  # fallback's 23: too few at 30
+        p = Pack(
+            "0" * 12, "class x", "w", "", "s", reduction, Reduction(reduction), "",
+            msgspec.to_builtins(params), None, 0, None, {}, dataclasses.asdict(th),
+        )  # fmt: skip
+        x = recompute(p, table)
         con = duckdb.connect()
-        got = con.sql(sql.read_text()).to_arrow_table()
-        want = pq.read_table(sql.with_suffix(".parquet"))
-        assert got.column_names == want.column_names, sql.name
-        assert sorted(map(str, got.to_pylist())) == sorted(map(str, want.to_pylist())), sql.name
-        reduction = json.loads(sql.with_suffix(".json").read_text())["reduction"]
-        if reduction in ("net_gain", "ape", "drift", "blocked_share"):  # ordered queries
-            assert got.equals(want), sql.name
-        con.close()
+        con.register(PACK_ROWS, table)
+        ((name, value, n),) = con.sql(figure_sql(p)).fetchall()
+        assert name == reduction
+        assert same(value, x.figure), (value, x)
+        assert n == x.n

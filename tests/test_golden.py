@@ -38,6 +38,7 @@ from mapreport.run.ingesting import ingest
 from mapreport.run.nightly import run
 from mapreport.run.reporting import report
 from tests.conftest import REALDATA, SAMPLE_DATA, cached, private_copy
+from tests.pack_sql import check_pack_sql, stated_evidence
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.toml").is_file())
@@ -456,15 +457,18 @@ def test_every_golden_dataset_checks_clean(case: Case) -> None:
     assert found.files > 0
 
 
-def test_every_evidence_pack_reproduces(case: Case) -> None:
+def test_every_evidence_pack_reproduces(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """`mapreport explain` on every action and every class with evidence of every golden case
     (the demo's third night among them) reruns the pack's SQL on the dataset and gets the
     report's figure, n and CI back; the pack's rows are the ones the SQL selects, each with its
-    source file (and line where the rows are records of one), and the HTML links the pack."""
+    source file (and line where the rows are records of one), and the HTML links the pack.
+    Each pack's `.sql`, run in plain DuckDB from its folder, prints the report's figure."""
     dataset = case.out.parent / "dataset"
     checked = 0
     for folder in case.folders:
         doc = json.loads((case.out / folder / "findings.json").read_text())
+        for sql in sorted((case.out / folder / "evidence").glob("*.sql")):
+            check_pack_sql(sql, stated_evidence(doc), monkeypatch)
         html = (case.out / folder / "report.html").read_text()
         packs = case.out / folder / "evidence"
         ids = [a["id"] for a in doc["actions"]] + [p.stem for p in packs.glob("*.json")]

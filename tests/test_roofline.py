@@ -28,6 +28,7 @@ from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.run.evidence import explain
 from tests.conftest import REALDATA
+from tests.pack_sql import check_pack_sql, stated_evidence
 
 TRACELENS = REALDATA / "tracelens"
 BERT = "gaunernst_bert-small-uncased__1016001.json.gz"
@@ -543,8 +544,11 @@ def test_real_graph_runs_report_their_captured_size(
     assert g.finding is None
 
 
-def _explained(tmp_path: Path, ds: Dataset) -> dict[str, list[str]]:
-    """Every action's pack of the dataset's one slice, rerun by `explain`."""
+def _explained(
+    tmp_path: Path, ds: Dataset, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, list[str]]:
+    """Every action's pack of the dataset's one slice, rerun by `explain`, and its `.sql` run in
+    plain DuckDB (it prints the report's figure)."""
     out = tmp_path / "out"
     res = CliRunner().invoke(
         main, ["report", "--dataset", str(ds.root), "--out", str(out), "--no-pdf"]
@@ -556,23 +560,29 @@ def _explained(tmp_path: Path, ds: Dataset) -> dict[str, list[str]]:
         lines, ok = explain(ds.root, a["id"])
         assert ok, lines
         explained[a["class"]] = lines
+    for sql in sorted(out.rglob("evidence/*.sql")):
+        check_pack_sql(sql, stated_evidence(doc), monkeypatch)
     return explained
 
 
-def test_device_findings_reproduce_from_their_packs(tmp_path: Path) -> None:
+def test_device_findings_reproduce_from_their_packs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     trace = tmp_path / "serve.json"
     graph_trace(trace, [5] * 12 + [12] * 12 + [20] * 2)
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, trace, hints={"workload": "llm"})
-    assert "graph_padding" in _explained(tmp_path, ds)
+    assert "graph_padding" in _explained(tmp_path, ds, monkeypatch)
 
 
 @pytest.mark.slow
 @needs_realdata
-def test_headroom_and_idle_reproduce_from_their_packs(tmp_path: Path) -> None:
+def test_headroom_and_idle_reproduce_from_their_packs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ds = Dataset(tmp_path / "ds", create=True)
     ingest_file(ds, TRACELENS / "h100" / BERT, hints={"workload": "bert"})
-    assert {"roofline_headroom", "device_idle"} <= set(_explained(tmp_path, ds))
+    assert {"roofline_headroom", "device_idle"} <= set(_explained(tmp_path, ds, monkeypatch))
 
 
 @pytest.mark.slow

@@ -8,10 +8,12 @@ import json
 import os
 import re
 import shutil
+from dataclasses import asdict
 from html import unescape
 from pathlib import Path
 
 import duckdb
+import msgspec
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, example, given, settings
@@ -19,19 +21,23 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from mapreport.analysis.actions.actions import SLICE_WIDE
+from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.packs import (
+    PACK_ROWS,
     PARAMS,
     HeadroomParams,
     NoParams,
+    Pack,
     QueueParams,
     Reduction,
+    RegressionParams,
     SampleParams,
     SourceParams,
     TailParams,
     TuningParams,
 )
 from mapreport.analysis.base.query import inline, literal
-from mapreport.analysis.steps.packs import pack_sql
+from mapreport.analysis.steps.packs import figure_sql, pack_sql
 from mapreport.app.cli import main
 from mapreport.core.kinds import Driver
 from mapreport.dataset.store import Dataset
@@ -97,6 +103,8 @@ def _params(reduction: Reduction, shape: str) -> object:
         return HeadroomParams(shape, "kernel", shape, shape, shape, 1.0, [shape, shape, shape])
     if kind is TuningParams:  # the run, task, target and shape all hostile names
         return TuningParams(shape, shape, shape, shape)
+    if kind is RegressionParams:
+        return RegressionParams([float(q) for q in range(101)], 100)
     return NoParams()
 
 
@@ -116,14 +124,28 @@ def test_every_pack_query_is_one_select_whatever_the_names(
     empty_dataset: duckdb.DuckDBPyConnection, workload: str, slice_: str, shape: str
 ) -> None:
     """Every kind of evidence pack, for any workload, slice and shape names, is one SELECT
-    statement that runs on a dataset (the names stay inside their literals)."""
+    statement that runs on a dataset (the names stay inside their literals); so is the SELECT
+    of its figure over its rows, which prints the figure's name (a name from the dataset too:
+    `quality.<precision>`) as it is."""
     for reduction in Reduction:
         for where in (shape, SLICE_WIDE):
-            sql = pack_sql(reduction, workload, slice_, where, _params(reduction, where))
+            params = _params(reduction, where)
+            sql = pack_sql(reduction, workload, slice_, where, params)
             statements = duckdb.extract_statements(sql)
             assert len(statements) == 1, (reduction, sql)
             assert statements[0].type == duckdb.StatementType.SELECT
             empty_dataset.sql(sql).fetchall()
+            metric = f"quality.{shape}"
+            p = Pack(
+                "0" * 12, "action", workload, slice_, where, metric, reduction, sql,
+                msgspec.to_builtins(params), None, 0, None, {}, asdict(Thresholds()),
+            )  # fmt: skip
+            figure = figure_sql(p)
+            statements = duckdb.extract_statements(figure)
+            assert [s.type for s in statements] == [duckdb.StatementType.SELECT], figure
+            empty_dataset.execute(f"CREATE OR REPLACE TEMP VIEW {PACK_ROWS} AS {sql}")
+            ((name, *_),) = empty_dataset.sql(figure).fetchall()
+            assert name == metric
 
 
 def test_an_analysis_connection_reaches_no_file_outside_its_dataset(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from mapreport.analysis.actions.action_params import Consistency, MissingField
 from mapreport.core.kinds import ActionKind
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
+from tests.pack_sql import check_pack_sql
 
 T0 = 1_764_468_000_000_000_000  # 2026-11-30 02:00 UTC, ns
 
@@ -183,7 +184,9 @@ def _native_requests(path: Path, n: int, queue_us: float, t0_s: int = 1_764_468_
 
 
 @pytest.mark.slow
-def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
+def test_records_and_counters_disagree_on_queue_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scrapes = [_counters(0, 0, 0, 1, 0.5), _counters(200, 4_000, 20_000, 1, 0.5)]
     scrapes.append(_counters(400, 8_000, 40_000, 1, 0.5))  # 20 us of queue per request
     ds = Dataset(tmp_path / "ds", create=True)
@@ -211,6 +214,9 @@ def test_records_and_counters_disagree_on_queue_wait(tmp_path: Path) -> None:
     lines, ok = explain(ds2.root, action.id)
     assert ok, lines
     assert "reproduced" in lines[2]
+    # and its .sql, run in plain DuckDB, prints the same disagreement from the same rows
+    done = {check_pack_sql(sql, {}, monkeypatch) for sql in (tmp_path / "packs").glob("*.sql")}
+    assert "queue_check" in done
 
 
 def _mlperf_summary(path: Path, target_ns: int, percentile: str) -> Path:

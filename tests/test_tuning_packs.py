@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 from mapreport.analysis.actions.actions import action_id
@@ -19,6 +20,7 @@ from mapreport.analysis.actions.tuning_actions import PAIRWISE_PACK
 from mapreport.app.cli import main
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
+from tests.pack_sql import check_pack_sql, stated_evidence
 from tests.test_tuning_actions import TUNED, _dataset, _first
 
 
@@ -42,11 +44,13 @@ def _explain(ds: Path, pid: str) -> tuple[int, list[str]]:
     return res.exit_code, res.output.splitlines()
 
 
-def test_explain_reproduces_a_regret_and_its_pairwise_accuracy(tmp_path: Path) -> None:
+def test_explain_reproduces_a_regret_and_its_pairwise_accuracy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The action's pack is its regret (197.3 us chosen against 127.8 us: 54%, 3 repeats);
     its pairwise pack the cut run's xgb scores over its 12 candidates; both reproduced exactly
     from the dataset, their rows the trials with their files and lines, and the findings'
-    ranking row names both packs."""
+    ranking row names both packs. Each `.sql` run in plain DuckDB prints its figure."""
     ds, action, out = _report(tmp_path)
     pid = action["id"]
     pairwise = action_id("tvm", "", action["shape"], PAIRWISE_PACK)
@@ -70,6 +74,8 @@ def test_explain_reproduces_a_regret_and_its_pairwise_accuracy(tmp_path: Path) -
     (row,) = [x for x in doc["ranking"] if x["plan_id"] == "matmul_128_xgb_first16"]
     assert (row["regret_pack"], row["pairwise_pack"]) == (pid, pairwise)
     assert all(x["regret_pack"] is None for x in doc["ranking"] if x is not row)
+    done = {check_pack_sql(sql, stated_evidence(doc), monkeypatch) for sql in out.glob("**/*.sql")}
+    assert {"regret", "pairwise_accuracy"} <= done
 
 
 def _remeasured(ds: Path, record: Path, slower: dict[int, float]) -> None:

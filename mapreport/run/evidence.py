@@ -25,10 +25,17 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.analysis.base.common import SLICE_WIDE
-from mapreport.analysis.base.packs import PACK_ID, Pack, Reduction, reproduced, window_of
+from mapreport.analysis.base.packs import (
+    PACK_ID,
+    PACK_ROWS,
+    Pack,
+    Reduction,
+    reproduced,
+    window_of,
+)
 from mapreport.analysis.base.query import comment
 from mapreport.analysis.serving.packs import SAMPLE_REDUCTIONS, sample_rows_sql, tail_rows_sql
-from mapreport.analysis.steps.packs import pack_sql, packs, recompute
+from mapreport.analysis.steps.packs import figure_sql, pack_sql, packs, recompute
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
@@ -43,7 +50,8 @@ PACKS = "evidence"
 
 def _sql_file(p: Pack, views: str | None) -> bytes:
     """A pack's `.sql`: the statements that make the dataset's views (when the connection's are
-    known: DuckDB's), then the pack's query, so plain DuckDB runs it."""
+    known: DuckDB's), the pack's rows as the view `PACK_ROWS`, then the SELECT of the figure
+    from them, so plain DuckDB prints the figure the report states."""
     where = p.shape if p.shape != SLICE_WIDE else "the whole slice"
     head = comment(
         f"mapreport evidence pack {p.id}: {p.subject} of {p.workload}/{p.slice} at {where}"
@@ -54,10 +62,21 @@ def _sql_file(p: Pack, views: str | None) -> bytes:
     else:
         head += (
             "-- self-contained: the dataset's views (its committed files, as the report read\n"
-            "-- them, by their path from this folder), then the pack's query; run it from\n"
-            "-- this folder with: duckdb < FILE\n"
+            f"-- them, by their path from this folder), the pack's rows (the view {PACK_ROWS}),\n"
+            "-- then the figure from them; run it from this folder with: duckdb < FILE\n"
         )
-    return (head + views + p.sql.strip() + ";\n").encode()
+    rows = f"CREATE OR REPLACE TEMP VIEW {PACK_ROWS} AS\n{p.sql.strip()};\n"
+    figure = (
+        f"-- the figure as the report states it, from the rows (SELECT * FROM {PACK_ROWS}\n"
+        "-- lists them)\n"
+    )
+    if p.ci is not None:
+        how = "the Wilson interval" if p.reduction == Reduction.BLOCKED_SHARE else "a bootstrap"
+        figure += (
+            f"-- its 95% CI, [{p.ci[0]!r}, {p.ci[1]!r}] in the report, is {how} with the\n"
+            f"-- report's seed, which SQL does not draw: mapreport explain {p.id} --dataset DS\n"
+        )
+    return (head + views + rows + figure + figure_sql(p) + ";\n").encode()
 
 
 def _from_folder(views: str | None, dataset: Path, folder: Path) -> str | None:

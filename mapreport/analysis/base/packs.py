@@ -238,12 +238,20 @@ PackSql = Callable[[Reduction, str, str, str, Any], str]
 """A reduction's query: (reduction, workload, slice, shape, params) -> self-contained SQL."""
 Recompute = Callable[[Pack, pa.Table, Thresholds, tuple[str, ...]], Recomputed]
 """A reduction's figure from its pack's rows: (pack, rows, thresholds, files) -> Recomputed."""
+FigureSql = Callable[[Reduction, Any, Thresholds], str]
+"""A reduction's figure in SQL: (reduction, params, thresholds) -> one SELECT over the pack's
+rows (`PACK_ROWS`) of one row: `value`, the figure's point value as the recompute function
+gives it, and where it has one `n`, every value a literal written in one pass."""
+
+PACK_ROWS = "pack_rows"
+"""The view a pack's `.sql` makes of its rows, which its figure's SELECT reads."""
 
 
 @dataclass(frozen=True)
 class PackKind:
-    """One reduction's query and recompute function, declared beside the figure it
-    reproduces; `steps.packs.KINDS` gathers every family's."""
+    """One reduction's query, recompute function and figure in SQL, declared beside the
+    figure it reproduces; `steps.packs.KINDS` gathers every family's."""
 
     sql: PackSql
     recompute: Recompute
+    figure: FigureSql

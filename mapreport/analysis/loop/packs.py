@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.base.packs import Pack, PackKind, Recomputed, Reduction
+from mapreport.analysis.base.packs import PACK_ROWS, Pack, PackKind, Recomputed, Reduction
 from mapreport.analysis.base.query import SLICE_TABLE, inline
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.loop.history import p95_change
@@ -41,5 +41,21 @@ def _regression(p: Pack, rows: pa.Table, th: Thresholds, files: tuple[str, ...])
     return Recomputed(change, rows.num_rows, (ci.low, ci.high), rows.num_rows, files)
 
 
-KINDS = {Reduction.REGRESSION: PackKind(_regression_sql, _regression)}
+def _regression_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """`p95_change`'s point: tonight's p95 (numpy's linear quantile, `quantile_cont`) over the
+    reference night's, read off its stored quantile function as `quantile_of` reads it
+    (linear between its evenly spaced points), minus 1. n: tonight's requests."""
+    at = "$q * (len(ref) - 1)"
+    below = f"ref[floor({at})::BIGINT + 1]"
+    above = f"ref[least(floor({at})::BIGINT + 2, len(ref))]"
+    between = f"{below} + ({at} - floor({at})) * ({above} - {below})"
+    reference = f"(SELECT {between} FROM (SELECT $ref AS ref))"
+    select = (
+        f"SELECT quantile_cont(value, $q) / {reference} - 1 AS value, count(*) AS n "
+        f"FROM {PACK_ROWS}"
+    )
+    return inline(select, {"q": 0.95, "ref": [float(v) for v in params.reference]})
+
+
+KINDS = {Reduction.REGRESSION: PackKind(_regression_sql, _regression, _regression_figure)}
 """The loop's packs: each reduction's query and recompute function."""

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from mapreport.analysis.base.common import SLICE_WIDE, Thresholds
 from mapreport.analysis.base.packs import (
+    PACK_ROWS,
     Pack,
     PackKind,
     QueueParams,
@@ -29,6 +30,7 @@ from mapreport.analysis.base.query import (
     SqlValue,
     as_ctes,
     inline,
+    literal,
     slice_definitions,
 )
 from mapreport.analysis.base.stats import (
@@ -51,7 +53,16 @@ from mapreport.analysis.mapping.telemetry import (
 )
 from mapreport.analysis.serving.adaptation import shape_gain
 from mapreport.analysis.serving.blocking import blocking_definitions
-from mapreport.analysis.serving.tail import attribute, group_tails, pooled, resample, tail_sql
+from mapreport.analysis.serving.tail import (
+    DRIVERS,
+    PART_COLUMNS,
+    attribute,
+    group_tails,
+    pooled,
+    resample,
+    tail_sql,
+)
+from mapreport.core.schema import ENVIRONMENT_COMPARED
 
 
 def slice_tables(workload: str, slice_: str) -> str:
@@ -261,14 +272,167 @@ def _from_samples(
     return Recomputed(acc.ape, len(static), ci, rows.num_rows, files)
 
 
+def _tail_share_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """`attribute` row by row (each driver takes at most what the drivers before it left of
+    the excess, clipped at zero; the residual is the rest), then `shares`: the driver's parts
+    over every part, at most 1, none without excess. n: the tail requests."""
+    raw = [f"greatest({c}, 0)" for c in PART_COLUMNS[1:]]
+    steps = ["greatest(excess, 0) AS left0"]
+    for i, column in enumerate(raw, start=1):
+        steps += [f"least({column}, left{i - 1}) AS part{i}", f"left{i - 1} - part{i} AS left{i}"]
+    parts = [f"part{i}" for i in range(1, len(raw) + 1)] + [f"left{len(raw)}"]
+    mine, total = parts[DRIVERS.index(params.driver)], " + ".join(parts)
+    attributed = ",\n    ".join(steps)
+    return (
+        f"SELECT CASE WHEN sum({total}) > 0\n    THEN least(1.0, sum({mine}) / sum({total})) END "
+        f"AS value,\n    count(*) AS n\nFROM (SELECT\n    {attributed}\nFROM {PACK_ROWS})"
+    )
+
+
+def _of_variant(aggregate: str, variant: str) -> str:
+    """`aggregate` over the pack's samples of one variant (a literal or a `$` parameter)."""
+    return f"{aggregate} FILTER (WHERE kind = 'sample' AND what = {variant})"
+
+
+def _samples_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """The median (numpy's linear quantile, DuckDB's `quantile_cont`) of the shape's samples by
+    variant. A net gain (`shape_gain`): 1 - (adapted p50 + its events' time per adapted
+    request) / baseline p50 (static when covered, else fallback), both with at least
+    `min_samples`; n: the adapted samples. An APE (`shape_accuracy`): |predicted - static
+    p50| / static p50, with at least `min_samples` static samples; a drift: the signed error
+    less its baseline; n: the static samples."""
+    median, count = "quantile_cont(value, 0.5)", "count(*)"
+    adapted, static = "'adapted'", "'static'"
+    if reduction == Reduction.NET_GAIN:
+        select = (
+            "SELECT CASE WHEN na >= $min AND nb >= $min THEN 1 - (pa + cost / na) / pb END "
+            f"AS value, na AS n FROM (SELECT {_of_variant(median, adapted)} AS pa, "
+            f"{_of_variant(count, adapted)} AS na, {_of_variant(median, '$base')} AS pb, "
+            f"{_of_variant(count, '$base')} AS nb, "
+            f"coalesce(sum(value) FILTER (WHERE kind = 'event'), 0) AS cost FROM {PACK_ROWS})"
+        )
+        base = "static" if params.covered else "fallback"
+        return inline(select, {"base": base, "min": max(th.min_samples, 1)})
+    error = "($predicted - p50) / p50"
+    error = f"{error} - $baseline" if reduction == Reduction.DRIFT else f"abs({error})"
+    select = (
+        f"SELECT CASE WHEN ns >= $min AND p50 > 0 AND $predicted IS NOT NULL THEN {error} END "
+        f"AS value, ns AS n FROM (SELECT {_of_variant(median, static)} AS p50, "
+        f"{_of_variant(count, static)} AS ns FROM {PACK_ROWS})"
+    )
+    predicted = None if params.predicted_us is None else float(params.predicted_us)
+    values: dict[str, SqlValue] = {"min": th.min_samples, "predicted": predicted}
+    return inline(select, values | {"baseline": float(params.baseline or 0.0)})
+
+
+def _blocked_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """The requests blocked behind adaptation over the slice's ok requests; n: the ok
+    requests (none without a blocked request)."""
+    return (
+        "SELECT CASE WHEN count(*) > 0 AND max(ok) > 0 THEN count(*) / max(ok) END AS value, "
+        f"CASE WHEN count(*) > 0 THEN max(ok) ELSE 0 END AS n FROM {PACK_ROWS}"
+    )
+
+
+def _environment_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """`check_environment`'s mismatches: the compared keys for which either side states
+    several values, or both state one and they differ."""
+    values = " UNION ALL ".join(
+        f'SELECT side, {literal(k)} AS key, "{k}" AS v FROM {PACK_ROWS}'
+        for k in ENVIRONMENT_COMPARED
+    )
+    per_side = ", ".join(
+        f"count(DISTINCT v) FILTER (WHERE side = '{s}') AS n_{s}, "
+        f"min(v) FILTER (WHERE side = '{s}') AS v_{s}"
+        for s in ("compile", "runtime")
+    )
+    return (
+        "SELECT count(*) FILTER (WHERE n_compile > 1 OR n_runtime > 1 OR (n_compile = 1 "
+        "AND n_runtime = 1 AND v_compile <> v_runtime))::DOUBLE AS value "
+        f"FROM (SELECT key, {per_side} FROM ({values}) WHERE v IS NOT NULL GROUP BY key)"
+    )
+
+
+def _series_match(series: tuple[str, str]) -> str:
+    """The scrape rows of one series (`telemetry._matches`): a family's sample of the suffix, or
+    the counter itself (named with or without `_total`)."""
+    family, suffix = series
+    if suffix:
+        return f"metric = {literal(family)} AND sample = {literal(family + suffix)}"
+    names = f"{literal(family)}, {literal(family + '_total')}"
+    return f"metric = {literal(family)} AND type = 'counter' AND sample IN ({names})"
+
+
+def _delta(column: str) -> str:
+    """A series' increase from the point before (`telemetry._delta`): its value at a
+    series' one point, nothing where either point lacks it, the value itself after a reset."""
+    return (
+        f"CASE WHEN a.{column} IS NULL THEN NULL WHEN m = 1 THEN a.{column} "
+        f"WHEN b.{column} IS NULL THEN NULL WHEN a.{column} < b.{column} THEN a.{column} "
+        f"ELSE a.{column} - b.{column} END"
+    )
+
+
+def _queue_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """`consistency.difference` of the records' mean queue wait and the counters' (`telemetry
+    .windows`' total): each scrape's series summed over the rows that match them, points with
+    the request counter, one series of every file's one timed scrape (by time) or one per file
+    (by scrape), the increases between consecutive points added (none where one is missing),
+    the queue time (in us) over the queued requests. n: the records."""
+    v = vocabulary_named(params.server)
+    counted = v.counts[1] if v.counts[1] is not None else v.requests
+    named = [("req", v.requests), ("nq", counted)]
+    named += [(f"q{i}", s) for i, s in enumerate(v.queue_time)]
+    values = ", ".join(f"fsum(value) FILTER (WHERE {_series_match(s)}) AS {c}" for c, s in named)
+    queued = [f"q{i}" for i in range(len(v.queue_time))]
+    absent = " AND ".join(f"{_delta(c)} IS NULL" for c in queued) or "true"
+    added = " + ".join(f"coalesce({_delta(c)}, 0)" for c in queued) or "0"
+    select = f"""WITH points AS (
+    SELECT source_id, scrape, min(scrape_us) AS t, {values}
+    FROM {PACK_ROWS} WHERE kind = 'scrape' GROUP BY source_id, scrape
+),
+kept AS (SELECT *, count(*) OVER (PARTITION BY source_id) AS per_file FROM points
+    WHERE req IS NOT NULL),
+merged AS (SELECT coalesce(bool_and(t IS NOT NULL) AND max(per_file) = 1, false) AS one FROM kept),
+ordered AS (
+    SELECT kept.*, CASE WHEN one THEN '' ELSE source_id END AS series, row_number() OVER (
+        PARTITION BY CASE WHEN one THEN '' ELSE source_id END
+        ORDER BY CASE WHEN one THEN t END, CASE WHEN one THEN source_id END, scrape) AS k
+    FROM kept, merged
+),
+sized AS (SELECT *, count(*) OVER (PARTITION BY series) AS m FROM ordered),
+pairs AS (
+    SELECT CASE WHEN {absent} THEN NULL ELSE ({added}) * $scale END AS queue_us,
+        {_delta("nq")} AS n_queue
+    FROM sized a LEFT JOIN ordered b ON b.series = a.series AND b.k = a.k - 1
+    WHERE a.m = 1 OR a.k >= 2
+),
+counters AS (
+    SELECT CASE WHEN count(*) = count(queue_us) AND count(*) = count(n_queue)
+        AND fsum(n_queue) <> 0 THEN fsum(queue_us) / fsum(n_queue) END AS mean
+    FROM pairs
+),
+records AS (SELECT count(*) AS n, favg(value) AS mean FROM {PACK_ROWS} WHERE kind = 'record')
+SELECT CASE WHEN records.n = 0 OR counters.mean IS NULL THEN NULL
+    WHEN counters.mean > 0 THEN (records.mean - counters.mean) / counters.mean
+    WHEN records.mean > 0 THEN 1.0 ELSE 0.0 END AS value, records.n AS n
+FROM records, counters"""
+    return inline(select, {"scale": float(v.time_us)})
+
+
+def _records_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
+    """No figure: the finding is what the records hold or lack."""
+    return "SELECT NULL::DOUBLE AS value"
+
+
 KINDS = {
-    Reduction.TAIL_SHARE: PackKind(_tail_sql, _tail_share),
-    Reduction.NET_GAIN: PackKind(_samples_pack_sql, _samples),
-    Reduction.APE: PackKind(_samples_pack_sql, _samples),
-    Reduction.DRIFT: PackKind(_samples_pack_sql, _samples),
-    Reduction.BLOCKED_SHARE: PackKind(_blocked_sql, _blocked_share),
-    Reduction.QUEUE_CHECK: PackKind(_queue_sql, _queue),
-    Reduction.ENVIRONMENT: PackKind(_environment_sql, _environment),
-    Reduction.RECORDS: PackKind(_records_sql, _records),
+    Reduction.TAIL_SHARE: PackKind(_tail_sql, _tail_share, _tail_share_figure),
+    Reduction.NET_GAIN: PackKind(_samples_pack_sql, _samples, _samples_figure),
+    Reduction.APE: PackKind(_samples_pack_sql, _samples, _samples_figure),
+    Reduction.DRIFT: PackKind(_samples_pack_sql, _samples, _samples_figure),
+    Reduction.BLOCKED_SHARE: PackKind(_blocked_sql, _blocked_share, _blocked_figure),
+    Reduction.QUEUE_CHECK: PackKind(_queue_sql, _queue, _queue_figure),
+    Reduction.ENVIRONMENT: PackKind(_environment_sql, _environment, _environment_figure),
+    Reduction.RECORDS: PackKind(_records_sql, _records, _records_figure),
 }
 """The serving figures' packs: each reduction's query and recompute function."""

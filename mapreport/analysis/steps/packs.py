@@ -29,6 +29,7 @@ from mapreport.analysis.base.packs import (
     TailParams,
     TuningParams,
 )
+from mapreport.analysis.base.query import literal
 from mapreport.analysis.loop import packs as loop_packs
 from mapreport.analysis.serving import packs as serving_packs
 from mapreport.analysis.serving.classify import ShapeClass
@@ -51,6 +52,15 @@ def pack_sql(reduction: Reduction, workload: str, slice_: str, shape: str, param
     what `write_packs` writes and what `explain` runs (it never runs SQL text read from a
     dataset). Every value enters as a literal written in one pass (`query.inline`)."""
     return KINDS[reduction].sql(reduction, workload, slice_, shape, params)
+
+
+def figure_sql(p: Pack) -> str:
+    """The SELECT of a pack's figure from its rows (the view `PACK_ROWS`), as the family of its
+    figure declares it: one row, the figure's name as findings.json names it, its point value
+    and, where it has one, its n. Every value is a literal (`query.literal`, `query.inline`)."""
+    th = msgspec.convert(p.thresholds, Thresholds, strict=True)
+    select = KINDS[p.reduction].figure(p.reduction, p.typed(), th)
+    return f"SELECT {literal(p.metric)} AS figure, * FROM (\n{select}\n)"
 
 
 def recompute(p: Pack, rows: pa.Table) -> Recomputed:
