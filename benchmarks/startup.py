@@ -1,8 +1,8 @@
 """The command line's start against its limits (issue 18, target 7): `mapreport --help` under
 0.25 s and `mapreport formats` under 0.4 s, beside the bare interpreter and `import click`.
 With --trace (issue 53, item 1): the fixed cost of one small real trace, `mapreport ingest`
-then `report --no-pdf` into a fresh dataset, beside HTA's `TraceAnalysis` load plus
-`get_temporal_breakdown` of the same trace (`make bench` installs HTA 0.5), and the import
+then `report --no-pdf` into a fresh dataset (and both in one process: `ingest --report`),
+beside HTA's `TraceAnalysis` load plus `get_temporal_breakdown` of the same trace (`make bench` installs HTA 0.5), and the import
 time of each (the sum of `python -X importtime`'s own times, and the heavy libraries loaded).
 --baseline REV runs the same commands on REV's mapreport too, interleaved (before/after).
 
@@ -80,6 +80,8 @@ from hta.trace_analysis import TraceAnalysis
 a = TraceAnalysis(trace_dir=sys.argv[1], trace_files={0: sys.argv[2]})
 a.get_temporal_breakdown(visualize=False)
 """
+ONE = "mapreport ingest --report"
+"""The same ingest and report in one process (`ingest --report OUT`)."""
 LOADED = ("scipy", "ruptures", "weasyprint", "kaleido", "pandas", "pyspark", "xprof", "jsonschema")
 """Heavy libraries whose loading `--trace` reports (issue 53: load only what a slice uses)."""
 
@@ -123,8 +125,12 @@ def trace_fixed_cost(trace: Path, runs: int, baseline: str | None) -> None:
     has_hta = subprocess.run([sys.executable, "-c", "import hta"], capture_output=True).returncode
     mr = [sys.executable, "-m", "mapreport"]
 
-    def ours(env: dict[str, str], n: int) -> list[list[str]]:
+    def ours(env: dict[str, str], n: int, one: bool = False) -> list[list[str]]:
         ds, out = work / f"ds{n}", work / f"out{n}"
+        if one:  # `ingest --report`: the same report, in the ingest's process
+            return [
+                [*mr, "ingest", "--dataset", str(ds), "--report", str(out), str(work / trace.name)]
+            ]
         return [
             [*mr, "ingest", "--dataset", str(ds), str(work / trace.name)],
             [*mr, "report", "--dataset", str(ds), "--out", str(out), "--no-pdf"],
@@ -132,6 +138,7 @@ def trace_fixed_cost(trace: Path, runs: int, baseline: str | None) -> None:
 
     hta = [sys.executable, "-c", HTA, str(work), trace.name]
     times: dict[str, list[float]] = {name: [] for name in trees}
+    times[ONE] = []
     if has_hta == 0:
         times["HTA load + temporal breakdown"] = []
     n = 0
@@ -143,6 +150,12 @@ def trace_fixed_cost(trace: Path, runs: int, baseline: str | None) -> None:
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env, cwd=work)
             if i:
                 times[name].append(time.perf_counter() - t0)
+        n += 1
+        t0 = time.perf_counter()
+        (one,) = ours(trees["mapreport"], n, one=True)
+        subprocess.run(one, check=True, stdout=subprocess.DEVNULL, env=trees["mapreport"], cwd=work)
+        if i:
+            times[ONE].append(time.perf_counter() - t0)
         if has_hta == 0:
             t0 = time.perf_counter()
             subprocess.run(hta, check=True, capture_output=True, cwd=work)
@@ -158,11 +171,16 @@ def trace_fixed_cost(trace: Path, runs: int, baseline: str | None) -> None:
             ti, li = imports(ingest_cmd, trees[name], work)
             tr, lr = imports(report_cmd, trees[name], work)
             imp, heavy = f"{ti:.2f} + {tr:.2f} s", f"ingest: {li}; report: {lr}"
+        elif name == ONE:
+            n += 1
+            to, lo = imports(ours(trees["mapreport"], n, one=True)[0], trees["mapreport"], work)
+            imp, heavy = f"{to:.2f} s", str(lo)
         else:
             hta_import = [sys.executable, "-c", "import hta.trace_analysis"]
             tp, lp = imports(hta_import, dict(os.environ), work)
             imp, heavy = f"{tp:.2f} s", str(lp)
         label = f"`{name}` ingest + report --no-pdf" if name in trees else name
+        label = f"`{ONE}` (one process)" if name == ONE else label
         spread = f"{min(t):.2f}-{max(t):.2f} s"
         print(f"| {label} | {statistics.median(t):.2f} s | {spread} | {imp} | {heavy} |")
     if has_hta != 0:
