@@ -26,6 +26,7 @@ from mapreport.analysis.mapping.tokens import TokenRate, TokenTiming, token_rate
 from mapreport.analysis.serving.compiles import Compiles, compiles
 from mapreport.analysis.serving.drift import OpDrift, ShapeDrift
 from mapreport.analysis.tuning.ranking import Ranking, tuning_ranking
+from mapreport.analysis.tuning.transfer import TransferGap, transfer_gaps
 from mapreport.core.connection import Connection
 
 
@@ -54,6 +55,9 @@ class CompiledFound:
     ranking: Ranking | None = None
     """Did the compiler choose well: regret and ranking quality per tuning run and workload
     (None without tuning records that keep every trial)."""
+    transfer: tuple[TransferGap, ...] = ()
+    """Did the tuned time hold at runtime: each run's deployed kernel that the slice's per-op
+    rows show at its tuned shape, its runtime per call over its tuned time."""
 
 
 def device_found(
@@ -89,8 +93,12 @@ def compiled_found(
     if not present.has("compile_event"):
         return CompiledFound()
     # a tuning log's trials come with its compile events (ingest/tvm.py)
+    ranking = tuning_ranking(con, workload, slice_, th)
+    ran = present.has("op_exec")  # the runtime side of the transfer gap: a profiler trace
     return CompiledFound(
-        compiles(con, workload, slice_, savings), tuning_ranking(con, workload, slice_, th)
+        compiles(con, workload, slice_, savings),
+        ranking,
+        transfer_gaps(con, workload, slice_, ranking, th) if ran else (),
     )
 
 
