@@ -26,7 +26,8 @@ def test_sample_config_loads_with_paths_relative_to_it() -> None:
     }
     assert set(cfg.signoffs) == {"compiler_lead", "runtime_lead"}
     files = cfg.source_files(date(2026, 11, 29))
-    assert len(files) == 10  # 4 plan files, quality, the night's 3 runtime files, qwen-chat's 2
+    # 4 plan files, quality, the night's 3 runtime files, qwen-chat's 3 (AIPerf, /metrics, trace)
+    assert len(files) == 11
     assert all(f.is_file() for f in files)
     assert {f.parent.name for f in files if ".runtime." in f.name} == {"2026-11-29"}
     assert (cfg.window, cfg.timezone, cfg.retain_days) == ("day", "UTC", None)

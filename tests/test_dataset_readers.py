@@ -1,12 +1,14 @@
 """The dataset read with default arguments by pandas, pyarrow.dataset, DuckDB and polars (when
 installed): the `workload=` folder and the files' own `workload` column agree in type
-(docs/dataset.md, "Reading it elsewhere"), and datasets written before still read."""
+(docs/dataset.md, "Reading it elsewhere"), on `request` and `op_exec` of the dataset `make demo`
+writes, and datasets written before still read."""
 
 from __future__ import annotations
 
 import importlib.util
 import re
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pandas as pd
@@ -20,6 +22,7 @@ from mapreport.run.api import open_dataset
 from mapreport.run.check import check
 from mapreport.run.ingesting import ingest
 from tests.conftest import REALDATA
+from tests.test_golden import golden_case
 
 KINETO = REALDATA / "hta/critical_path/alexnet/benchmark_result_2869224_1695835535_trace.json.gz"
 
@@ -40,12 +43,21 @@ def _default_reads(folder: Path) -> dict[str, tuple[int, set[str]]]:
     return got
 
 
-def test_request_reads_with_default_arguments(demo_dataset: Path) -> None:
-    expected = open_dataset(demo_dataset).table("request")
+@pytest.fixture(scope="module")
+def made_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """demo/dataset as `make demo` writes it: the nightly job over sample_data/'s three nights
+    (the golden demo case's dataset, built once and shared with tests/test_golden.py)."""
+    return golden_case("demo", tmp_path_factory).out.parent / "dataset"
+
+
+@pytest.mark.parametrize("table", ["request", "op_exec"])
+def test_the_demo_tables_read_with_default_arguments(made_demo: Path, table: str) -> None:
+    expected = open_dataset(made_demo).table(table)
+    assert len(expected) > 0
     want = (len(expected), set(expected["workload"]))
-    for reader, got in _default_reads(demo_dataset / "request").items():
+    for reader, got in _default_reads(made_demo / table).items():
         assert got == want, reader
-    f = next((demo_dataset / "request").rglob("*.parquet"))
+    f = next((made_demo / table).rglob("*.parquet"))
     assert pq.read_schema(f).field("workload").type == PARTITION_TYPE
 
 
@@ -85,22 +97,26 @@ def test_a_dataset_written_before_still_reads(
     assert len(old) == counts["bert-base"]
 
 
-def test_the_docs_two_line_reads_run(demo_dataset: Path, tmp_path: Path) -> None:
-    """Each `python` block of docs/dataset.md's "Reading it elsewhere" runs on the demo dataset
-    (polars' only where polars is installed)."""
+def test_the_docs_two_line_reads_run(made_demo: Path) -> None:
+    """Each `python` block of docs/dataset.md's "Reading it elsewhere" runs on the dataset
+    `make demo` writes: each library's two lines read every row of `request` and `op_exec`
+    (polars' only where polars is installed), the API's line the first night's requests."""
     text = (Path(__file__).resolve().parents[1] / "docs" / "dataset.md").read_text()
     section = text.split("## Reading it elsewhere", 1)[1].split("\n## ", 1)[0]
     blocks = re.findall(r"^```python\n(.*?)^```", section, re.S | re.M)
     assert len(blocks) == 5
-    if KINETO.is_file():
-        ingest(tmp_path / "op", [KINETO])
+    api = open_dataset(made_demo)
+    rows = (len(api.table("request")), len(api.table("op_exec")))
+    libraries = []
     for code in blocks:
         if "polars" in code and importlib.util.find_spec("polars") is None:
             continue
-        code = code.replace("trace-ds/op_exec", str(tmp_path / "op" / "op_exec"))
-        if "op_exec" in code and not KINETO.is_file():
-            continue
-        ns: dict[str, object] = {}
-        exec(code.replace("demo/dataset", str(demo_dataset)), ns)  # the page's own lines
-        got = ns.get("df", ns.get("t"))
-        assert got is None or len(got) > 0  # type: ignore[arg-type]
+        ns: dict[str, Any] = {}
+        exec(code.replace("demo/dataset", str(made_demo)), ns)  # the page's own lines
+        if "requests" in ns:
+            assert len(code.strip().splitlines()) == 2, code
+            assert (len(ns["requests"]), len(ns["ops"])) == rows, code
+            libraries.append(code.split()[1])
+        else:
+            assert len(ns["df"]) > 0
+    assert libraries[:3] == ["pandas", "pyarrow.dataset", "duckdb"]

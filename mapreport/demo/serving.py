@@ -1,6 +1,7 @@
 """The demo's served LLM: a chat model behind Triton, benchmarked each night by AIPerf while
 Prometheus scrapes the server's /metrics, so the report's serving sections have real-format
-inputs (an AIPerf `profile_export.jsonl`, a series of scrapes with their times).
+inputs (an AIPerf `profile_export.jsonl`, a series of scrapes with their times), and the PyTorch
+profiler traces its first engine steps (`kineto.served_trace`: the op x shape table's input).
 
 Per night: REQUESTS requests between 03:00 and 03:20 UTC, input lengths from a log-normal
 around 700 tokens (a tail to 6,000), output lengths around 180 (at most 250); TTFT grows with
@@ -13,13 +14,19 @@ the same on every run.
 
 from __future__ import annotations
 
+import gzip
 import json
 from datetime import date
 from pathlib import Path
 
 import numpy as np
 
+from mapreport.demo.kineto import served_trace
+
 MODEL = "qwen-chat"
+TRACE = f"{MODEL}.pt.trace.json.gz"
+"""The PyTorch profiler's trace of the night's first engine steps (`kineto.served_trace`):
+its name's first part is the workload it is ingested for."""
 REQUESTS = 420
 START_HOUR = 3
 SPAN_S = 20 * 60
@@ -152,4 +159,7 @@ def generate_serving(folder: Path, night: int, day: date) -> list[Path]:
     export, scrapes = target / "profile_export.jsonl", target / "metrics.prom"
     export.write_text(aiperf_lines(requests))
     scrapes.write_text(scrape_text(requests, night, start_s, rng))
-    return [export, scrapes]
+    trace = target / TRACE
+    with gzip.GzipFile(trace, "wb", mtime=0) as fh:
+        fh.write(served_trace(requests))
+    return [export, scrapes, trace]
