@@ -2,8 +2,9 @@
 0.25 s and `mapreport formats` under 0.4 s, beside the bare interpreter and `import click`.
 With --trace (issue 53, item 1): the fixed cost of one small real trace, `mapreport ingest`
 then `report --no-pdf` into a fresh dataset (and both in one process: `ingest --report`),
-beside HTA's `TraceAnalysis` load plus `get_temporal_breakdown` of the same trace (`make bench` installs HTA 0.5), and the import
-time of each (the sum of `python -X importtime`'s own times, and the heavy libraries loaded).
+beside HTA's `TraceAnalysis` load plus `get_temporal_breakdown` of the same trace (`make bench`
+installs HTA 0.5), and the import time of each (the sum of `python -X importtime`'s own times,
+and the heavy libraries loaded).
 --baseline REV runs the same commands on REV's mapreport too, interleaved (before/after).
 
 Every figure is the median wall time of fresh processes, the commands interleaved so the
