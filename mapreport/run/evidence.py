@@ -34,7 +34,12 @@ from mapreport.analysis.base.packs import (
     window_of,
 )
 from mapreport.analysis.base.query import comment
-from mapreport.analysis.serving.packs import SAMPLE_REDUCTIONS, sample_rows_sql, tail_rows_sql
+from mapreport.analysis.serving.packs import (
+    SAMPLE_REDUCTIONS,
+    live_sql,
+    sample_rows_sql,
+    tail_rows_sql,
+)
 from mapreport.analysis.steps.packs import figure_sql, pack_sql, packs, recompute
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
@@ -96,8 +101,8 @@ def write_packs(
     """Write each pack's rows, SQL and spec under `folder`, and its spec under `specs` (the
     dataset's copy `explain` reads); the pack folder holds tonight's packs only. `live`: `r` was
     just analysed on `con`, whose temporary objects are still this slice's (`query.load_slice`
-    and `blocking.load_blocking` make them anew for every slice), so the tail packs' rows come
-    from them rather than from the same definitions again as CTEs."""
+    and `blocking.load_blocking` make them anew for every slice), so the packs' rows come from
+    them rather than from the same definitions again as CTEs (`live_sql`)."""
     folder.mkdir(parents=True, exist_ok=True)
     specs.mkdir(parents=True, exist_ok=True)
     views = _from_folder(view_script(con), specs.parent, folder)
@@ -113,7 +118,7 @@ def write_packs(
             # one scan of the slice for every shape's samples, each pack its shape's rows (a
             # query per pack scanned the slice once per shape); the order is the query's
             if samples is None:
-                samples = con.sql(sample_rows_sql(r.workload, r.slice)).to_arrow_table()
+                samples = con.sql(sample_rows_sql(r.workload, r.slice, live)).to_arrow_table()
             mask = pc.equal(samples["shape"], p.shape)
             if p.reduction != Reduction.NET_GAIN:
                 mask = pc.and_(mask, pc.equal(samples["kind"], "sample"))
@@ -126,8 +131,8 @@ def write_packs(
                 tails = con.sql(query).to_arrow_table()
             mask = pc.is_in(tails["shape"], pa.array(p.typed().shapes, pa.string()))
             rows = tails.filter(mask)
-        else:
-            rows = con.sql(p.sql).to_arrow_table()
+        else:  # live: a regression's, a blocked share's, a queue check's over the slice's objects
+            rows = con.sql(live_sql(p.sql, r.workload, r.slice) if live else p.sql).to_arrow_table()
         pq.write_table(rows, folder / f"{p.id}.parquet")
         atomic_write(folder / f"{p.id}.sql", _sql_file(p, views))
         spec = json.dumps(p.spec(), indent=1, sort_keys=True).encode()

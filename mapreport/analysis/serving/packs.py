@@ -87,10 +87,19 @@ SAMPLE_REDUCTIONS = frozenset({Reduction.NET_GAIN, Reduction.APE, Reduction.DRIF
 """The packs of one shape's compute samples (and, for the gain, its adaptation events)."""
 
 
-def sample_rows_sql(workload: str, slice_: str) -> str:
+def sample_rows_sql(workload: str, slice_: str, live: bool = False) -> str:
     """Every shape's sample rows and adaptation events, in the order of a sample pack's query:
-    a sample pack's rows are these rows of its shape (the samples alone but for the gain)."""
-    return _samples_sql(workload, slice_, None, events=True)
+    a sample pack's rows are these rows of its shape (the samples alone but for the gain).
+    `live`: over the slice's temporary objects (`live_sql`)."""
+    sql = _samples_sql(workload, slice_, None, events=True)
+    return live_sql(sql, workload, slice_) if live else sql
+
+
+def live_sql(sql: str, workload: str, slice_: str) -> str:
+    """A pack's query over the slice's temporary objects as the analysis left them on its
+    connection (`load_slice` and `load_blocking` make them of the same definitions), not made
+    again as CTEs: the query less its CTEs (a query without them, unchanged)."""
+    return sql.removeprefix(f"{slice_tables(workload, slice_)}\n")
 
 
 def _tail_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
