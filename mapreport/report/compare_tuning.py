@@ -8,8 +8,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from mapreport.analysis.base.common import Interval
-from mapreport.analysis.comparing.compare_tuning import Pooled, TuningComparison, WorkloadTuned
+from mapreport.analysis.comparing.compare_tuning import (
+    Pooled,
+    SideTuned,
+    TuningComparison,
+    WorkloadTuned,
+)
 from mapreport.core.kinds import TuningEdge
+from mapreport.report.compare_file import (
+    Pair,
+    PooledAccuracy,
+    TuningCompared,
+    TuningSide,
+    TuningWorkload,
+)
 from mapreport.report.compare_whole import ratio_text
 from mapreport.report.filters import duration, num, plural, ratio, signed_pct
 
@@ -61,8 +73,10 @@ def _chose(t: TuningComparison) -> str:
 
 def tuning_sentence(t: TuningComparison | None) -> str | None:
     """Page 1's line on the tuning runs (None when neither side holds tuning records)."""
-    if t is None:
-        return None
+    return None if t is None else _sentence(t)
+
+
+def _sentence(t: TuningComparison) -> str:
     n = plural(len(t.workloads), "workload")
     if not t.workloads:
         held = f"A tuned {plural(t.tuned_a, 'workload')}, B {num(t.tuned_b)}"
@@ -115,53 +129,58 @@ def tuning_rows(t: TuningComparison | None) -> tuple[TuningRow, ...]:
     )
 
 
-def _pair(ci: Interval | None) -> list[float] | None:
-    return None if ci is None else [ci.low, ci.high]
+def _pair(ci: Interval | None) -> Pair | None:
+    return None if ci is None else (ci.low, ci.high)
 
 
-def _pooled_doc(p: Pooled | None) -> dict[str, Any] | None:
-    return None if p is None else {"value": p.value, "ci": _pair(p.ci)}
+def _pooled_doc(p: Pooled | None) -> PooledAccuracy | None:
+    return None if p is None else PooledAccuracy(value=p.value, ci=_pair(p.ci))
 
 
-def tuning_doc(t: TuningComparison) -> dict[str, Any]:
+def _side_doc(s: SideTuned) -> TuningSide:
+    return TuningSide(
+        plan_id=s.plan_id,
+        candidates=s.candidates,
+        chosen_us=s.chosen_us,
+        regret=s.regret,
+        pairwise_accuracy=s.pairwise_accuracy,
+        regret_ci=_pair(s.regret_ci),
+        pairwise_ci=_pair(s.pairwise_ci),
+        kendall_tau=s.kendall_tau,
+        scored=s.scored,
+    )
+
+
+def tuning_doc(t: TuningComparison) -> TuningCompared:
     """compare.json's `tuning` (present only where a side holds tuning records)."""
-    side_keys = ("plan_id", "candidates", "chosen_us", "regret", "pairwise_accuracy")
-    return {
-        "text": tuning_sentence(t),
-        "tuned_a": t.tuned_a,
-        "tuned_b": t.tuned_b,
-        "several": list(t.several),
-        "chose": t.chose.value,
-        "chosen_ratio": t.chosen_ratio,
-        "chosen_ci": _pair(t.chosen_ci),
-        "ranks": t.ranks.value,
-        "ranked": t.ranked,
-        "pairwise_a": _pooled_doc(t.pairwise_a),
-        "pairwise_b": _pooled_doc(t.pairwise_b),
-        "pairwise_change_ci": _pair(t.pairwise_change_ci),
-        "workloads": [
-            {
-                "task": w.task,
-                "target": w.target,
-                "shape": w.shape,
-                "best_us": w.best_us,
-                "chosen_ratio": w.chosen_ratio,
-                "chosen_ci": _pair(w.chosen_ci),
-                "chose": w.chose.value,
-                "pairwise_change": w.pairwise_change,
-                "pairwise_change_ci": _pair(w.pairwise_change_ci),
-                "ranks": w.ranks.value,
-                **{
-                    side: {k: getattr(s, k) for k in side_keys}
-                    | {
-                        "regret_ci": _pair(s.regret_ci),
-                        "pairwise_ci": _pair(s.pairwise_ci),
-                        "kendall_tau": s.kendall_tau,
-                        "scored": s.scored,
-                    }
-                    for side, s in (("a", w.a), ("b", w.b))
-                },
-            }
+    return TuningCompared(
+        text=_sentence(t),
+        tuned_a=t.tuned_a,
+        tuned_b=t.tuned_b,
+        several=t.several,
+        chose=t.chose,
+        chosen_ratio=t.chosen_ratio,
+        chosen_ci=_pair(t.chosen_ci),
+        ranks=t.ranks,
+        ranked=t.ranked,
+        pairwise_a=_pooled_doc(t.pairwise_a),
+        pairwise_b=_pooled_doc(t.pairwise_b),
+        pairwise_change_ci=_pair(t.pairwise_change_ci),
+        workloads=tuple(
+            TuningWorkload(
+                task=w.task,
+                target=w.target,
+                shape=w.shape,
+                best_us=w.best_us,
+                chosen_ratio=w.chosen_ratio,
+                chosen_ci=_pair(w.chosen_ci),
+                chose=w.chose,
+                pairwise_change=w.pairwise_change,
+                pairwise_change_ci=_pair(w.pairwise_change_ci),
+                ranks=w.ranks,
+                a=_side_doc(w.a),
+                b=_side_doc(w.b),
+            )
             for w in t.workloads
-        ],
-    }
+        ),
+    )

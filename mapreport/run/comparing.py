@@ -76,6 +76,7 @@ from mapreport.report.compare import (
     tail_lines,
 )
 from mapreport.report.compare_doc import document
+from mapreport.report.compare_file import as_json
 from mapreport.report.compare_tests import basis_sentence, blocks_sentence, mean_sentence
 from mapreport.report.compare_tuning import tuning_rows, tuning_sentence
 from mapreport.report.compare_whole import only_lines, part_lines, whole_view
@@ -278,7 +279,7 @@ def compare_runs(
     )
     ship = ship_check(c.tail, _targets(cfg, b))
     doc = document(c, a, b, now, mapping, ship, (ra.parts, rb.parts), runs, evidence, total, tuning)
-    atomic_write(out / "compare.json", json.dumps(doc, indent=1, allow_nan=False).encode())
+    atomic_write(out / "compare.json", json.dumps(as_json(doc), indent=1, allow_nan=False).encode())
     view = mapping_view(mapping)
     context = {
         "a": a,
