@@ -25,6 +25,7 @@ from mapreport.app.cli import main
 from mapreport.core.devices import DeviceConfig, by_name, configured, recognise
 from mapreport.core.kinds import ActionKind, Bound, DeviceActivity, OpKind, Suspect
 from mapreport.dataset.store import Dataset
+from mapreport.demo import kineto
 from mapreport.ingest import ingest_file
 from mapreport.run.evidence import explain
 from tests.conftest import REALDATA
@@ -751,49 +752,20 @@ def op_trace(
     """A trace of op calls one after another on one thread, each launching its kernels. A
     `legacy` trace gives each launch its correlation as its External id (as PyTorch 1.x wrote
     them), so that only the operator span holding the launch names its operator."""
-    host = {"pid": 1, "tid": 1}
     events: list[dict[str, Any]] = []
     t, ext, corr = 1_000.0, 1, first_correlation
     for op, dims, types, concrete, kernels in calls:
-        args = {"External id": ext, "Input Dims": dims, "Input type": types}
-        if concrete:
-            args["Concrete Inputs"] = concrete
-        events.append(
-            {"ph": "X", "cat": "cpu_op", "name": op, "ts": t, "dur": 90.0, "args": args, **host}
-        )
+        events.append(kineto.op_event(op, t, 90.0, ext, dims, types, concrete))
         for i, dur in enumerate(kernels):
             named = corr if legacy else ext
-            launch = {"External id": named, "correlation": corr}
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "cuda_runtime",
-                    "name": "cudaLaunchKernel",
-                    "ts": t + 10 + 10 * i,
-                    "dur": 5.0,
-                    "args": launch,
-                    **host,
-                }
-            )
-            events.append(
-                {
-                    "ph": "X",
-                    "cat": "kernel",
-                    "name": f"kernel_{i}",
-                    "pid": 0,
-                    "tid": 7,
-                    "ts": t + 20 + 1_000 * i,
-                    "dur": dur,
-                    "args": {"External id": named, "correlation": corr, "device": 0},
-                }
+            ids = (named, corr)
+            events += kineto.launch_events(
+                t + 10 + 10 * i, t + 20 + 1_000 * i, dur, ids, f"kernel_{i}"
             )
             corr += 1
         t += 5_000
         ext += 1
-    doc: dict[str, Any] = {"schemaVersion": 1, "traceEvents": events}
-    if device:
-        doc["deviceProperties"] = [{"name": device}]
-    path.write_text(json.dumps(doc))
+    path.write_text(json.dumps(kineto.trace_doc(events, device)))
 
 
 def _roofline_of(tmp_path: Path, calls: list[Call], **kw: Any) -> Any:

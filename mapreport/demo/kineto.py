@@ -1,7 +1,8 @@
 """PyTorch profiler (Kineto) traces, generated: host-side operators on one thread, each
 launching its kernel on one device stream, in the Chrome-trace JSON torch.profiler writes.
-`op_event`, `launch_events` and `trace_doc` make the events and the document; `served_trace` is
-the demo's trace (tests/test_demo_trace.py).
+`op_event`, `launch_events` and `trace_doc` make the events and the document, for the demo's
+trace (`served_trace`, tests/test_demo_trace.py) and the tests' own (tests/test_roofline.py's
+`op_trace`).
 
 The demo's served LLM (`serving`) is profiled for a few engine steps at the start of each
 night's AIPerf run: Qwen2.5-32B in bf16 on one H200 (hidden 5120, 64 layers, 40 query and 8
