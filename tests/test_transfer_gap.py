@@ -2,7 +2,10 @@
 time it took per call at runtime. On a real pair made here (tests/corpus/transfer_gap, README
 there: Inductor's AUTOTUNE blocks and Kineto traces of the same compiled linears) every figure
 equals a computation straight from the raw files to 1e-9, and the slice's analysis carries
-them; hand-made pairs show which runtime rows join and which do not."""
+them; hand-made pairs show which runtime rows join and which do not. The rule beside the
+figure (transfer.judge): the real pair, every ratio within 1.25x, leaves the ranking healthy;
+the same traces beside a tuning log whose largest linear was tuned 2.25x slow (the earlier
+single-tune probe's miss) make it at risk, and the section, page 1 and findings.json say so."""
 
 from __future__ import annotations
 
@@ -14,12 +17,21 @@ from pathlib import Path
 
 import pytest
 
-from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.base.judgement import Judgement
+from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.steps.slice import analyze_slice
+from mapreport.analysis.tuning import transfer
 from mapreport.analysis.tuning.ranking import tuning_ranking
 from mapreport.analysis.tuning.transfer import TransferGap, transfer_gaps
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
+from mapreport.report import judgements, write_slice_report
+from mapreport.report.export import SvgExporter
+from mapreport.report.sections import assemble
+from mapreport.report.sections import ranking as section
+from mapreport.report.view import page
 
 PAIR = Path(__file__).resolve().parent / "corpus" / "transfer_gap"
 TH = Thresholds(bootstrap_resamples=500)
@@ -149,3 +161,146 @@ def test_an_op_tuned_for_two_dtypes_at_one_shape_is_not_joined(tmp_path: Path) -
     log = BLOCK + BLOCK.replace("torch.float32", "torch.bfloat16")
     ds = _pair(tmp_path, log, [("aten::mm", [[64, 128], [128, 32]], 12.0)])
     assert _gaps(ds, "w") == ()
+
+
+SLOW = 2.25
+"""How much slower the variant's largest linear was tuned: the earlier single-tune probe of
+that model (README) tuned it at 4.37 ms and ran it at 1.95 ms, 2.24x."""
+
+
+def _ranking_judgement(r: SliceResult) -> Judgement:
+    assert r.status is not None
+    (j,) = [j for j in r.status.judgements if j.family is JudgementFamily.RANKING]
+    return j
+
+
+def _slow_tuned(tmp_path: Path) -> Path:
+    """The real tuning log with the 128x1024 linear's `_mkl_linear` times SLOW times theirs
+    (still faster than the C++ template it beat, so the pick and its regret of 0 stand)."""
+    first, rest = (PAIR / "autotune.log").read_text().split("# linear_32x256x128", 1)
+    first = re.sub(
+        r"(  _mkl_linear )(\S+)( ms)", lambda m: f"{m[1]}{float(m[2]) * SLOW:.4f}{m[3]}", first
+    )
+    (tmp_path / "autotune.log").write_text(first + "# linear_32x256x128" + rest)
+    return tmp_path / "autotune.log"
+
+
+@pytest.fixture(scope="module")
+def slow(tmp_path_factory: pytest.TempPathFactory) -> SliceResult:
+    tmp = tmp_path_factory.mktemp("slow")
+    ds = Dataset(tmp / "ds", create=True)
+    for f in [_slow_tuned(tmp), *sorted(PAIR.glob("*.json.gz"))]:
+        assert ingest_file(ds, f, policy="abort", hints={"workload": "lin"}).rejected == 0
+    return analyze_slice(ds.connect(), "lin", "", TH)
+
+
+def test_the_real_pair_within_tolerance_leaves_the_ranking_healthy(pair: Dataset) -> None:
+    r = analyze_slice(pair.connect(), "lin", "", TH)
+    assert not any(g.beyond for g in r.compiled.transfer)
+    j = _ranking_judgement(r)
+    assert (j.state, j.reason) == (Status.HEALTHY, StatusReason.CHOSE_WELL)
+    v = assemble(r).view("ranking")
+    assert isinstance(v, section.RankingView)
+    assert (len(v.transfer), v.transfer_beyond) == (3, 0)
+    assert {t.style for t in v.transfer} == {""}
+    assert v.transfer[0].g.shape.startswith("32x256")  # the farthest from 1 first: 0.868
+
+
+def test_a_kernel_tuned_far_from_its_runtime_puts_the_ranking_at_risk(
+    slow: SliceResult,
+) -> None:
+    (off,) = [g for g in slow.compiled.transfer if g.beyond]
+    assert off.shape.startswith("128x1024")
+    assert off.tuned_us == pytest.approx(SLOW * 1583.5, rel=1e-4)  # the 4-digit log rounds
+    assert off.ratio_ci is not None
+    assert off.ratio_ci.high < 1 / transfer.TRANSFER_TOLERANCE
+    assert all(c.regret == 0 for c in slow.compiled.ranking.choices)  # type: ignore[union-attr]
+    j = _ranking_judgement(slow)
+    assert (j.state, j.reason, j.unit, j.n) == (
+        Status.AT_RISK,
+        StatusReason.TRANSFER_GAP,
+        FigureUnit.RATIO,
+        200,
+    )
+    assert j.figure == pytest.approx(off.ratio)
+    assert judgements.line(j).startswith(
+        "_mkl_linear for packed_linear at 128x1024;3490017x1;1024x1024 (autotune) ran at 0.43x "
+        "its tuned time per call (95% CI 0.4"
+    )
+    assert "did not predict production" in judgements.line(j)
+
+
+def test_the_section_page_one_and_findings_state_the_gap(slow: SliceResult, tmp_path: Path) -> None:
+    v = assemble(slow).view("ranking")
+    assert isinstance(v, section.RankingView)
+    assert v.transfer_beyond == 1
+    first = v.transfer[0]
+    assert (first.g.kernel, first.style) == ("_mkl_linear", "warn")
+    assert first.standing.startswith("ran faster than tuned beyond 1.25×")
+    assert page(assemble(slow)).verdict.ranking.startswith(
+        "Tuning: 1 deployed kernel ran more than 1.25× off its tuned time (the farthest, "
+        "_mkl_linear for packed_linear at 128x1024;3490017x1;1024x1024: 1.52 ms a call at "
+        "runtime against 3.56 ms tuned)"
+    )
+    out = write_slice_report(slow, tmp_path / "out", SvgExporter(), pdf=False)
+    assert "Tuned against runtime" in out.html.read_text()
+    rows = {r["shape"].split(";")[0]: r for r in json.loads(out.findings.read_text())["ranking"]}
+    gaps = {g.shape.split(";")[0]: g for g in slow.compiled.transfer}
+    assert sorted(rows) == sorted(gaps)
+    for at, r in rows.items():
+        g = gaps[at]
+        assert g.ratio_ci is not None
+        assert (r["runtime_kernel"], r["runtime_calls"], r["transfer_beyond"]) == (
+            "_mkl_linear",
+            200,
+            at == "128x1024",
+        )
+        assert (r["tuned_us"], r["runtime_us"], r["runtime_median_us"]) == (
+            g.tuned_us,
+            g.runtime_us,
+            g.runtime_median_us,
+        )
+        assert r["transfer_ratio"] == g.ratio
+        assert r["transfer_ratio_ci"] == [g.ratio_ci.low, g.ratio_ci.high]
+
+
+def _gap(ratio: float, ci: tuple[float, float] | None) -> TransferGap:
+    return TransferGap(
+        "run", "mm", "mm", "8x8", "mm", 10.0, 3, 10.0 * ratio, 10.0 * ratio, 50, ratio,
+        Interval(*ci) if ci else None, ("trace",),
+    )  # fmt: skip
+
+
+REGRET = Judgement(JudgementFamily.RANKING, Status.HEALTHY, StatusReason.CHOSE_WELL, 0.0)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "ci", "at_risk"),
+    [
+        (1.4, (1.3, 1.5), True),  # slower at runtime, the whole interval beyond 1.25
+        (0.6, (0.5, 0.7), True),  # faster, the whole interval below 1 / 1.25
+        (1.4, (1.2, 1.6), False),  # the interval reaches inside the tolerance
+        (0.75, (0.7, 0.81), False),
+        (3.0, None, False),  # one value each side: no interval, nothing says how far noise goes
+    ],
+)
+def test_the_rule_needs_the_whole_interval_beyond_the_tolerance(
+    ratio: float, ci: tuple[float, float] | None, at_risk: bool
+) -> None:
+    j = transfer.judge(REGRET, [_gap(ratio, ci)])
+    assert j is not None
+    assert (j.state is Status.AT_RISK) is at_risk
+    assert j == REGRET or at_risk
+
+
+def test_a_failing_or_at_risk_regret_keeps_its_own_reason() -> None:
+    for state, reason in (
+        (Status.FAILING, StatusReason.REGRET_MATERIAL),
+        (Status.AT_RISK, StatusReason.SEARCH_SHORT),
+    ):
+        j = Judgement(JudgementFamily.RANKING, state, reason, 0.2)
+        assert transfer.judge(j, [_gap(2.0, (1.8, 2.2))]) is j
+    nothing = Judgement(JudgementFamily.RANKING, Status.NOT_JUDGED, StatusReason.NOTHING_RANKED)
+    j = transfer.judge(nothing, [_gap(2.0, (1.8, 2.2))])
+    assert j is not None
+    assert (j.state, j.reason) == (Status.AT_RISK, StatusReason.TRANSFER_GAP)

@@ -344,6 +344,9 @@ class StatusReason(StrEnum):
     TUNING_FAILED = "tuning_failed"
     CHOSE_WELL = "chose_well"
     NOTHING_RANKED = "nothing_ranked"
+    TRANSFER_GAP = "transfer_gap"
+    """A deployed kernel's runtime per call over its tuned time lies wholly beyond the transfer
+    tolerance (`transfer.judge`): the tuning-time measurement did not predict production."""
 
 
 class RegressionKind(StrEnum):

@@ -97,6 +97,9 @@ WORDS: dict[StatusReason, str] = {
     "within noise of it (the most: {figure}, {subject})",
     StatusReason.NOTHING_RANKED: "{n} with one measured candidate each: nothing to rank, not "
     "judged",
+    StatusReason.TRANSFER_GAP: "{subject} ran at {figure} its tuned time per call {ci} over {n}, "
+    "the whole interval more than {bound} off either way: the tuning-time measurement did not "
+    "predict production, so the choice ranked on it may not hold",
 }
 """Each rule's outcome in one line; `{figure}`, `{bound}`, `{n}` and `{ci}` are the
 judgement's, in its unit."""
@@ -122,6 +125,7 @@ NOUNS: dict[StatusReason, tuple[str, str]] = {
     StatusReason.TUNING_FAILED: ("n", "trial"),
     StatusReason.CHOSE_WELL: ("n", "tuned workload"),
     StatusReason.NOTHING_RANKED: ("n", "tuned workload"),
+    StatusReason.TRANSFER_GAP: ("n", "call"),
 }
 """Counts that read with their noun ("3 shapes", "14 compile attempts")."""
 

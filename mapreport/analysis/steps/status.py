@@ -21,7 +21,7 @@ from mapreport.analysis.mapping.environment import EnvironmentCheck
 from mapreport.analysis.serving import compiles, tail
 from mapreport.analysis.serving.shape import ShapeMetrics, judge_fallback
 from mapreport.analysis.steps.families import CompiledFound, DeviceFound
-from mapreport.analysis.tuning import ranking
+from mapreport.analysis.tuning import ranking, transfer
 from mapreport.core.kinds import (
     ActionState,
     BottleneckClass,
@@ -218,7 +218,7 @@ def family_judgements(
         graphs.judge(device.graphs),
         compiles.judge_breaks(compiled.compiles),
         environment.judge(env),
-        ranking.judge(compiled.ranking),
+        transfer.judge(ranking.judge(compiled.ranking), compiled.transfer),
     )
 
 

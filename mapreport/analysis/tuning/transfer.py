@@ -11,20 +11,37 @@ kernel's (a profiler names an ATen kernel by its namespace: Inductor's `_mkl_lin
 scalar arguments (`;()`: a profiler records them, a tuner does not). A workload whose run holds
 more than one plan row for its op and shape (one op tuned for two dtypes) is not joined: the
 runtime rows' shapes cannot tell the two apart.
+
+The rule (`judge`, docs/metrics.md "Did the compiler choose well?"): a ratio whose whole interval
+lies beyond TRANSFER_TOLERANCE either way makes the ranking judgement at risk, since the regret
+and the ranking rest on tuning-time measurements that did not predict production.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from mapreport.analysis.base.common import Interval, Thresholds
+from mapreport.analysis.base.judgement import SEVERITY, Judgement
 from mapreport.analysis.base.stats import CI_LEVEL, seed_for
 from mapreport.analysis.tuning.ranking import Ranking, TuningChoice
 from mapreport.analysis.tuning.ranking_metrics import FloatArray
 from mapreport.core.connection import Connection
+from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
+
+TRANSFER_TOLERANCE = 1.25
+"""How far runtime / tuned may stray, either way (above 1.25 or below 1 / 1.25 = 0.8), before
+the tuning-time measurement is taken not to predict production. It sits well above what the
+same kernel's tuned and runtime times differ by on one machine (the real pair: 0.87-1.02, with
+a tuning repeat 50% slow among them) and well below the 2.2x a single tuning on a loaded
+machine was off by; and at 25% off, the tuning environment differs from production by five
+times the regret the ranking calls material (MATERIAL_REGRET, 5%), so an order of configs
+measured there need not hold where the model runs."""
 
 _SCALARS = re.compile(r"(?:;\(\))+")
 """What may follow the tuned shape in a runtime row's: scalar arguments only."""
@@ -72,6 +89,16 @@ class TransferGap:
     """Resampling the calls and the tuned repeats (None: one value each side)."""
     sources: tuple[str, ...]
     """The runtime files the calls come from."""
+    target: str | None = None
+    """The run's target, as the ranking's choice names it (with plan, task key and shape: its
+    row in findings.json)."""
+
+    @property
+    def beyond(self) -> bool:
+        """The whole interval lies beyond TRANSFER_TOLERANCE either way (the rule's figure; no
+        interval, one value each side: not beyond, nothing says how far noise reaches)."""
+        ci = self.ratio_ci
+        return ci is not None and (ci.low > TRANSFER_TOLERANCE or ci.high < 1 / TRANSFER_TOLERANCE)
 
 
 def transfer_gaps(
@@ -152,6 +179,7 @@ def _gap(
         ratio=float(runtime.mean() / tuned.mean()),
         ratio_ci=_ratio_ci(runtime, tuned, th.bootstrap_resamples, seed),
         sources=tuple(sorted({s for _, s in calls})),
+        target=c.target,
     )
 
 
@@ -165,3 +193,34 @@ def _ratio_ci(runtime: FloatArray, tuned: FloatArray, resamples: int, seed: int)
     tail = (1 - CI_LEVEL) / 2
     ratios = top / bottom
     return Interval(float(np.quantile(ratios, tail)), float(np.quantile(ratios, 1 - tail)))
+
+
+def judge(ranking: Judgement | None, gaps: Sequence[TransferGap]) -> Judgement | None:
+    """The ranking judgement with its transfer gaps (docs/metrics.md, "Judgements"): at risk,
+    for the reason `transfer_gap`, when a deployed kernel's runtime / tuned interval lies wholly
+    beyond TRANSFER_TOLERANCE and the regret alone judged it healthy or could not judge it; a
+    failing or at-risk regret keeps its own reason (the more direct evidence), and gaps within
+    the tolerance leave the judgement as it is."""
+    off = [g for g in gaps if g.beyond]
+    if ranking is None or not off or SEVERITY[ranking.state] <= SEVERITY[Status.AT_RISK]:
+        return ranking
+    g = max(off, key=lambda g: (_distance(g), g.plan_id, g.shape))
+    assert g.ratio_ci is not None  # beyond: it has an interval
+    at = f" at {g.shape}" if g.shape else ""
+    return Judgement(
+        JudgementFamily.RANKING,
+        Status.AT_RISK,
+        StatusReason.TRANSFER_GAP,
+        g.ratio,
+        FigureUnit.RATIO,
+        TRANSFER_TOLERANCE,
+        g.calls,
+        (g.ratio_ci.low, g.ratio_ci.high),
+        f"{g.kernel} for {g.task}{at} ({g.plan_id})",
+    )
+
+
+def _distance(g: TransferGap) -> float:
+    """How far the interval's nearer end lies from 1, in log terms (0.5x as far as 2x)."""
+    assert g.ratio_ci is not None
+    return min(abs(math.log(g.ratio_ci.low)), abs(math.log(g.ratio_ci.high)))

@@ -2,12 +2,14 @@
 trial): the chosen config against the best measured, the regret with its interval, the search's
 efficiency (trials to within 5% and 1% of its best, its best-so-far curve) and, where the records
 carry the cost model's scores, how well it ranked (docs/metrics.md, "Did the compiler choose
-well?"). findings.json `ranking` holds a row per run and workload; slices without tuning records
-have no `ranking` key and no section. The regret action's title, by its remedy, is worded here
-beside the figures it names."""
+well?"). Where a run's deployed kernel ran in a profiler trace of the slice, its tuned time against
+its runtime per call (the transfer gap, analysis/tuning/transfer.py). findings.json `ranking` holds
+a row per run and workload; slices without tuning records have no `ranking` key and no section.
+The regret action's title, by its remedy, is worded here beside the figures it names."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -18,9 +20,10 @@ from mapreport.analysis.actions.tuning_actions import Regret, choice_of, pairwis
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, WITHIN, Ranking, TuningChoice
+from mapreport.analysis.tuning.transfer import TRANSFER_TOLERANCE, TransferGap
 from mapreport.core.kinds import JudgementFamily, RegretRemedy, Unranked
 from mapreport.report import charts
-from mapreport.report.filters import duration, pct, plural
+from mapreport.report.filters import duration, pct, plural, ratio
 from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.titles import titled
 
@@ -88,6 +91,23 @@ class RankingRow(msgspec.Struct):
     """The evidence pack of the regret an action rests on (the action's id; None: no action)."""
     pairwise_pack: str | None = None
     """The evidence pack of that run's pairwise accuracy (None: no action, or no scores)."""
+    runtime_kernel: str | None = None
+    """The deployed kernel (the run's plan row) whose calls a profiler trace of the slice holds
+    at the tuned shape; the runtime_ and transfer_ keys are null without one."""
+    tuned_us: float | None = None
+    """The mean of this run's own measured repeats of its pick, what the transfer ratio divides
+    by (chosen_us pools every run that measured the config)."""
+    runtime_us: float | None = None
+    """The kernel's mean time per call at runtime."""
+    runtime_median_us: float | None = None
+    runtime_calls: int | None = None
+    transfer_ratio: float | None = None
+    """runtime_us / tuned_us: above 1, slower at runtime than tuned."""
+    transfer_ratio_ci: Interval | None = None
+    """Bootstrap over the calls and the tuned repeats (null: one value each side)."""
+    transfer_beyond: bool | None = None
+    """The whole interval lies beyond the transfer tolerance (1.25x either way): the ranking
+    judgement is at risk."""
 
 
 class Fragment(msgspec.Struct):
@@ -102,8 +122,8 @@ Packs = Mapping[tuple[str, str, str | None, str | None], tuple[str, str | None]]
 its pairwise accuracy's evidence packs."""
 
 
-def row(c: TuningChoice, packs: Packs | None = None) -> RankingRow:
-    """One run's workload as findings.json states it."""
+def row(c: TuningChoice, packs: Packs | None = None, gap: TransferGap | None = None) -> RankingRow:
+    """One run's workload as findings.json states it (`gap`: its deployed kernel at runtime)."""
     p = c.prediction
     reason = c.unranked or c.unscored
     regret_pack, pairwise_pack = (packs or {}).get(
@@ -143,6 +163,14 @@ def row(c: TuningChoice, packs: Packs | None = None) -> RankingRow:
         sources=c.sources,
         regret_pack=regret_pack,
         pairwise_pack=pairwise_pack,
+        runtime_kernel=gap.kernel if gap else None,
+        tuned_us=gap.tuned_us if gap else None,
+        runtime_us=gap.runtime_us if gap else None,
+        runtime_median_us=gap.runtime_median_us if gap else None,
+        runtime_calls=gap.calls if gap else None,
+        transfer_ratio=gap.ratio if gap else None,
+        transfer_ratio_ci=gap.ratio_ci if gap else None,
+        transfer_beyond=gap.beyond if gap else None,
     )
 
 
@@ -155,6 +183,8 @@ class Read:
     deciding: Judgement | None
     packs: Packs = field(default_factory=dict)
     """The evidence packs of the runs' workloads an action rests on."""
+    transfer: tuple[TransferGap, ...] = ()
+    """The runs' deployed kernels that ran in the slice's profiler trace at their tuned shape."""
 
 
 def read(f: Facts) -> Read:
@@ -170,7 +200,7 @@ def read(f: Facts) -> Read:
         for a in r.actions
         if (c := choice_of(a, ranking)) is not None
     }
-    return Read(ranking, deciding if ranks else None, packs)
+    return Read(ranking, deciding if ranks else None, packs, r.compiled.transfer)
 
 
 @dataclass(frozen=True)
@@ -189,6 +219,18 @@ class ChoiceLine:
     'muted-text' nothing to rank, '' otherwise."""
     no_prediction: str
     """Why the ranking columns are empty ('' when the model's scores were recorded)."""
+
+
+@dataclass(frozen=True)
+class TransferLine:
+    """One run's deployed kernel, tuned against runtime, as the section states it."""
+
+    g: TransferGap
+    workload: str
+    standing: str
+    """The ratio against the tolerance, in words."""
+    style: str
+    """'warn' beyond the tolerance (the ranking judgement is at risk), '' otherwise."""
 
 
 @dataclass(frozen=True)
@@ -233,9 +275,16 @@ class RankingView:
     no_prediction: str = NO_PREDICTION
     packs: Packs = field(default_factory=dict)
     """The evidence packs of the runs' workloads an action rests on (findings.json's)."""
+    transfer: tuple[TransferLine, ...] = ()
+    """Each run's deployed kernel that ran in the slice's profiler trace, the farthest off
+    first."""
+    transfer_beyond: int = 0
+    """Of those, the ones whose whole ratio interval lies beyond the tolerance."""
+    tolerance: float = TRANSFER_TOLERANCE
+    tolerance_low: float = 1 / TRANSFER_TOLERANCE
 
 
-def workload(c: TuningChoice | Regret) -> str:
+def workload(c: TuningChoice | Regret | TransferGap) -> str:
     """A tuned workload as the report names it: its task at its argument shapes (and target)."""
     at = f" at {c.shape}" if c.shape else ""
     on = f" on {c.target}" if c.target else ""
@@ -275,6 +324,25 @@ def _line(c: TuningChoice) -> ChoiceLine:
         style,
         "" if c.prediction is not None else missing,
     )
+
+
+def transfer_standing(g: TransferGap) -> tuple[str, str]:
+    """The tuned time against the runtime in a few words, and its cell's style."""
+    if g.ratio_ci is None:
+        return "one value each side: no interval to judge", "muted-text"
+    if g.beyond:
+        way = "slower" if g.ratio > 1 else "faster"
+        return (
+            f"ran {way} than tuned beyond {ratio(TRANSFER_TOLERANCE)}× (whole CI): the tuning "
+            "time did not predict production",
+            "warn",
+        )
+    return f"within {ratio(TRANSFER_TOLERANCE)}× either way (CI reaches inside)", ""
+
+
+def _transfer_line(g: TransferGap) -> TransferLine:
+    words, style = transfer_standing(g)
+    return TransferLine(g, workload(g), words, style)
 
 
 def _ordered(choices: list[TuningChoice]) -> list[TuningChoice]:
@@ -344,16 +412,25 @@ def view(x: Read) -> RankingView:
         predicted=sum(1 for c in choices if c.prediction is not None),
         curves=tuple(curves[:MAX_CURVES]),
         curves_of=len(curves),
-        sentence=_sentence(ranked, material, failed) if x.deciding is not None else "",
+        sentence=_sentence(ranked, material, failed, x.transfer) if x.deciding is not None else "",
         packs=x.packs,
+        transfer=tuple(
+            _transfer_line(g)
+            for g in sorted(x.transfer, key=lambda g: (-abs(math.log(g.ratio)), g.plan_id))
+        ),
+        transfer_beyond=sum(1 for g in x.transfer if g.beyond),
     )
 
 
 def _sentence(
-    ranked: list[TuningChoice], material: list[TuningChoice], failed: list[TuningChoice]
+    ranked: list[TuningChoice],
+    material: list[TuningChoice],
+    failed: list[TuningChoice],
+    transfer: tuple[TransferGap, ...] = (),
 ) -> str:
     """Page 1's line when the tuning choices decide: how many choices are material regrets
-    (the worst's times), how many runs found nothing."""
+    (the worst's times), how many runs found nothing, and the deployed kernels whose runtime
+    strayed from their tuned time beyond the tolerance (the farthest's figures)."""
     parts = []
     if material:
         worst = max(material, key=lambda c: (c.regret or 0.0, c.plan_id))
@@ -367,13 +444,31 @@ def _sentence(
         parts.append(
             f"{plural(len(failed), 'tuned workload')} found no working config (every trial failed)"
         )
+    off = [g for g in transfer if g.beyond]
+    if off:
+        g = max(off, key=lambda g: (abs(math.log(g.ratio)), g.plan_id))
+        parts.append(
+            f"{plural(len(off), 'deployed kernel')} ran more than {ratio(TRANSFER_TOLERANCE)}× "
+            f"off {'its' if len(off) == 1 else 'their'} tuned time (the farthest, {g.kernel} for "
+            f"{workload(g)}: {duration(g.runtime_us)} a call at runtime against "
+            f"{duration(g.tuned_us)} tuned), so the ranking's measurements may not hold there"
+        )
     return "Tuning: " + "; ".join(parts) + "." if parts else ""
 
 
 def fragment(v: RankingView) -> Fragment:
     """A row per run and workload; nothing without tuning records."""
     r = v.ranking
-    return Fragment() if r is None else Fragment(tuple(row(c, v.packs) for c in r.choices))
+    if r is None:
+        return Fragment()
+    gaps: dict[tuple[str, str, str | None, str | None], TransferGap] = {
+        (t.g.plan_id, t.g.task_key, t.g.target, t.g.shape): t.g for t in v.transfer
+    }
+    return Fragment(
+        tuple(
+            row(c, v.packs, gaps.get((c.plan_id, c.task_key, c.target, c.shape))) for c in r.choices
+        )
+    )
 
 
 TICKS = ((1.0, "best"), (1.2, "+20%"), (1.5, "+50%"), (2.0, "2×"), (3.0, "3×"), (5.0, "5×"))
