@@ -68,3 +68,25 @@ def check_pack_sql(
     finally:
         con.close()
     return str(spec.reduction)
+
+
+def check_compare_pack_sql(sql: Path) -> str:
+    """Run a comparison pack's `.sql` in a plain DuckDB connection: it prints one row, the
+    ratio of the figure its spec names with the value (to 1e-9) and each side's n the spec
+    states (compare.json's), and its tables of each side's rows hold the side's Parquet.
+    Returns the pack's figure kind."""
+    from mapreport.analysis.comparing.packs import SIDE_ROWS
+    from mapreport.run.compare_packs import load
+
+    p = load(sql.parent.parent, sql.name.split(".")[0])
+    con = duckdb.connect()
+    try:
+        ((figure, of, ratio, n_a, n_b),) = con.sql(sql.read_text()).fetchall()
+        assert (figure, of, n_a, n_b) == ("ratio", p.subject, p.n_a, p.n_b), sql.name
+        assert same(ratio, p.ratio), (sql.name, ratio, p.ratio)
+        for name, table in SIDE_ROWS.items():
+            rows = con.sql(f"SELECT * FROM {table}").to_arrow_table()
+            assert rows.equals(pq.read_table(sql.parent / f"{p.id}.{name}.parquet")), sql.name
+    finally:
+        con.close()
+    return str(p.figure)

@@ -13,6 +13,7 @@ import pytest
 from mapreport.analysis import Thresholds
 from mapreport.analysis.comparing.compare import benjamini_hochberg, compare
 from mapreport.core.kinds import CompareVerdict as Verdict
+from tests.pack_sql import check_compare_pack_sql
 
 SHAPES = [f"batch={b}" for b in (1, 2, 4, 8, 16, 32)]
 
@@ -433,6 +434,9 @@ def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(tmp_path: Path, n
         ingest_file(ds, traces / device / name, hints={"workload": "m"})
     done = compare_runs(tmp_path / "h100", tmp_path / "mi300", tmp_path / "out", pdf=False)
     doc = json.loads((tmp_path / "out" / "compare.json").read_text())
+    # every op x shape's pack prints its ratio in plain DuckDB, as compare.json states it
+    packs = sorted((tmp_path / "out" / "evidence").glob("*.sql"))
+    assert "op" in {check_compare_pack_sql(sql) for sql in packs}
     raw = [_raw_device(traces / d / name) for d in ("h100", "mi300")]
     whole = doc["whole"]
     assert whole["devices_a"] == ["NVIDIA H100 80GB HBM3"]

@@ -8,7 +8,6 @@ import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
-import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -18,6 +17,7 @@ from scipy import stats
 from mapreport.analysis import Thresholds
 from mapreport.analysis.comparing.runlevel import Run, compare_runs, welch_ratio
 from mapreport.app.cli import main
+from tests.pack_sql import check_compare_pack_sql
 
 SHAPES = ("batch=1,seq=32", "batch=4,seq=96", "batch=8,seq=128")
 START_US = datetime(2026, 11, 28, 2, tzinfo=UTC).timestamp() * 1e6
@@ -288,14 +288,9 @@ def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_p
             got = pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")
             assert got.num_rows > 0
             assert got.equals(want), (pid, name)
-        # the .sql is self-contained: plain DuckDB makes each side's views, then selects its rows
-        text = (out / FOLDER / f"{pid}.sql").read_text()
-        a_part = text.split("\n-- B: ")[0]
-        for part, name in ((a_part, "a"), (text, "b")):
-            plain = duckdb.connect()
-            rows = plain.sql(part).to_arrow_table()
-            assert rows.equals(pq.read_table(out / FOLDER / f"{pid}.{name}.parquet")), (pid, name)
-            plain.close()
+        # the .sql is self-contained: plain DuckDB makes each side's views and rows, then
+        # prints the ratio compare.json states (to 1e-9) and each side's n
+        check_compare_pack_sql(out / FOLDER / f"{pid}.sql")
 
 
 def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ from mapreport.analysis.base.query import comment
 from mapreport.analysis.comparing.packs import (
     GROUPED_BY,
     QUANTILE_OF,
+    SIDE_ROWS,
     ComparePack,
     Figure,
     SideSpec,
@@ -66,16 +67,25 @@ def write_packs(out: Path, done: list[ComparePack]) -> None:
 def _sql_file(
     p: ComparePack, cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection]
 ) -> bytes:
-    """A pack's `.sql`: per side, the statements that make its dataset's views, then its
-    query, so plain DuckDB prints A's rows, then B's."""
+    """A pack's `.sql`: per side, the statements that make its dataset's views, then its rows
+    as a table (B's views replace A's), then the SELECT of the ratio from both, so plain
+    DuckDB prints the figure compare.json states."""
     text = comment(f"mapreport comparison pack {p.id}: {p.subject}") + (
         "-- self-contained: each side's dataset views (its committed files by absolute path), "
-        "then its query; run it with: duckdb < FILE\n"
+        f"its rows (the tables {SIDE_ROWS['a']} and {SIDE_ROWS['b']}), then the ratio of the "
+        "two; run it with: duckdb < FILE\n"
     )
     for name, side in (("A", p.a), ("B", p.b)):
         views = view_script(_connection(cons, side)) or ""
-        text += "\n" + comment(f"{name}: {side.dataset}") + f"{views}{p.sql(side)};\n"
-    return text.encode()
+        rows = f"CREATE OR REPLACE TEMP TABLE {SIDE_ROWS[name.lower()]} AS\n{p.sql(side)};\n"
+        text += "\n" + comment(f"{name}: {side.dataset}") + views + rows
+    text += (
+        "\n-- the ratio as compare.json states it; its 95% CI, "
+        f"[{p.ci[0]!r}, {p.ci[1]!r}], is a bootstrap\n"
+        f"-- with the comparison's seed, which SQL does not draw: mapreport explain {p.id} "
+        "--compare OUT\n"
+    )
+    return (text + p.figure_sql() + ";\n").encode()
 
 
 @dataclass

@@ -19,7 +19,7 @@ import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.base.query import SqlValue, inline
+from mapreport.analysis.base.query import SqlValue, inline, literal
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.comparing.compare import (
     OP_CALLS,
@@ -44,6 +44,8 @@ class Figure(StrEnum):
 
 
 QUANTILE_OF = {"p50": 0.5, "p95": 0.95, "p99": 0.99}
+SIDE_ROWS = {"a": "a_rows", "b": "b_rows"}
+"""The tables a comparison pack's `.sql` makes of each side's rows, which its figure reads."""
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,22 @@ class ComparePack:
         if self.figure != Figure.OP:  # in time order: the block bootstrap reads it so
             select += " ORDER BY at_us, source_id, line"
         return inline(select, bound)
+
+    def figure_sql(self) -> str:
+        """The SELECT of the ratio's point value from both sides' rows (the tables `SIDE_ROWS`
+        names), as `reduce` computes it: Q_q(B) / Q_q(A) of the requests' latency (numpy's
+        linear quantile: `quantile_cont`), or mean(B) / mean(A) of an op x shape's device time
+        per call; and each side's rows."""
+        a, b = SIDE_ROWS["a"], SIDE_ROWS["b"]
+        if self.figure == Figure.OP:
+            value = f"(SELECT avg(dur) FROM {b}) / (SELECT avg(dur) FROM {a})"
+        else:
+            of = "(SELECT quantile_cont(latency_us, $q) FROM {})"
+            value = inline(f"{of.format(b)} / {of.format(a)}", {"q": QUANTILE_OF[self.quantile]})
+        return (
+            f"SELECT 'ratio' AS figure, {literal(self.subject)} AS of, {value} AS value, "
+            f"(SELECT count(*) FROM {a}) AS n_a, (SELECT count(*) FROM {b}) AS n_b"
+        )
 
     def reduce(self, a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float]]:
         """The ratio and CI from each side's values, as the comparison computed them."""
