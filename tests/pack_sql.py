@@ -70,18 +70,21 @@ def check_pack_sql(
     return str(spec.reduction)
 
 
-def check_compare_pack_sql(sql: Path) -> str:
-    """Run a comparison pack's `.sql` in a plain DuckDB connection: it prints one row, the
-    ratio of the figure its spec names with the value (to 1e-9) and each side's n the spec
-    states (compare.json's), and its tables of each side's rows hold the side's Parquet.
-    Returns the pack's figure kind."""
+def check_compare_pack_sql(sql: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a comparison pack's `.sql` in a plain DuckDB connection from its folder (it names
+    the datasets' files by their path from there): it prints one row, the ratio of the figure
+    its spec names with the value (to 1e-9) and each side's n the spec states (compare.json's),
+    and its tables of each side's rows hold the side's Parquet. Returns the figure's kind."""
     from mapreport.analysis.comparing.packs import SIDE_ROWS
     from mapreport.run.compare_packs import load
 
     p = load(sql.parent.parent, sql.name.split(".")[0])
+    text = sql.read_text()
+    assert "read_parquet(['/" not in text, sql.name
+    monkeypatch.chdir(sql.parent)
     con = duckdb.connect()
     try:
-        ((figure, of, ratio, n_a, n_b),) = con.sql(sql.read_text()).fetchall()
+        ((figure, of, ratio, n_a, n_b),) = con.sql(text).fetchall()
         assert (figure, of, n_a, n_b) == ("ratio", p.subject, p.n_a, p.n_b), sql.name
         assert same(ratio, p.ratio), (sql.name, ratio, p.ratio)
         for name, table in SIDE_ROWS.items():

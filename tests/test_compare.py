@@ -415,7 +415,9 @@ def _raw_device(path: Path) -> tuple[float, float, dict[tuple[str, str], float]]
 
 
 @pytest.mark.parametrize("name", TRACELENS_PAIRS, ids=lambda n: n.split("_")[0])
-def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(tmp_path: Path, name: str) -> None:
+def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 51, items 4 and 5: the comparison of an H100 and an MI300X trace of one model
     opens with the devices and the total device time B/A, within 1% of the raw traces' own sum;
     the op that leads the parts moves with the whole, not against it; and every device
@@ -436,7 +438,7 @@ def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(tmp_path: Path, n
     doc = json.loads((tmp_path / "out" / "compare.json").read_text())
     # every op x shape's pack prints its ratio in plain DuckDB, as compare.json states it
     packs = sorted((tmp_path / "out" / "evidence").glob("*.sql"))
-    assert "op" in {check_compare_pack_sql(sql) for sql in packs}
+    assert "op" in {check_compare_pack_sql(sql, monkeypatch) for sql in packs}
     raw = [_raw_device(traces / d / name) for d in ("h100", "mi300")]
     whole = doc["whole"]
     assert whole["devices_a"] == ["NVIDIA H100 80GB HBM3"]

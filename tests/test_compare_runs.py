@@ -266,7 +266,9 @@ def test_an_out_folder_inside_a_dataset_is_refused(two_builds: Path, tmp_path: P
     assert (beside / "compare.json").is_file()
 
 
-def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_path: Path) -> None:
+def test_every_pack_holds_the_rows_its_own_query_selects(
+    two_builds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A side's rows are read once for all of its packs (issue 49: a query per pack made a
     comparison of thousands of shapes quadratic); each pack's Parquet is still exactly what
     its own SQL selects, row for row and in order."""
@@ -290,7 +292,7 @@ def test_every_pack_holds_the_rows_its_own_query_selects(two_builds: Path, tmp_p
             assert got.equals(want), (pid, name)
         # the .sql is self-contained: plain DuckDB makes each side's views and rows, then
         # prints the ratio compare.json states (to 1e-9) and each side's n
-        check_compare_pack_sql(out / FOLDER / f"{pid}.sql")
+        check_compare_pack_sql(out / FOLDER / f"{pid}.sql", monkeypatch)
 
 
 def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path) -> None:

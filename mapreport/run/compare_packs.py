@@ -40,6 +40,7 @@ from mapreport.core.files import atomic_write
 from mapreport.core.window import EVERYTHING, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import view_script
+from mapreport.run.evidence import from_folder
 
 FOLDER = "evidence"
 """The packs' folder inside a comparison's output folder."""
@@ -59,24 +60,28 @@ def write_packs(out: Path, done: list[ComparePack]) -> None:
         for name, side in (("a", p.a), ("b", p.b)):
             rows = _side_rows(read, cons, p, side)
             pq.write_table(rows, folder / f"{p.id}.{name}.parquet")
-        atomic_write(folder / f"{p.id}.sql", _sql_file(p, cons))
+        atomic_write(folder / f"{p.id}.sql", _sql_file(p, cons, folder))
         spec = msgspec.json.format(msgspec.json.encode(p), indent=1)
         atomic_write(folder / f"{p.id}.json", spec)
 
 
 def _sql_file(
-    p: ComparePack, cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection]
+    p: ComparePack,
+    cons: dict[tuple[str, str | None, str], duckdb.DuckDBPyConnection],
+    folder: Path,
 ) -> bytes:
     """A pack's `.sql`: per side, the statements that make its dataset's views, then its rows
     as a table (B's views replace A's), then the SELECT of the ratio from both, so plain
     DuckDB prints the figure compare.json states."""
     text = comment(f"mapreport comparison pack {p.id}: {p.subject}") + (
-        "-- self-contained: each side's dataset views (its committed files by absolute path), "
-        f"its rows (the tables {SIDE_ROWS['a']} and {SIDE_ROWS['b']}), then the ratio of the "
-        "two; run it with: duckdb < FILE\n"
+        "-- self-contained: each side's dataset views (its committed files by their path from "
+        f"this folder), its rows (the tables {SIDE_ROWS['a']} and {SIDE_ROWS['b']}), then the "
+        "ratio of the two; run it from this folder with: duckdb < FILE\n"
     )
     for name, side in (("A", p.a), ("B", p.b)):
-        views = view_script(_connection(cons, side)) or ""
+        # by their path from the pack's folder: an output folder moved with its datasets runs
+        views = from_folder(view_script(_connection(cons, side)), Path(side.dataset), folder)
+        views = views or ""
         rows = f"CREATE OR REPLACE TEMP TABLE {SIDE_ROWS[name.lower()]} AS\n{p.sql(side)};\n"
         text += "\n" + comment(f"{name}: {side.dataset}") + views + rows
     text += (

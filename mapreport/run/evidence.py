@@ -84,7 +84,7 @@ def _sql_file(p: Pack, views: str | None) -> bytes:
     return (head + views + rows + figure + figure_sql(p) + ";\n").encode()
 
 
-def _from_folder(views: str | None, dataset: Path, folder: Path) -> str | None:
+def from_folder(views: str | None, dataset: Path, folder: Path) -> str | None:
     """The views' files named by their path from the pack's folder, where the script runs: a
     report folder moved or copied together with its dataset still runs its packs. A dataset
     whose path SQL must escape (a quote in it) keeps its absolute paths."""
@@ -105,7 +105,7 @@ def write_packs(
     them rather than from the same definitions again as CTEs (`live_sql`)."""
     folder.mkdir(parents=True, exist_ok=True)
     specs.mkdir(parents=True, exist_ok=True)
-    views = _from_folder(view_script(con), specs.parent, folder)
+    views = from_folder(view_script(con), specs.parent, folder)
     done = packs(r)
     keep = {p.id for p in done}
     for old in folder.iterdir():
