@@ -22,18 +22,23 @@ from tests.pack_sql import check_pack_sql, stated_evidence
 
 
 def test_every_reduction_has_its_parameters_and_one_family_declares_its_pack() -> None:
-    """Each reduction's query and recompute function is declared by exactly one family's
-    `packs` module, and each has its parameters type."""
+    """Each reduction's query, recompute function and parameters type is declared by exactly
+    one family's or kind's module (`declare` refuses a second), and every reduction has one."""
     from mapreport.analysis.actions import device_packs
-    from mapreport.analysis.base.packs import PARAMS, Reduction
+    from mapreport.analysis.base.packs import KINDS, declare
     from mapreport.analysis.loop import packs as loop_packs
     from mapreport.analysis.serving import packs as serving_packs
-    from mapreport.analysis.steps.packs import KINDS
+    from mapreport.analysis.steps import packs  # noqa: F401 - declares every family's kinds
     from mapreport.analysis.tuning import packs as tuning_packs
+    from mapreport.core.kinds import Reduction
 
     families = [serving_packs.KINDS, loop_packs.KINDS, device_packs.KINDS, tuning_packs.KINDS]
     assert sum(len(f) for f in families) == len(KINDS) == len(Reduction)
-    assert set(KINDS) == set(PARAMS) == set(Reduction)
+    assert set(KINDS) == set(Reduction)
+    assert all(dataclasses.is_dataclass(kind.params) for kind in KINDS.values())
+    again = dataclasses.replace(KINDS[Reduction.REGRET])
+    with pytest.raises(ValueError, match="declared twice"):
+        declare({Reduction.REGRET: again})
 
 
 def test_explain_says_when_a_figure_is_not_reproduced(demo_html: Path, tmp_path: Path) -> None:
@@ -220,8 +225,9 @@ def test_a_sample_packs_figure_in_sql_is_its_recomputed_figure(
     import pyarrow as pa
 
     from mapreport.analysis.base.common import Thresholds
-    from mapreport.analysis.base.packs import PACK_ROWS, Pack, Reduction, SampleParams
+    from mapreport.analysis.base.packs import PACK_ROWS, Pack, SampleParams
     from mapreport.analysis.steps.packs import figure_sql, recompute
+    from mapreport.core.kinds import Reduction
     from tests.pack_sql import same
 
     rng = np.random.default_rng(7)

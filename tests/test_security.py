@@ -23,13 +23,12 @@ from markdown_it import MarkdownIt
 from mapreport.analysis.actions.actions import SLICE_WIDE
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.packs import (
+    KINDS,
     PACK_ROWS,
-    PARAMS,
     HeadroomParams,
     NoParams,
     Pack,
     QueueParams,
-    Reduction,
     RegressionParams,
     SampleParams,
     SourceParams,
@@ -39,7 +38,7 @@ from mapreport.analysis.base.packs import (
 from mapreport.analysis.base.query import inline, literal
 from mapreport.analysis.steps.packs import figure_sql, pack_sql
 from mapreport.app.cli import main
-from mapreport.core.kinds import Driver
+from mapreport.core.kinds import Driver, Reduction
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import duckdb_connection
 from mapreport.run.evidence import explain
@@ -90,7 +89,7 @@ def test_inline_writes_each_value_once_as_a_literal(a: str, b: str) -> None:
 
 
 def _params(reduction: Reduction, shape: str) -> object:
-    kind = PARAMS[reduction]
+    kind = KINDS[reduction].params
     if kind is TailParams:
         return TailParams(Driver.QUEUEING, [shape, "x"], {shape: 1.5e6})
     if kind is SampleParams:

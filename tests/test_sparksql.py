@@ -16,14 +16,13 @@ from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.base.packs import (
     NoParams,
     QueueParams,
-    Reduction,
     RegressionParams,
     SampleParams,
     TailParams,
 )
 from mapreport.analysis.serving.adaptation import RANKS_SQL
 from mapreport.analysis.steps.packs import pack_sql
-from mapreport.core.kinds import Driver
+from mapreport.core.kinds import Driver, Reduction
 from mapreport.dataset.store import Dataset
 from mapreport.engine.sparksql import APPROXIMATE, TranspileError, to_spark
 from mapreport.run.ingesting import ingest

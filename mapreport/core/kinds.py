@@ -657,3 +657,42 @@ class TuningEdge(StrEnum):
     """The interval holds no change, or rests on one measurement a side (no spread to show)."""
     UNMEASURED = "unmeasured"
     """A side lacks the figure (no score recorded, nothing to choose between)."""
+
+
+class Reduction(StrEnum):
+    """How an evidence pack's figure follows from its rows (`analysis/base/packs.py`)."""
+
+    TAIL_SHARE = "tail_share"
+    """A driver's share of the tail excess (`attribute`, `shares`, `resample`, `pooled`)."""
+    NET_GAIN = "net_gain"
+    """The net p50 gain of adaptation (`shape_gain`)."""
+    APE = "ape"
+    """The prediction's APE, with the signed error's CI (`shape_accuracy`)."""
+    DRIFT = "drift"
+    """Tonight's signed error minus the plan's first nights' (`shape_accuracy`, the same
+    bootstrap, the baseline from the history)."""
+    BLOCKED_SHARE = "blocked_share"
+    """Requests blocked behind adaptation over ok requests (Wilson interval)."""
+    ENVIRONMENT = "environment"
+    """Keys whose values differ between the environment records (`check_environment`)."""
+    QUEUE_CHECK = "queue_check"
+    """The records' mean queue wait against the server counters' over one window
+    (`telemetry.queue_check`)."""
+    REGRESSION = "regression"
+    """A shape's p95 change against a reference night (`p95_change`, the reference night's
+    quantiles in the spec, tonight's from the rows)."""
+    HEADROOM = "headroom"
+    """An op x shape's time above its roofline bound over its calls, the CI by bootstrapping
+    the calls' mean (`roofline.headroom_of`)."""
+    DEVICE_IDLE = "device_idle"
+    """The share of the devices' span idle (`timeline.of_rows`)."""
+    GRAPH_PADDING = "graph_padding"
+    """The padding waste of graph replays (`graphs.buckets_of`)."""
+    REGRET = "regret"
+    """A tuning run's chosen config over the best measured for its workload, minus 1, with the
+    bootstrap interval over the candidates' repeats (`ranking.rank`)."""
+    PAIRWISE_ACCURACY = "pairwise_accuracy"
+    """The share of a tuning run's scored candidate pairs its cost model ranked as measured,
+    with the bootstrap interval over candidates (`ranking.rank`)."""
+    RECORDS = "records"
+    """No figure: the records (files) whose content or absence the finding states."""

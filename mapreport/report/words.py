@@ -36,6 +36,7 @@ from mapreport.core.kinds import (
     OwnerRole,
     PitfallKind,
     PredictionGap,
+    Reduction,
     RegressionKind,
     Status,
     StatusReason,
@@ -70,6 +71,7 @@ LABELLED = (
     IngestStatus,
     Health,
     CheckState,
+    Reduction,
 )
 LABELS: dict[str, str] = {str(m): m.value.replace("_", " ") for e in LABELLED for m in e}
 LABELS[Health.SLA_MISSED] = "SLA missed"

@@ -25,14 +25,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.analysis.base.common import SLICE_WIDE
-from mapreport.analysis.base.packs import (
-    PACK_ID,
-    PACK_ROWS,
-    Pack,
-    Reduction,
-    reproduced,
-    window_of,
-)
+from mapreport.analysis.base.packs import PACK_ID, PACK_ROWS, Pack, reproduced, window_of
 from mapreport.analysis.base.query import comment
 from mapreport.analysis.serving.packs import (
     SAMPLE_REDUCTIONS,
@@ -45,6 +38,7 @@ from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
+from mapreport.core.kinds import Reduction
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import view_script
 from mapreport.report.words import metric

@@ -11,7 +11,7 @@ import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.action_params import ActionParams
@@ -38,6 +38,7 @@ from mapreport.core.kinds import (
     GainBasis,
     GainState,
     OwnerRole,
+    Reduction,
 )
 
 if TYPE_CHECKING:
@@ -114,6 +115,18 @@ NO_ROLLBACK = RollbackTrigger("none", None, 0)
 
 
 @dataclass(frozen=True)
+class PackRequest:
+    """An evidence pack an action's kind asks for: its id, the evidence whose figure it
+    reproduces, how that figure follows from the rows (`Reduction`), and the parameters
+    (the reduction's `PackKind.params`) that select them."""
+
+    id: str
+    evidence: Evidence
+    reduction: Reduction
+    params: Any
+
+
+@dataclass(frozen=True)
 class Action:
     """A retuning action: what to change, who owns it, how to undo it, how to validate it."""
 
@@ -129,6 +142,9 @@ class Action:
     """Ordering key: traffic share times the size of the effect (0 for slice-wide actions)."""
     params: ActionParams
     """The figures the finding states, typed by kind (the report's title reads them)."""
+    packs: tuple[PackRequest, ...] = ()
+    """The evidence packs that reproduce the action's figures, where its kind states them;
+    empty: the one its evidence's metric chooses (`steps.packs`)."""
 
     @property
     def missing_side(self) -> str | None:

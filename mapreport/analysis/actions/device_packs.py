@@ -11,7 +11,15 @@ import pyarrow as pa
 
 from mapreport.analysis.actions.device_actions import idle_evidence
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.base.packs import PACK_ROWS, Pack, PackKind, Recomputed, Reduction
+from mapreport.analysis.base.packs import (
+    PACK_ROWS,
+    HeadroomParams,
+    NoParams,
+    Pack,
+    PackKind,
+    Recomputed,
+    declare,
+)
 from mapreport.analysis.base.query import inline
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.device.graphs import PACK as GRAPH_PACK
@@ -25,6 +33,7 @@ from mapreport.analysis.device.graphs import (
 from mapreport.analysis.device.roofline import CALLS, headroom_of
 from mapreport.analysis.device.timeline import COMMUNICATION_KERNELS, WINDOWS, of_rows
 from mapreport.analysis.device.timeline import ROWS as TIMELINE_ROWS
+from mapreport.core.kinds import Reduction
 
 
 def _headroom_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
@@ -159,9 +168,11 @@ FROM found""".replace("pack_rows", PACK_ROWS)
     return inline(select, {"min": th.min_samples, "material": PADDING_MATERIAL})
 
 
-KINDS = {
-    Reduction.HEADROOM: PackKind(_headroom_sql, _headroom, _headroom_figure),
-    Reduction.DEVICE_IDLE: PackKind(_idle_sql, _idle, _idle_figure),
-    Reduction.GRAPH_PADDING: PackKind(_padding_sql, _padding, _padding_figure),
-}
+KINDS = declare(
+    {
+        Reduction.HEADROOM: PackKind(_headroom_sql, _headroom, _headroom_figure, HeadroomParams),
+        Reduction.DEVICE_IDLE: PackKind(_idle_sql, _idle, _idle_figure, NoParams),
+        Reduction.GRAPH_PADDING: PackKind(_padding_sql, _padding, _padding_figure, NoParams),
+    }
+)
 """The device findings' packs: each reduction's query and recompute function."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mapreport.analysis.actions.action_params import ActionParams, Impact
 from mapreport.analysis.actions.actions import (
@@ -19,6 +19,7 @@ from mapreport.analysis.actions.actions import (
     ROLLBACK_MARGIN,
     ROLLBACK_RUNS,
     Action,
+    PackRequest,
     RollbackTrigger,
     Scope,
     ValidationRow,
@@ -26,8 +27,16 @@ from mapreport.analysis.actions.actions import (
     make_action,
 )
 from mapreport.analysis.base.common import Evidence, Interval
+from mapreport.analysis.base.packs import TuningParams
 from mapreport.analysis.tuning.ranking import MATERIAL_REGRET, Ranking, TuningChoice
-from mapreport.core.kinds import ActionKind, Criterion, ImpactUnit, OwnerRole, RegretRemedy
+from mapreport.core.kinds import (
+    ActionKind,
+    Criterion,
+    ImpactUnit,
+    OwnerRole,
+    Reduction,
+    RegretRemedy,
+)
 
 
 @dataclass(frozen=True)
@@ -190,7 +199,23 @@ def regret_action(
         remedy=what,
     )
     kind = ActionKind.TUNING_REGRET
-    return make_action(s, label, kind, ev, rollback, tuple(rows), c.regret, params)
+    action = make_action(s, label, kind, ev, rollback, tuple(rows), c.regret, params)
+    return replace(action, packs=_packs(s, action, c))
+
+
+def _packs(s: Scope, a: Action, c: TuningChoice) -> tuple[PackRequest, ...]:
+    """A regret action's packs: its regret (the action's id) and, where its run's records hold
+    the cost model's scores, their pairwise accuracy (`pairwise_pack_id`), which chose the
+    remedy; both select the workload's trials by its run, task key, target and shape."""
+    params = TuningParams(c.plan_id, c.task_key, c.target, c.shape)
+    out = [PackRequest(a.id, a.evidence, Reduction.REGRET, params)]
+    pid, x = pairwise_pack_id(s.workload, s.slice, a), c.prediction
+    if pid is not None and x is not None:
+        ev = Evidence(
+            "pairwise_accuracy", x.pairwise_accuracy, x.scored, x.pairwise_accuracy_ci, c.sources
+        )
+        out.append(PackRequest(pid, ev, Reduction.PAIRWISE_ACCURACY, params))
+    return tuple(out)
 
 
 def tuning_actions(s: Scope, r: Ranking | None) -> list[Action]:

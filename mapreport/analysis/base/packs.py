@@ -1,65 +1,25 @@
-"""Evidence packs, the parts every figure's pack shares: how a pack's figure is reduced from its
-rows (`Reduction`), the parameters each reduction's query and figure are built from (a pack
-spec's `params`: data, never code), the pack spec itself, and the rule that a recomputed figure
-is the stated one. Each family declares its packs' SQL and recompute function beside its
-figures (`serving.packs`, `loop.packs`, `actions.device_packs`, `tuning.packs`); `steps.packs`
-chooses a pack for each piece of a slice's evidence; `run.evidence` writes, reads and replays
-them."""
+"""Evidence packs, the parts every figure's pack shares: the parameters types a reduction's
+query and figure are built from (a pack spec's `params`: data, never code), the pack spec
+itself, the registry of pack kinds and the rule that a recomputed figure is the stated one.
+Each family declares its reductions' kinds (`core.kinds.Reduction`: SQL, recompute function,
+figure in SQL, parameters type) beside its figures (`serving.packs`, `loop.packs`,
+`actions.device_packs`, `tuning.packs`) with `declare`; `steps.packs` chooses a pack for each
+piece of a slice's evidence; `run.evidence` writes, reads and replays them."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
 import msgspec
 import pyarrow as pa
 
 from mapreport.analysis.base.common import Thresholds
-from mapreport.core.kinds import Driver
+from mapreport.core.kinds import Driver, Reduction
 from mapreport.core.window import Window
-
-
-class Reduction(StrEnum):
-    """How a pack's figure follows from its rows."""
-
-    TAIL_SHARE = "tail_share"
-    """A driver's share of the tail excess (`attribute`, `shares`, `resample`, `pooled`)."""
-    NET_GAIN = "net_gain"
-    """The net p50 gain of adaptation (`shape_gain`)."""
-    APE = "ape"
-    """The prediction's APE, with the signed error's CI (`shape_accuracy`)."""
-    DRIFT = "drift"
-    """Tonight's signed error minus the plan's first nights' (`shape_accuracy`, the same
-    bootstrap, the baseline from the history)."""
-    BLOCKED_SHARE = "blocked_share"
-    """Requests blocked behind adaptation over ok requests (Wilson interval)."""
-    ENVIRONMENT = "environment"
-    """Keys whose values differ between the environment records (`check_environment`)."""
-    QUEUE_CHECK = "queue_check"
-    """The records' mean queue wait against the server counters' over one window
-    (`telemetry.queue_check`)."""
-    REGRESSION = "regression"
-    """A shape's p95 change against a reference night (`p95_change`, the reference night's
-    quantiles in the spec, tonight's from the rows)."""
-    HEADROOM = "headroom"
-    """An op x shape's time above its roofline bound over its calls, the CI by bootstrapping
-    the calls' mean (`roofline.headroom_of`)."""
-    DEVICE_IDLE = "device_idle"
-    """The share of the devices' span idle (`timeline.of_rows`)."""
-    GRAPH_PADDING = "graph_padding"
-    """The padding waste of graph replays (`graphs.buckets_of`)."""
-    REGRET = "regret"
-    """A tuning run's chosen config over the best measured for its workload, minus 1, with the
-    bootstrap interval over the candidates' repeats (`ranking.rank`)."""
-    PAIRWISE_ACCURACY = "pairwise_accuracy"
-    """The share of a tuning run's scored candidate pairs its cost model ranked as measured,
-    with the bootstrap interval over candidates (`ranking.rank`)."""
-    RECORDS = "records"
-    """No figure: the records (files) whose content or absence the finding states."""
 
 
 @dataclass(frozen=True)
@@ -148,25 +108,6 @@ class NoParams:
     """A pack whose query needs only its slice."""
 
 
-PARAMS: dict[Reduction, type] = {
-    Reduction.TAIL_SHARE: TailParams,
-    Reduction.NET_GAIN: SampleParams,
-    Reduction.APE: SampleParams,
-    Reduction.DRIFT: SampleParams,
-    Reduction.BLOCKED_SHARE: NoParams,
-    Reduction.ENVIRONMENT: SourceParams,
-    Reduction.QUEUE_CHECK: QueueParams,
-    Reduction.REGRESSION: RegressionParams,
-    Reduction.HEADROOM: HeadroomParams,
-    Reduction.DEVICE_IDLE: NoParams,
-    Reduction.GRAPH_PADDING: NoParams,
-    Reduction.REGRET: TuningParams,
-    Reduction.PAIRWISE_ACCURACY: TuningParams,
-    Reduction.RECORDS: SourceParams,
-}
-"""The parameters each reduction's query and figure are built from (a spec's `params`)."""
-
-
 @dataclass(frozen=True)
 class Pack:
     """One class's or action's evidence: how to select its rows and what they must give."""
@@ -192,8 +133,8 @@ class Pack:
         return dataclasses.asdict(self)
 
     def typed(self) -> Any:
-        """The pack's parameters as its reduction's dataclass (`PARAMS`)."""
-        return msgspec.convert(self.params, PARAMS[self.reduction], strict=True)
+        """The pack's parameters as its reduction's dataclass (`PackKind.params`)."""
+        return msgspec.convert(self.params, KINDS[self.reduction].params, strict=True)
 
     @staticmethod
     def from_spec(data: bytes) -> Pack:
@@ -249,9 +190,24 @@ PACK_ROWS = "pack_rows"
 
 @dataclass(frozen=True)
 class PackKind:
-    """One reduction's query, recompute function and figure in SQL, declared beside the
-    figure it reproduces; `steps.packs.KINDS` gathers every family's."""
+    """One reduction's query, recompute function, figure in SQL and parameters type, declared
+    beside the figure it reproduces (`declare`)."""
 
     sql: PackSql
     recompute: Recompute
     figure: FigureSql
+    params: type
+    """The dataclass of a pack spec's `params`, which its query and figure are built from."""
+
+
+KINDS: dict[Reduction, PackKind] = {}
+"""Every reduction's pack kind, as the family of its figure declares it (the families' modules
+import with the analysis; a test holds every `Reduction` to one)."""
+
+
+def declare(kinds: Mapping[Reduction, PackKind]) -> Mapping[Reduction, PackKind]:
+    """Declare a family's pack kinds, each reduction once."""
+    for reduction, kind in kinds.items():
+        if KINDS.setdefault(reduction, kind) is not kind:
+            raise ValueError(f"pack kind {reduction} declared twice")
+    return kinds

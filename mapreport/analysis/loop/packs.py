@@ -10,11 +10,19 @@ import numpy as np
 import pyarrow as pa
 
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.base.packs import PACK_ROWS, Pack, PackKind, Recomputed, Reduction
+from mapreport.analysis.base.packs import (
+    PACK_ROWS,
+    Pack,
+    PackKind,
+    Recomputed,
+    RegressionParams,
+    declare,
+)
 from mapreport.analysis.base.query import SLICE_TABLE, inline
 from mapreport.analysis.base.stats import seed_for
 from mapreport.analysis.loop.history import p95_change
 from mapreport.analysis.serving.packs import slice_tables
+from mapreport.core.kinds import Reduction
 
 
 def _regression_sql(
@@ -57,5 +65,11 @@ def _regression_figure(reduction: Reduction, params: Any, th: Thresholds) -> str
     return inline(select, {"q": 0.95, "ref": [float(v) for v in params.reference]})
 
 
-KINDS = {Reduction.REGRESSION: PackKind(_regression_sql, _regression, _regression_figure)}
+KINDS = declare(
+    {
+        Reduction.REGRESSION: PackKind(
+            _regression_sql, _regression, _regression_figure, RegressionParams
+        )
+    }
+)
 """The loop's packs: each reduction's query and recompute function."""

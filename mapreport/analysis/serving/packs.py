@@ -16,12 +16,15 @@ import pyarrow as pa
 from mapreport.analysis.base.common import SLICE_WIDE, Thresholds
 from mapreport.analysis.base.packs import (
     PACK_ROWS,
+    NoParams,
     Pack,
     PackKind,
     QueueParams,
     Recomputed,
-    Reduction,
     SampleParams,
+    SourceParams,
+    TailParams,
+    declare,
 )
 from mapreport.analysis.base.query import (
     BLOCKED_TABLE,
@@ -62,6 +65,7 @@ from mapreport.analysis.serving.tail import (
     resample,
     tail_sql,
 )
+from mapreport.core.kinds import Reduction
 from mapreport.core.schema import ENVIRONMENT_COMPARED
 
 
@@ -434,14 +438,18 @@ def _records_figure(reduction: Reduction, params: Any, th: Thresholds) -> str:
     return "SELECT NULL::DOUBLE AS value"
 
 
-KINDS = {
-    Reduction.TAIL_SHARE: PackKind(_tail_sql, _tail_share, _tail_share_figure),
-    Reduction.NET_GAIN: PackKind(_samples_pack_sql, _samples, _samples_figure),
-    Reduction.APE: PackKind(_samples_pack_sql, _samples, _samples_figure),
-    Reduction.DRIFT: PackKind(_samples_pack_sql, _samples, _samples_figure),
-    Reduction.BLOCKED_SHARE: PackKind(_blocked_sql, _blocked_share, _blocked_figure),
-    Reduction.QUEUE_CHECK: PackKind(_queue_sql, _queue, _queue_figure),
-    Reduction.ENVIRONMENT: PackKind(_environment_sql, _environment, _environment_figure),
-    Reduction.RECORDS: PackKind(_records_sql, _records, _records_figure),
-}
+KINDS = declare(
+    {
+        Reduction.TAIL_SHARE: PackKind(_tail_sql, _tail_share, _tail_share_figure, TailParams),
+        Reduction.NET_GAIN: PackKind(_samples_pack_sql, _samples, _samples_figure, SampleParams),
+        Reduction.APE: PackKind(_samples_pack_sql, _samples, _samples_figure, SampleParams),
+        Reduction.DRIFT: PackKind(_samples_pack_sql, _samples, _samples_figure, SampleParams),
+        Reduction.BLOCKED_SHARE: PackKind(_blocked_sql, _blocked_share, _blocked_figure, NoParams),
+        Reduction.QUEUE_CHECK: PackKind(_queue_sql, _queue, _queue_figure, QueueParams),
+        Reduction.ENVIRONMENT: PackKind(
+            _environment_sql, _environment, _environment_figure, SourceParams
+        ),
+        Reduction.RECORDS: PackKind(_records_sql, _records, _records_figure, SourceParams),
+    }
+)
 """The serving figures' packs: each reduction's query and recompute function."""

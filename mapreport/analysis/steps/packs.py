@@ -1,7 +1,7 @@
 """A slice's evidence packs: for every bottleneck class and every action with evidence, the
-pack that reproduces its figure (docs/evidence.md), chosen by the evidence's metric; and every
-family's pack kinds gathered (`KINDS`), so a pack's SQL and figure are built by the one kind
-its reduction names."""
+pack that reproduces its figure (docs/evidence.md), chosen by the evidence's metric or, where
+an action's kind states them, the packs it asks for (`Action.packs`); a pack's SQL and figure
+are built by the one kind its reduction names (`base.packs.KINDS`)."""
 
 from __future__ import annotations
 
@@ -13,21 +13,18 @@ import pyarrow as pa
 
 from mapreport.analysis.actions import device_packs
 from mapreport.analysis.actions.actions import Action, class_id
-from mapreport.analysis.actions.tuning_actions import choice_of, pairwise_pack_id
 from mapreport.analysis.base.common import SLICE_WIDE, Evidence, Thresholds
 from mapreport.analysis.base.packs import (
+    KINDS,
     HeadroomParams,
     NoParams,
     Pack,
-    PackKind,
     QueueParams,
     Recomputed,
-    Reduction,
     RegressionParams,
     SampleParams,
     SourceParams,
     TailParams,
-    TuningParams,
 )
 from mapreport.analysis.base.query import literal
 from mapreport.analysis.loop import packs as loop_packs
@@ -35,16 +32,12 @@ from mapreport.analysis.serving import packs as serving_packs
 from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.tuning import packs as tuning_packs
-from mapreport.core.kinds import Driver
+from mapreport.core.kinds import Driver, Reduction
 from mapreport.core.window import Window
 
-KINDS: dict[Reduction, PackKind] = {
-    **serving_packs.KINDS,
-    **loop_packs.KINDS,
-    **device_packs.KINDS,
-    **tuning_packs.KINDS,
-}
-"""Every reduction's query and recompute function, as the family of its figure declares them."""
+FAMILIES = (serving_packs, loop_packs, device_packs, tuning_packs)
+"""The families whose figures have packs, imported so their kinds are declared (`declare`)
+before a pack is built; an action kind's own module declares its kinds on import too."""
 
 
 def pack_sql(reduction: Reduction, workload: str, slice_: str, shape: str, params: Any) -> str:
@@ -160,24 +153,6 @@ def _pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> P
     return _spec(r, pid, subject, shape, ev, kind, SourceParams(list(ev.sources)))
 
 
-def _tuning_packs(r: SliceResult, a: Action) -> list[Pack]:
-    """A regret action's packs: its regret (the action's id) and, where its run's records hold
-    the cost model's scores, their pairwise accuracy (`pairwise_pack_id`), which chose the
-    remedy."""
-    c = choice_of(a, r.compiled.ranking)
-    if c is None:
-        return []
-    params = TuningParams(c.plan_id, c.task_key, c.target, c.shape)
-    subject = f"action {a.kind}"
-    out = [_spec(r, a.id, subject, a.shape, a.evidence, Reduction.REGRET, params)]
-    pid, x = pairwise_pack_id(r.workload, r.slice, a), c.prediction
-    if pid is not None and x is not None:
-        ci = x.pairwise_accuracy_ci
-        ev = Evidence("pairwise_accuracy", x.pairwise_accuracy, x.scored, ci, c.sources)
-        out.append(_spec(r, pid, subject, a.shape, ev, Reduction.PAIRWISE_ACCURACY, params))
-    return out
-
-
 def packs(r: SliceResult) -> list[Pack]:
     """Every class with evidence (each shape's, the slice's pooled tail) and every action."""
     out: list[tuple[str, str, str, ShapeClass | Action]] = [
@@ -188,9 +163,12 @@ def packs(r: SliceResult) -> list[Pack]:
     if r.tail_class is not None and r.tail_class.evidence is not None:
         pid = class_id(r.workload, r.slice, SLICE_WIDE)
         out.append((pid, f"class {r.tail_class.cls}", SLICE_WIDE, r.tail_class))
-    tuned = [a for a in r.actions if choice_of(a, r.compiled.ranking) is not None]
-    own = {a.id for a in tuned}
-    out += [(a.id, f"action {a.kind}", a.shape, a) for a in r.actions if a.id not in own]
+    out += [(a.id, f"action {a.kind}", a.shape, a) for a in r.actions if not a.packs]
+    requested = [
+        _spec(r, q.id, f"action {a.kind}", a.shape, q.evidence, q.reduction, q.params)
+        for a in r.actions
+        for q in a.packs
+    ]
     return [
         _pack(r, pid, subject, shape, x.evidence) for pid, subject, shape, x in out if x.evidence
-    ] + [p for a in tuned for p in _tuning_packs(r, a)]
+    ] + requested

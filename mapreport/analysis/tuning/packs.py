@@ -12,7 +12,14 @@ from typing import Any
 import pyarrow as pa
 
 from mapreport.analysis.base.common import Thresholds
-from mapreport.analysis.base.packs import PACK_ROWS, Pack, PackKind, Recomputed, Reduction
+from mapreport.analysis.base.packs import (
+    PACK_ROWS,
+    Pack,
+    PackKind,
+    Recomputed,
+    TuningParams,
+    declare,
+)
 from mapreport.analysis.base.query import inline
 from mapreport.analysis.tuning.ranking import (
     TRIAL_COLUMNS,
@@ -21,6 +28,7 @@ from mapreport.analysis.tuning.ranking import (
     rank,
     trial_of,
 )
+from mapreport.core.kinds import Reduction
 
 _ROWS = f"""SELECT {TRIAL_COLUMNS}, line
 FROM tuning_trial WHERE workload = $w AND slice = $s AND task_key = $key
@@ -117,8 +125,10 @@ FROM (SELECT count(*) AS n FROM scored)"""
     return inline(select, {"plan": params.plan_id})
 
 
-KINDS = {
-    Reduction.REGRET: PackKind(_sql, _regret, _regret_figure),
-    Reduction.PAIRWISE_ACCURACY: PackKind(_sql, _pairwise, _pairwise_figure),
-}
+KINDS = declare(
+    {
+        Reduction.REGRET: PackKind(_sql, _regret, _regret_figure, TuningParams),
+        Reduction.PAIRWISE_ACCURACY: PackKind(_sql, _pairwise, _pairwise_figure, TuningParams),
+    }
+)
 """The tuning figures' packs: each reduction's query and recompute function."""
