@@ -103,7 +103,7 @@ typecheck: venv
 
 # one test worker per core (pytest-xdist), handed tests one by one as it frees, so that no
 # worker waits on the other's last file: only the tests that share a costly fixture (the
-# Spark session, Chromium; `xdist_group` marks) go to one worker together, those groups first;
+# Spark session, Chromium: SHARING in tests/conftest.py) go to one worker together, first;
 # the tests marked slow come next (tests/conftest.py), the short ones last. TEST_JOBS=0 runs
 # them in this process. The demo's and the golden cases' set-ups are built once for every
 # worker and run of the same code (tests/conftest.py, `cached`)
