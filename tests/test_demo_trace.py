@@ -9,10 +9,12 @@ import statistics
 from datetime import date
 from pathlib import Path
 
+from mapreport.analysis.mapping.environment import check_environment
 from mapreport.dataset.store import Dataset
 from mapreport.demo import kineto
 from mapreport.demo.serving import MODEL, TRACE, generate_serving
 from mapreport.run.ingesting import ingest
+from tests.conftest import SAMPLE_DATA
 
 NIGHT = date(2026, 11, 28)
 
@@ -74,3 +76,29 @@ def test_every_kernel_is_charged_to_the_op_that_launched_it(tmp_path: Path) -> N
     ops_per_step = 1 + 9 * kineto.LAYERS + 2
     assert kernels == (kineto.PREFILLS + kineto.DECODES) * ops_per_step
     assert (unlinked, devices) == (0, 1)
+
+
+def test_a_trace_beside_a_serving_log_names_no_second_runtime(tmp_path: Path) -> None:
+    """A profiler trace records the devices it saw and which profiler saw them, not the
+    runtime that served: ingested beside bert-base's runtime log (`npu-rt`), the slice's
+    runtime side holds one runtime, and the only key that differs is the hardware (this trace
+    was taken on an H200, the log on an NPU). The trace's record had read `pytorch-profiler` as
+    a second runtime, an environment mismatch no figure showed."""
+    night = SAMPLE_DATA / "nights" / "2026-11-28"
+    trace = tmp_path / "bert-base.pt.trace.json.gz"
+    trace.write_bytes((night / MODEL / TRACE).read_bytes())
+    files = [
+        SAMPLE_DATA / "plans" / "bert-base.compile.jsonl",
+        night / "bert-base.runtime.jsonl.gz",
+    ]
+    ingest(tmp_path / "ds", [*files, trace])
+    cursor = Dataset(tmp_path / "ds").connect().execute("SELECT * FROM environment")
+    names = [d[0] for d in cursor.description]
+    rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    profiled = [r for r in rows if json.loads(r["extra"] or "{}").get("profiler")]
+    assert [(r["side"], r["runtime"], r["hardware"]) for r in profiled] == [
+        ("runtime", None, "NVIDIA H200")
+    ]
+    check = check_environment(rows)
+    assert check.runtime["runtime"] == "npu-rt"
+    assert [m.key for m in check.mismatches] == ["hardware"]

@@ -439,6 +439,9 @@ def _environment(sink: Sink, trace: Header) -> None:
     devices = trace.deviceProperties or []
     names = sorted({str(d.get("name")) for d in devices if d.get("name")})
     extra = {
+        # the profiler observed the run; which runtime served it the trace does not say, so the
+        # record states no `runtime` (beside a serving log's it would read as a second runtime)
+        "profiler": "pytorch-profiler",
         "device_count": len(devices),
         # what recognises the device for its roofline (name, units, memory, architecture)
         "device_properties": {
@@ -454,7 +457,6 @@ def _environment(sink: Sink, trace: Header) -> None:
         {
             **dict.fromkeys(ENVIRONMENT_KEYS),
             "side": "runtime",
-            "runtime": "pytorch-profiler",
             "hardware": ", ".join(names) or None,
             "extra": msgspec.json.encode(extra).decode(),
         },
