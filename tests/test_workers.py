@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
+import threading
 from concurrent.futures import Future
 from concurrent.futures.process import BrokenProcessPool
 from datetime import UTC, datetime
@@ -17,6 +19,8 @@ import pytest
 
 from mapreport.analysis import Stored
 from mapreport.core.window import EVERYTHING
+from mapreport.report import export
+from mapreport.report.export import SvgExporter, browsers_below
 from mapreport.run.config import default_config
 from mapreport.run.outcome import SliceOutcome
 from mapreport.run.pipeline import Due, ReportRun, Ticker
@@ -33,26 +37,6 @@ def _history(dataset: Path) -> list[dict[str, object]]:
     return sorted(rows, key=repr)
 
 
-def _chromium_below(root: int) -> set[int]:
-    """The pids of the Chromium processes descending from `root` (read from /proc)."""
-    parent: dict[int, int] = {}
-    command: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-                cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
-            except OSError:
-                continue  # ended meanwhile
-            parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-            command[int(entry)] = cmd.decode(errors="replace")
-    below, frontier = set(), {root}
-    while frontier:
-        frontier = {p for p, pp in parent.items() if pp in frontier} - below
-        below |= frontier
-    return {p for p in below if "chrom" in command.get(p, "")}
-
-
 @pytest.mark.slow
 def test_workers_report_what_one_process_reports(
     demo_dataset: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -66,7 +50,7 @@ def test_workers_report_what_one_process_reports(
     config = default_config()
     night = "2026-11-29"
     serial = report(one / "ds", one / "out", config, pdf=False, record=True, run_date=night)
-    before = _chromium_below(os.getpid())  # this session's own warm renderers, if any
+    before = browsers_below(os.getpid())  # this session's own warm renderers, if any
     parallel = report(
         two / "ds", two / "out", config, pdf=True, record=True, run_date=night, jobs=2
     )
@@ -89,7 +73,7 @@ def test_workers_report_what_one_process_reports(
     assert all(o.name in index for o in parallel)
     # each worker stopped its Chromium with itself: none of this process's descendants is a
     # Chromium the run started (other processes on the machine are none of this test's business)
-    assert _chromium_below(os.getpid()) - before == set()
+    assert browsers_below(os.getpid()) - before == set()
 
     from mapreport.run import reporting
 
@@ -152,3 +136,36 @@ def test_a_worker_that_cannot_start_fails_each_slice_with_why(
     assert "gone" in out.error
     assert "\n" not in out.error
     assert out.folder == tmp_path / "out" / "bert-base"
+
+
+def test_a_browser_that_does_not_stop_is_killed_and_the_run_goes_on(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Stopping the warm browser is bounded: kaleido's stop, which waits on its browser without
+    a limit, hung a report worker's exit once (the make test run of 2026-12-06 sat 11 minutes
+    in `SvgExporter.close`); a stop that has not returned in time kills the Chromium processes
+    below this one (here a stand-in process) and close returns, kaleido's own exit-time close
+    told not to wait again."""
+    import kaleido
+    from kaleido import _sync_server
+
+    stuck = threading.Event()
+    browser = subprocess.Popen(["sleep", "60"])
+    monkeypatch.setattr(kaleido, "stop_sync_server", lambda **_: stuck.wait())
+    monkeypatch.setattr(export, "browsers_below", lambda root: {browser.pid})
+
+    class Server:
+        _initialized = True
+
+        def __new__(cls) -> type:
+            return cls
+
+    monkeypatch.setattr(_sync_server, "GlobalKaleidoServer", Server)
+    exporter = SvgExporter(_started=True)
+    exporter.close(within_s=0.05)
+    assert browser.wait(timeout=30) == -signal.SIGKILL
+    assert not exporter._started
+    assert Server._initialized is False
+    assert "did not stop within" in caplog.text
+    stuck.set()
+    exporter.close(within_s=0.05)  # a second close does nothing

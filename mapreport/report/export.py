@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import shutil
+import signal
+import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -14,6 +19,33 @@ import plotly.io as pio
 log = logging.getLogger(__name__)
 
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "chrome")
+CLOSE_S = 20.0
+"""How long stopping the warm browser may take before it is killed: kaleido joins its server
+thread without a limit, and that thread once waited forever on a browser that did not answer
+its close (a report worker's exit in a `make test` run, 2026-12-06: the run hung 11 minutes)."""
+
+
+def browsers_below(root: int) -> set[int]:
+    """The pids of the Chromium processes descending from process `root` (read from /proc;
+    empty where there is none)."""
+    parent: dict[int, int] = {}
+    command: dict[int, str] = {}
+    proc = Path("/proc")
+    for entry in os.listdir(proc) if proc.is_dir() else ():
+        if entry.isdigit():
+            try:
+                stat = (proc / entry / "stat").read_text()
+                cmd = (proc / entry / "cmdline").read_bytes()
+            except OSError:
+                continue  # ended meanwhile
+            parent[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+            command[int(entry)] = cmd.decode(errors="replace")
+    below: set[int] = set()
+    frontier = {root}
+    while frontier:
+        frontier = {p for p, pp in parent.items() if pp in frontier} - below
+        below |= frontier
+    return {p for p in below if "chrom" in command.get(p, "")}
 
 
 @dataclass
@@ -58,10 +90,32 @@ class SvgExporter:
             log.warning("chart export disabled: %s", self.failure)
             return None
 
-    def close(self) -> None:
-        """Stop the warm browser."""
-        if self._started:
-            import kaleido
+    def close(self, within_s: float = CLOSE_S) -> None:
+        """Stop the warm browser; one that has not stopped within `within_s` is killed, with
+        every Chromium below this process, so that neither a run nor a worker's exit waits on
+        it."""
+        if not self._started:
+            return
+        import kaleido
 
-            kaleido.stop_sync_server(silence_warnings=True)
-            self._started = False
+        self._started = False
+        stopping = threading.Thread(
+            target=kaleido.stop_sync_server,
+            kwargs={"silence_warnings": True},
+            name="chart-browser-close",
+            daemon=True,
+        )
+        stopping.start()
+        stopping.join(within_s)
+        if not stopping.is_alive():
+            return
+        for pid in browsers_below(os.getpid()):
+            with contextlib.suppress(OSError):  # ended meanwhile
+                os.kill(pid, signal.SIGKILL)
+        stopping.join(within_s)  # its browser gone, kaleido's thread reads the end of its pipe
+        log.warning("the chart browser did not stop within %.0f s: killed", within_s)
+        if stopping.is_alive():
+            # kaleido's own close at the interpreter's exit would wait on the same thread
+            from kaleido._sync_server import GlobalKaleidoServer
+
+            GlobalKaleidoServer()._initialized = False
