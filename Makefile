@@ -56,12 +56,15 @@ system system-demo:
 venv: $(STAMP)
 venv-demo: $(DEMO_STAMP)
 
-# $(1): what pip installs, $(2): what it is, in words. --no-compile: Python compiles a module
+# $(1): what pip installs, $(2): what it is, in words. Python 3.11's venv brings setuptools
+# 65 (8 MB), which nothing here runs: the package builds with hatchling in pip's own build
+# environment, and every dependency comes as a wheel. --no-compile: Python compiles a module
 # when it is first imported; compiling every module of every package at install (pandas' and
 # scipy's tests among them) would add 135 MB of bytecode the demo never runs, and the time
 # that takes
 define pip_install
-	@test -x $(BIN)/python || { echo "== creating $(VENV) (a Python virtual environment)"; $(PYTHON) -m venv $(VENV); }
+	@test -x $(BIN)/python || { echo "== creating $(VENV) (a Python virtual environment)"; $(PYTHON) -m venv $(VENV) \
+	  && $(BIN)/python -m pip uninstall -y -q setuptools; }
 	@echo "== installing $(2) into $(VENV) with pip (a minute or two when pip has nothing cached)"
 	@set -o pipefail; $(BIN)/python -m pip install --upgrade pip 2>&1 | $(PIP_PROGRESS) \
 	  || echo "  pip could not upgrade itself (offline?): the venv's own pip goes on"
