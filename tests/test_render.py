@@ -346,3 +346,33 @@ def test_the_packet_exports_only_the_charts_it_prints(
     assert exporter.names  # bert-base has a compile plan: its accuracy-vs-gain chart
     html = (tmp_path / "out" / "report.html").read_text()
     assert html.count('class="figure"') > len(exporter.names)
+
+
+def test_page_ones_environment_figure_is_its_judgement(
+    demo_results: dict[str, Any], tmp_path: Path
+) -> None:
+    """Page 1's environment figure says what the environment judgement says: the demo's
+    compiled slices, whose compile and runtime records match, read locked; the served LLM with
+    one side recorded (qwen-chat: its profiler trace's runtime record, no compile side) reads
+    not judged. It had read "locked" on qwen-chat's page 1 beside the judgement "one side
+    records no environment to compare: not judged"."""
+    from datetime import date
+
+    from mapreport.analysis import Thresholds, analyze_slice
+    from mapreport.core.kinds import JudgementFamily, Status
+    from mapreport.dataset.store import Dataset
+    from mapreport.demo.serving import MODEL, generate_serving
+    from mapreport.report import packet, view
+    from mapreport.run.ingesting import ingest
+
+    ingest(tmp_path / "ds", generate_serving(tmp_path / "in", 0, date(2026, 11, 28)))
+    served = analyze_slice(Dataset(tmp_path / "ds").connect(), MODEL, "", Thresholds())
+    seen = {}
+    for r in [*demo_results.values(), served]:
+        assert r.status is not None
+        cards = dict(packet.build(view.build(r)).cards)
+        env = next(j for j in r.status.judgements if j.family is JudgementFamily.ENVIRONMENT)
+        assert cards["Environment"] == packet.ENVIRONMENT_CARD[env.state], r.name
+        seen[r.name] = (env.state, cards["Environment"])
+    assert seen[MODEL] == (Status.NOT_JUDGED, "not judged")
+    assert (Status.HEALTHY, "locked") in seen.values()
