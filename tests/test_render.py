@@ -348,14 +348,15 @@ def test_the_packet_exports_only_the_charts_it_prints(
     assert html.count('class="figure"') > len(exporter.names)
 
 
-def test_page_ones_environment_figure_is_its_judgement(
+def test_page_ones_environment_figure_follows_its_judgement(
     demo_results: dict[str, Any], tmp_path: Path
 ) -> None:
-    """Page 1's environment figure says what the environment judgement says: the demo's
-    compiled slices, whose compile and runtime records match, read locked; the served LLM with
-    one side recorded (qwen-chat: its profiler trace's runtime record, no compile side) reads
-    not judged. It had read "locked" on qwen-chat's page 1 beside the judgement "one side
-    records no environment to compare: not judged"."""
+    """Page 1's environment figure, one card for the HTML and the PDF, reads "locked" exactly
+    where the environment judgement is healthy: the demo's compiled slices, whose compile and
+    runtime records match, read locked; the served LLM with one side recorded (qwen-chat: its
+    profiler trace's runtime record, no compile side) reads "recorded (runtime side only)",
+    judged not judged. The PDF had read "locked" there beside the judgement "one side records
+    no environment to compare: not judged", while the HTML computed its own words."""
     from datetime import date
 
     from mapreport.analysis import Thresholds, analyze_slice
@@ -363,16 +364,22 @@ def test_page_ones_environment_figure_is_its_judgement(
     from mapreport.dataset.store import Dataset
     from mapreport.demo.serving import MODEL, generate_serving
     from mapreport.report import packet, view
+    from mapreport.run.config import default_config
     from mapreport.run.ingesting import ingest
+    from mapreport.run.reporting import report
 
     ingest(tmp_path / "ds", generate_serving(tmp_path / "in", 0, date(2026, 11, 28)))
     served = analyze_slice(Dataset(tmp_path / "ds").connect(), MODEL, "", Thresholds())
     seen = {}
     for r in [*demo_results.values(), served]:
         assert r.status is not None
-        cards = dict(packet.build(view.build(r)).cards)
+        page = view.build(r)
+        card = dict(packet.build(page).cards)["Environment"]
         env = next(j for j in r.status.judgements if j.family is JudgementFamily.ENVIRONMENT)
-        assert cards["Environment"] == packet.ENVIRONMENT_CARD[env.state], r.name
-        seen[r.name] = (env.state, cards["Environment"])
-    assert seen[MODEL] == (Status.NOT_JUDGED, "not judged")
+        assert (card == "locked") == (env.state is Status.HEALTHY), (r.name, card, env.state)
+        seen[r.name] = (env.state, card)
+    assert seen[MODEL] == (Status.NOT_JUDGED, "recorded (runtime side only)")
     assert (Status.HEALTHY, "locked") in seen.values()
+    report(tmp_path / "ds", tmp_path / "out", default_config(), pdf=False)
+    page_one = (tmp_path / "out" / MODEL / "report.html").read_text()
+    assert '<dd class="ok">recorded</dd><dd class="card-note">runtime side only</dd>' in page_one

@@ -12,13 +12,7 @@ from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.base.common import Regression, SlaCheck
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.shape import ShapeMetrics
-from mapreport.core.kinds import (
-    ActionState,
-    BottleneckClass,
-    DeviceActivity,
-    JudgementFamily,
-    Status,
-)
+from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
 from mapreport.report import sections, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
@@ -157,17 +151,6 @@ def _sla_rows(v: ReportView) -> tuple[tuple[SlaCheck, str, str], ...]:
     return tuple(rows)
 
 
-ENVIRONMENT_CARD = {
-    Status.HEALTHY: "locked",
-    Status.AT_RISK: "not locked",
-    Status.FAILING: "not locked",
-    Status.NOT_JUDGED: "not judged",
-}
-"""Page 1's environment figure, as the environment judgement has it (`environment.judge`): a
-slice with one side recorded is not judged, never "locked" (it had read locked beside a
-judgement that said not judged)."""
-
-
 def _cards(v: ReportView) -> tuple[tuple[str, str], ...]:
     """Page 1's figures by the slice's kind: a served LLM's token timing and restarts, a
     compiled slice's coverage and accuracy."""
@@ -207,11 +190,8 @@ def _cards(v: ReportView) -> tuple[tuple[str, str], ...]:
             ("Device time", duration(rf.gpu_time_us)),
             ("Above the roofline", duration(rf.headroom_us) if rf.device else "no device"),
         ]
-    status = v.assembled.of(sections.summary.SECTION).status
-    judged = status.judgements if status else ()
-    env = next((j for j in judged if j.family is JudgementFamily.ENVIRONMENT), None)
-    if env is not None:
-        cards.append(("Environment", ENVIRONMENT_CARD[env.state]))
+    env = v.assembled.of(sections.environment.SECTION).card  # the HTML's card too
+    cards.append(("Environment", f"{env.word} ({env.note})" if env.note else env.word))
     return tuple(cards)
 
 

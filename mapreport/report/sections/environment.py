@@ -14,12 +14,36 @@ from mapreport.report.sections.unit import Facts, Section, shallow
 
 
 @dataclass(frozen=True)
+class Card:
+    """Page 1's environment figure, the HTML's and the PDF's: its word, a note under it, and
+    whether it reads well (`environment.judge` rests on the same check: "locked" exactly where
+    it is healthy)."""
+
+    word: str
+    note: str
+    ok: bool
+
+
+@dataclass(frozen=True)
 class EnvironmentView:
-    """Both sides' records, the keys the table shows, and those that differ."""
+    """Both sides' records, the keys the table shows, those that differ, and page 1's card."""
 
     env: EnvironmentCheck
     keys: tuple[str, ...]
     mismatch_keys: frozenset[str]
+    card: Card
+
+
+def card(env: EnvironmentCheck) -> Card:
+    """Locked where both sides match on a compared key; recorded where the slice has one side
+    (nothing to lock it against: not judged); else not comparable or not locked."""
+    if not env.comparable:
+        return Card("not comparable", "", False)
+    if not env.locked:
+        return Card("not locked", "", False)
+    if env.compared:
+        return Card("locked", "", True)
+    return Card("recorded", f"{' and '.join(env.sides)} side only", True)
 
 
 class Environment(msgspec.Struct):
@@ -52,7 +76,7 @@ def read(f: Facts) -> EnvironmentCheck:
 def view(env: EnvironmentCheck) -> EnvironmentView:
     """The keys either side records, in the table's order, and the mismatched ones."""
     keys = tuple(k for k in ENVIRONMENT_SHOWN if k in env.compile or k in env.runtime)
-    return EnvironmentView(env, keys, frozenset(m.key for m in env.mismatches))
+    return EnvironmentView(env, keys, frozenset(m.key for m in env.mismatches), card(env))
 
 
 def fragment(v: EnvironmentView) -> Fragment:
