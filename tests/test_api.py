@@ -34,6 +34,7 @@ def trace_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ds
 
 
+@pytest.mark.slow
 def test_the_pages_example_runs(
     demo_dataset: Path, trace_dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

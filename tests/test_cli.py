@@ -363,6 +363,7 @@ def test_ingest_with_report_writes_what_report_writes(tmp_path: Path) -> None:
     assert not (tmp_path / "three").exists()
 
 
+@pytest.mark.slow
 def test_ingest_refuses_the_dataset_as_its_own_source(tmp_path: Path, sample_dir: Path) -> None:
     ds = tmp_path / "ds"
     assert cli("ingest", "-q", "--dataset", ds, sample_dir / "quality.jsonl").returncode == 0

@@ -415,6 +415,7 @@ def _raw_device(path: Path) -> tuple[float, float, dict[tuple[str, str], float]]
 
 
 @pytest.mark.parametrize("name", TRACELENS_PAIRS, ids=lambda n: n.split("_")[0])
+@pytest.mark.slow
 def test_h100_and_mi300x_open_with_the_whole_and_list_every_op(
     tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -66,6 +66,7 @@ def two_builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return ds.root
 
 
+@pytest.mark.slow
 def test_sides_chosen_by_environment_give_a_run_level_interval(
     two_builds: Path, tmp_path: Path
 ) -> None:
@@ -266,6 +267,7 @@ def test_an_out_folder_inside_a_dataset_is_refused(two_builds: Path, tmp_path: P
     assert (beside / "compare.json").is_file()
 
 
+@pytest.mark.slow
 def test_every_pack_holds_the_rows_its_own_query_selects(
     two_builds: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -295,6 +297,7 @@ def test_every_pack_holds_the_rows_its_own_query_selects(
         check_compare_pack_sql(out / FOLDER / f"{pid}.sql", monkeypatch)
 
 
+@pytest.mark.slow
 def test_a_shape_b_names_otherwise_is_reproduced_from_b_own_rows(tmp_path: Path) -> None:
     """B's export names its shapes `1x32` where A's says `batch=1,seq=32`: the shapes align,
     and every shape pack selects B's rows by B's own name, so `explain` reproduces it."""

@@ -65,6 +65,7 @@ def test_an_out_buffer_does_not_stop_two_calls_aligning() -> None:
 
 
 @pytest.mark.parametrize("case", ["torch-limit", "torch-dims-load"])
+@pytest.mark.slow
 def test_requests_read_from_trace_spans_are_compared_by_their_span(
     case: str, tmp_path: Path
 ) -> None:

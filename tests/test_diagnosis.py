@@ -231,6 +231,7 @@ def test_a_skewed_tail_is_resampled_row_by_row_however_long() -> None:
     assert np.array_equal([[got[d].low, got[d].high] for d in DRIVERS], resampled)
 
 
+@pytest.mark.slow
 def test_the_normal_limit_is_used_only_where_it_agrees_with_resampling() -> None:
     rng = np.random.default_rng(4)
     parts = rng.uniform(0.5, 1.5, (6000, len(DRIVERS)))  # symmetric: the sums are near normal

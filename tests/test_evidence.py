@@ -195,6 +195,7 @@ def test_fuzzed_specs_end_in_a_clear_line(demo_html: Path, tmp_path: Path, data:
         assert res.exit_code == 0, res.output
 
 
+@pytest.mark.slow
 def test_every_pack_sql_runs_in_plain_duckdb_and_prints_the_reports_figure(
     demo_html: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

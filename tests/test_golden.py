@@ -82,6 +82,7 @@ def compare(
     return [] if got == want else [f"{where}: {got!r} != {want!r}"]
 
 
+@pytest.mark.slow
 def test_committed_sample_data_is_the_generator_output(tmp_path: Path) -> None:
     written = generate_nights(tmp_path)
     for f in written:
@@ -457,6 +458,7 @@ def test_every_golden_dataset_checks_clean(case: Case) -> None:
     assert found.files > 0
 
 
+@pytest.mark.slow
 def test_every_evidence_pack_reproduces(case: Case, monkeypatch: pytest.MonkeyPatch) -> None:
     """`mapreport explain` on every action and every class with evidence of every golden case
     (the demo's third night among them) reruns the pack's SQL on the dataset and gets the
@@ -490,6 +492,7 @@ def test_every_evidence_pack_reproduces(case: Case, monkeypatch: pytest.MonkeyPa
     )
 
 
+@pytest.mark.slow
 def test_the_analysis_does_not_depend_on_duckdbs_threads(case: Case) -> None:
     """Each slice's analysis on one DuckDB thread and on three is the same to the bit: its
     floating sums are compensated, so workers that share the cores (`--jobs`) give one

@@ -45,6 +45,7 @@ def chunked(data: bytes, cuts: list[int]) -> list[bytes]:
 
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_TEXT, _VALUES, max_size=6), st.lists(st.integers(0, 10_000), max_size=8))
+@pytest.mark.slow
 def test_keys_match_a_full_decode_at_any_chunking(doc: dict[str, Any], cuts: list[int]) -> None:
     data = json.dumps(doc, ensure_ascii=False, indent=1).encode()
     scan = top_keys(chunked(data, cuts))
@@ -118,6 +119,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("shape", list(HOSTILE))
+@pytest.mark.slow
 def test_hostile_values_cost_steps_per_window_not_per_token(shape: str, monkeypatch: Any) -> None:
     data = HOSTILE[shape]
     assert json.loads(data)  # valid JSON, all of it

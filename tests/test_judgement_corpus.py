@@ -458,6 +458,7 @@ def _states(doc: Doc) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.slow
 def test_judgements_follow_from_the_raw_inputs(
     scenario: Callable[[Path], tuple[Doc, Expected]], tmp_path: Path
 ) -> None:

@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from mapreport.analysis import Thresholds, analyze_slice, list_slices
 from mapreport.analysis.mapping.presence import EVERY_TABLE, PROBED, Presence, presence
 from mapreport.dataset.store import Dataset
@@ -45,6 +47,7 @@ def test_sides_without_records_are_both_and_requests_make_the_runtime_side() -> 
     assert EVERY_TABLE.tables == frozenset(PROBED)
 
 
+@pytest.mark.slow
 def test_no_family_reads_a_table_without_the_slices_records(demo_dataset: Path) -> None:
     """Over the demo, after the probe, no statement reads a profiler trace, a load sweep, an
     MLPerf run or the server's metrics (it has none), and the analysis is the one that asks

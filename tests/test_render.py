@@ -322,6 +322,7 @@ def test_the_blocking_section_states_the_verdicts_counts(demo_html: Path) -> Non
     assert f"({behind} requests behind {len(named)} recompiles of" in text
 
 
+@pytest.mark.slow
 def test_the_packet_exports_only_the_charts_it_prints(
     demo_results: dict[str, Any], tmp_path: Path
 ) -> None:

@@ -81,6 +81,7 @@ def _q(values: list[float], qs: list[float]) -> list[float]:
 
 @settings(max_examples=40, deadline=None)
 @given(st.lists(ROW, min_size=1, max_size=60))
+@pytest.mark.slow
 def test_slice_grains_are_what_numpy_computes_from_the_rows(rows: list[Row]) -> None:
     con = duckdb.connect()
     con.execute(
@@ -201,6 +202,7 @@ class _Holding(_Counting):
     holds_slices = True
 
 
+@pytest.mark.slow
 def test_a_slice_held_as_a_table_is_analysed_as_its_view(demo_dataset: Path) -> None:
     viewed, held = Dataset(demo_dataset).connect(), Dataset(demo_dataset).connect()
     for w, s in list_slices(viewed):

@@ -86,6 +86,7 @@ def test_a_regret_still_material_is_not_verified(tmp_path: Path) -> None:
     assert st.rollback_now == pytest.approx(st.rollback_pre_change)
 
 
+@pytest.mark.slow
 def test_a_chosen_time_over_its_trigger_two_nights_running_is_rolled_back(
     tmp_path: Path,
 ) -> None:

@@ -44,6 +44,7 @@ def _explain(ds: Path, pid: str) -> tuple[int, list[str]]:
     return res.exit_code, res.output.splitlines()
 
 
+@pytest.mark.slow
 def test_explain_reproduces_a_regret_and_its_pairwise_accuracy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -93,6 +94,7 @@ def _remeasured(ds: Path, record: Path, slower: dict[int, float]) -> None:
     assert ingest_file(Dataset(ds), record, hints={"workload": "tvm"}).rejected == 0
 
 
+@pytest.mark.slow
 def test_a_trial_measured_again_is_not_reproduced(tmp_path: Path) -> None:
     """The whole run's best trial (94) measured again twice as slow: the regret is no longer
     the report's, while the cut run's pairwise accuracy (its own trials) still is; the cut run's
