@@ -41,6 +41,7 @@ from mapreport.report.compare_file import (
     SideBlocks,
     TailQuantile,
     Whole,
+    carried,
 )
 from mapreport.report.compare_tests import blocks_sentence
 from mapreport.report.compare_tuning import tuning_doc, tuning_sentence
@@ -66,22 +67,7 @@ def _mapping_doc(mc: MappingComparison | None) -> MappingCompared | None:
         kendall_tau=fig(mc.kendall_tau),
         adaptation_events=fig(mc.adaptation_events),
         fallback_requests=fig(mc.fallback_requests),
-        shapes=tuple(
-            MappingShape(
-                shape=m.shape,
-                signed_error_a=m.signed_error_a,
-                signed_error_b=m.signed_error_b,
-                change=m.change,
-                change_ci=_pair(m.change_ci),
-                net_gain_a=m.net_gain_a,
-                net_gain_b=m.net_gain_b,
-                fallback_a=m.fallback_a,
-                fallback_b=m.fallback_b,
-                decision_a=m.decision_a,
-                decision_b=m.decision_b,
-            )
-            for m in mc.shapes
-        ),
+        shapes=tuple(carried(MappingShape, m, change_ci=_pair(m.change_ci)) for m in mc.shapes),
     )
 
 
@@ -103,31 +89,10 @@ def _runs_doc(runs: RunsCompared | None) -> Runs | None:
     return Runs(
         runs_a=runs.runs_a,
         runs_b=runs.runs_b,
-        quantiles=tuple(
-            RunQuantile(
-                quantile=q.quantile,
-                runs_a=q.runs_a,
-                runs_b=q.runs_b,
-                ratio=q.ratio,
-                ci=_pair(q.ci),
-                moved=q.moved,
-            )
-            for q in runs.quantiles
-        ),
+        quantiles=tuple(carried(RunQuantile, q, ci=_pair(q.ci)) for q in runs.quantiles),
         traces_a=runs.traces_a,
         traces_b=runs.traces_b,
-        ops=tuple(
-            RunOp(
-                op=o.op,
-                shape=o.shape,
-                runs_a=o.runs_a,
-                runs_b=o.runs_b,
-                ratio=o.ratio,
-                ci=o.ci,
-                moved=o.moved,
-            )
-            for o in runs.ops
-        ),
+        ops=tuple(carried(RunOp, o) for o in runs.ops),
     )
 
 
@@ -190,24 +155,10 @@ def _shapes_doc(
     c: Comparison, parts: tuple[Parts, Parts], packs: Evidence
 ) -> tuple[ShapeCompared, ...]:
     return tuple(
-        ShapeCompared(
-            shape=s.shape,
-            n_a=s.n_a,
-            n_b=s.n_b,
-            p50_a_us=s.p50_a_us,
-            p50_b_us=s.p50_b_us,
-            p95_a_us=s.p95_a_us,
-            p95_b_us=s.p95_b_us,
-            ratio_p50=s.ratio_p50,
-            ratio_p95=s.ratio_p95,
+        carried(
+            ShapeCompared,
+            s,
             ci_p95=_pair(s.ci_p95),
-            p_value=s.p_value,
-            verdict=s.verdict,
-            traffic_a=s.traffic_a,
-            traffic_b=s.traffic_b,
-            mean_a_us=s.mean_a_us,
-            mean_b_us=s.mean_b_us,
-            contribution_us=s.contribution_us,
             evidence=packs.get(("shape", s.shape)),
             quantiles=_tests_doc(s, packs),
             **_split(s.shape, parts),
@@ -218,22 +169,10 @@ def _shapes_doc(
 
 def _ops_doc(c: Comparison, packs: Evidence) -> tuple[OpCompared, ...]:
     return tuple(
-        OpCompared(
-            op=o.op,
-            shape=o.shape,
-            dtype=o.dtype,
-            count_a=o.count_a,
-            count_b=o.count_b,
-            mean_us_a=o.mean_us_a,
-            mean_us_b=o.mean_us_b,
-            ratio=o.ratio,
+        carried(
+            OpCompared,
+            o,
             ci=_pair(o.ci),
-            p_value=o.p_value,
-            verdict=o.verdict,
-            share=o.share,
-            category=o.category,
-            delta_us=o.delta_us,
-            contribution=o.contribution,
             shape_recorded=o.recorded,
             evidence=packs.get(("op", o.op, o.shape, o.types)),
         )
@@ -242,20 +181,7 @@ def _ops_doc(c: Comparison, packs: Evidence) -> tuple[OpCompared, ...]:
 
 
 def _only_doc(rows: tuple[OpOnly, ...]) -> tuple[OpOneSide, ...]:
-    return tuple(
-        OpOneSide(
-            op=o.op,
-            shape=o.shape,
-            dtype=o.dtype,
-            count=o.count,
-            total_us=o.total_us,
-            share=o.share,
-            category=o.category,
-            contribution=o.contribution,
-            shape_recorded=o.recorded,
-        )
-        for o in rows
-    )
+    return tuple(carried(OpOneSide, o, shape_recorded=o.recorded) for o in rows)
 
 
 def _whole_doc(t: TotalComparison | None) -> Whole | None:
@@ -273,31 +199,12 @@ def _whole_doc(t: TotalComparison | None) -> Whole | None:
         ratio=t.ratio,
         ci=t.ci,
         moved=t.moved,
-        categories=tuple(
-            CategoryCompared(
-                category=x.category,
-                a_us=x.a_us,
-                b_us=x.b_us,
-                calls_a=x.calls_a,
-                calls_b=x.calls_b,
-                ratio=x.ratio,
-                contribution=x.contribution,
-            )
-            for x in t.categories
-        ),
+        categories=tuple(carried(CategoryCompared, x) for x in t.categories),
     )
 
 
 def _side(s: Side) -> CompareSide:
-    return CompareSide(
-        label=s.label,
-        dataset=s.dataset,
-        workload=s.workload,
-        slice=s.slice,
-        requests=s.requests,
-        calls=s.calls,
-        basis=s.basis,
-    )
+    return carried(CompareSide, s)
 
 
 def document(

@@ -6,7 +6,7 @@ categories are `core/kinds.py`'s enums. A key an earlier 1.x did not write yet h
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import numpy as np
@@ -387,11 +387,22 @@ class CompareJson(msgspec.Struct, frozen=True, kw_only=True):
     ops_only_b: tuple[OpOneSide, ...] = ()
 
 
+S = TypeVar("S", bound=msgspec.Struct)
+
+
+def carried(kind: type[S], source: object, **given: Any) -> S:
+    """A compare.json object from the analysis value it shows: each of its fields is `given`
+    or else `source`'s attribute of the same name (one the source lacks keeps its default)."""
+    names = (f.name for f in msgspec.structs.fields(kind))
+    values = {n: given[n] if n in given else getattr(source, n) for n in names}
+    return kind(**{n: v for n, v in values.items() if n in given or hasattr(source, n)})
+
+
 def _number(value: Any) -> Any:
     """numpy's scalars as Python's (an analysis figure may still be one)."""
     if isinstance(value, np.generic):
         return value.item()
-    raise NotImplementedError(f"compare.json holds no {type(value).__name__}")
+    raise TypeError(f"compare.json holds no {type(value).__name__}")  # msgspec reports it
 
 
 def as_json(doc: CompareJson) -> dict[str, Any]:
