@@ -73,10 +73,13 @@ def test_every_real_serving_run_folder_ingests_with_exit_0(tmp_path: Path, engin
 
 @needs_realdata
 def test_every_real_file_is_read_or_known_as_not_telemetry() -> None:
-    """Every file of ../shared/realdata is claimed by a reader or by a kind of sidecar, and
-    each kind of sidecar stands for a real file of its own."""
+    """Every file of ../shared/realdata and of the tuning runs made here (tests/corpus/
+    tvm_tuned: what MetaSchedule wrote) is claimed by a reader or by a kind of sidecar, and each
+    kind of sidecar stands for a real file of its own."""
     kinds: set[str] = set()
-    for f in sorted(p for p in REALDATA.rglob("*") if p.is_file()):
+    made_here = Path(__file__).parent / "corpus" / "tvm_tuned"
+    files = [*REALDATA.rglob("*"), *made_here.rglob("database_*")]
+    for f in sorted(p for p in files if p.is_file()):
         found = identify(f)
         if isinstance(found, Sidecar):
             kinds.add(found.name)
@@ -166,3 +169,18 @@ def test_the_nightly_job_stopped_by_a_bad_file_says_what_it_committed(tmp_path: 
     )
     assert [line.split()[0] for line in r.stdout.splitlines()[3:]] == ["skipped", "ingested"]
     assert not (tmp_path / "out").exists()
+
+
+def test_a_metaschedule_work_folder_ingests_as_the_tuner_left_it(tmp_path: Path) -> None:
+    """A MetaSchedule database folder (tests/corpus/tvm_tuned) ingests whole with exit 0: the
+    tuning records are read (their cost-model scores with them), the workload database and the
+    scores file are listed as skipped. The workload database had failed the folder (exit 3,
+    `format not recognised`)."""
+    run = Path(__file__).parent / "corpus" / "tvm_tuned" / "matmul_128_xgb"
+    code, lines, errors = _ingest("--dataset", tmp_path / "ds", "--workload", "mm", run)
+    assert code == 0, errors
+    kinds = sorted(
+        line.split()[:2][1] for line in lines if line.split()[0] in ("ingested", "skipped")
+    )
+    assert kinds == ["tuning-scores", "tvm", "tvm-workloads"]
+    assert "(compile_event 1, compile_plan 1, tuning_trial 96)" in "\n".join(lines)

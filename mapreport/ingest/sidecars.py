@@ -59,6 +59,20 @@ SIDECARS: tuple[Sidecar, ...] = (
         re.compile(rb"\AMetric,avg,"),
     ),
     Sidecar(
+        "tvm-workloads",
+        "MetaSchedule's workload database (each tuned IRModule by its index); the tuning "
+        "records beside it (database_tuning_record.json) are read",
+        ("database_workload.json", "*_workload.json"),
+        re.compile(rb'\A\s*\[\s*"-?\d+"\s*,\s*"'),
+    ),
+    Sidecar(
+        "tuning-scores",
+        "each MetaSchedule candidate's cost-model score, read with the tuning records beside "
+        "it (database_tuning_record.json)",
+        ("database_cost_model.json", "*_cost_model.json"),
+        re.compile(rb'\A\s*\[\s*\d+\s*,\s*\d+\s*,\s*[-+0-9.eE]+\s*,\s*"'),
+    ),
+    Sidecar(
         "documentation",
         "documentation or a licence",
         (
