@@ -21,6 +21,7 @@ from mapreport.report.compare_file import (
     TuningCompared,
     TuningSide,
     TuningWorkload,
+    carried,
 )
 from mapreport.report.compare_whole import ratio_text
 from mapreport.report.filters import duration, num, plural, ratio, signed_pct
@@ -138,46 +139,25 @@ def _pooled_doc(p: Pooled | None) -> PooledAccuracy | None:
 
 
 def _side_doc(s: SideTuned) -> TuningSide:
-    return TuningSide(
-        plan_id=s.plan_id,
-        candidates=s.candidates,
-        chosen_us=s.chosen_us,
-        regret=s.regret,
-        pairwise_accuracy=s.pairwise_accuracy,
-        regret_ci=_pair(s.regret_ci),
-        pairwise_ci=_pair(s.pairwise_ci),
-        kendall_tau=s.kendall_tau,
-        scored=s.scored,
-    )
+    return carried(TuningSide, s, regret_ci=_pair(s.regret_ci), pairwise_ci=_pair(s.pairwise_ci))
 
 
 def tuning_doc(t: TuningComparison) -> TuningCompared:
     """compare.json's `tuning` (present only where a side holds tuning records)."""
-    return TuningCompared(
+    return carried(
+        TuningCompared,
+        t,
         text=_sentence(t),
-        tuned_a=t.tuned_a,
-        tuned_b=t.tuned_b,
-        several=t.several,
-        chose=t.chose,
-        chosen_ratio=t.chosen_ratio,
         chosen_ci=_pair(t.chosen_ci),
-        ranks=t.ranks,
-        ranked=t.ranked,
         pairwise_a=_pooled_doc(t.pairwise_a),
         pairwise_b=_pooled_doc(t.pairwise_b),
         pairwise_change_ci=_pair(t.pairwise_change_ci),
         workloads=tuple(
-            TuningWorkload(
-                task=w.task,
-                target=w.target,
-                shape=w.shape,
-                best_us=w.best_us,
-                chosen_ratio=w.chosen_ratio,
+            carried(
+                TuningWorkload,
+                w,
                 chosen_ci=_pair(w.chosen_ci),
-                chose=w.chose,
-                pairwise_change=w.pairwise_change,
                 pairwise_change_ci=_pair(w.pairwise_change_ci),
-                ranks=w.ranks,
                 a=_side_doc(w.a),
                 b=_side_doc(w.b),
             )
