@@ -1,5 +1,5 @@
 """`python -m mapreport`: the same command line as `mapreport`."""
 
-from mapreport.app.cli import main
+from mapreport.app.entry import run
 
-main()
+run()

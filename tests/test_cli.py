@@ -297,15 +297,17 @@ def test_a_one_night_no_pdf_report_loads_no_library_it_does_not_use(
 ) -> None:
     """Issue 53: a slice with fewer nights than a change point needs never imports ruptures
     (and scipy with it), and a report without a PDF neither WeasyPrint nor kaleido (1.8 s of
-    imports together, measured; benchmarks/startup.py --trace)."""
+    imports together, measured; benchmarks/startup.py --trace); the command's process never
+    imports pandas, which no command reads and pyarrow would import on its first array."""
     args = ["report", "--dataset", str(demo_dataset), "--out", str(tmp_path), "--no-pdf"]
     probe = (
         "import atexit, sys; atexit.register(lambda: print(*sys.modules, file=sys.stderr)); "
-        f"from mapreport.app.cli import main; main({[*args, '--slice', 'bert-base']!r})"
+        f"from mapreport.app.entry import run; run({[*args, '--slice', 'bert-base']!r})"
     )
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=REPO)
     assert res.returncode == 0, res.stderr
     heavy = ("ruptures", "scipy", "weasyprint", "kaleido", "pyspark", "xprof", "jsonschema")
+    heavy += ("pandas",)
     assert [m for m in res.stderr.split() if m.split(".")[0] in heavy] == []
 
 
@@ -488,3 +490,16 @@ def test_a_read_only_out_is_a_system_error(
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 7
     assert res.output.strip() == f"mapreport: system error: Read-only file system ({out})"
+
+
+def test_the_command_process_refuses_pandas_as_not_installed() -> None:
+    """`app/entry.py`: pandas and its submodules are refused as a missing package is (what an
+    optional import of it expects); every other module is left to the next finder."""
+    from mapreport.app.entry import Unused
+
+    finder = Unused()
+    for name in ("pandas", "pandas.core.api"):
+        with pytest.raises(ModuleNotFoundError, match="not used by the mapreport command"):
+            finder.find_spec(name)
+    assert finder.find_spec("pandasql") is None
+    assert finder.find_spec("pyarrow") is None

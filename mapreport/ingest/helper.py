@@ -16,6 +16,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+import pyarrow as pa
+
 MIN_BYTES = 64 << 20
 """A plain (not gzipped) file at least this large is read by two processes."""
 SHARE = 0.45
@@ -95,9 +97,10 @@ class Helper:
     """`work()` run in a forked process; `result()` is its messages, or None if it failed."""
 
     def __init__(self, work: Callable[[], list[bytes]]) -> None:
-        # pyarrow imports pandas on its first `pa.array` (0.17 s, 40 MiB): imported once here,
-        # before the fork, the helper starts with it (a 297 MiB trace: 2.0-2.4 s -> 1.8-2.0 s)
-        import pandas  # noqa: F401
+        # pyarrow asks once per process whether pandas is installed, on its first array
+        # (importing it, where the process allows it: 0.17 s, 40 MiB): asked here, before the
+        # fork, the helper does not ask again (a 297 MiB trace: 2.0-2.4 s -> 1.8-2.0 s)
+        pa.array([0])
 
         ctx = multiprocessing.get_context("fork")
         self._conn, theirs = ctx.Pipe(duplex=False)
