@@ -205,11 +205,7 @@ def define_views(
         ids = ", ".join(_text(s) for s in sources)
         select_ids = f"SELECT unnest([{ids}]::VARCHAR[]) AS source_id"
         run(f"CREATE OR REPLACE TEMP TABLE {SELECTED} AS {select_ids}")
-    every: dict[str, list[Scan]] = {}
-    for table in TABLES:
-        every[table] = ds.scans(table, workload, live, window)
-        if table in SERVER_WIDE and workload:
-            every[table] += ds.scans(table, "", live, window)
+    every = view_scans(ds, workload, window, live)
     # every file a view reads is checked against its commit record before any statement
     # reads it: no figure is computed from a damaged or altered file
     ds.verify(f for scans in every.values() for scan in scans for f in scan.files)
@@ -230,6 +226,21 @@ def define_views(
         USING (workload, slice, plan_id, source_id)"""
     )
     return done
+
+
+def view_scans(
+    ds: Dataset, workload: str | None, window: Window, live: set[str] | None = None
+) -> dict[str, list[Scan]]:
+    """The files each canonical table's view reads, for one workload (with the server-wide
+    files of SERVER_WIDE tables) or all: two connections whose scans are equal have the same
+    views (`define_views` makes them from these alone)."""
+    live = set(ds.live()) if live is None else live
+    every: dict[str, list[Scan]] = {}
+    for table in TABLES:
+        every[table] = ds.scans(table, workload, live, window)
+        if table in SERVER_WIDE and workload:
+            every[table] += ds.scans(table, "", live, window)
+    return every
 
 
 def view_select(files: ParquetSource, table: str, scans: list[Scan], window: Window) -> str:
