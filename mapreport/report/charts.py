@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import copy
 from functools import cache
-from typing import Any
-
-import plotly.graph_objects as go
-import plotly.io as pio
-from plotly.subplots import make_subplots
+from typing import TYPE_CHECKING, Any
 
 from mapreport.analysis.base.common import Review
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+# plotly is imported by the first chart drawn, here alone: a report that draws none (a trace's,
+# a compile log's) does not load it (0.07-0.1 s of a small trace's 1.2 s report)
 
 INSUFFICIENT = "#d9d9d9"
 """A statistic below its evidence threshold."""
@@ -29,6 +31,10 @@ def figure(**subplots: Any) -> go.Figure:
     (`update_layout(template=...)`), the template is validated and deep-copied three times:
     30-70 ms a chart, most of what the charts cost. The first call makes the report's
     template plotly's default for the process."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+    from plotly.subplots import make_subplots
+
     house = _house_template()
     if pio.templates.default is not house:
         pio.templates.default = house
@@ -41,7 +47,23 @@ def figure(**subplots: Any) -> go.Figure:
 def _house_template() -> Any:
     """The report's template as plotly's validator makes it of the name (a deep copy, its keys
     in the order a figure given the name holds them: the pages are the same bytes)."""
+    import plotly.io as pio
+
     return copy.deepcopy(pio.templates[TEMPLATE])
+
+
+def bar(**props: Any) -> go.Bar:
+    """A bar trace of these properties (plotly's `go.Bar`)."""
+    import plotly.graph_objects as go
+
+    return go.Bar(**props)
+
+
+def scatter(**props: Any) -> go.Scatter:
+    """A scatter trace of these properties (plotly's `go.Scatter`)."""
+    import plotly.graph_objects as go
+
+    return go.Scatter(**props)
 
 
 def layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:

@@ -12,9 +12,10 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
-import plotly.io as pio
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class SvgExporter:
 
     def _start(self) -> None:
         import kaleido  # imported late: it is slow to import and only the PDF needs it
+        import plotly.io as pio
 
         if not any(shutil.which(n) for n in CHROMIUM_NAMES):
             raise RuntimeError("no Chromium found on PATH (install Debian's 'chromium')")

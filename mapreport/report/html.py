@@ -10,15 +10,17 @@ import json
 import re
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import jinja2.bccache
-import plotly.graph_objects as go
 from markupsafe import Markup
 
 from mapreport.report import states, words
 from mapreport.report.filters import FILTERS
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 def _templates_dir() -> Path:

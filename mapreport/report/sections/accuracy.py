@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.mapping.accuracy import Accuracy
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -15,6 +15,9 @@ from mapreport.report import charts
 from mapreport.report.decisions import accuracy_gap
 from mapreport.report.filters import signed_pct
 from mapreport.report.sections.unit import Facts, Section
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,7 @@ def predicted_vs_measured(shapes: tuple[ShapeMetrics, ...]) -> go.Figure:
     acc = [m.accuracy for m in predicted]
     fig = charts.figure()
     fig.add_trace(
-        go.Bar(
+        charts.bar(
             x=names,
             y=[(a.predicted_us or 0) / 1000 for a in acc],
             name="predicted (compile plan)",
@@ -68,7 +71,7 @@ def predicted_vs_measured(shapes: tuple[ShapeMetrics, ...]) -> go.Figure:
         )
     )
     fig.add_trace(
-        go.Bar(
+        charts.bar(
             x=names,
             y=[
                 None if a.measured_static_p50_us is None else a.measured_static_p50_us / 1000

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-import plotly.graph_objects as go
+from typing import TYPE_CHECKING
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -15,6 +14,9 @@ from mapreport.report import charts
 from mapreport.report.lines import ShapeLine
 from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import label
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 DECISION_COLORS = {
     # one hue per decision, none of them green: a decision is what to do, not a pass mark
@@ -67,7 +69,7 @@ def accuracy_vs_gain(shapes: tuple[ShapeMetrics, ...], tolerance: float) -> go.F
         if not pts:
             continue
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=[
                     m.accuracy.signed_error * 100
                     for m in pts

@@ -4,13 +4,16 @@ SLA and where it saturates (perf_analyzer or AIPerf exports at several loads).""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.mapping.sweep import LoadSweep
 from mapreport.report import charts
 from mapreport.report.sections.unit import Facts, Section, present, same
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 class Fragment(msgspec.Struct):
@@ -48,7 +51,7 @@ def sweep_curves(sweep: LoadSweep) -> go.Figure | None:
     for (config, batch), pts in lines.items():
         pts.sort()
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=[x for x, _, _ in pts],
                 y=[y for _, y, _ in pts],
                 text=[t for _, _, t in pts],

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.base.changepoints import ChangePoint
 from mapreport.analysis.base.common import Interval, Regression, Review
@@ -27,6 +27,9 @@ from mapreport.core.kinds import ActionState as State
 from mapreport.report import charts
 from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.titles import title_of
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 HISTORY_ROWS = 14
 """Nights the history table lists: a report's size does not grow with the history kept (the
@@ -248,7 +251,7 @@ def trend(runs: tuple[RunPoint, ...], review: Review) -> go.Figure | None:
     ]
     for q, color in (("p50", "#9ecae1"), ("p95", "#4292c6"), ("p99", "#08519c")):
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=x,
                 y=[
                     None if (v := getattr(p, f"latency_{q}_us")) is None else v / 1000 for p in runs
@@ -277,7 +280,7 @@ def error_trend(drifts: tuple[ShapeDrift, ...], tol: float) -> go.Figure | None:
         up = [(p.ci.high - p.signed_error) * 100 if p.ci else 0.0 for p in d.points]
         down = [(p.signed_error - p.ci.low) * 100 if p.ci else 0.0 for p in d.points]
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=x,
                 y=y,
                 mode="lines+markers",

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.device.operators import Operators
 from mapreport.report import charts
 from mapreport.report.decisions import PREDICTION_GAPS_SHORT
 from mapreport.report.sections.unit import Facts, Section
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
 
@@ -93,7 +96,7 @@ def op_times(ops: Operators) -> go.Figure | None:
     for precision in dict.fromkeys(o.precision or "unknown" for o in rows):
         pick = [i for i, o in enumerate(rows) if (o.precision or "unknown") == precision]
         fig.add_trace(
-            go.Bar(
+            charts.bar(
                 x=[rows[i].measured_p50_us for i in pick],
                 y=[names[i] for i in pick],
                 orientation="h",
@@ -106,7 +109,7 @@ def op_times(ops: Operators) -> go.Figure | None:
     pred = [i for i, o in enumerate(rows) if o.predicted_us is not None]
     if pred:
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=[rows[i].predicted_us for i in pred],
                 y=[names[i] for i in pred],
                 mode="markers",

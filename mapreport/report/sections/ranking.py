@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.actions.tuning_actions import Regret, choice_of, pairwise_pack_id
 from mapreport.analysis.base.common import Interval
@@ -26,6 +26,9 @@ from mapreport.report import charts
 from mapreport.report.filters import duration, pct, plural, ratio
 from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.titles import titled
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 UNRANKED: dict[str, str] = {
     Unranked.ONE_CANDIDATE: (
@@ -483,7 +486,7 @@ def search_curves(v: RankingView) -> go.Figure | None:
     fig = charts.figure()
     for cv in v.curves:
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=list(cv.trials),
                 y=list(cv.ratio),
                 mode="lines+markers",

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.query import CDF_GRID
@@ -25,6 +25,9 @@ from mapreport.report import charts
 from mapreport.report.filters import plural
 from mapreport.report.lines import CoreEvidence
 from mapreport.report.sections.unit import Facts, Section, same
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 FUSION_GAPS: dict[FusionGap, str] = {
     FusionGap.NO_GROUPS: "not measured: no fusion groups",
@@ -148,7 +151,7 @@ def queue_ccdf(v: SchedulingView) -> go.Figure | None:
         # a log axis has no zero: waits of 0 µs sit at its left edge, 1 µs
         x = [max(v, 1.0) / 1000 for v in q.cdf_us]
         fig.add_trace(
-            go.Scatter(
+            charts.scatter(
                 x=x,
                 y=longer,
                 mode="lines",

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.base.common import Interval, Review, Thresholds
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -26,6 +25,9 @@ from mapreport.report import charts, fragments
 from mapreport.report.fragments import Evidenced, Tail
 from mapreport.report.lines import ShapeLine
 from mapreport.report.sections.unit import Facts, Section, same
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 SHAPE_GROUPS = ("accuracy", "gain", "diagnosis")
 """Nested results of a shape whose fields sit at the top level of its findings entry."""
@@ -173,7 +175,7 @@ def latency_percentiles(shapes: tuple[ShapeMetrics, ...], review: Review) -> go.
         values = [getattr(m.latency, q) for m in shapes]
         weak = [f"latency_{q}_us" in m.insufficient for m in shapes]
         fig.add_trace(
-            go.Bar(
+            charts.bar(
                 x=names,
                 y=[None if v is None else v / 1000 for v in values],
                 name=q,

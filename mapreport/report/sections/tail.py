@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import msgspec
-import plotly.graph_objects as go
 
 from mapreport.analysis.actions.actions import SLICE_WIDE, class_id
 from mapreport.analysis.base.common import Thresholds
@@ -20,6 +20,9 @@ from mapreport.report import charts, fragments, prose
 from mapreport.report.fragments import Evidenced, Tail
 from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.words import label
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ def tail_drivers(shapes: tuple[ShapeMetrics, ...], pooled: TailDrivers | None) -
             color = DRIVER_COLORS[d] if material else NOISE_COLORS[d]
             for col, x, unit in ((1, shares, "%"), (2, per_request, " ms")):
                 fig.add_trace(
-                    go.Bar(
+                    charts.bar(
                         y=[name for name, _ in pick],
                         x=x,
                         name=label(d),
