@@ -3,7 +3,6 @@ blocked requests attributed to the adapting request before them."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import pickle
 from pathlib import Path
@@ -22,6 +21,7 @@ from mapreport.analysis.serving.blocking import (
 )
 from mapreport.analysis.serving.compiles import VaryingDim, fallback_causes
 from mapreport.core.kinds import BlockingRemedy, FallbackCause
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.demo import blocking as synth_blocking
 from mapreport.run.ingesting import ingest
@@ -157,13 +157,13 @@ def test_the_material_events_are_found_once_and_by_their_share() -> None:
     measures one, else by requests blocked; found once per slice (the report reads them dozens
     of times), and the slice's blocking still compares and pickles as its fields."""
     big, small = event("a", blocked=200), event("b", blocked=1)
-    unmeasured = dataclasses.replace(small, wait_us=None)
-    by_wait = Blocking((big, dataclasses.replace(small, wait_us=1e3)))
+    unmeasured = replace(small, wait_us=None)
+    by_wait = Blocking((big, replace(small, wait_us=1e3)))
     assert by_wait.material == (big,)
     assert by_wait.material is by_wait.material
     assert Blocking((big, unmeasured)).material == (big,)  # by requests: 1 of 201 is minor
-    idle = dataclasses.replace(big, blocked=0, wait_us=0.0)
-    assert Blocking((idle, dataclasses.replace(small, blocked=0, wait_us=0.0))).material == ()
+    idle = replace(big, blocked=0, wait_us=0.0)
+    assert Blocking((idle, replace(small, blocked=0, wait_us=0.0))).material == ()
     assert pickle.loads(pickle.dumps(by_wait)) == by_wait
 
 
@@ -224,7 +224,6 @@ def test_the_blocking_table_stays_bounded_at_fleet_size(
     """At fleet size a slice held 36,281 adapting requests and its PDF 2,618 pages: the table
     lists the named ones and the BLOCKING_ROWS minor ones that held the most wait, and says
     how many it leaves out; findings.json keeps every one."""
-    import dataclasses
 
     from mapreport.report import write_slice_report
     from mapreport.report.export import SvgExporter
@@ -236,13 +235,11 @@ def test_the_blocking_table_stays_bounded_at_fleet_size(
     assert named
     model = r.blocking.events[0]
     extra = tuple(
-        dataclasses.replace(
-            model, source=f"x:{i}", blocked=1, wait_us=float(i + 1), shapes=(model.shape,)
-        )
+        replace(model, source=f"x:{i}", blocked=1, wait_us=float(i + 1), shapes=(model.shape,))
         for i in range(BLOCKING_ROWS + 30)
     )
     events = r.blocking.events + extra
-    big = dataclasses.replace(r, blocking=dataclasses.replace(r.blocking, events=events))
+    big = replace(r, blocking=replace(r.blocking, events=events))
     v = assemble(big).view("blocking").table
     listed = {line.e.source for line in v.lines}
     assert named <= listed

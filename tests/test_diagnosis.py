@@ -23,6 +23,7 @@ from mapreport.analysis.base.stats import jain_index, resampled_sums
 from mapreport.analysis.serving import tail
 from mapreport.analysis.serving.tail import DRIVERS, attribute, shares
 from mapreport.core.kinds import ActionKind, BlockingRemedy, Driver
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
 from mapreport.report.prose import rollback_text
@@ -400,7 +401,6 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
     """A driver with 100% of a material tail whose CI includes zero (two tail requests) is not
     "no driver reaches 40% (largest queueing 100%)": the reason names the share, the tail
     requests and the interval."""
-    import dataclasses
 
     from mapreport.analysis.serving.classify import classify
     from mapreport.core.kinds import BottleneckClass, ClassBasis
@@ -408,7 +408,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
 
     m = next(s for s in demo_results["bert-base"].shapes if s.tail is not None and s.tail.material)
     assert m.tail is not None
-    weak = dataclasses.replace(
+    weak = replace(
         m.tail,
         n_tail=2,
         shares={d: (1.0 if d == Driver.QUEUEING else 0.0) for d in m.tail.shares},
@@ -416,7 +416,7 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
     )
     c = classify(m.n_static, m.accuracy, m.gain, weak, m.sources, Thresholds())
     assert (c.cls, c.basis) == (BottleneckClass.INSUFFICIENT_EVIDENCE, ClassBasis.WEAK_EVIDENCE)
-    reason = class_reason(dataclasses.replace(m, tail=weak, diagnosis=c), demo_results["bert-base"])
+    reason = class_reason(replace(m, tail=weak, diagnosis=c), demo_results["bert-base"])
     assert reason == (
         "queueing drives 100% of the tail excess, but over 2 tail request(s) its 95% CI "
         "[0%, 100%] includes zero: too few to decide"

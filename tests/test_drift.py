@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from mapreport.analysis.base.common import Interval, Thresholds
 from mapreport.analysis.serving.drift import FIRST_NIGHTS, shape_drift
 from mapreport.analysis.serving.shape import ShapeMetrics
+from mapreport.core.records import replace
 
 GOLDEN = Path(__file__).parent / "golden" / "demo" / "expected"
 
@@ -27,8 +27,8 @@ def night(day: str, e: float, version: str = "v1") -> dict[str, Any]:
 
 
 def tonight(demo_shape: ShapeMetrics, e: float, ci: tuple[float, float]) -> ShapeMetrics:
-    acc = dataclasses.replace(demo_shape.accuracy, signed_error=e, signed_error_ci=Interval(*ci))
-    return dataclasses.replace(demo_shape, shape="s", plan_id="p", accuracy=acc)
+    acc = replace(demo_shape.accuracy, signed_error=e, signed_error_ci=Interval(*ci))
+    return replace(demo_shape, shape="s", plan_id="p", accuracy=acc)
 
 
 def test_drift_needs_the_move_and_its_interval_beyond_tolerance(demo_results: Any) -> None:

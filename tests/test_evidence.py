@@ -3,7 +3,6 @@ golden case's packs are rerun in tests/test_golden.py."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mapreport.app.cli import main
+from mapreport.core.records import as_dict, field_names, replace
 from mapreport.run.evidence import explain
 from tests.pack_sql import check_pack_sql, stated_evidence
 
@@ -35,8 +35,8 @@ def test_every_reduction_has_its_parameters_and_one_family_declares_its_pack() -
     families = [serving_packs.KINDS, loop_packs.KINDS, device_packs.KINDS, tuning_packs.KINDS]
     assert sum(len(f) for f in families) == len(KINDS) == len(Reduction)
     assert set(KINDS) == set(Reduction)
-    assert all(dataclasses.is_dataclass(kind.params) for kind in KINDS.values())
-    again = dataclasses.replace(KINDS[Reduction.REGRET])
+    assert all(isinstance(field_names(kind.params), tuple) for kind in KINDS.values())  # records
+    again = replace(KINDS[Reduction.REGRET])
     with pytest.raises(ValueError, match="declared twice"):
         declare({Reduction.REGRET: again})
 
@@ -243,7 +243,7 @@ def test_a_sample_packs_figure_in_sql_is_its_recomputed_figure(
     for th in (Thresholds(), Thresholds(min_samples=30)):  # fallback's 23: too few at 30
         p = Pack(
             "0" * 12, "class x", "w", "", "s", reduction, Reduction(reduction), "",
-            msgspec.to_builtins(params), None, 0, None, {}, dataclasses.asdict(th),
+            msgspec.to_builtins(params), None, 0, None, {}, as_dict(th),
         )  # fmt: skip
         x = recompute(p, table)
         con = duckdb.connect()

@@ -4,7 +4,6 @@ back, and regressions against the reference night are found with their evidence
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import date
 from pathlib import Path
@@ -13,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
 from mapreport.run.config import default_config, load_config
@@ -26,10 +26,8 @@ BERT = next(w for w in synth.WORKLOADS if w.workload == "bert-base")
 
 def night(folder: Path, **changes: dict[str, float]) -> list[Path]:
     """The bert demo inputs with some shapes' planted causes changed (by canonical shape)."""
-    shapes = tuple(
-        dataclasses.replace(s, **changes.get(synth.shape_key(s.dims), {})) for s in BERT.shapes
-    )
-    return synth.generate(folder, workloads=[dataclasses.replace(BERT, shapes=shapes)])
+    shapes = tuple(replace(s, **changes.get(synth.shape_key(s.dims), {})) for s in BERT.shapes)
+    return synth.generate(folder, workloads=[replace(BERT, shapes=shapes)])
 
 
 def run_night(tmp: Path, date: str, **changes: dict[str, float]) -> dict[str, Any]:
@@ -219,14 +217,12 @@ def test_a_rolled_back_action_stays_rolled_back_until_its_plan_changes(
     same = action_states([a], night, prev, {a.shape: "v1"}, shapes)
     (st,) = [s for s in same if s.action_id == a.id]
     assert (st.state, st.held, st.rollback_threshold) == (State.ROLLED_BACK, True, 1000.0)
-    history = dataclasses.replace(r.history, actions=tuple(same))
+    history = replace(r.history, actions=tuple(same))
     assert with_stored_triggers([a], history, "2026-11-04") == ()
     rebuilt = action_states([a], night, prev, {a.shape: "v2"}, shapes)
     (st,) = [s for s in rebuilt if s.action_id == a.id]
     assert (st.state, st.held) == (State.NEW, False)
     # a new proposal: its trigger is tonight's, not the rolled-back one's
     assert st.rollback_threshold == a.rollback_trigger.threshold
-    (kept,) = with_stored_triggers(
-        [a], dataclasses.replace(r.history, actions=tuple(rebuilt)), "2026-11-04"
-    )
+    (kept,) = with_stored_triggers([a], replace(r.history, actions=tuple(rebuilt)), "2026-11-04")
     assert kept.rollback_trigger.since == "2026-11-04"

@@ -4,7 +4,6 @@ regions (compile cost charged against runtime), end to end through the CLI repor
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 from pathlib import Path
@@ -17,6 +16,7 @@ from mapreport.analysis.device.operators import OpRow
 from mapreport.analysis.mapping.coverage import PlanVersion
 from mapreport.analysis.serving.drift import op_drifts
 from mapreport.app.cli import main
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.ingest import ingest_file
 from mapreport.run.config import default_config
@@ -208,10 +208,8 @@ def test_a_per_op_drift_needs_the_move_and_enough_executions() -> None:
     (d,) = op_drifts([row], plans, stored, "2026-11-30", th)
     assert d.drifting
     assert d.drift == pytest.approx(-0.22)
-    thin = dataclasses.replace(row, runs=3)
+    thin = replace(row, runs=3)
     (t,) = op_drifts([thin], plans, stored, "2026-11-30", th)
     assert not t.drifting
-    other = op_drifts(
-        [row], [dataclasses.replace(plans[0], source_id="v2")], stored, "2026-11-30", th
-    )
+    other = op_drifts([row], [replace(plans[0], source_id="v2")], stored, "2026-11-30", th)
     assert other[0].baseline is None

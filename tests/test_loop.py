@@ -5,7 +5,6 @@ Healthy controls stay verified and improved."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import numpy as np
@@ -30,6 +29,7 @@ from mapreport.core.kinds import (
     RegressionKind,
 )
 from mapreport.core.kinds import ActionState as State
+from mapreport.core.records import replace
 
 TH = Thresholds()
 NIGHTS = [f"2026-11-{d:02d}" for d in range(1, 11)]
@@ -45,7 +45,7 @@ def curve(p95_us: float, n: int = 400, seed: int = 0) -> tuple[float, ...]:
 def like(base: ShapeMetrics, shape: str, q: tuple[float, ...], n: int = 400) -> ShapeMetrics:
     """A demo shape renamed, with the latency of the quantile function `q`."""
     p = Percentiles(n, float(np.interp(0.5, EVEN, q)), float(np.interp(0.95, EVEN, q)), q[99])
-    return dataclasses.replace(base, shape=shape, n=n, n_total=n, n_failed=0, latency=p)
+    return replace(base, shape=shape, n=n, n_total=n, n_failed=0, latency=p)
 
 
 def run_row(night: str, p95: float, sla_met: bool | None) -> dict[str, Any]:
@@ -137,7 +137,7 @@ def test_a_trigger_exceeded_tonight_is_rollback_due_then_rolled_back(demo_result
         x for x in r.actions if x.rollback_trigger.metric.startswith("latency_") and x.shape != "*"
     )
     m = next(s for s in r.shapes if s.shape == a.shape)
-    hot = dataclasses.replace(m, latency=Percentiles(m.n, 500.0, 1100.0, 1100.0))
+    hot = replace(m, latency=Percentiles(m.n, 500.0, 1100.0, 1100.0))
     prev = [_row(a, "2026-11-01", "new"), _row(a, "2026-11-02", "open")]
     metric = a.rollback_trigger.metric
     calm = {a.shape: {"run_date": "2026-11-02", metric: 900.0}}
@@ -158,7 +158,7 @@ def test_a_trigger_exceeded_tonight_is_rollback_due_then_rolled_back(demo_result
     assert st.state == State.ROLLED_BACK
 
     # control: within its trigger tonight, the action stays open
-    cool = dataclasses.replace(m, latency=Percentiles(m.n, 500.0, 900.0, 900.0))
+    cool = replace(m, latency=Percentiles(m.n, 500.0, 900.0, 900.0))
     night = Night({a.shape: cool}, calm, {}, TH, ("w", "s"))
     (st,) = [s for s in action_states([a], night, prev[:2]) if s.action_id == a.id]
     assert st.state == State.OPEN
@@ -258,7 +258,7 @@ def test_an_open_regression_stays_until_back_within_its_bound(demo_results: Any)
         "proposed": True,
         "params": encode(params),
     }
-    stored = dataclasses.replace(stored, actions=[row])
+    stored = replace(stored, actions=[row])
     key = RunKey("r4", "2026-11-04")
 
     def tonight(p95: float) -> Any:
@@ -281,10 +281,10 @@ def test_one_cause_has_one_owner_and_no_model_is_fitted_to_a_regression(
     regression's action only; two cost-model actions on one shape give the first."""
     r = demo_results["llama-decode/chat"]
     a = r.actions[0]
-    regression = dataclasses.replace(a, id="g", kind=ActionKind.LATENCY_REGRESSION, shape="x")
-    drift = dataclasses.replace(a, id="d", kind=ActionKind.COST_MODEL_DRIFT, shape="x")
-    wrong = dataclasses.replace(a, id="i", kind=ActionKind.MAPPING_INACCURACY, shape="y")
-    again = dataclasses.replace(a, id="j", kind=ActionKind.COST_MODEL_DRIFT, shape="y")
+    regression = replace(a, id="g", kind=ActionKind.LATENCY_REGRESSION, shape="x")
+    drift = replace(a, id="d", kind=ActionKind.COST_MODEL_DRIFT, shape="x")
+    wrong = replace(a, id="i", kind=ActionKind.MAPPING_INACCURACY, shape="y")
+    again = replace(a, id="j", kind=ActionKind.COST_MODEL_DRIFT, shape="y")
     kept = one_owner([regression, drift, wrong, again], {"x"})
     assert [x.id for x in kept] == ["g", "i"]
     # control: a cost-model action on a shape that did not regress stays

@@ -25,6 +25,7 @@ from mapreport.analysis.serving.adaptation import (
     shape_gain,
 )
 from mapreport.analysis.serving.blocking import Blocking, BlockingEvent
+from mapreport.core.records import replace
 from mapreport.demo import synth, truth
 from mapreport.report.sections.blocking import no_blocking
 
@@ -237,7 +238,6 @@ def test_bootstrap_is_seeded_and_order_free() -> None:
 def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
     """The per-slice view embeds the workload and slice as SQL literals: a quote in either
     must neither break the query nor change a figure."""
-    import dataclasses
 
     from mapreport.analysis import Review, Thresholds, analyze_slice, list_slices
     from mapreport.dataset.store import Dataset
@@ -246,7 +246,7 @@ def test_names_with_quotes_are_analysed_like_any_other(tmp_path: Path) -> None:
     w = next(x for x in synth.WORKLOADS if x.slice)
     results = []
     for name, slice_ in ((w.workload, w.slice), ("o'neil", "it's")):
-        ww = dataclasses.replace(w, workload=name, slice=slice_)
+        ww = replace(w, workload=name, slice=slice_)
         folder = tmp_path / str(len(results))
         files = synth.generate(folder / "in", scale=0.05, seed=3, workloads=[ww])
         ingest(folder / "ds", files)
@@ -391,9 +391,8 @@ def test_a_check_with_nothing_to_check_says_so(demo_results: dict[str, SliceResu
     requests of an unreadable shape: each says so instead of passing silently (its golden
     findings). Without a queue wait blocking is not measurable; adapting requests that held no
     one, or none adapting, are said as that."""
-    from dataclasses import replace
-
     from mapreport.core.kinds import CheckItem, Driver
+    from mapreport.core.records import replace
     from mapreport.report import words
 
     golden = Path(__file__).parent / "golden" / "demo" / "expected"

@@ -3,7 +3,6 @@ retention (docs/dataset.md, docs/metrics.md "Closed loop across nights")."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ from click.testing import CliRunner
 from mapreport.analysis import Thresholds, analyze_slice
 from mapreport.app.cli import main
 from mapreport.core.errors import DatasetError
+from mapreport.core.records import replace
 from mapreport.core.window import night_window, range_window
 from mapreport.dataset.store import Dataset
 from mapreport.demo import synth
@@ -174,10 +174,8 @@ def test_a_plan_captured_after_every_night_is_still_used_and_said(tmp_path: Path
 
 def bert_night(folder: Path, day: str, i: int, **changes: dict[str, float]) -> Path:
     """The bert demo telemetry of one night (seeded per night), some shapes changed."""
-    shapes = tuple(
-        dataclasses.replace(s, **changes.get(synth.shape_key(s.dims), {})) for s in BERT.shapes
-    )
-    w = dataclasses.replace(BERT, shapes=shapes)
+    shapes = tuple(replace(s, **changes.get(synth.shape_key(s.dims), {})) for s in BERT.shapes)
+    w = replace(BERT, shapes=shapes)
     start = synth.WINDOW_START_US + (date.fromisoformat(day) - date(2026, 11, 28)).days * DAY_US
     synth.generate(folder / day, seed=synth.SEED + i, workloads=[w], start_us=start)
     return folder / day
@@ -255,7 +253,7 @@ def test_a_late_file_changes_its_night_only_when_that_night_is_run_again(tmp_pat
     runs = {str(r["run_date"]): r for r in Dataset(config.dataset).history("history_run", "w", "")}
     assert runs[late_day]["requests"] == 30
     assert runs[today]["requests"] == 30
-    config28 = dataclasses.replace(config, sources=("tel/2026-11-28/*",))
+    config28 = replace(config, sources=("tel/2026-11-28/*",))
     run(config28, night=date(2026, 11, 28), pdf=False)
     runs = {str(r["run_date"]): r for r in Dataset(config.dataset).history("history_run", "w", "")}
     assert (runs[late_day]["requests"], runs[late_day]["revision"]) == (42, 2)
@@ -274,7 +272,7 @@ def test_retention_removes_old_partitions_and_retires_their_files(tmp_path: Path
         requests(tel / day / "w.jsonl", hours(day, 25), prefix=day)
     config = load_config(bert_config(tmp_path, "retain_days = 2"))
     for day in days[:3]:
-        run(dataclasses.replace(config, retain_days=None), night=date.fromisoformat(day), pdf=False)
+        run(replace(config, retain_days=None), night=date.fromisoformat(day), pdf=False)
     ds = Dataset(config.dataset)
     plan_ = ds.retain("2026-11-28", dry_run=True)
     assert [p.name for p in plan_.partitions] == ["day=2026-11-26", "day=2026-11-27"]

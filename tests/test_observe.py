@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from mapreport.analysis.actions.observe import MOST, profile_next
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.core.kinds import ClassBasis, Collect
+from mapreport.core.records import replace
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -22,26 +22,26 @@ def test_thin_findings_that_matter_are_listed_by_value(demo_results: Any) -> Non
         m for m in demo_results["bert-base"].shapes if m.tail is not None and m.tail.material
     )
     assert base.tail is not None
-    few = dataclasses.replace(base, shape="few", n=12, traffic_share=0.2)
-    undecided = dataclasses.replace(
+    few = replace(base, shape="few", n=12, traffic_share=0.2)
+    undecided = replace(
         base,
         shape="undecided",
         traffic_share=0.3,
         n=500,
-        tail=dataclasses.replace(base.tail, unmeasured=()),
-        diagnosis=dataclasses.replace(
+        tail=replace(base.tail, unmeasured=()),
+        diagnosis=replace(
             base.diagnosis,
             basis=ClassBasis.TIE,
             evidence=Evidence("tail_share.queueing", 0.5, 9, Interval(0.2, 0.8), ()),
         ),
     )
-    rare = dataclasses.replace(base, shape="rare", n=3, traffic_share=0.001)
+    rare = replace(base, shape="rare", n=3, traffic_share=0.001)
     got = [(i.shape, i.collect, i.need) for i in profile_next([few, undecided, rare], th)]
     assert got == [
         ("few", Collect.MORE_REQUESTS, th.min_samples_p95 - 12),
         ("undecided", Collect.PROFILER_TRACE, None),
     ]
-    many = [dataclasses.replace(few, shape=f"s{i}") for i in range(MOST + 3)]
+    many = [replace(few, shape=f"s{i}") for i in range(MOST + 3)]
     assert len(profile_next(many, th)) == MOST
 
 

@@ -5,7 +5,6 @@ record listed). A shape with its own evidence is acted on (control)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from mapreport.analysis.actions.actions import Scope, gain_evidence, shape_actions
@@ -20,6 +19,7 @@ from mapreport.core.kinds import (
     GainBasis,
     GainState,
 )
+from mapreport.core.records import replace
 
 TH = Thresholds()
 
@@ -35,25 +35,21 @@ def test_a_pooled_figure_acts_on_no_thin_shape(demo_results: Any) -> None:
         for s in r.shapes
         if s.decision == Decision.CLOSE_THE_LOOP and s.diagnosis.cls == BottleneckClass.NONE
     )
-    pooled_gain = dataclasses.replace(
-        m.gain, basis=GainBasis.COMPARABLE_SHAPES, n_adapted=231, n_baseline=18
-    )
+    pooled_gain = replace(m.gain, basis=GainBasis.COMPARABLE_SHAPES, n_adapted=231, n_baseline=18)
     assert pooled_gain.state == GainState.SIGNIFICANT
-    thin = dataclasses.replace(
-        m, n=18, n_total=18, n_adapted=0, n_fallback=18, n_static=0, gain=pooled_gain
-    )
+    thin = replace(m, n=18, n_total=18, n_adapted=0, n_fallback=18, n_static=0, gain=pooled_gain)
     assert borrows(thin.gain, thin.n, TH)
     decision = decide(thin.accuracy.state, thin.gain.state, borrows(thin.gain, thin.n, TH))
     assert decision == Decision.INSUFFICIENT_EVIDENCE
-    thin = dataclasses.replace(thin, decision=decision)
+    thin = replace(thin, decision=decision)
     s = Scope(r.workload, r.slice, TH, r.review, r.shapes, None, r.latency, r.blocking, None)
     assert not [a for a in shape_actions(s, thin, None) if a.kind == ActionKind.CLOSE_THE_LOOP]
-    wanted = profile_next([dataclasses.replace(thin, traffic_share=0.05)], TH)
+    wanted = profile_next([replace(thin, traffic_share=0.05)], TH)
     assert (wanted[0].collect, wanted[0].need) == (Collect.MORE_REQUESTS, TH.min_samples_p95 - 18)
 
     # control: enough requests of its own (60 eager ones): it acts, n = 60, 231 pooled
-    thick = dataclasses.replace(thin, n=60, n_fallback=60, decision=Decision.CLOSE_THE_LOOP)
-    thick = dataclasses.replace(thick, gain=dataclasses.replace(pooled_gain, n_baseline=60))
+    thick = replace(thin, n=60, n_fallback=60, decision=Decision.CLOSE_THE_LOOP)
+    thick = replace(thick, gain=replace(pooled_gain, n_baseline=60))
     assert not borrows(thick.gain, thick.n, TH)
     ev = gain_evidence(thick, TH)
     assert (ev.n, ev.pooled_n) == (60, 231)

@@ -8,7 +8,6 @@ import json
 import os
 import re
 import shutil
-from dataclasses import asdict
 from html import unescape
 from pathlib import Path
 
@@ -39,6 +38,7 @@ from mapreport.analysis.base.query import inline, literal
 from mapreport.analysis.steps.packs import figure_sql, pack_sql
 from mapreport.app.cli import main
 from mapreport.core.kinds import Driver, Reduction
+from mapreport.core.records import as_dict
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import duckdb_connection
 from mapreport.run.evidence import explain
@@ -137,7 +137,7 @@ def test_every_pack_query_is_one_select_whatever_the_names(
             metric = f"quality.{shape}"
             p = Pack(
                 "0" * 12, "action", workload, slice_, where, metric, reduction, sql,
-                msgspec.to_builtins(params), None, 0, None, {}, asdict(Thresholds()),
+                msgspec.to_builtins(params), None, 0, None, {}, as_dict(Thresholds()),
             )  # fmt: skip
             figure = figure_sql(p)
             statements = duckdb.extract_statements(figure)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from mapreport.analysis.base.slicestats import (
 )
 from mapreport.analysis.mapping.tokens import token_rate
 from mapreport.analysis.serving.scheduling import scheduling
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 
 

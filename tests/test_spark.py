@@ -9,7 +9,6 @@ import json
 import math
 import shutil
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,7 @@ from mapreport.analysis.serving.blocking import (
 )
 from mapreport.app.cli import main
 from mapreport.core.errors import InputError
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.demo.nights import NIGHTS
 from mapreport.engine.engines import open_engine

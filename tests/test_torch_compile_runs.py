@@ -11,13 +11,13 @@ file mapreport reads."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import pytest
 
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.run.config import load_config
 from mapreport.run.ingesting import ingest

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
 import click
 
+from mapreport.core.records import replace
 from mapreport.engine.settings import EngineName
 from mapreport.run.config import MAX_JOBS, Config, auto_jobs
 
@@ -94,13 +94,11 @@ def pdf_form_opt(f: Callable[..., Any]) -> Any:
 
 def with_pdf(config: Config, form: str | None) -> Config:
     """The config with --pdf's choice, when one is given."""
-    return dataclasses.replace(config, pdf_form=form) if form else config
+    return replace(config, pdf_form=form) if form else config
 
 
 def with_engine(config: Config, engine: str | None) -> Config:
     """The config with --engine's choice, when one is given."""
     if engine is None:
         return config
-    return dataclasses.replace(
-        config, engine=dataclasses.replace(config.engine, name=EngineName(engine))
-    )
+    return replace(config, engine=replace(config.engine, name=EngineName(engine)))

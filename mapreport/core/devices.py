@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+import msgspec
+
+from mapreport.core.records import replace
 
 
 class Dtype(StrEnum):
@@ -79,15 +82,14 @@ def dtype_of(kineto_type: object) -> Dtype | None:
     return _KINETO_TYPES.get(kineto_type) if isinstance(kineto_type, str) else None
 
 
-@dataclass(frozen=True)
-class DeviceLimits:
+class DeviceLimits(msgspec.Struct, frozen=True):
     """One accelerator's roofline: peak dense TFLOP/s of its matrix units per data type, the
     TFLOP/s of its vector units (elementwise and reductions), and memory bandwidth."""
 
     name: str
     memory_gbps: float
     vector_tflops: float
-    matrix_tflops: Mapping[Dtype, float] = field(default_factory=dict)
+    matrix_tflops: Mapping[Dtype, float] = msgspec.field(default_factory=dict)
     source: str = ""
     """Where the figures come from: a datasheet, the run configuration, or both."""
     recognised_by: str = ""
@@ -151,8 +153,7 @@ UNKNOWN_DEVICE = DeviceLimits(
 (`roofline.suspect`): no plausible device is faster."""
 
 
-@dataclass(frozen=True)
-class Known:
+class Known(msgspec.Struct, frozen=True):
     """A device in the declared table: the name pattern that recognises it, and its limits."""
 
     pattern: str
@@ -371,15 +372,14 @@ def _named(limits: DeviceLimits, how: str) -> DeviceLimits:
     return replace(limits, recognised_by=how)
 
 
-@dataclass(frozen=True)
-class DeviceConfig:
+class DeviceConfig(msgspec.Struct, frozen=True):
     """The run configuration's `[device]`: a named device from the table, or figures of one
     it lacks; a figure set here replaces the table's."""
 
     name: str | None = None
     memory_gbps: float | None = None
     vector_tflops: float | None = None
-    matrix_tflops: Mapping[str, float] = field(default_factory=dict)
+    matrix_tflops: Mapping[str, float] = msgspec.field(default_factory=dict)
 
 
 def _name_of(limits: DeviceLimits | None) -> str:

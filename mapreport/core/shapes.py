@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 MAX_INTEGER = 2**53
 """The largest dimension value: the bound every number a record holds has (beyond it a float
@@ -99,8 +100,7 @@ def parse_shape(text: str) -> dict[str, int] | list[list[int]]:
     return tensors
 
 
-@dataclass(frozen=True, order=True)
-class Bucket:
+class Bucket(msgspec.Struct, frozen=True, order=True):
     """A compile-time shape bucket: a closed integer range per named dimension."""
 
     dims: tuple[tuple[str, int, int], ...]

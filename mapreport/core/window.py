@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import msgspec
 
 from mapreport.core.errors import UsageError
 
@@ -41,8 +42,7 @@ class WindowKind(StrEnum):
     ALL = "all"
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(msgspec.Struct, frozen=True):
     """A half-open time span [start_us, end_us) of wall-clock time, and the nights whose
     records without wall-clock time it includes. A bound that is None is open."""
 

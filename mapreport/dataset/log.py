@@ -7,9 +7,10 @@ import bisect
 import contextlib
 import json
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from mapreport.core.errors import DatasetError
 from mapreport.core.schema import TABLES, check_schema_version
@@ -18,8 +19,7 @@ LOG = "ingest_log"
 """The commit log's folder (and table)."""
 
 
-@dataclass(frozen=True)
-class LogEntry:
+class LogEntry(msgspec.Struct, frozen=True):
     """One committed source file."""
 
     source_id: str
@@ -42,8 +42,7 @@ class LogEntry:
     SHA-256 of its bytes (None in records written before files were hashed)."""
 
 
-@dataclass
-class LogIndex:
+class LogIndex(msgspec.Struct):
     """The commit log as the writer holding the lock knows it: kept up to date by its own
     commits, so an ingest of thousands of files never lists the log folder again."""
 
@@ -51,9 +50,9 @@ class LogIndex:
     live: dict[str, LogEntry]
     by_file: dict[tuple[str, int, int | None], LogEntry]
     by_sha: dict[str, LogEntry]
-    by_path: dict[str, list[str]] = field(default_factory=dict)
+    by_path: dict[str, list[str]] = msgspec.field(default_factory=dict)
     """Live source ids per input path."""
-    sizes: Counter[int] = field(default_factory=Counter)
+    sizes: Counter[int] = msgspec.field(default_factory=Counter)
     """Live entries per file size."""
     retired_sizes: frozenset[int | None] = frozenset()
     """Sizes of retired files (None: a record written before sizes were kept)."""

@@ -35,16 +35,17 @@ import os
 import shutil
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from mapreport.core.errors import DatasetError
 from mapreport.core.files import atomic_write, content_hash, refuse_outside_links, write_parquet
 from mapreport.core.names import partition_name
+from mapreport.core.records import replace
 from mapreport.core.schema import (
     DAY_PARTITIONED,
     PARTITIONED,
@@ -80,8 +81,7 @@ _HELD: dict[Path, int] = {}
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class Retention:
+class Retention(msgspec.Struct, frozen=True):
     """What a retention pass removed (or, dry, would remove)."""
 
     keep_from: str

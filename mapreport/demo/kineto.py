@@ -22,9 +22,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from mapreport.core.devices import DeviceLimits, Dtype, recognise
@@ -113,8 +113,7 @@ def trace_doc(
     return doc
 
 
-@dataclass(frozen=True)
-class Op:
+class Op(msgspec.Struct, frozen=True):
     """One operator of an engine step: its inputs, kernel and roofline time (us)."""
 
     op: str

@@ -13,7 +13,6 @@ llama-decode batch=3,ctx=1024 computes 23% slower under the same plan (cost-mode
 
 from __future__ import annotations
 
-import dataclasses
 import gzip
 from collections.abc import Sequence
 from datetime import date
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from mapreport.core.records import replace
 from mapreport.demo import synth
 from mapreport.demo.serving import generate_serving
 from mapreport.demo.truth import WorkloadTruth
@@ -46,10 +46,9 @@ DRIFTED_STATIC_US = 14_450.0
 
 def _changed(w: WorkloadTruth, shape: str, **changes: Any) -> WorkloadTruth:
     shapes = tuple(
-        dataclasses.replace(s, **changes) if synth.shape_key(s.dims) == shape else s
-        for s in w.shapes
+        replace(s, **changes) if synth.shape_key(s.dims) == shape else s for s in w.shapes
     )
-    return dataclasses.replace(w, shapes=shapes)
+    return replace(w, shapes=shapes)
 
 
 def night_truth(i: int) -> tuple[WorkloadTruth, ...]:
@@ -63,9 +62,7 @@ def night_truth(i: int) -> tuple[WorkloadTruth, ...]:
         if i >= DRIFTED_FROM and w.workload == DRIFTED[0]:
             w = _changed(w, DRIFTED[1], static_us=DRIFTED_STATIC_US)
         day = NIGHTS[i].isoformat()
-        out.append(
-            dataclasses.replace(w, runtime_env=dict(w.runtime_env, captured_at=f"{day}T02:00:00Z"))
-        )
+        out.append(replace(w, runtime_env=dict(w.runtime_env, captured_at=f"{day}T02:00:00Z")))
     return tuple(out)
 
 
@@ -74,7 +71,7 @@ def rebuilt_plan() -> WorkloadTruth:
     prediction corrected (the shapes' true costs are the first night's)."""
     w = next(w for w in synth.WORKLOADS if w.workload == REBUILT[0])
     w = _changed(w, REBUILT[1], predicted_ratio=1.0)
-    return dataclasses.replace(w, compile_env=dict(w.compile_env, captured_at=REBUILT_AT))
+    return replace(w, compile_env=dict(w.compile_env, captured_at=REBUILT_AT))
 
 
 def runtime_name(w: WorkloadTruth) -> str:

@@ -3,15 +3,15 @@ one native request record (shared by `synth` and the planted blocking of `blocki
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 MEM_PER_US = 4096
 """Peak bytes per microsecond of static compute: the generator's stand-in memory model."""
 
 
-@dataclass(frozen=True)
-class ShapeTruth:
+class ShapeTruth(msgspec.Struct, frozen=True):
     """One runtime shape and the effects planted on it."""
 
     dims: dict[str, int]
@@ -47,8 +47,7 @@ class ShapeTruth:
     none (""); the two planted shapes are drawn by that module."""
 
 
-@dataclass(frozen=True)
-class WorkloadTruth:
+class WorkloadTruth(msgspec.Struct, frozen=True):
     """One workload slice: its plan, buckets, shapes, environment and precision."""
 
     workload: str

@@ -3,8 +3,9 @@ plain values that the configuration, the command line and each engine read."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from enum import StrEnum
+
+import msgspec
 
 
 class EngineName(StrEnum):
@@ -14,14 +15,13 @@ class EngineName(StrEnum):
     SPARK = "spark"
 
 
-@dataclass(frozen=True)
-class EngineSettings:
+class EngineSettings(msgspec.Struct, frozen=True):
     """The `[engine]` section of a run configuration (or `--engine`)."""
 
     name: EngineName = EngineName.DUCKDB
     master: str = "local[2]"
     """Spark's master URL (`local[N]`, `spark://host:7077`, `yarn`, ...)."""
-    conf: dict[str, str] = field(default_factory=dict)
+    conf: dict[str, str] = msgspec.field(default_factory=dict)
     """Extra Spark configuration, as `spark-submit --conf` takes it."""
     dataset_uri: str | None = None
     """Where Spark's executors read the dataset's Parquet files (`s3a://...`, `hdfs://...`):

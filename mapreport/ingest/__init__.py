@@ -9,12 +9,14 @@ import shutil
 import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from mapreport.core.errors import ErrorPolicy, InputError, MapreportError
+from mapreport.core.records import replace
 from mapreport.core.window import UNDATED
 from mapreport.ingest.aiperf import AiperfReader
 from mapreport.ingest.aiperf_gpu import AiperfGpuReader
@@ -132,8 +134,7 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-@dataclass(frozen=True)
-class IngestResult:
+class IngestResult(msgspec.Struct, frozen=True):
     """What ingesting one file did."""
 
     path: Path
@@ -150,8 +151,7 @@ class IngestResult:
     """What the reader kept but could not fully read (`Sink.note`), once per file."""
 
 
-@dataclass(frozen=True)
-class Staged:
+class Staged(msgspec.Struct, frozen=True):
     """A file read into its staging folder, not yet committed (or found unchanged)."""
 
     result: IngestResult
@@ -159,8 +159,7 @@ class Staged:
     entry: LogEntry | None = None
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(msgspec.Struct, frozen=True):
     """How every file of one ingest is read: the error policy (None: each format's own), the
     format (None: sniffed), the slice hints, the night of rows without a wall-clock time."""
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import msgspec
 
 from mapreport.core.errors import ErrorPolicy
 
@@ -12,8 +13,7 @@ if TYPE_CHECKING:
     from mapreport.ingest.sink import Sink
 
 
-@dataclass(frozen=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     """What sniffing may look at: the path and the first decompressed bytes of the file."""
 
     path: Path

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,37 +88,34 @@ FAILED = {"inf": "inf", "zero": "zero_time"}
 out) and 0 (torch prints `<DIVIDED BY ZERO ERROR>`)."""
 
 
-@dataclass
-class _Choice:
+class _Choice(msgspec.Struct):
     """One candidate of a workload over every block that listed it."""
 
     line: int
     kernel: str
     description: str
-    names: list[str] = field(default_factory=list)
-    times_ms: list[float] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
+    names: list[str] = msgspec.field(default_factory=list)
+    times_ms: list[float] = msgspec.field(default_factory=list)
+    failures: list[str] = msgspec.field(default_factory=list)
     selected: int = 0
     """Blocks that listed it first: Inductor's pick there."""
 
 
-@dataclass
-class _Workload:
+class _Workload(msgspec.Struct):
     """One op at its input sizes, strides and dtypes."""
 
     op: str
     shape: str | None
     key: str
     line: int
-    choices: dict[str, _Choice] = field(default_factory=dict)
+    choices: dict[str, _Choice] = msgspec.field(default_factory=dict)
     blocks: int = 0
     autotune_s: float = 0.0
     unlisted: int = 0
     """Choices benchmarked but not listed (torch lists the fastest 10 by default)."""
 
 
-@dataclass
-class _Block:
+class _Block(msgspec.Struct):
     """An open AUTOTUNE block: its header, and its choices once the first is read."""
 
     op: str
@@ -128,7 +124,7 @@ class _Block:
     strides: str | None = None
     dtypes: str | None = None
     workload: _Workload | None = None
-    keys: list[str] = field(default_factory=list)
+    keys: list[str] = msgspec.field(default_factory=list)
 
 
 def _shape(sizes: str) -> str | None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import dataclass
+
+import msgspec
 
 _CALL_DEF = re.compile(r"^(?P<indent>\s*)def call\(")
 _LAUNCH = re.compile(r"^(?P<callee>[A-Za-z_][\w.]{0,300}?)(?:\.run)?\(.*\)\s*(?:#.*)?$")
@@ -31,15 +32,13 @@ MAX_CODE_LINES = 200_000
 """Lines of one graph's wrapper code read for launches; the rest is not looked at."""
 
 
-@dataclass(frozen=True)
-class Launch:
+class Launch(msgspec.Struct, frozen=True):
     """One kernel launch of the wrapper's `call` function."""
 
     callee: str
 
 
-@dataclass(frozen=True)
-class WrapperCode:
+class WrapperCode(msgspec.Struct, frozen=True):
     """What the wrapper code of one graph says: its launches, in order, and its device."""
 
     launches: tuple[Launch, ...]
@@ -83,8 +82,7 @@ def read_wrapper(code: bytes) -> WrapperCode:
     return WrapperCode(tuple(launches), cpu, profiled)
 
 
-@dataclass(frozen=True)
-class PlannedOp:
+class PlannedOp(msgspec.Struct, frozen=True):
     """An estimated op with a name unique in its graph and the kernel it launched."""
 
     op: str

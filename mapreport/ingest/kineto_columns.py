@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
 from types import SimpleNamespace
@@ -125,13 +124,12 @@ def _compact(raw: bytes) -> str | None:
     return None if value is None else ENCODE(value).decode()
 
 
-@dataclass
-class RunMemo:
+class RunMemo(msgspec.Struct):
     """Per-read caches: traces repeat a few categories, shapes and launch geometries."""
 
-    categories: dict[str | None, str | None] = field(default_factory=dict)
-    shapes: Memo = field(default_factory=lambda: Memo(_shape_of))
-    compact: Memo = field(default_factory=lambda: Memo(_compact))
+    categories: dict[str | None, str | None] = msgspec.field(default_factory=dict)
+    shapes: Memo = msgspec.field(default_factory=lambda: Memo(_shape_of))
+    compact: Memo = msgspec.field(default_factory=lambda: Memo(_compact))
 
     def category(self, raw: str | None) -> str | None:
         low = (raw or "").lower()
@@ -163,12 +161,11 @@ def _of_ops(cats: list[str | None], raws: Iterable[msgspec.Raw]) -> list[msgspec
     return [r if c == "cpu_op" else _NONE for c, r in zip(cats, raws, strict=True)]
 
 
-@dataclass
-class Run:
+class Run(msgspec.Struct):
     """One decoded run of events; an event that did not decode is None with its error."""
 
     events: list[Event | None]
-    errors: dict[int, tuple[str, bytes]] = field(default_factory=dict)
+    errors: dict[int, tuple[str, bytes]] = msgspec.field(default_factory=dict)
 
 
 def decode_run(data: bytes) -> Run:

@@ -18,8 +18,8 @@ while serving (`adapted`), any other graph was compiled before (`static`, the pl
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -86,8 +86,7 @@ COMPILING = ("_compile.compile_inner", "entire_frame_compile")
 """The names (prefixes) of the profiler spans dynamo records while it compiles a frame."""
 
 
-@dataclass(frozen=True)
-class Requests:
+class Requests(msgspec.Struct, frozen=True):
     """A trace's request spans as request columns, and the spans whose shape did not read."""
 
     lines: pa.Array

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from mapreport.core.errors import InputError
 
@@ -21,8 +22,7 @@ NS_TO_US = 1e-3
 LOG_NAMES = ("mlperf_log_summary.txt", "mlperf_log_detail.txt")
 
 
-@dataclass(frozen=True)
-class RunField:
+class RunField(msgspec.Struct, frozen=True):
     """One loadgen_run column and where each log holds it."""
 
     column: str

@@ -7,7 +7,6 @@ cross-field rules of the format (timestamp order, event kinds).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -77,8 +76,7 @@ def _normalise(rec: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in rec.items() if v is not None and v != ""}
 
 
-@dataclass(frozen=True)
-class NativeReader:
+class NativeReader(msgspec.Struct, frozen=True):
     """A native JSONL/CSV/Parquet format identified by the keys of its first record."""
 
     name: str

@@ -20,7 +20,6 @@ import gzip
 import math
 import re
 import zlib
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -78,19 +77,17 @@ def scrape_time_us(comment: str) -> float | None:
     return float(text) * 1e6
 
 
-@dataclass
-class _Block:
+class _Block(msgspec.Struct):
     """One family's lines: its HELP/TYPE comments and samples, with their line numbers."""
 
     name: str | None = None
-    lines: list[tuple[int, str]] = field(default_factory=list)
+    lines: list[tuple[int, str]] = msgspec.field(default_factory=list)
 
 
-@dataclass
-class _Scrape:
+class _Scrape(msgspec.Struct):
     index: int = 0
     time_us: float | None = None
-    seen: set[str] = field(default_factory=set)
+    seen: set[str] = msgspec.field(default_factory=set)
 
 
 class PrometheusReader:

@@ -6,13 +6,13 @@ A file no reader and no kind here claims is still an error (`format not recognis
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
+import msgspec
 
-@dataclass(frozen=True)
-class Sidecar:
+
+class Sidecar(msgspec.Struct, frozen=True):
     """A kind of file recorded beside telemetry that mapreport does not read."""
 
     name: str

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import msgspec
@@ -37,8 +36,7 @@ class FieldError(ValueError):
         super().__init__(reason)
 
 
-@dataclass(frozen=True)
-class Field:
+class Field(msgspec.Struct, frozen=True):
     """One raw field of an input record and the canonical column it lands in."""
 
     raw: str
@@ -56,8 +54,7 @@ class Field:
         return self.column or self.raw
 
 
-@dataclass(frozen=True)
-class RecordSpec:
+class RecordSpec(msgspec.Struct, frozen=True):
     """The declared fields of one record kind."""
 
     name: str

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,15 +37,14 @@ _DECODE: JsonDecoder[Any] = JsonDecoder()
 _ENCODE = msgspec.json.Encoder().encode
 
 
-@dataclass
-class _Compile:
+class _Compile(msgspec.Struct):
     """What the log says about one compile id before its metrics record arrives."""
 
-    sizes: dict[int, list[int]] = field(default_factory=dict)
-    sources: dict[int, str] = field(default_factory=dict)
+    sizes: dict[int, list[int]] = msgspec.field(default_factory=dict)
+    sources: dict[int, str] = msgspec.field(default_factory=dict)
     """Tensor id -> dynamo's source of it (`L['x']`, `L['self']._parameters['weight']`)."""
-    parameters: set[int] = field(default_factory=set)
-    symbols: list[dict[str, Any]] = field(default_factory=list)
+    parameters: set[int] = msgspec.field(default_factory=set)
+    symbols: list[dict[str, Any]] = msgspec.field(default_factory=list)
     """The dims the graph treats as symbolic: source, value at compile time, range admitted."""
     cache: str | None = None
     planned: bool = False
@@ -55,7 +53,7 @@ class _Compile:
     """The `recompile_reasons` artifact's text (used when the metrics record states none)."""
     code: WrapperCode | None = None
     """Inductor's wrapper code of the graph (`inductor_output_code`): its kernel launches."""
-    breaks: list[dict[str, str | None]] = field(default_factory=list)
+    breaks: list[dict[str, str | None]] = msgspec.field(default_factory=list)
     """Where dynamo broke the graph and on what (`dynamo_graph_break_reason`)."""
 
 

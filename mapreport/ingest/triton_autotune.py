@@ -30,7 +30,6 @@ import json
 import math
 import re
 import reprlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -156,8 +155,7 @@ def entry_lines(raw: bytes) -> list[int]:
     return out
 
 
-@dataclass(frozen=True)
-class _Key:
+class _Key(msgspec.Struct, frozen=True):
     """The tuning key as a workload: its shape and its task key."""
 
     shape: str | None
@@ -198,8 +196,7 @@ def _key(value: Any) -> _Key:
     return _Key(shape, tuple(labels), tuple(value))
 
 
-@dataclass(frozen=True)
-class _Entry:
+class _Entry(msgspec.Struct, frozen=True):
     """One config and its timing, as the file lists them."""
 
     trial: int

@@ -18,9 +18,10 @@ else `unknown`. The trace id is the request id; the client's `request_id` is kep
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from mapreport.core.errors import ErrorPolicy, InputError
 from mapreport.core.shapes import MAX_DIMS, UNKNOWN
@@ -34,15 +35,14 @@ _NOT_NAME = re.compile(r"[^A-Za-z0-9_.\-]")
 _FIRST_KEYS = (b'"id"', b'"model_name"', b'"timestamps"', b'"activity"')
 
 
-@dataclass
-class Trace:
+class Trace(msgspec.Struct):
     """One Triton trace: where it starts, its model metadata, its activity timestamps (ns, by
     upper-case name) and its input tensors' shapes (TENSORS level)."""
 
     line: int | None
-    meta: dict[str, Any] = field(default_factory=dict)
-    stamps: dict[str, int] = field(default_factory=dict)
-    inputs: dict[str, list[int]] = field(default_factory=dict)
+    meta: dict[str, Any] = msgspec.field(default_factory=dict)
+    stamps: dict[str, int] = msgspec.field(default_factory=dict)
+    inputs: dict[str, list[int]] = msgspec.field(default_factory=dict)
 
 
 def _stamp_name(name: str) -> str:

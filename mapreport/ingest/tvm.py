@@ -23,13 +23,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from mapreport.core.errors import ErrorPolicy
+from mapreport.core.records import replace
 from mapreport.core.shapes import ShapeError, canonical_shape
 from mapreport.ingest.base import Head
 from mapreport.ingest.jsondoc import json_text
@@ -53,8 +53,7 @@ _AUTOTVM = re.compile(rb'^\{\s*"input"\s*:\s*\[')
 _META = re.compile(rb"^\[\s*\d+\s*,\s*\[\s*\[")
 
 
-@dataclass
-class _Workload:
+class _Workload(msgspec.Struct):
     """Every trial of one (workload, target) so far: kept as counts and the best trial only."""
 
     op: str
@@ -64,12 +63,12 @@ class _Workload:
     first_line: int
     trials: int = 0
     failed: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = msgspec.field(default_factory=dict)
     tuning_s: float = 0.0
     best_s: float | None = None
     best_line: int | None = None
     first_ts: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
 def _first_data_line(data: bytes) -> bytes:
@@ -131,8 +130,7 @@ def _costs(result: Any, what: str) -> tuple[list[float], int, float, float | Non
     return [float(c) for c in costs], err, all_cost, ts
 
 
-@dataclass(frozen=True)
-class _Trial:
+class _Trial(msgspec.Struct, frozen=True):
     """One record: a measured candidate."""
 
     op: str

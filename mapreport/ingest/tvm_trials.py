@@ -13,7 +13,6 @@ sits beside; a line that breaks this is an error naming that file, its line and 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,7 @@ _DECODE: JsonDecoder[Any] = JsonDecoder()
 _FIELDS = ("workload_index", "trial", "score", "cost_model")
 
 
-@dataclass(frozen=True)
-class Score:
+class Score(msgspec.Struct, frozen=True):
     """The cost model's score of one candidate."""
 
     score: float

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -97,8 +96,7 @@ class IndexEntry(msgspec.Struct, frozen=True):
     """The night was recorded again from other inputs (late data)."""
 
 
-@dataclass(frozen=True)
-class Written:
+class Written(msgspec.Struct, frozen=True):
     """The files one slice's report wrote, and what degraded."""
 
     html: Path

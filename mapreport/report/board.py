@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 from markupsafe import Markup
 
 from mapreport.core.kinds import Status
@@ -43,8 +43,7 @@ SPARK_W, SPARK_H = 96, 22
 """The sparkline's size in CSS pixels."""
 
 
-@dataclass(frozen=True)
-class BoardRow:
+class BoardRow(msgspec.Struct, frozen=True):
     """One slice on the board."""
 
     e: IndexEntry
@@ -53,8 +52,7 @@ class BoardRow:
     spark: Markup
 
 
-@dataclass(frozen=True)
-class Board:
+class Board(msgspec.Struct, frozen=True):
     """The board's rows and what its header and filters show."""
 
     rows: tuple[BoardRow, ...]

@@ -3,7 +3,7 @@ prints), and compare.json (docs/compare.md)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import msgspec
 
 from mapreport.analysis.comparing.compare import (
     Comparison,
@@ -18,6 +18,7 @@ from mapreport.analysis.comparing.compare_whole import TotalComparison
 from mapreport.analysis.comparing.runlevel import MIN_RUNS, RunsCompared
 from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import ShipReason
+from mapreport.core.records import replace
 from mapreport.report.compare_tests import (
     UNTESTED,
     TestCells,
@@ -46,8 +47,7 @@ Parts = dict[str, dict[str, tuple[float, float, float] | None]]
 """Per shape: latency, queue and compute (p50, p95, p99) of one side (`side_parts`)."""
 
 
-@dataclass(frozen=True)
-class Side:
+class Side(msgspec.Struct, frozen=True):
     """What one side of a comparison is."""
 
     label: str
@@ -67,8 +67,7 @@ def ratio_ci(ci: tuple[float, float] | None) -> str:
     return "–" if ci is None else f"[{ratio_text(ci[0])}, {ratio_text(ci[1])}]"
 
 
-@dataclass(frozen=True)
-class Line:
+class Line(msgspec.Struct, frozen=True):
     """One shape's row of the table, its ratios in words."""
 
     s: ShapeComparison
@@ -118,8 +117,7 @@ def moved_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[Line, 
     return tuple(_line(s, evidence or {}) for s in c.moved_most())
 
 
-@dataclass(frozen=True)
-class TailLine:
+class TailLine(msgspec.Struct, frozen=True):
     """One pooled quantile of the slice, in words."""
 
     q: QuantileComparison
@@ -143,8 +141,7 @@ def tail_lines(c: Comparison, evidence: Evidence | None = None) -> tuple[TailLin
     )
 
 
-@dataclass(frozen=True)
-class DrillRow:
+class DrillRow(msgspec.Struct, frozen=True):
     """One part of a shape's time on both sides."""
 
     part: str
@@ -152,8 +149,7 @@ class DrillRow:
     """p50 A, p50 B, p95 A, p95 B, p99 A, p99 B."""
 
 
-@dataclass(frozen=True)
-class DrillLine:
+class DrillLine(msgspec.Struct, frozen=True):
     """A moved shape's time, split: each part's p50, p95 and p99 on both sides."""
 
     line: Line
@@ -181,8 +177,7 @@ def drill_lines(
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class OpLine:
+class OpLine(msgspec.Struct, frozen=True):
     """One op x shape's row of the table."""
 
     o: OpComparison
@@ -322,8 +317,7 @@ def _shapes_headline(c: Comparison) -> str:
     )
 
 
-@dataclass(frozen=True)
-class MappingLine:
+class MappingLine(msgspec.Struct, frozen=True):
     """One shape's mapping row: signed errors, their change with its CI, gains, decisions."""
 
     m: ShapeMapping
@@ -332,8 +326,7 @@ class MappingLine:
     decision: str
 
 
-@dataclass(frozen=True)
-class MappingView:
+class MappingView(msgspec.Struct, frozen=True):
     """The mapping section: the slice figures in words and the shapes' rows."""
 
     figures: tuple[tuple[str, str, str, str], ...]
@@ -380,8 +373,7 @@ def mapping_view(mc: MappingComparison | None) -> MappingView | None:
     return MappingView(figures, lines, len(mc.decisions_changed))
 
 
-@dataclass(frozen=True)
-class RunLine:
+class RunLine(msgspec.Struct, frozen=True):
     """One quantile across runs, in words."""
 
     quantile: str
@@ -392,8 +384,7 @@ class RunLine:
     verdict: str
 
 
-@dataclass(frozen=True)
-class RunsView:
+class RunsView(msgspec.Struct, frozen=True):
     """The run-to-run section: a sentence, and a row per quantile where runs allow one."""
 
     sentence: str
@@ -454,8 +445,7 @@ PRINTED_ROWS = 100
 table of 4,000 shapes in 164 pages, which no one reads on paper."""
 
 
-@dataclass(frozen=True)
-class LeftOut:
+class LeftOut(msgspec.Struct, frozen=True):
     """Per long table, the sentence on the rows the printed comparison leaves out ('' where
     it leaves out none; the screen's page leaves out none)."""
 
@@ -465,8 +455,7 @@ class LeftOut:
     only_ops: str = ""
 
 
-@dataclass(frozen=True)
-class Printed:
+class Printed(msgspec.Struct, frozen=True):
     """What the printed comparison holds of its long tables and lists (`printed`), and a
     sentence per table on what it leaves out ('' where it leaves out nothing)."""
 

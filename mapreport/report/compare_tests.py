@@ -4,7 +4,7 @@ tested quantiles, and where a moved quantile's time moved (queue wait or compute
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.comparing.compare import Comparison, QuantileTest, ShapeComparison
 from mapreport.analysis.comparing.compare_stats import BlockChoice, LatencyBasis
@@ -141,8 +141,7 @@ def split_text(t: QuantileTest) -> str:
     )
 
 
-@dataclass(frozen=True)
-class TestCells:
+class TestCells(msgspec.Struct, frozen=True):
     """A shape's tests as the table prints them: p50, p95, p99, and the split of its moves."""
 
     p50: str

@@ -4,8 +4,9 @@ both tuned, then which side chose better), the table's rows, and compare.json's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.comparing.compare_tuning import (
@@ -87,8 +88,7 @@ def _sentence(t: TuningComparison) -> str:
     return f"{_ranks(t)}; {_chose(t)} ({n} both tuned)."
 
 
-@dataclass(frozen=True)
-class TuningRow:
+class TuningRow(msgspec.Struct, frozen=True):
     """One workload both sides tuned, as the table prints it."""
 
     workload: str

@@ -4,7 +4,7 @@ first")."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.comparing.compare import Comparison, OpComparison, OpOnly
 from mapreport.analysis.comparing.compare_whole import TotalComparison
@@ -131,8 +131,7 @@ def parts_sentence(c: Comparison, k: int = 3) -> str:
     return "Largest parts of the change: " + "; ".join(one(o) for o in rows) + "."
 
 
-@dataclass(frozen=True)
-class WholeRow:
+class WholeRow(msgspec.Struct, frozen=True):
     """A row of page 1's whole: the total, or one category."""
 
     what: str
@@ -144,8 +143,7 @@ class WholeRow:
     calls: str
 
 
-@dataclass(frozen=True)
-class WholeView:
+class WholeView(msgspec.Struct, frozen=True):
     """Page 1's whole: the devices, the total and its split."""
 
     devices: str
@@ -183,8 +181,7 @@ def whole_view(t: TotalComparison | None, same_mix: bool = True) -> WholeView | 
     return WholeView(devices_text(t), basis, (total, *rows), _verdict(t, same_mix))
 
 
-@dataclass(frozen=True)
-class PartLine:
+class PartLine(msgspec.Struct, frozen=True):
     """An op x shape of either side as a part of the change of the whole."""
 
     op: str
@@ -219,8 +216,7 @@ def part_lines(c: Comparison, k: int = 10) -> tuple[PartLine, ...]:
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class OnlyLine:
+class OnlyLine(msgspec.Struct, frozen=True):
     """An op x shape one side ran and the other did not: listed, not compared."""
 
     side: str

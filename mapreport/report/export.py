@@ -10,9 +10,10 @@ import signal
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import msgspec
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
@@ -49,13 +50,12 @@ def browsers_below(root: int) -> set[int]:
     return {p for p in below if "chrom" in command.get(p, "")}
 
 
-@dataclass
-class SvgExporter:
+class SvgExporter(msgspec.Struct):
     """Exports figures to SVG, starting Chromium once; a failure disables export for the rest
     of the run and is kept in `failure` so reports can say why their charts are missing."""
 
     failure: str | None = None
-    timings_s: list[tuple[str, float]] = field(default_factory=list)
+    timings_s: list[tuple[str, float]] = msgspec.field(default_factory=list)
     """(chart id, seconds) per export of this run, for the render benchmark."""
     start_s: float | None = None
     """Seconds the warm Chromium took to start (once per run)."""

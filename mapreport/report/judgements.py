@@ -5,7 +5,7 @@ this only says what they decided."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.steps.results import SliceResult
@@ -168,8 +168,7 @@ def line(j: Judgement) -> str:
     return " ".join(WORDS[j.reason].format(**values).split())
 
 
-@dataclass(frozen=True)
-class JudgementRow:
+class JudgementRow(msgspec.Struct, frozen=True):
     """One judgement as page 1 and the appendix list it."""
 
     family: str

@@ -5,7 +5,8 @@ on, a checklist item, a pitfall, the per-core compute an action rests on."""
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.actions.action_params import Impact
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action, class_id
@@ -17,8 +18,7 @@ from mapreport.core.kinds import ActionKind, BottleneckClass, CheckState
 from mapreport.report import decisions, prose, words
 
 
-@dataclass(frozen=True)
-class ActionView:
+class ActionView(msgspec.Struct, frozen=True):
     """One action as the report shows it, with where its evidence is."""
 
     a: Action
@@ -36,8 +36,7 @@ class ActionView:
     """The action as Markdown, for an issue tracker."""
 
 
-@dataclass(frozen=True)
-class CheckLine:
+class CheckLine(msgspec.Struct, frozen=True):
     """One review-checklist item: its name, its state and why."""
 
     name: str
@@ -55,8 +54,7 @@ class CheckLine:
         return self.state == CheckState.PASS
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(msgspec.Struct, frozen=True):
     """A label, its text and whether it is a problem: one line of the pitfalls."""
 
     name: str
@@ -64,8 +62,7 @@ class Row:
     text: str
 
 
-@dataclass(frozen=True)
-class ShapeLine:
+class ShapeLine(msgspec.Struct, frozen=True):
     """A shape with the words its decision and class rest on, and the actions on it."""
 
     m: ShapeMetrics
@@ -90,8 +87,7 @@ class ShapeLine:
         return self.m.diagnosis.cls in (BottleneckClass.NONE, BottleneckClass.INSUFFICIENT_EVIDENCE)
 
 
-@dataclass(frozen=True)
-class CoreEvidence:
+class CoreEvidence(msgspec.Struct, frozen=True):
     """The per-core compute a core-placement action rests on (the slice-wide Jain index,
     over every shape's busy time, can read 1.000 beside it)."""
 

@@ -4,8 +4,9 @@ the report's view (`view.ReportView`), read once; nothing here is computed anew.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.actions.actions import SLICE_WIDE
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
@@ -13,6 +14,7 @@ from mapreport.analysis.base.common import Regression, SlaCheck
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.serving.shape import ShapeMetrics
 from mapreport.core.kinds import ActionState, BottleneckClass, DeviceActivity
+from mapreport.core.records import replace
 from mapreport.report import sections, words
 from mapreport.report.filters import duration, pct, ratio, signed_pct
 from mapreport.report.lines import ActionView
@@ -51,8 +53,7 @@ APPENDIX_PARTIALS = {"checklist": "sections/checks.html.j2"}
 table (page 1 states every sign-off)."""
 
 
-@dataclass(frozen=True)
-class ActionLine:
+class ActionLine(msgspec.Struct, frozen=True):
     """One action as the packet prints it: its imperative, effect, rollback and main rule."""
 
     av: ActionView
@@ -63,16 +64,14 @@ class ActionLine:
     state: str
 
 
-@dataclass(frozen=True)
-class ShapeTail:
+class ShapeTail(msgspec.Struct, frozen=True):
     """A shape of page 2: its figures and what drives its tail."""
 
     m: ShapeMetrics
     driver: str
 
 
-@dataclass(frozen=True)
-class PacketView:
+class PacketView(msgspec.Struct, frozen=True):
     """What the packet prints beyond the report's view."""
 
     sla_rows: tuple[tuple[SlaCheck, str, str], ...]

@@ -5,8 +5,9 @@ changed), from the facts the sections state in full."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from mapreport.analysis.base.common import SlaCheck, TailQuantile
 from mapreport.analysis.loop.history import History
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
     pass
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(msgspec.Struct, frozen=True):
     """What page 1 says before anything else: the SLA, what drives a miss, what to do, what
     fails, and what changed since the compared night."""
 

@@ -8,8 +8,9 @@ reads it from a view, so no two places decide it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.actions.observe import MATERIAL_TRAFFIC
 from mapreport.analysis.base.common import Regression, SlaCheck
@@ -27,8 +28,7 @@ from mapreport.report.sections.unit import Part
 from mapreport.report.verdict import Verdict, health, verdict
 
 
-@dataclass(frozen=True)
-class ReportView:
+class ReportView(msgspec.Struct, frozen=True):
     """Everything the page prints beyond its sections' own views."""
 
     name: str

@@ -15,11 +15,11 @@ slice, a bad window)."""
 from __future__ import annotations
 
 import tempfile
-from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import pyarrow as pa
 
 from mapreport.analysis import RunKey, analyze_slice, list_slices
@@ -56,8 +56,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class SliceName:
+class SliceName(msgspec.Struct, frozen=True):
     """A slice of a dataset: a workload, and a slice of it ("" for the whole workload)."""
 
     workload: str

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pyarrow as pa
 
 from mapreport.core.errors import DatasetError
@@ -31,8 +31,7 @@ COMPARE_TABLES: dict[str, str] = {
 """The tables of a comparison, by the name each export file and sheet has."""
 
 
-@dataclass(frozen=True)
-class ComparedDoc:
+class ComparedDoc(msgspec.Struct, frozen=True):
     """One compare.json: its path, version, sides and the whole document."""
 
     path: Path

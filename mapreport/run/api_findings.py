@@ -5,7 +5,6 @@ fields, each judgement and each action as frozen dataclasses with the categories
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +30,7 @@ READ_MAJOR = "2"
 """The findings.json major version these types read (docs/findings.md)."""
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(msgspec.Struct, frozen=True):
     """One family's judgement (findings.json `judgements[]`)."""
 
     family: JudgementFamily
@@ -48,8 +46,7 @@ class Judgement:
     deciding: bool
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True):
     """The figure an action or a class rests on (`actions[].evidence`)."""
 
     metric: str
@@ -61,8 +58,7 @@ class Evidence:
     pooled_n: int = 0
 
 
-@dataclass(frozen=True)
-class RollbackTrigger:
+class RollbackTrigger(msgspec.Struct, frozen=True):
     """When to undo an action (`actions[].rollback_trigger`)."""
 
     metric: str
@@ -71,8 +67,7 @@ class RollbackTrigger:
     text: str
 
 
-@dataclass(frozen=True)
-class Validation:
+class Validation(msgspec.Struct, frozen=True):
     """One row of an action's validation matrix."""
 
     shape: str
@@ -81,8 +76,7 @@ class Validation:
     criterion: str
 
 
-@dataclass(frozen=True)
-class Impact:
+class Impact(msgspec.Struct, frozen=True):
     """What an action acts on, in its unit (`actions[].impact`)."""
 
     unit: ImpactUnit
@@ -91,8 +85,7 @@ class Impact:
     share: float | None = None
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(msgspec.Struct, frozen=True):
     """One action of the report (`actions[]`; its `class` is `kind` here)."""
 
     id: str
@@ -107,8 +100,7 @@ class Action:
     impact: Impact
 
 
-@dataclass(frozen=True)
-class Findings:
+class Findings(msgspec.Struct, frozen=True):
     """One slice's findings.json: the top-level fields typed, the whole document in `doc`."""
 
     schema_version: str

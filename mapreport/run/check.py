@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+import msgspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -51,8 +51,7 @@ class Repair(Enum):
     """Leave it: a link out of the dataset points at someone's files."""
 
 
-@dataclass(frozen=True)
-class Damage:
+class Damage(msgspec.Struct, frozen=True):
     """One damaged file and what to do about it."""
 
     path: Path
@@ -63,8 +62,7 @@ class Damage:
     repair: Repair = Repair.FILE
 
 
-@dataclass(frozen=True)
-class CheckResult:
+class CheckResult(msgspec.Struct, frozen=True):
     """What `check` found."""
 
     files: int
@@ -268,8 +266,7 @@ def _json_with(f: Path, key: str) -> bool:
     return isinstance(record, dict) and isinstance(record.get(key), str)
 
 
-@dataclass(frozen=True)
-class Repaired:
+class Repaired(msgspec.Struct, frozen=True):
     """What `repair` did."""
 
     aside: Path | None

@@ -13,7 +13,6 @@ on both datasets and says whether the ratio, n and CI are the ones compare.json 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -93,8 +92,7 @@ def _sql_file(
     return (text + p.figure_sql() + ";\n").encode()
 
 
-@dataclass
-class _Rows:
+class _Rows(msgspec.Struct):
     """Every row one side's packs of one kind select from (every shape's requests, or every
     op x shape's calls, of the side's files), and the row numbers of each shape (op x shape)
     in it, found when a pack first asks."""

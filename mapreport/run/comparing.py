@@ -4,11 +4,11 @@ request shape, and written as compare.html and compare.json."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from markupsafe import Markup
 
 from mapreport.analysis.base.common import Thresholds
@@ -56,6 +56,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.errors import UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.kinds import TimeBasis
+from mapreport.core.records import replace
 from mapreport.core.window import EVERYTHING, Window, night_window
 from mapreport.dataset.store import Dataset
 from mapreport.report.compare import (
@@ -104,8 +105,7 @@ def pick_slice(ds: Dataset, wanted: str | None, which: str) -> tuple[str, str]:
     return w, s
 
 
-@dataclass(frozen=True)
-class Compared:
+class Compared(msgspec.Struct, frozen=True):
     """What `compare_runs` compared and concluded."""
 
     comparison: Comparison
@@ -119,8 +119,7 @@ class Compared:
     """The two sides' tuning runs (None when neither holds tuning records)."""
 
 
-@dataclass(frozen=True)
-class _Read:
+class _Read(msgspec.Struct, frozen=True):
     """What one side's records give the comparison."""
 
     side: Side
@@ -133,8 +132,7 @@ class _Read:
     spec: SideSpec
 
 
-@dataclass(frozen=True)
-class _Opened:
+class _Opened(msgspec.Struct, frozen=True):
     """One side's slice, window and files, and its connection."""
 
     con: Connection

@@ -21,6 +21,7 @@ import msgspec
 from mapreport.analysis.base.common import Thresholds
 from mapreport.core.devices import KNOWN, MATRIX_DTYPES, PLAUSIBLE, DeviceConfig, by_name
 from mapreport.core.errors import ConfigError, ErrorPolicy, UsageError
+from mapreport.core.records import field_names, replace
 from mapreport.core.window import parse_duration_us, zone
 from mapreport.engine.settings import EngineName, EngineSettings
 
@@ -212,13 +213,13 @@ def default_config() -> Config:
 
 def _build(raw: _File, path: Path | None) -> Config:
     base = path.parent if path else Path.cwd()
-    known = {f.name for f in dataclasses.fields(Thresholds)}
+    known = set(field_names(Thresholds))
     unknown = sorted(set(raw.thresholds) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown key(s) in [thresholds]: {', '.join(unknown)}")
     try:
         # replace() runs __init__: msgspec sets only the given fields on the instance
-        th = dataclasses.replace(msgspec.convert(raw.thresholds, Thresholds))
+        th = replace(msgspec.convert(raw.thresholds, Thresholds))
     except msgspec.ValidationError as e:
         raise ConfigError(f"{path}: {str(e).replace('$.', 'thresholds.')}") from None
     if not 0 < th.tolerance < 10:

@@ -13,7 +13,6 @@ are the ones the report stated.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from pathlib import Path
@@ -39,6 +38,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.errors import DatasetError, UsageError
 from mapreport.core.files import atomic_write
 from mapreport.core.kinds import Reduction
+from mapreport.core.records import replace
 from mapreport.dataset.store import Dataset
 from mapreport.dataset.views import view_script
 from mapreport.report.words import metric
@@ -172,7 +172,7 @@ def load(specs: Path, pid: str) -> Pack | None:
             "(tampered with, or written by another version of mapreport: report the slice "
             "again); nothing was run"
         )
-    return dataclasses.replace(p, sql=rebuilt)  # the text this code built, not the file's
+    return replace(p, sql=rebuilt)  # the text this code built, not the file's
 
 
 def explain(dataset_dir: Path, pid: str) -> tuple[list[str], bool]:

@@ -3,8 +3,9 @@ report the night's window of every slice and record it in the closed-loop histor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import date, timedelta
+
+import msgspec
 
 from mapreport.core.errors import ConfigError
 from mapreport.core.window import Window, last_complete_day, night_window
@@ -17,23 +18,21 @@ from mapreport.run.outcome import Progress, SliceOutcome, quiet
 from mapreport.run.reporting import report
 
 
-@dataclass(frozen=True)
-class LateData:
+class LateData(msgspec.Struct, frozen=True):
     """A file ingested tonight whose rows belong to a night already reported."""
 
     path: str
     nights: tuple[str, ...]
 
 
-@dataclass
-class NightRun:
+class NightRun(msgspec.Struct):
     """What one nightly run did."""
 
     night: str
     window: Window
-    ingested: list[IngestResult] = field(default_factory=list)
-    outcomes: list[SliceOutcome] = field(default_factory=list)
-    late: list[LateData] = field(default_factory=list)
+    ingested: list[IngestResult] = msgspec.field(default_factory=list)
+    outcomes: list[SliceOutcome] = msgspec.field(default_factory=list)
+    late: list[LateData] = msgspec.field(default_factory=list)
     retention: Retention | None = None
 
 

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 Progress = Callable[[str], None]
 """Where a run says what it is doing (one line at a time)."""
@@ -15,8 +16,7 @@ def quiet(_: str) -> None:
     return None
 
 
-@dataclass(frozen=True)
-class SliceOutcome:
+class SliceOutcome(msgspec.Struct, frozen=True):
     """What reporting one slice did."""
 
     workload: str

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
+
+import msgspec
 
 from mapreport import __version__
 from mapreport.analysis import RunKey, Stored, analyze_slice
@@ -67,8 +68,7 @@ def check_folder(out: Path, folder: Path) -> None:
             raise FolderRefused(f"refusing to write into {d}: not a folder")
 
 
-@dataclass(frozen=True)
-class ReportRun:
+class ReportRun(msgspec.Struct, frozen=True):
     """What every slice of one `report` shares; worker processes receive it once."""
 
     dataset: Path

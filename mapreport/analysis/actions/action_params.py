@@ -18,8 +18,7 @@ import msgspec
 from mapreport.core.kinds import ActionKind, BlockingRemedy, ImpactUnit, OwnerRole
 
 
-@dataclass(frozen=True)
-class Impact:
+class Impact(msgspec.Struct, frozen=True):
     """An action's impact in its unit; `share`: a device time as a share of the trace's."""
 
     unit: ImpactUnit
@@ -169,8 +168,7 @@ class Blocking(ActionParams, owners={ActionKind.ADAPTATION_BLOCKING: OwnerRole.R
     """The input dims whose size changes caused the serving-time compiles (TORCH_TRACE)."""
 
 
-@dataclass(frozen=True)
-class Dim:
+class Dim(msgspec.Struct, frozen=True):
     """One dim of one compiled input and the sizes it took."""
 
     tensor: str

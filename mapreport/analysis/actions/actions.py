@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from mapreport.analysis.actions import action_params as P
 from mapreport.analysis.actions.action_params import ActionParams
@@ -40,6 +41,7 @@ from mapreport.core.kinds import (
     OwnerRole,
     Reduction,
 )
+from mapreport.core.records import replace
 
 if TYPE_CHECKING:
     from mapreport.analysis.base.common import Regression
@@ -73,8 +75,7 @@ NEIGHBOURS = 2
 """The busiest other shapes a validation matrix guards against regressions."""
 
 
-@dataclass(frozen=True)
-class ValidationRow:
+class ValidationRow(msgspec.Struct, frozen=True):
     """One cell row of a validation matrix: a shape, a metric, what passes."""
 
     shape: str
@@ -95,8 +96,7 @@ def measured(
     return ValidationRow(m.shape, metric, m.metric(metric), criterion, limit)
 
 
-@dataclass(frozen=True)
-class RollbackTrigger:
+class RollbackTrigger(msgspec.Struct, frozen=True):
     """When to roll a change back: metric above threshold for `runs` consecutive nights.
     metric "none": not a runtime change, nothing to roll back."""
 
@@ -114,8 +114,7 @@ class RollbackTrigger:
 NO_ROLLBACK = RollbackTrigger("none", None, 0)
 
 
-@dataclass(frozen=True)
-class PackRequest:
+class PackRequest(msgspec.Struct, frozen=True):
     """An evidence pack an action's kind asks for: its id, the evidence whose figure it
     reproduces, how that figure follows from the rows (`Reduction`), and the parameters
     (the reduction's `PackKind.params`) that select them."""
@@ -126,8 +125,7 @@ class PackRequest:
     params: Any
 
 
-@dataclass(frozen=True)
-class Action:
+class Action(msgspec.Struct, frozen=True):
     """A retuning action: what to change, who owns it, how to undo it, how to validate it."""
 
     id: str
@@ -153,8 +151,7 @@ class Action:
         return self.params.side if isinstance(self.params, P.MissingSide) else None
 
 
-@dataclass(frozen=True)
-class Scope:
+class Scope(msgspec.Struct, frozen=True):
     """What every action of a slice is planned against."""
 
     workload: str

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
+
+import msgspec
 
 from mapreport.analysis.actions.actions import Action
 from mapreport.analysis.base.common import QualityGuard, Review, Thresholds
@@ -36,8 +37,7 @@ PRECISION_WORD = re.compile(r"\b(?:fp|bf|tf|int|float|bfloat|mxfp|nvfp)\d{1,2}\b
 PRECISION_ALIASES = {"float16": "fp16", "float32": "fp32", "bfloat16": "bf16", "float8": "fp8"}
 
 
-@dataclass(frozen=True)
-class PrecisionCheck:
+class PrecisionCheck(msgspec.Struct, frozen=True):
     """The precision changes of a slice's plans, by their quality evidence."""
 
     passing: tuple[str, ...] = ()
@@ -67,8 +67,7 @@ BreachWhy = Literal["no_evidence", "no_n", "no_ci", "ci_includes_zero", "few_sam
 no CI, a CI that includes zero, or an n below min_samples."""
 
 
-@dataclass(frozen=True)
-class Breach:
+class Breach(msgspec.Struct, frozen=True):
     """An action that breaks the evidence rules, and how."""
 
     action_id: str
@@ -78,8 +77,7 @@ class Breach:
     n: int | None = None
 
 
-@dataclass(frozen=True)
-class ChecklistItem:
+class ChecklistItem(msgspec.Struct, frozen=True):
     """One review-checklist item, evaluated from data and configuration: passed only when
     something was checked, else not applicable with what is absent (`gap`)."""
 
@@ -92,8 +90,7 @@ class ChecklistItem:
     breaches: tuple[Breach, ...] = ()
 
 
-@dataclass(frozen=True)
-class Pitfall:
+class Pitfall(msgspec.Struct, frozen=True):
     """A known pitfall and whether this slice falls into it."""
 
     kind: PitfallKind

@@ -4,7 +4,7 @@ that sat idle (the runtime's: launch and scheduling)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from mapreport.analysis.actions.action_params import ActionParams, Impact
 from mapreport.analysis.actions.actions import (
@@ -37,6 +37,7 @@ from mapreport.core.kinds import (
     Status,
     StatusReason,
 )
+from mapreport.core.records import replace
 
 
 @dataclass(frozen=True)

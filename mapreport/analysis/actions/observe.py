@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.actions.actions import SLICE_WIDE
 from mapreport.analysis.base.common import Thresholds
@@ -32,8 +33,7 @@ TELEMETRY = {
 queue and compute split)."""
 
 
-@dataclass(frozen=True)
-class ProfileItem:
+class ProfileItem(msgspec.Struct, frozen=True):
     """One collection that would settle a thin finding on a shape that matters."""
 
     shape: str

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.actions.action_params import ActionParams, Impact
 from mapreport.analysis.actions.actions import (
@@ -37,6 +39,7 @@ from mapreport.core.kinds import (
     Reduction,
     RegretRemedy,
 )
+from mapreport.core.records import replace
 
 
 @dataclass(frozen=True)
@@ -274,8 +277,7 @@ def choice_of(a: Action, r: Ranking | None) -> TuningChoice | None:
     )
 
 
-@dataclass(frozen=True)
-class TuningFigures:
+class TuningFigures(msgspec.Struct, frozen=True):
     """One run's workload tonight as the closed loop reads it (`loop.targets.figure`): its
     regret, its model's pairwise accuracy and its chosen time, each with the interval and n it
     rests on. A regret on one measurement each has no interval here: it judges nothing."""

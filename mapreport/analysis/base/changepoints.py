@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 MIN_SIDE = 2
@@ -22,8 +22,7 @@ NOISE_FLOOR = 0.01
 """The least night-to-night noise assumed (1% of the level): a flat series has some."""
 
 
-@dataclass(frozen=True)
-class ChangePoint:
+class ChangePoint(msgspec.Struct, frozen=True):
     """A series' shift to a new level from one night on."""
 
     series: str

@@ -3,8 +3,9 @@ against, intervals, percentiles, evidence and the files a number rests on."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
+
+import msgspec
 
 from mapreport.core.devices import DeviceConfig
 from mapreport.core.kinds import OwnerRole, RegressionKind
@@ -15,8 +16,7 @@ SLICE_WIDE = "*"
 TailQuantile = Literal["p95", "p99"]
 
 
-@dataclass(frozen=True)
-class Thresholds:
+class Thresholds(msgspec.Struct, frozen=True):
     """The evidence thresholds of METRICS.md, all configurable."""
 
     tolerance: float = 0.15
@@ -50,15 +50,14 @@ class Interval(NamedTuple):
         return self.low > 0 or self.high < 0
 
 
-@dataclass(frozen=True)
-class Review:
+class Review(msgspec.Struct, frozen=True):
     """What a slice is reviewed against, from the run configuration: its description, SLA
     targets, the owners and the sign-offs."""
 
     sla_p95_us: float | None = None
     sla_p99_us: float | None = None
-    owners: dict[OwnerRole, str] = field(default_factory=dict)
-    signoffs: dict[OwnerRole, str] = field(default_factory=dict)
+    owners: dict[OwnerRole, str] = msgspec.field(default_factory=dict)
+    signoffs: dict[OwnerRole, str] = msgspec.field(default_factory=dict)
     description: str = ""
     sla_from: str | None = None
     """Where the SLA came from when the configuration sets none (an MLPerf run's target)."""
@@ -71,8 +70,7 @@ class Review:
         return self.sla_p99_us if q == "p99" else self.sla_p95_us
 
 
-@dataclass(frozen=True)
-class Percentiles:
+class Percentiles(msgspec.Struct, frozen=True):
     """p50/p95/p99 of one measured quantity with its sample count."""
 
     n: int
@@ -95,8 +93,7 @@ def within(value: float | None, target: float | None) -> bool | None:
     return value <= target
 
 
-@dataclass(frozen=True)
-class SlaCheck:
+class SlaCheck(msgspec.Struct, frozen=True):
     """One SLA quantile of a slice judged once: its target, its value, whether the samples
     are evidence for that quantile (p99 needs `min_samples_p99`), and whether it is met."""
 
@@ -141,8 +138,7 @@ def sla_checks(latency: Percentiles, review: Review, th: Thresholds) -> tuple[Sl
     )
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(msgspec.Struct, frozen=True):
     """What a class or an action rests on, so it can be reproduced."""
 
     metric: str
@@ -156,8 +152,7 @@ class Evidence:
     comparable shapes); 0 when the figure is the shape's own."""
 
 
-@dataclass(frozen=True)
-class SourceFile:
+class SourceFile(msgspec.Struct, frozen=True):
     """An input file a slice's numbers rest on."""
 
     source_id: str
@@ -169,8 +164,7 @@ class SourceFile:
     """The first rejected records (line, field, reason); all of them are in `quarantine`."""
 
 
-@dataclass(frozen=True)
-class Regression:
+class Regression(msgspec.Struct, frozen=True):
     """A shape's p95 latency change against an earlier run, with its bootstrap CI."""
 
     shape: str

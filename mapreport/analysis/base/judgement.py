@@ -6,7 +6,8 @@ the rule's bound. Each family's rule lives beside the figure it reads (`timeline
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
 
@@ -15,8 +16,7 @@ SEVERITY = {Status.FAILING: 0, Status.AT_RISK: 1, Status.HEALTHY: 2, Status.NOT_
 ORDER = {family: i for i, family in enumerate(JudgementFamily)}
 
 
-@dataclass(frozen=True)
-class Judgement:
+class Judgement(msgspec.Struct, frozen=True):
     """One family's state, why, and the figure it rests on."""
 
     family: JudgementFamily

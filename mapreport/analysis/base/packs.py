@@ -8,10 +8,8 @@ piece of a slice's evidence; `run.evidence` writes, reads and replays them."""
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -19,11 +17,11 @@ import pyarrow as pa
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.core.kinds import Driver, Reduction
+from mapreport.core.records import as_dict
 from mapreport.core.window import Window
 
 
-@dataclass(frozen=True)
-class TailParams:
+class TailParams(msgspec.Struct, frozen=True):
     """A tail share's pack: the driver, the shapes pooled (each shape's tail is resampled
     with the seed of its own tail, `tail.pooled`) and the memory budgets the plan states (the
     tail query's literals)."""
@@ -33,8 +31,7 @@ class TailParams:
     budgets: dict[str, float]
 
 
-@dataclass(frozen=True)
-class SampleParams:
+class SampleParams(msgspec.Struct, frozen=True):
     """A compute-sample pack: whether the shape is covered (gain), its prediction (APE,
     drift) and the drift's baseline."""
 
@@ -43,8 +40,7 @@ class SampleParams:
     baseline: float | None = None
 
 
-@dataclass(frozen=True)
-class QueueParams:
+class QueueParams(msgspec.Struct, frozen=True):
     """A queue check's pack: the server whose counters are compared, and the window."""
 
     server: str
@@ -52,23 +48,20 @@ class QueueParams:
     end_us: float
 
 
-@dataclass(frozen=True)
-class SourceParams:
+class SourceParams(msgspec.Struct, frozen=True):
     """A pack of records: the files (source ids) the finding names."""
 
     sources: list[str]
 
 
-@dataclass(frozen=True)
-class RegressionParams:
+class RegressionParams(msgspec.Struct, frozen=True):
     """A regression's pack: the reference night's latency quantiles and request count."""
 
     reference: list[float]
     n_ref: int
 
 
-@dataclass(frozen=True)
-class HeadroomParams:
+class HeadroomParams(msgspec.Struct, frozen=True):
     """A headroom's pack: the op x shape's selection, its roofline bound per call, and the
     bootstrap's seed key."""
 
@@ -81,8 +74,7 @@ class HeadroomParams:
     seed_key: list[str]
 
 
-@dataclass(frozen=True)
-class TuningParams:
+class TuningParams(msgspec.Struct, frozen=True):
     """A tuning figure's pack: the run that chose and its workload (task key, target, shape,
     as `ranking.rank` groups them)."""
 
@@ -92,8 +84,7 @@ class TuningParams:
     shape: str | None
 
 
-@dataclass(frozen=True)
-class Recomputed:
+class Recomputed(msgspec.Struct, frozen=True):
     """A pack's figure, n and CI recomputed from its rows."""
 
     figure: float | None
@@ -103,13 +94,11 @@ class Recomputed:
     files: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class NoParams:
+class NoParams(msgspec.Struct, frozen=True):
     """A pack whose query needs only its slice."""
 
 
-@dataclass(frozen=True)
-class Pack:
+class Pack(msgspec.Struct, frozen=True):
     """One class's or action's evidence: how to select its rows and what they must give."""
 
     id: str
@@ -130,7 +119,7 @@ class Pack:
 
     def spec(self) -> dict[str, Any]:
         """The pack as JSON-ready builtins."""
-        return dataclasses.asdict(self)
+        return as_dict(self)
 
     def typed(self) -> Any:
         """The pack's parameters as its reduction's dataclass (`PackKind.params`)."""
@@ -188,8 +177,7 @@ PACK_ROWS = "pack_rows"
 """The view a pack's `.sql` makes of its rows, which its figure's SELECT reads."""
 
 
-@dataclass(frozen=True)
-class PackKind:
+class PackKind(msgspec.Struct, frozen=True):
     """One reduction's query, recompute function, figure in SQL and parameters type, declared
     beside the figure it reproduces (`declare`)."""
 

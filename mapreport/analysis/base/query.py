@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, TypeAlias
+
+import msgspec
 
 from mapreport.analysis.base.common import Percentiles
 from mapreport.core.connection import Connection, holds_slices
@@ -251,8 +252,7 @@ UNMEASURED = Percentiles(0, None, None, None)
 """The percentiles of a quantity no request states."""
 
 
-@dataclass(frozen=True)
-class ShapeRow:
+class ShapeRow(msgspec.Struct, frozen=True):
     """Per-shape aggregates straight from SQL."""
 
     shape: str
@@ -284,7 +284,7 @@ class ShapeRow:
     (`plan_variant = static` given, not defaulted): a torch.compile graph compiled in warm-up."""
     mem_p50: float | None = None
     """Median peak memory of ok requests (bytes; None when none reports it)."""
-    over: dict[str, int] = field(default_factory=dict)
+    over: dict[str, int] = msgspec.field(default_factory=dict)
     """ok requests above each configured SLA target, by quantile ("p95", "p99")."""
     cores: tuple[tuple[int, float], ...] = ()
     """(core, median compute) of its ok requests on each core, by core."""

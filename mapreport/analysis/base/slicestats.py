@@ -11,8 +11,9 @@ follow from are `SliceGrains`, read in one statement.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, NamedTuple
+
+import msgspec
 
 from mapreport.analysis.base.common import Percentiles
 from mapreport.analysis.base.query import CDF_POINTS, QS, SLICE_TABLE, pct_of
@@ -56,8 +57,7 @@ queue-wait profile of those that measure a wait), each batch size (ok requests: 
 p50/p95 and the items) and each core (every request: busy time and median compute)."""
 
 
-@dataclass(frozen=True)
-class SliceTotals:
+class SliceTotals(msgspec.Struct, frozen=True):
     """The loaded slice's requests, every shape together."""
 
     requests: int
@@ -115,8 +115,7 @@ class CoreRow(NamedTuple):
     compute_p50_us: float
 
 
-@dataclass(frozen=True)
-class SliceGrains:
+class SliceGrains(msgspec.Struct, frozen=True):
     """The loaded slice's requests at the grains of `_GRAINS`, read in one statement."""
 
     totals: SliceTotals

@@ -9,8 +9,8 @@ functions here take the latency samples of each side by shape; `side_samples` re
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Thresholds
@@ -58,8 +58,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class QuantileTest:
+class QuantileTest(msgspec.Struct, frozen=True):
     """One quantile of one shape, A against B: a test of the comparison's family."""
 
     quantile: str
@@ -104,8 +103,7 @@ MIX_DIFFERENCE = 0.02
 different mix of work: the whole's total is then not the same work done faster or slower."""
 
 
-@dataclass(frozen=True)
-class ShapeComparison:
+class ShapeComparison(msgspec.Struct, frozen=True):
     """One request shape on both sides."""
 
     shape: str
@@ -159,8 +157,7 @@ class ShapeComparison:
         return 0.0 if not r or r <= 0 else max(self.traffic_a, self.traffic_b) * abs(np.log(r))
 
 
-@dataclass(frozen=True)
-class QuantileComparison:
+class QuantileComparison(msgspec.Struct, frozen=True):
     """One tail quantile of the whole slice (every shape pooled), A against B."""
 
     quantile: str
@@ -177,8 +174,7 @@ class QuantileComparison:
     """The block length each side's series was resampled in."""
 
 
-@dataclass(frozen=True)
-class Comparison:
+class Comparison(msgspec.Struct, frozen=True):
     """Every shape of either side, compared where both have it."""
 
     shapes: tuple[ShapeComparison, ...]
@@ -468,8 +464,7 @@ def tail_of(
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class ShipCheck:
+class ShipCheck(msgspec.Struct, frozen=True):
     """Whether B is safe to ship against its SLA: the reason, and the quantile that decided."""
 
     reason: ShipReason

@@ -7,7 +7,8 @@ signed error (with the CI of its change), the net adaptation gain, fallbacks and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.common import Interval
 from mapreport.analysis.steps.results import SliceResult
@@ -17,8 +18,7 @@ Z95 = 1.959963984540054
 """The normal quantile of a two-sided 95% interval."""
 
 
-@dataclass(frozen=True)
-class Figure:
+class Figure(msgspec.Struct, frozen=True):
     """One slice-wide figure on both sides."""
 
     a: float | None
@@ -30,8 +30,7 @@ class Figure:
         return None if self.a is None or self.b is None else self.b - self.a
 
 
-@dataclass(frozen=True)
-class ShapeMapping:
+class ShapeMapping(msgspec.Struct, frozen=True):
     """One request shape's mapping on both sides."""
 
     shape: str
@@ -54,8 +53,7 @@ class ShapeMapping:
         return self.decision_a != self.decision_b
 
 
-@dataclass(frozen=True)
-class MappingComparison:
+class MappingComparison(msgspec.Struct, frozen=True):
     """The two sides' compile-time mapping and runtime adaptation."""
 
     coverage: Figure

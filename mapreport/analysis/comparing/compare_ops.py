@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Thresholds
@@ -18,8 +18,7 @@ from mapreport.core.kinds import CompareVerdict as Verdict
 from mapreport.core.kinds import TimeCategory
 
 
-@dataclass(frozen=True)
-class OpComparison:
+class OpComparison(msgspec.Struct, frozen=True):
     """One op x input shape x dtype of two traces: mean device time per call, B over A."""
 
     op: str
@@ -61,8 +60,7 @@ class OpComparison:
         return 0.0 if not r > 0 or not np.isfinite(r) else self.share * abs(np.log(r))
 
 
-@dataclass(frozen=True)
-class OpOnly:
+class OpOnly(msgspec.Struct, frozen=True):
     """An op x shape one side's trace ran and the other's did not, with its time."""
 
     op: str

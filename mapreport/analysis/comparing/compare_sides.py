@@ -4,8 +4,7 @@ latency basis both sides share, and the block length of the side's bursts."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+import msgspec
 import numpy as np
 
 from mapreport.analysis.comparing.compare import SAMPLES, side_params
@@ -53,14 +52,13 @@ def shared_basis(a: LatencyBasis, b: LatencyBasis, span: bool = False) -> Latenc
     return LatencyBasis.END_TO_END if both and not span else LatencyBasis.SPAN
 
 
-@dataclass(frozen=True)
-class SideSamples:
+class SideSamples(msgspec.Struct, frozen=True):
     """One side's ok requests by shape, each shape's in time order."""
 
     latency: dict[str, np.ndarray]
-    queue: dict[str, np.ndarray] = field(default_factory=dict)
+    queue: dict[str, np.ndarray] = msgspec.field(default_factory=dict)
     """Per shape, aligned with `latency`: queue wait (NaN where not recorded)."""
-    compute: dict[str, np.ndarray] = field(default_factory=dict)
+    compute: dict[str, np.ndarray] = msgspec.field(default_factory=dict)
     pooled: np.ndarray | None = None
     """Every shape's latency in time order (the slice's series)."""
     block: BlockChoice = INDEPENDENT

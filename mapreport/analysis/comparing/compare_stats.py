@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
 from enum import StrEnum
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.stats import SortedArray, quantile, resampled_quantile
@@ -40,8 +40,7 @@ CHUNK = 4_000_000
 """Resampled values drawn at once (memory bound of the block bootstrap)."""
 
 
-@dataclass(frozen=True)
-class BlockChoice:
+class BlockChoice(msgspec.Struct, frozen=True):
     """A side's latency autocorrelation across consecutive requests and the block length
     chosen from it."""
 
@@ -184,8 +183,7 @@ MIN_SHIFT_SHAPES = 3
 shape's own change would be most of the shift."""
 
 
-@dataclass(frozen=True)
-class RunShift:
+class RunShift(msgspec.Struct, frozen=True):
     """What moved every shape of one run against the other at one quantile: the median of the
     shapes' ratios, with its bootstrap CI (the per-resample median of their draws). With one
     run a side, a shift of the whole run cannot be told from a change of the machine between

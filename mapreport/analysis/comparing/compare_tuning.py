@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
@@ -34,8 +34,7 @@ Key = tuple[str, str | None, str | None]
 """A workload across runs: the tuner's workload key, target and shape."""
 
 
-@dataclass(frozen=True)
-class SideTuned:
+class SideTuned(msgspec.Struct, frozen=True):
     """One side's run of a workload."""
 
     plan_id: str
@@ -51,8 +50,7 @@ class SideTuned:
     """Candidates with a cost-model score (0: no ranking figures)."""
 
 
-@dataclass(frozen=True)
-class WorkloadTuned:
+class WorkloadTuned(msgspec.Struct, frozen=True):
     """One workload both sides tuned."""
 
     task: str
@@ -72,8 +70,7 @@ class WorkloadTuned:
     ranks: TuningEdge
 
 
-@dataclass(frozen=True)
-class Pooled:
+class Pooled(msgspec.Struct, frozen=True):
     """Pairwise accuracy over the workloads both sides scored, a side: each workload weighted
     by its pairs of scored candidates, the CI the sides' own intervals combined as independent
     (one workload: its own CI)."""
@@ -82,8 +79,7 @@ class Pooled:
     ci: Interval | None
 
 
-@dataclass(frozen=True)
-class TuningComparison:
+class TuningComparison(msgspec.Struct, frozen=True):
     """The two sides' tuning runs, workload by workload, and over every workload both tuned."""
 
     workloads: tuple[WorkloadTuned, ...]

@@ -4,8 +4,7 @@ split by op category; the op x shapes of both sides are then each a part of that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import msgspec
 import numpy as np
 
 from mapreport.analysis.comparing.compare import OP_CALLS, OpKey
@@ -20,8 +19,7 @@ standard error) instead of resampling every call: a trace of a million calls wou
 draw 2,000 million indices."""
 
 
-@dataclass(frozen=True)
-class SideOps:
+class SideOps(msgspec.Struct, frozen=True):
     """One side's op x shapes, each with the time of every call, and what its total is of."""
 
     calls: dict[OpKey, np.ndarray]
@@ -104,8 +102,7 @@ def host_calls(con: Connection, workload: str, slice_: str) -> dict[OpKey, np.nd
     return {k: np.asarray(v, dtype=np.float64) for k, v in out.items()}
 
 
-@dataclass(frozen=True)
-class CategoryTotal:
+class CategoryTotal(msgspec.Struct, frozen=True):
     """One category's time on both sides and its part of the change of the whole."""
 
     category: TimeCategory
@@ -122,8 +119,7 @@ class CategoryTotal:
         return self.b_us / self.a_us if self.a_us else None
 
 
-@dataclass(frozen=True)
-class TotalComparison:
+class TotalComparison(msgspec.Struct, frozen=True):
     """The whole: each side's total time, B over A with its CI, and its split by category."""
 
     basis_a: TimeBasis

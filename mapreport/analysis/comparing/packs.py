@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
 from datetime import date
 from enum import StrEnum
 from typing import Any
@@ -29,6 +28,7 @@ from mapreport.analysis.comparing.compare import (
     ratio_interval,
     shape_seed,
 )
+from mapreport.core.records import as_dict
 from mapreport.core.window import night_window
 
 
@@ -48,8 +48,7 @@ SIDE_ROWS = {"a": "a_rows", "b": "b_rows"}
 """The tables a comparison pack's `.sql` makes of each side's rows, which its figure reads."""
 
 
-@dataclass(frozen=True)
-class SideSpec:
+class SideSpec(msgspec.Struct, frozen=True):
     """Where one side's rows are: its dataset, slice, night and (chosen by environment) files."""
 
     dataset: str
@@ -61,8 +60,7 @@ class SideSpec:
     """The files the side was restricted to (an environment selection); None: all."""
 
 
-@dataclass(frozen=True)
-class ComparePack:
+class ComparePack(msgspec.Struct, frozen=True):
     """One figure of a comparison and how to reproduce it from both datasets."""
 
     id: str
@@ -85,7 +83,7 @@ class ComparePack:
     thresholds: dict[str, Any]
     basis: str = "end_to_end"
     """`span`: every request's latency is its span (`compare.SAMPLES`' `$span`)."""
-    blocks: list[int] = field(default_factory=lambda: [1, 1])
+    blocks: list[int] = msgspec.field(default_factory=lambda: [1, 1])
     """The block length each side's latencies were resampled in (SLICE, SHAPE)."""
     shape_b: str = ""
     """B's own name of the shape, where B names it otherwise (`compare_names`); '': the same."""
@@ -184,7 +182,7 @@ def packs(
 ) -> list[ComparePack]:
     """A pack per pooled quantile, per tested shape and (`ops`: both sides' op times are device
     time, which `OP_CALLS` selects) per tested op x shape."""
-    common = {"key": list(key), "a": a, "b": b, "thresholds": asdict(th), "basis": c.basis.value}
+    common = {"key": list(key), "a": a, "b": b, "thresholds": as_dict(th), "basis": c.basis.value}
     b_names = {a_name: b_name for b_name, a_name in c.renamed}
 
     def one(

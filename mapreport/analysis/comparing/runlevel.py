@@ -13,8 +13,8 @@ one another (`group_runs`).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 from scipy import stats
 
@@ -53,8 +53,7 @@ def group_runs(spans: list[tuple[str, float, float]]) -> dict[str, int]:
     return out
 
 
-@dataclass(frozen=True)
-class Run:
+class Run(msgspec.Struct, frozen=True):
     """One run of a side: its files, requests and latency quantiles."""
 
     files: tuple[str, ...]
@@ -85,8 +84,7 @@ def side_runs(
     )
 
 
-@dataclass(frozen=True)
-class RunLevel:
+class RunLevel(msgspec.Struct, frozen=True):
     """One quantile of the slice compared across runs: B's runs against A's."""
 
     quantile: str
@@ -166,8 +164,7 @@ def trace_files(runs: dict[OpKey, dict[str, float]]) -> int:
     return len({f for per in runs.values() for f in per})
 
 
-@dataclass(frozen=True)
-class OpRunLevel:
+class OpRunLevel(msgspec.Struct, frozen=True):
     """One op x shape across trace files: B's files against A's."""
 
     op: str
@@ -197,8 +194,7 @@ def compare_op_runs(
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class RunsCompared:
+class RunsCompared(msgspec.Struct, frozen=True):
     """How many runs each side holds, and each quantile (and op x shape) across them."""
 
     runs_a: int

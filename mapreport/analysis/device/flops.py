@@ -13,15 +13,15 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.core.devices import ELEMENT_BYTES, Dtype, dtype_of
 from mapreport.core.kinds import OpKind
 
 
-@dataclass(frozen=True)
-class Work:
+class Work(msgspec.Struct, frozen=True):
     """What one execution of an op asks of the device."""
 
     kind: OpKind

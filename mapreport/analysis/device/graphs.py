@@ -15,13 +15,15 @@ import math
 import re
 from bisect import bisect_left
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.base.stats import bootstrap_mean, seed_for
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason
+from mapreport.core.records import replace
 
 CAPTURE = re.compile(r"^capture_(\d+)_([A-Za-z_]+)$")
 """A capture annotation: the captured size and the mode (FULL, PIECEWISE, DECODE)."""
@@ -33,8 +35,7 @@ STEP = (re.compile(r"^execute_(\d+)_"), re.compile(r"\bbs=(\d+)\]?"))
 """A step annotation and its real batch: vLLM's scheduled tokens, SGLang's batch size."""
 
 
-@dataclass(frozen=True)
-class GraphStep:
+class GraphStep(msgspec.Struct, frozen=True):
     """One step of the server: its real batch, and how it ran."""
 
     batch: int
@@ -47,8 +48,7 @@ class GraphStep:
     """Device time of the kernels launched one by one inside the step."""
 
 
-@dataclass(frozen=True)
-class GraphBucket:
+class GraphBucket(msgspec.Struct, frozen=True):
     """One captured size (or, `size` None, the steps no captured size holds: eager)."""
 
     size: int | None
@@ -71,8 +71,7 @@ class GraphBucket:
     """(padded - real) x the measured device time per unit of batch of its replays."""
 
 
-@dataclass(frozen=True)
-class PaddingFinding:
+class PaddingFinding(msgspec.Struct, frozen=True):
     """Padding waste that is material, with its evidence, and the sizes that would cut it."""
 
     evidence: Evidence
@@ -85,8 +84,7 @@ class PaddingFinding:
     """What one more capture costs: the mean capture time of those in the trace."""
 
 
-@dataclass(frozen=True)
-class Graphs:
+class Graphs(msgspec.Struct, frozen=True):
     """A slice's graph buckets and the steps behind them."""
 
     buckets: tuple[GraphBucket, ...]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.base.query import REQUESTS
@@ -21,8 +22,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.kinds import PredictionGap
 
 
-@dataclass(frozen=True)
-class OpRow:
+class OpRow(msgspec.Struct, frozen=True):
     """One planned op joined with its measured per-op time."""
 
     plan_id: str
@@ -41,8 +41,7 @@ class OpRow:
     """Share of the slice's measured per-op time."""
 
 
-@dataclass(frozen=True)
-class Operators:
+class Operators(msgspec.Struct, frozen=True):
     """The per-op join of a compile plan with a runtime profile (METRICS.md, per operator)."""
 
     plans: tuple[str, ...]

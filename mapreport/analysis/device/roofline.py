@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.analysis.base.judgement import Judgement
@@ -37,10 +38,10 @@ from mapreport.core.kinds import (
     StatusReason,
     Suspect,
 )
+from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class OpShape:
+class OpShape(msgspec.Struct, frozen=True):
     """One op x input shape x dtype, measured on the device."""
 
     op: str
@@ -118,8 +119,7 @@ class OpShape:
         return self.op, self.category, self.shape, self.types, self.concrete
 
 
-@dataclass(frozen=True)
-class HeadroomFinding:
+class HeadroomFinding(msgspec.Struct, frozen=True):
     """An op x shape whose time above the roofline is material and whose per-call mean is
     above its roof beyond the bootstrap CI (METRICS.md evidence rules)."""
 
@@ -128,8 +128,7 @@ class HeadroomFinding:
     """metric `headroom_us`: the total above the roof, n calls, the CI of that total."""
 
 
-@dataclass(frozen=True)
-class ShapeHeadroom:
+class ShapeHeadroom(msgspec.Struct, frozen=True):
     """The device time and headroom of the op calls made inside one request shape's spans."""
 
     shape: str
@@ -141,8 +140,7 @@ class ShapeHeadroom:
     """Headroom over the trace's device time."""
 
 
-@dataclass(frozen=True)
-class Roofline:
+class Roofline(msgspec.Struct, frozen=True):
     """The op x shape table of a slice's profiler traces, with the device it was held to."""
 
     rows: tuple[OpShape, ...]

@@ -8,16 +8,15 @@ own union, and idle is the span less the union of everything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
+import msgspec
 import numpy as np
 
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import DeviceActivity
+from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class Timeline:
+class Timeline(msgspec.Struct, frozen=True):
     """Shares of the devices' span (summed over devices) per activity; the shares of the
     busy categories overlap where streams ran at once, idle does not."""
 

@@ -5,9 +5,9 @@ named baseline run, else the last night that met the SLA, else the previous nigh
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.actions.action_params import Regressed, decode
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
     from mapreport.analysis.serving.shape import ShapeMetrics
 
 
-@dataclass(frozen=True)
-class RunPoint:
+class RunPoint(msgspec.Struct, frozen=True):
     """One run's headline numbers for the trend."""
 
     run_id: str
@@ -67,8 +66,7 @@ class RunPoint:
         return self.revision > 1
 
 
-@dataclass(frozen=True)
-class History:
+class History(msgspec.Struct, frozen=True):
     """The history view of one slice, this run included."""
 
     runs: tuple[RunPoint, ...]
@@ -129,8 +127,7 @@ def p95_change(
     return point, Interval(float(lo), float(hi))
 
 
-@dataclass(frozen=True)
-class Stored:
+class Stored(msgspec.Struct, frozen=True):
     """The history tables' rows of one slice, as the dataset holds them."""
 
     runs: Sequence[dict[str, Any]] = ()
@@ -139,8 +136,7 @@ class Stored:
     ops: Sequence[dict[str, Any]] = ()
 
 
-@dataclass(frozen=True)
-class RunKey:
+class RunKey(msgspec.Struct, frozen=True):
     """Which run this is, and what it is compared with."""
 
     run_id: str

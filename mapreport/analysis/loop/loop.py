@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.actions.action_params import ActionParams, decode
 from mapreport.analysis.actions.actions import SLICE_WIDE, Action
@@ -37,6 +38,7 @@ from mapreport.analysis.loop.targets import (
 )
 from mapreport.core.kinds import ActionKind, Criterion, OwnerRole
 from mapreport.core.kinds import ActionState as State
+from mapreport.core.records import replace
 
 TERMINAL = (State.VERIFIED, State.ROLLED_BACK, State.DROPPED)
 ACTIVE = (State.NEW, State.OPEN, State.ROLLBACK_DUE)
@@ -51,8 +53,7 @@ ORDER = (
 """The loop's table order: what needs doing first."""
 
 
-@dataclass(frozen=True)
-class ActionState:
+class ActionState(msgspec.Struct, frozen=True):
     """Where one action stands after this run, with the figures that decided it."""
 
     action_id: str
@@ -140,8 +141,7 @@ def transition(
     return State.VERIFIED if met else State.DROPPED
 
 
-@dataclass(frozen=True)
-class Night:
+class Night(msgspec.Struct, frozen=True):
     """What the loop reads of tonight besides the actions: each shape's figures (and the
     slice's, `SLICE_WIDE`), last night's rows, and each shape's stored quantile functions."""
 
@@ -150,10 +150,10 @@ class Night:
     curves: dict[str, dict[str, Curve]]
     th: Thresholds
     seed_key: tuple[str, str]
-    moved: dict[str, Regression] = field(default_factory=dict)
+    moved: dict[str, Regression] = msgspec.field(default_factory=dict)
     """Each shape's p95 against its reference night tonight (a regression's target reads the
     same comparison that keeps it open)."""
-    tuned: Mapping[tuple[str, str], Valued] = field(default_factory=dict)
+    tuned: Mapping[tuple[str, str], Valued] = msgspec.field(default_factory=dict)
     """Each tuning run's workload tonight, by the label a regret action names it with and
     its run (`tuning_actions.tonight`): a regret action's target and trigger read its own run's
     figures, proposed tonight or not."""

@@ -6,9 +6,9 @@ without a CI (or below its evidence threshold) judges nothing."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Protocol
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.actions.tuning_actions import TuningFigures
@@ -38,8 +38,7 @@ Bound = tuple[float | None, float | None]
 """The range a target's figure must lie in, CI and all (None: unbounded on that side)."""
 
 
-@dataclass(frozen=True)
-class Curve:
+class Curve(msgspec.Struct, frozen=True):
     """A night's quantile function of one figure of a shape (values at `grid`), with the
     number of samples it was read from."""
 
@@ -48,8 +47,7 @@ class Curve:
     n: int
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     """An action's target as proposed: the first row of its validation matrix."""
 
     metric: str | None
@@ -60,8 +58,7 @@ class Target:
     reference: float | None = None
 
 
-@dataclass(frozen=True)
-class TargetCheck:
+class TargetCheck(msgspec.Struct, frozen=True):
     """A target against one night's figure: met (the CI clear of the bound), missed, or not
     judged (None: no figure, no CI, or too few samples)."""
 

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.common import Interval, Thresholds
 from mapreport.analysis.base.stats import kendall_tau_b, weighted_mean
 from mapreport.core.kinds import AccuracyGap, AccuracyState, PredictionGap
 
 
-@dataclass(frozen=True)
-class Accuracy:
+class Accuracy(msgspec.Struct, frozen=True):
     """Compile-time mapping accuracy across the slice's shapes."""
 
     mape_weighted: float | None
@@ -34,8 +34,7 @@ class Accuracy:
         return None if self.mape_weighted is None else self.mape_weighted <= self.tolerance
 
 
-@dataclass(frozen=True)
-class ShapeAccuracy:
+class ShapeAccuracy(msgspec.Struct, frozen=True):
     """The accuracy figures of one shape."""
 
     predicted_us: float | None

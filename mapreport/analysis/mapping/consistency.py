@@ -4,14 +4,13 @@ data-quality finding (an observability action) before either is trusted."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.mapping.telemetry import Telemetry
 from mapreport.core.connection import Connection
 
 
-@dataclass(frozen=True)
-class QueueCheck:
+class QueueCheck(msgspec.Struct, frozen=True):
     """Mean queue wait from per-request records against the server's counters over the same
     window: a disagreement beyond the tolerance is a data-quality finding."""
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.query import ShapeRow
 from mapreport.core.connection import Connection
@@ -13,8 +14,7 @@ from mapreport.core.kinds import PredictionGap
 from mapreport.core.shapes import Bucket, ShapeError, parse_bucket, tightest
 
 
-@dataclass(frozen=True)
-class UncoveredShape:
+class UncoveredShape(msgspec.Struct, frozen=True):
     """A runtime shape that no compile bucket holds."""
 
     shape: str
@@ -22,8 +22,7 @@ class UncoveredShape:
     traffic_share: float
 
 
-@dataclass(frozen=True)
-class SyntheticBucket:
+class SyntheticBucket(msgspec.Struct, frozen=True):
     """A compiled bucket that no production shape fell in."""
 
     plan_id: str
@@ -31,8 +30,7 @@ class SyntheticBucket:
     predicted_us: float | None
 
 
-@dataclass(frozen=True)
-class Coverage:
+class Coverage(msgspec.Struct, frozen=True):
     """How much production traffic the compile plan covered."""
 
     covered_traffic_share: float | None
@@ -43,8 +41,7 @@ class Coverage:
     buckets: int
 
 
-@dataclass(frozen=True)
-class Placement:
+class Placement(msgspec.Struct, frozen=True):
     """The plan that served a shape and the tightest bucket of that plan holding it."""
 
     plan_id: str | None
@@ -138,8 +135,7 @@ def coverage(
     )
 
 
-@dataclass(frozen=True)
-class BucketRow:
+class BucketRow(msgspec.Struct, frozen=True):
     """One compiled bucket of one plan with its whole-model prediction."""
 
     plan_id: str
@@ -220,8 +216,7 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
     ]
 
 
-@dataclass(frozen=True)
-class PlanVersion:
+class PlanVersion(msgspec.Struct, frozen=True):
     """One version (source file) of a compile plan the slice's profiles hold."""
 
     plan_id: str

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.base.common import SourceFile
 from mapreport.analysis.base.judgement import Judgement
@@ -31,8 +32,7 @@ RUNTIME_TABLES = (
 """Tables whose rows make a slice's runtime side."""
 
 
-@dataclass(frozen=True)
-class EnvMismatch:
+class EnvMismatch(msgspec.Struct, frozen=True):
     """A key whose value differs between the compile and the runtime side (or within one)."""
 
     key: str
@@ -40,8 +40,7 @@ class EnvMismatch:
     runtime: tuple[str, ...]
 
 
-@dataclass(frozen=True)
-class EnvironmentCheck:
+class EnvironmentCheck(msgspec.Struct, frozen=True):
     """Environment metadata of both sides of a slice and whether it matches."""
 
     compile: dict[str, str]
@@ -161,8 +160,7 @@ DATA_TABLES = ("compile_plan", "compile_event", "quality", *RUNTIME_TABLES)
 not)."""
 
 
-@dataclass(frozen=True)
-class SourceSelection:
+class SourceSelection(msgspec.Struct, frozen=True):
     """The source files of a workload whose environment states `key` = `value`."""
 
     key: str

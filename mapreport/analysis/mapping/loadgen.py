@@ -5,12 +5,14 @@ A run's latency target fills the slice's SLA when the configuration sets none.""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
 from typing import Any
+
+import msgspec
 
 from mapreport.analysis.base.common import Review
 from mapreport.analysis.base.query import records
 from mapreport.core.connection import Connection
+from mapreport.core.records import field_names, replace
 
 RESULTS = (
     "latency_p50_us",
@@ -32,8 +34,7 @@ RESULTS = (
 """The achieved percentiles a run states (us), in the report's order."""
 
 
-@dataclass(frozen=True)
-class LoadgenRun:
+class LoadgenRun(msgspec.Struct, frozen=True):
     """One MLPerf run: scenario, validity, targets, throughput and achieved percentiles."""
 
     scenario: str
@@ -69,7 +70,7 @@ def loadgen_runs(con: Connection, workload: str, slice_: str) -> tuple[LoadgenRu
         key = (r["scenario"], r["mode"], r["latency_p99_us"], r["latency_p50_us"])
         if key in out:
             continue
-        stated: dict[str, Any] = {f.name: r[f.name] for f in fields(LoadgenRun) if f.name in r}
+        stated: dict[str, Any] = {n: r[n] for n in field_names(LoadgenRun) if n in r}
         results = {k: float(r[k]) for k in RESULTS if r.get(k) is not None}
         out[key] = LoadgenRun(**stated, results=results)
     return tuple(out.values())

@@ -5,7 +5,7 @@ first matching row."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.mapping.environment import COMPILE_TABLES, RUNTIME_TABLES, SIDES
 from mapreport.core.connection import Connection
@@ -18,8 +18,7 @@ PROBED = ("compile_event", *(t for t in RUNTIME_TABLES if t != "request"), "qual
 a probe of the plans in force took 20 ms, one of each other table 0.4-4 ms)."""
 
 
-@dataclass(frozen=True)
-class Presence:
+class Presence(msgspec.Struct, frozen=True):
     """The tables with a row of the slice's workload (or of every workload), and the sides
     whose records other than requests name the slice."""
 

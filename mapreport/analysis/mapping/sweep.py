@@ -4,14 +4,13 @@ max batch size, instance count and dynamic batching did to throughput and tail l
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.base.common import Review, within
 from mapreport.core.connection import Connection
 
 
-@dataclass(frozen=True)
-class SweepPoint:
+class SweepPoint(msgspec.Struct, frozen=True):
     """One measured load point of one model config."""
 
     model: str
@@ -29,8 +28,7 @@ class SweepPoint:
     latency_avg_us: float | None
 
 
-@dataclass(frozen=True)
-class SweepConfig:
+class SweepConfig(msgspec.Struct, frozen=True):
     """One model config across its load sweep."""
 
     model: str
@@ -49,8 +47,7 @@ class SweepConfig:
     queue_share_at_best: float | None
 
 
-@dataclass(frozen=True)
-class LoadSweep:
+class LoadSweep(msgspec.Struct, frozen=True):
     """Batch policy across configs, from a measured config x load sweep."""
 
     configs: tuple[SweepConfig, ...]

@@ -17,8 +17,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from mapreport.core.connection import Connection
 
@@ -26,8 +27,7 @@ Series = tuple[str, str]
 """(metric family, sample suffix): "" is a counter itself, "_sum" / "_count" a histogram's."""
 
 
-@dataclass(frozen=True)
-class Vocabulary:
+class Vocabulary(msgspec.Struct, frozen=True):
     """A server's metric names for the quantities an interval needs."""
 
     server: str
@@ -111,8 +111,7 @@ VOCABULARIES = (TRITON, VLLM)
 QUANTILES = (0.5, 0.95, 0.99)
 
 
-@dataclass(frozen=True)
-class Point:
+class Point(msgspec.Struct, frozen=True):
     """One scrape of the slice's model: where and when, and each series' summed value."""
 
     source_id: str
@@ -121,8 +120,7 @@ class Point:
     values: dict[Series, float]
 
 
-@dataclass(frozen=True)
-class MetricWindow:
+class MetricWindow(msgspec.Struct, frozen=True):
     """The server's view of one interval between scrapes (or since it started)."""
 
     start_us: float | None
@@ -153,8 +151,7 @@ class MetricWindow:
         return self.requests / span if span > 0 else None
 
 
-@dataclass(frozen=True)
-class MetricQuantile:
+class MetricQuantile(msgspec.Struct, frozen=True):
     """A quantile the server's metrics give: exact as a summary exports it, or approximate
     from histogram buckets (then the bucket it lies in)."""
 
@@ -169,8 +166,7 @@ class MetricQuantile:
     n: int = 0
 
 
-@dataclass(frozen=True)
-class Telemetry:
+class Telemetry(msgspec.Struct, frozen=True):
     """A slice's server-side metrics."""
 
     server: str
@@ -286,8 +282,7 @@ def _sum(parts: Iterable[tuple[float | None, bool]]) -> tuple[float | None, bool
     return (math.fsum(present) if present else None), any(r for _, r in values)
 
 
-@dataclass(frozen=True)
-class _Deltas:
+class _Deltas(msgspec.Struct, frozen=True):
     requests: float
     failures: float | None
     request_us: float | None

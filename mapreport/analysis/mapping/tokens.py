@@ -5,7 +5,8 @@ each shape's requests had."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.common import Percentiles
 from mapreport.analysis.base.query import ShapeRow
@@ -13,8 +14,7 @@ from mapreport.analysis.base.slicestats import SliceTotals
 from mapreport.core.shapes import sort_key
 
 
-@dataclass(frozen=True)
-class TokenTiming:
+class TokenTiming(msgspec.Struct, frozen=True):
     """One shape's time to first token and inter-token latency (ok requests)."""
 
     shape: str
@@ -35,8 +35,7 @@ def token_timing(rows: Sequence[ShapeRow]) -> tuple[TokenTiming, ...]:
     return tuple(sorted(out, key=lambda t: sort_key(t.shape)))
 
 
-@dataclass(frozen=True)
-class TokenRate:
+class TokenRate(msgspec.Struct, frozen=True):
     """The slice's generation throughput: output tokens of its ok requests over the time from
     the first arrival to the last completion."""
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -27,8 +27,7 @@ from mapreport.core.kinds import GainBasis, GainGap, GainState
 from mapreport.core.shapes import ShapeError, parse_shape
 
 
-@dataclass(frozen=True)
-class ShapeGain:
+class ShapeGain(msgspec.Struct, frozen=True):
     """The adaptation figures of one shape."""
 
     baseline_variant: str | None
@@ -251,8 +250,7 @@ def elements(shape: str) -> int | None:
     return total if total > 0 else None
 
 
-@dataclass(frozen=True)
-class OtherPath:
+class OtherPath(msgspec.Struct, frozen=True):
     """The compute of one path on shapes of comparable size, scaled per element to a shape."""
 
     sample: SortedArray

@@ -19,8 +19,9 @@ Python.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import cached_property
+
+import msgspec
 
 from mapreport.analysis.base.query import BLOCKED_TABLE, HELD_TABLE, SLICE_TABLE, create, literal
 from mapreport.analysis.serving.compiles import VaryingDim
@@ -224,8 +225,7 @@ adapting requests) on every row, with each victim shape's blocked requests and t
 row without a shape: none was blocked)."""
 
 
-@dataclass(frozen=True)
-class BlockingEvent:
+class BlockingEvent(msgspec.Struct, frozen=True):
     """One adapting request and the requests that waited behind it."""
 
     source: str
@@ -252,8 +252,7 @@ class BlockingEvent:
     """The shapes of the blocked requests."""
 
 
-@dataclass(frozen=True)
-class Victims:
+class Victims(msgspec.Struct, frozen=True):
     """The blocked requests of one shape."""
 
     shape: str
@@ -269,8 +268,7 @@ PRECOMPILE_MAX = 8
 it, compiling off the serving path is."""
 
 
-@dataclass(frozen=True)
-class Blocking:
+class Blocking(msgspec.Struct, frozen=True, dict=True):
     """Head-of-line blocking behind adaptation in one slice."""
 
     events: tuple[BlockingEvent, ...]

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.common import Evidence, Interval, Thresholds
 from mapreport.analysis.base.stats import wilson_interval
@@ -16,8 +17,7 @@ DECIDING_SHARE = 0.4
 """The largest tail driver decides the class only from this share of the excess up."""
 
 
-@dataclass(frozen=True)
-class ShapeClass:
+class ShapeClass(msgspec.Struct, frozen=True):
     """One shape's primary class, the rule that decided it and the evidence behind it."""
 
     cls: BottleneckClass

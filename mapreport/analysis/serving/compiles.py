@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.judgement import Judgement
 from mapreport.analysis.base.query import SLICE_TABLE
@@ -28,8 +29,7 @@ from mapreport.core.kinds import (
 from mapreport.core.shapes import sort_key
 
 
-@dataclass(frozen=True)
-class CompileCost:
+class CompileCost(msgspec.Struct, frozen=True):
     """What compiling for one shape cost, and what its compiled code then ran."""
 
     shape: str | None
@@ -53,8 +53,7 @@ class CompileCost:
     """Attempts that failed (not compiles: no graph)."""
 
 
-@dataclass(frozen=True)
-class GraphBreak:
+class GraphBreak(msgspec.Struct, frozen=True):
     """One place where dynamo broke a compiled frame's graph: the code after it runs eagerly,
     or in another graph."""
 
@@ -103,8 +102,7 @@ def graph_breaks(con: Connection, workload: str, slice_: str) -> tuple[GraphBrea
     )
 
 
-@dataclass(frozen=True)
-class CompileFailure:
+class CompileFailure(msgspec.Struct, frozen=True):
     """One compile attempt that did not compile, as tlparse shows it."""
 
     compile_id: str
@@ -169,8 +167,7 @@ def failures(con: Connection, workload: str, slice_: str) -> tuple[CompileFailur
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class Compiles:
+class Compiles(msgspec.Struct, frozen=True):
     """Compile cost per shape of one slice."""
 
     shapes: tuple[CompileCost, ...]
@@ -305,8 +302,7 @@ def compiles(
     )
 
 
-@dataclass(frozen=True)
-class VaryingDim:
+class VaryingDim(msgspec.Struct, frozen=True):
     """One dim of one compiled input whose size changes made the compiler recompile while
     serving (dynamo's `size mismatch` reasons)."""
 
@@ -479,8 +475,7 @@ def judge_breaks(c: Compiles | None) -> Judgement | None:
     return Judgement(family, Status.HEALTHY, StatusReason.NO_GRAPH_BREAKS, 0.0, n=c.compiles)
 
 
-@dataclass(frozen=True)
-class RecompiledFrame:
+class RecompiledFrame(msgspec.Struct, frozen=True):
     """One compiled frame's attempts across the slice's compile logs. Each process keeps its
     own compiled graphs and its own recompile limit, so the recompiles are its most recompiled
     process's (two workers that each recompiled 7 times did not recompile 14 times)."""

@@ -5,8 +5,9 @@ nights (the cost model is going stale while the plan stays the same)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 from mapreport.analysis.base.common import Interval, Thresholds
 from mapreport.analysis.device.operators import OpRow
@@ -19,8 +20,7 @@ FIRST_NIGHTS = 3
 """The nights of a plan version whose mean signed error is its baseline."""
 
 
-@dataclass(frozen=True)
-class ErrorPoint:
+class ErrorPoint(msgspec.Struct, frozen=True):
     """One night's signed prediction error of a shape under one plan version."""
 
     run_date: str
@@ -29,8 +29,7 @@ class ErrorPoint:
     current: bool
 
 
-@dataclass(frozen=True)
-class ShapeDrift:
+class ShapeDrift(msgspec.Struct, frozen=True):
     """A shape's signed error across the nights of the plan version in force tonight."""
 
     shape: str
@@ -124,8 +123,7 @@ def drifts(
     return tuple(out)
 
 
-@dataclass(frozen=True)
-class OpDrift:
+class OpDrift(msgspec.Struct, frozen=True):
     """One planned op's signed error across the nights of its plan version (per-op times)."""
 
     plan_id: str

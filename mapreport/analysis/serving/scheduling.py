@@ -4,9 +4,9 @@ and the effect of operator fusion where fused and unfused plans both ran."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.query import REQUESTS
@@ -17,8 +17,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.kinds import FusionGap
 
 
-@dataclass(frozen=True)
-class QueueProfile:
+class QueueProfile(msgspec.Struct, frozen=True):
     """Queue wait percentiles of one group (a stream) and its CDF points."""
 
     group: str
@@ -30,8 +29,7 @@ class QueueProfile:
     """Queue wait at each quantile of CDF_GRID."""
 
 
-@dataclass(frozen=True)
-class BatchImpact:
+class BatchImpact(msgspec.Struct, frozen=True):
     """Latency and throughput at one batch size."""
 
     batch_size: int
@@ -42,8 +40,7 @@ class BatchImpact:
     items_per_s: float | None
 
 
-@dataclass(frozen=True)
-class StreamShare:
+class StreamShare(msgspec.Struct, frozen=True):
     """Served versus arrived requests of one stream."""
 
     stream: str
@@ -52,8 +49,7 @@ class StreamShare:
     served_ratio: float
 
 
-@dataclass(frozen=True)
-class CoreLoad:
+class CoreLoad(msgspec.Struct, frozen=True):
     """Busy time and median compute of one core."""
 
     core: int
@@ -79,8 +75,7 @@ def per_core(medians: Sequence[tuple[int, float]]) -> tuple[CoreCompute, ...]:
     return tuple(CoreCompute(c, p50, p50 / mid - 1 if mid else 0.0) for c, p50 in medians)
 
 
-@dataclass(frozen=True)
-class FusionEffect:
+class FusionEffect(msgspec.Struct, frozen=True):
     """A fused group measured against an unfused plan of the same bucket, when both ran."""
 
     plan_fused: str
@@ -101,8 +96,7 @@ JAIN_IMBALANCE = 0.8
 """Jain's index below which the per-core load is called imbalanced."""
 
 
-@dataclass(frozen=True)
-class Scheduling:
+class Scheduling(msgspec.Struct, frozen=True):
     """Scheduling quality of a slice."""
 
     queue_by_stream: tuple[QueueProfile, ...]

@@ -3,7 +3,7 @@ checklist, drift, history, what to profile next) and the slice result nests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.base.common import Percentiles
 from mapreport.analysis.base.judgement import Judgement
@@ -21,8 +21,7 @@ from mapreport.core.kinds import (
 )
 
 
-@dataclass(frozen=True)
-class ShapeMetrics:
+class ShapeMetrics(msgspec.Struct, frozen=True):
     """Everything measured for one input shape of one workload slice."""
 
     shape: str

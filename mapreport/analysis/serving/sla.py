@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.base.common import Percentiles, Review, TailQuantile, Thresholds, within
 from mapreport.analysis.base.query import ShapeRow
 
 
-@dataclass(frozen=True)
-class OverTarget:
+class OverTarget(msgspec.Struct, frozen=True):
     """One shape's ok requests above the target."""
 
     shape: str
@@ -21,8 +21,7 @@ class OverTarget:
     """Its part of all the slice's requests over the target."""
 
 
-@dataclass(frozen=True)
-class OverSla:
+class OverSla(msgspec.Struct, frozen=True):
     """The slice's ok requests above the SLA target of its headline tail quantile."""
 
     quantile: TailQuantile

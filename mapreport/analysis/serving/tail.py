@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 
@@ -55,8 +55,7 @@ MEASURED_FROM: tuple[Driver, ...] = (
 """The drivers a telemetry field measures, in the order a missing one is named."""
 
 
-@dataclass(frozen=True)
-class TailDrivers:
+class TailDrivers(msgspec.Struct, frozen=True):
     """The excess of a shape's (or slice's) tail requests split by driver."""
 
     n: int
@@ -175,13 +174,12 @@ def pooled(
     return pool.pooled()
 
 
-@dataclass
-class TailPool:
+class TailPool(msgspec.Struct):
     """Shapes' resampled tails pooled one by one (`pooled`): their rows, and the running sum
     of their resamples' sums, added in the order the shapes come. A slice's pool holds one
     resamples x COLUMNS array, not one per shape until the last (4,000 shapes held 370 MB)."""
 
-    parts: list[FloatArray] = field(default_factory=list)
+    parts: list[FloatArray] = msgspec.field(default_factory=list)
     sums: FloatArray | None = None
 
     def add(self, tail: Resampled) -> None:
@@ -279,14 +277,13 @@ def tail_drivers(
     return _drivers(pool, t.n, t.p50_us, t.p95_us, t.p99_us, unmeasured, th, review), tail
 
 
-@dataclass
-class SliceTail:
+class SliceTail(msgspec.Struct):
     """The slice's tail gathered shape by shape (`add`), for its drivers (`combine`): the
     evaluated shapes' resampled tails pooled as they come, and the drivers any of them left
     unmeasured."""
 
-    pool: TailPool = field(default_factory=TailPool)
-    unmeasured: set[Driver] = field(default_factory=set)
+    pool: TailPool = msgspec.field(default_factory=TailPool)
+    unmeasured: set[Driver] = msgspec.field(default_factory=set)
 
     def add(self, tail: Resampled, unmeasured: Sequence[Driver]) -> None:
         """One evaluated shape: its resampled tail (pooled when it has rows) and what it left
@@ -316,8 +313,7 @@ def combine(
     return _drivers(gathered.pool, n, p50, p95, p99, unmeasured, th, review, unblocked_p50)
 
 
-@dataclass(frozen=True)
-class TailRows:
+class TailRows(msgspec.Struct, frozen=True):
     """A shape's tail requests with the raw size of each driver, before attribution."""
 
     n: int
@@ -462,8 +458,7 @@ DRIVER_CLASSES = frozenset(BottleneckClass(d.value) for d in DRIVERS if d is not
 """The classes that name a tail driver."""
 
 
-@dataclass(frozen=True)
-class TailRatio:
+class TailRatio(msgspec.Struct, frozen=True):
     """The slice's tail against its shapes' medians: the p99 of each request's latency over its
     shape's p50 (shapes with at least `min_samples_p95` requests with a latency), so a mix of
     small and large shapes is not a tail."""

@@ -5,7 +5,7 @@ slice's totals (`slicestats`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.base import query
 from mapreport.analysis.base.common import Review, Thresholds
@@ -20,8 +20,7 @@ from mapreport.core.connection import Connection
 from mapreport.core.shapes import sort_key
 
 
-@dataclass(frozen=True)
-class Context:
+class Context(msgspec.Struct, frozen=True):
     """What every step reads: the slice, its thresholds and review, the per-shape rows and
     buckets from SQL, the compute samples, per-core medians and the stored history."""
 

@@ -7,7 +7,8 @@ sweeps and MLPerf runs) and the plans (versions in force and their drift)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+
+import msgspec
 
 from mapreport.analysis.base.common import Review, Thresholds
 from mapreport.analysis.base.query import SLICE_TABLE, ShapeRow
@@ -30,8 +31,7 @@ from mapreport.analysis.tuning.transfer import TransferGap, transfer_gaps
 from mapreport.core.connection import Connection
 
 
-@dataclass(frozen=True)
-class DeviceFound:
+class DeviceFound(msgspec.Struct, frozen=True):
     """What a profiler trace's per-op rows hold: the per-op join with the compile plan, the
     op x shape roofline, where the devices' time went and the graph buckets."""
 
@@ -42,13 +42,12 @@ class DeviceFound:
     """Where the devices' time went: compute, communication, copies, idle."""
     graphs: Graphs | None = None
     """CUDA/HIP graph buckets: captured sizes, the steps padded to them, eager steps."""
-    trace_rows: dict[str, int] = field(default_factory=dict)
+    trace_rows: dict[str, int] = msgspec.field(default_factory=dict)
     """Profiler rows per category, most first (a trace without device time says what it
     holds)."""
 
 
-@dataclass(frozen=True)
-class CompiledFound:
+class CompiledFound(msgspec.Struct, frozen=True):
     """What the slice's compile events and tuning records hold."""
 
     compiles: Compiles | None = None
@@ -112,8 +111,7 @@ def trace_rows(con: Connection, workload: str, slice_: str) -> dict[str, int]:
     return {str(c): int(n) for c, n in rows}
 
 
-@dataclass(frozen=True)
-class ServingFound:
+class ServingFound(msgspec.Struct, frozen=True):
     """The server's own metrics, their agreement with the records, token timing, and the
     load generator's runs and sweeps."""
 
@@ -157,8 +155,7 @@ def served(
     )
 
 
-@dataclass(frozen=True)
-class PlansFound:
+class PlansFound(msgspec.Struct, frozen=True):
     """The plan versions in force and each shape's and planned op's signed error across the
     nights of its version."""
 

@@ -5,7 +5,6 @@ are built by the one kind its reduction names (`base.packs.KINDS`)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import msgspec
@@ -33,6 +32,7 @@ from mapreport.analysis.serving.classify import ShapeClass
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.analysis.tuning import packs as tuning_packs
 from mapreport.core.kinds import Driver, Reduction
+from mapreport.core.records import as_dict
 from mapreport.core.window import Window
 
 FAMILIES = (serving_packs, loop_packs, device_packs, tuning_packs)
@@ -87,12 +87,12 @@ def _spec(
         ev.n,
         ci,
         _window(r.period),
-        dataclasses.asdict(r.thresholds),
+        as_dict(r.thresholds),
     )
 
 
 def _window(w: Window) -> dict[str, Any]:
-    return {**dataclasses.asdict(w), "kind": w.kind.value}
+    return {**as_dict(w), "kind": w.kind.value}
 
 
 def _tail_pack(r: SliceResult, pid: str, subject: str, shape: str, ev: Evidence) -> Pack:

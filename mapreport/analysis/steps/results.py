@@ -6,7 +6,7 @@ each shape's in `shape.ShapeMetrics`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import msgspec
 
 from mapreport.analysis.actions.actions import Action
 from mapreport.analysis.actions.checklist import ChecklistItem, Pitfall, PrecisionCheck
@@ -28,8 +28,7 @@ from mapreport.core.kinds import BottleneckClass, Decision
 from mapreport.core.window import Window
 
 
-@dataclass(frozen=True)
-class SliceResult:
+class SliceResult(msgspec.Struct, frozen=True):
     """The analysis of one workload slice, history included: the input of every renderer."""
 
     workload: str
@@ -69,7 +68,7 @@ class SliceResult:
     """The model server's own metrics, token timing, load sweeps and MLPerf runs."""
     plan: PlansFound
     """The plan versions in force and their drift across nights."""
-    budgets: dict[str, float] = field(default_factory=dict)
+    budgets: dict[str, float] = msgspec.field(default_factory=dict)
     """Per shape, the memory budget its plan states (the memory-burst driver's bound)."""
     profile_next: tuple[ProfileItem, ...] = ()
     """What to collect next to settle thin findings that matter (analysis/observe.py)."""

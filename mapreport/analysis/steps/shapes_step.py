@@ -6,8 +6,9 @@ steps."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import NamedTuple
+
+import msgspec
 
 from mapreport.analysis.base.common import (
     Interval,
@@ -37,10 +38,10 @@ from mapreport.analysis.steps.context import Context
 from mapreport.analysis.steps.decision import borrows, decide
 from mapreport.core.connection import sample_limit
 from mapreport.core.kinds import BottleneckClass, ClassBasis, PredictionGap
+from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class ShapesFound:
+class ShapesFound(msgspec.Struct, frozen=True):
     """`shapes_step`: every shape's figures and decision, the coverage and the accuracy."""
 
     shapes: tuple[ShapeMetrics, ...]

@@ -8,7 +8,8 @@ metric family is one step here plus its module (see docs/architecture.md).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+
+import msgspec
 
 from mapreport.analysis.actions.actions import Action, Scope
 from mapreport.analysis.actions.checklist import (
@@ -99,10 +100,10 @@ from mapreport.analysis.steps.status import family_judgements, slice_status
 from mapreport.analysis.tuning.ranking import Ranking
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import BottleneckClass
+from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class SliceFound:
+class SliceFound(msgspec.Struct, frozen=True):
     """`slice_step`: slice-wide counts, window, latency, files, environment, SLA excess."""
 
     requests: int
@@ -114,8 +115,7 @@ class SliceFound:
     over_sla: OverSla | None
 
 
-@dataclass(frozen=True)
-class Diagnosis:
+class Diagnosis(msgspec.Struct, frozen=True):
     """`diagnosis_step`: the shapes with their tail drivers and class, the memory budgets the
     plan states, the slice's pooled tail and what it decides."""
 
@@ -131,8 +131,7 @@ class Diagnosis:
     requests waiting 40 ms lift the p99 40x and the p95 not at all)."""
 
 
-@dataclass(frozen=True)
-class Reviewed:
+class Reviewed(msgspec.Struct, frozen=True):
     """`review_step`: precision changes, actions, the checklist and the pitfalls."""
 
     precision: PrecisionCheck

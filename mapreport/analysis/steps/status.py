@@ -7,7 +7,8 @@ its history); each other family's rule lives beside its figure (docs/metrics.md,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from mapreport.analysis.actions.checklist import PrecisionCheck, judge_quality
 from mapreport.analysis.actions.device_actions import judge_idle
@@ -38,8 +39,7 @@ CLOSED = frozenset({ActionState.ROLLED_BACK, ActionState.DROPPED, ActionState.VE
 """Action states the loop no longer holds to a rollback trigger."""
 
 
-@dataclass(frozen=True)
-class SliceStatus:
+class SliceStatus(msgspec.Struct, frozen=True):
     """The slice's status, what decided it, and every judgement it rests on."""
 
     status: Status
@@ -265,8 +265,7 @@ def slice_status(
     )
 
 
-@dataclass(frozen=True)
-class TailChange:
+class TailChange(msgspec.Struct, frozen=True):
     """Tonight's tail against its baseline night."""
 
     quantile: TailQuantile

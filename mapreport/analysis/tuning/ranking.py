@@ -9,9 +9,9 @@ choose well?"). Reads the canonical table `tuning_trial`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Interval, Thresholds
@@ -30,6 +30,7 @@ from mapreport.analysis.tuning.ranking_metrics import (
 )
 from mapreport.core.connection import Connection
 from mapreport.core.kinds import FigureUnit, JudgementFamily, Status, StatusReason, Unranked
+from mapreport.core.records import replace
 
 TOP_K = 5
 """The k of top-k recall, TenSet's top-k score and TpuGraphs' top-k slowdown."""
@@ -39,8 +40,7 @@ WITHIN = (0.05, 0.01)
 """The distances from the run's own best that `trials_to_*` count to."""
 
 
-@dataclass(frozen=True)
-class Trial:
+class Trial(msgspec.Struct, frozen=True):
     """One measured candidate, as `tuning_trial` holds it."""
 
     plan_id: str
@@ -60,8 +60,7 @@ class Trial:
     source_id: str
 
 
-@dataclass(frozen=True)
-class Prediction:
+class Prediction(msgspec.Struct, frozen=True):
     """How well the cost model ranked one run's measured candidates."""
 
     cost_model: str | None
@@ -77,8 +76,7 @@ class Prediction:
     topk_slowdown: float
 
 
-@dataclass(frozen=True)
-class TuningChoice:
+class TuningChoice(msgspec.Struct, frozen=True):
     """One tuning run's workload: what it measured, what it picked, and its regret."""
 
     plan_id: str
@@ -121,8 +119,7 @@ class TuningChoice:
     no choice): what `compare` resamples to tell two runs' choices apart."""
 
 
-@dataclass(frozen=True)
-class Ranking:
+class Ranking(msgspec.Struct, frozen=True):
     """Every tuning run's workloads of a slice."""
 
     choices: tuple[TuningChoice, ...]

@@ -22,8 +22,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Interval, Thresholds
@@ -67,8 +67,7 @@ _RUNTIME = """
 """
 
 
-@dataclass(frozen=True)
-class TransferGap:
+class TransferGap(msgspec.Struct, frozen=True):
     """One run's deployed kernel for one workload: its tuned time against its runtime."""
 
     plan_id: str

@@ -8,8 +8,9 @@ measured" section."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypeVar, cast
+
+import msgspec
 
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.report.sections import (
@@ -84,8 +85,7 @@ SECTIONS: tuple[Section[Any, Any], ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Assembled:
+class Assembled(msgspec.Struct, frozen=True):
     """One slice's sections, each read and viewed once, in page order."""
 
     facts: Facts

@@ -4,7 +4,6 @@ of the requests that ran the plan as built, and the traffic-weighted error."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -20,8 +19,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
-@dataclass(frozen=True)
-class AccuracyView:
+class AccuracyView(msgspec.Struct, frozen=True):
     """The slice's accuracy, each shape's prediction, and why none was checked if none was."""
 
     a: Accuracy

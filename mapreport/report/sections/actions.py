@@ -3,8 +3,6 @@ validation matrix and ticket (the verdict, page 1 and the packet name the first 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.core.kinds import ActionKind, ImpactUnit, OwnerRole
@@ -15,8 +13,7 @@ from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.sources import source_paths
 
 
-@dataclass(frozen=True)
-class ActionsView:
+class ActionsView(msgspec.Struct, frozen=True):
     """Tonight's actions with their words, and the input files' shown paths."""
 
     actions: tuple[ActionView, ...]

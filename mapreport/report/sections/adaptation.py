@@ -4,8 +4,9 @@ fallback path) on median and p95 compute, net of its own cost, with its bootstra
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import msgspec
 
 from mapreport.analysis.base.common import Thresholds
 from mapreport.analysis.serving.shape import ShapeMetrics
@@ -29,8 +30,7 @@ DECISION_COLORS = {
 """One hue per decision."""
 
 
-@dataclass(frozen=True)
-class AdaptationView:
+class AdaptationView(msgspec.Struct, frozen=True):
     """Each shape's gain, and the shapes the chart cannot place."""
 
     shapes: tuple[ShapeLine, ...]

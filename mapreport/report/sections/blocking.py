@@ -3,8 +3,6 @@ waited, the requests that waited, and why none did when none did."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.serving.blocking import MINOR_SHARE, Blocking, BlockingEvent, Victims
@@ -18,8 +16,7 @@ from mapreport.report.period import moment
 from mapreport.report.sections.unit import Facts, Section
 
 
-@dataclass(frozen=True)
-class BlockingLine:
+class BlockingLine(msgspec.Struct, frozen=True):
     """One blocking event as the blocking section lists it."""
 
     e: BlockingEvent
@@ -37,8 +34,7 @@ BLOCKING_ROWS = 20
 slice held 36,281 (its PDF 2,618 pages); findings.json keeps every one."""
 
 
-@dataclass(frozen=True)
-class BlockingRest:
+class BlockingRest(msgspec.Struct, frozen=True):
     """The adapting requests the blocking table leaves out (all minor)."""
 
     count: int
@@ -46,8 +42,7 @@ class BlockingRest:
     """Requests that waited behind them."""
 
 
-@dataclass(frozen=True)
-class BlockingTable:
+class BlockingTable(msgspec.Struct, frozen=True):
     """The blocking section's table: the lines it lists and what it leaves out."""
 
     lines: tuple[BlockingLine, ...]
@@ -81,8 +76,7 @@ def blocking_lines(b: Blocking, tz: str) -> BlockingTable:
     return BlockingTable(lines, rest)
 
 
-@dataclass(frozen=True)
-class BlockingFacts:
+class BlockingFacts(msgspec.Struct, frozen=True):
     """What the section reads: the blocking, the slice's tail and clock, the actions."""
 
     b: Blocking
@@ -93,8 +87,7 @@ class BlockingFacts:
     drives_tail: bool
 
 
-@dataclass(frozen=True)
-class BlockingView:
+class BlockingView(msgspec.Struct, frozen=True):
     """The blocking, its table, the action on it, and why none waited when none did."""
 
     b: Blocking

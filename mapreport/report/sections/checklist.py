@@ -5,7 +5,6 @@ the verdict and the index read its view."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import msgspec
 
@@ -166,8 +165,7 @@ def pitfall_detail(p: Pitfall, r: SliceResult) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ChecklistView:
+class ChecklistView(msgspec.Struct, frozen=True):
     """The checklist, the pitfalls and the sign-offs, in words."""
 
     checklist: tuple[CheckLine, ...]

@@ -3,15 +3,14 @@ rests on (with its pack) and why."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.serving.classify import DECIDING_SHARE
 from mapreport.report.lines import ShapeLine
 from mapreport.report.sections.unit import Facts, Section, same
 
 
-@dataclass(frozen=True)
-class ClassesView:
+class ClassesView(msgspec.Struct, frozen=True):
     """Each shape with its class's reason and pack."""
 
     shapes: tuple[ShapeLine, ...]

@@ -3,8 +3,6 @@ ingested from, with its rows and the records rejected under the quarantine polic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.base.common import SourceFile
@@ -12,8 +10,7 @@ from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.sources import folder_name, source_paths
 
 
-@dataclass(frozen=True)
-class DataView:
+class DataView(msgspec.Struct, frozen=True):
     """The input files, each named below their common folder, and their rejected records."""
 
     sources: tuple[SourceFile, ...]

@@ -3,8 +3,6 @@ what each decision asks of the team."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.core.kinds import Decision
@@ -13,8 +11,7 @@ from mapreport.report.sections.unit import Facts, Section
 from mapreport.report.words import DECISION_MEANING
 
 
-@dataclass(frozen=True)
-class DecisionGroup:
+class DecisionGroup(msgspec.Struct, frozen=True):
     """The shapes of one decision, with what the decision asks."""
 
     decision: Decision
@@ -22,8 +19,7 @@ class DecisionGroup:
     shapes: tuple[ShapeLine, ...]
 
 
-@dataclass(frozen=True)
-class DecisionsView:
+class DecisionsView(msgspec.Struct, frozen=True):
     """Every decision with its shapes, in the order of `Decision`."""
 
     groups: tuple[DecisionGroup, ...]

@@ -3,8 +3,6 @@ whether they match."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.mapping.environment import EnvironmentCheck, EnvMismatch
@@ -13,8 +11,7 @@ from mapreport.core.schema import ENVIRONMENT_SHOWN
 from mapreport.report.sections.unit import Facts, Section, shallow
 
 
-@dataclass(frozen=True)
-class Card:
+class Card(msgspec.Struct, frozen=True):
     """Page 1's environment figure, the HTML's and the PDF's: its word, a note under it, and
     whether it reads well (`environment.judge` rests on the same check: "locked" exactly where
     it is healthy)."""
@@ -24,8 +21,7 @@ class Card:
     ok: bool
 
 
-@dataclass(frozen=True)
-class EnvironmentView:
+class EnvironmentView(msgspec.Struct, frozen=True):
     """Both sides' records, the keys the table shows, those that differ, and page 1's card."""
 
     env: EnvironmentCheck

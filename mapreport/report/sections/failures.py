@@ -3,7 +3,7 @@ the model server's restarts. Shown only when there is one: its absence is good n
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import msgspec
 
 from mapreport.analysis.mapping.telemetry import MetricWindow
 from mapreport.analysis.serving.compiles import CompileFailure
@@ -11,8 +11,7 @@ from mapreport.core.kinds import JudgementFamily
 from mapreport.report.sections.unit import Facts, Section, same
 
 
-@dataclass(frozen=True)
-class FailuresView:
+class FailuresView(msgspec.Struct, frozen=True):
     """The failed compile attempts, the intervals a restart reset, and the counter resets."""
 
     failed: tuple[CompileFailure, ...]

@@ -4,7 +4,6 @@ decided it, the shapes that regressed or improved, and the cost model's drift pe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -42,8 +41,7 @@ HISTORY_NOTES: dict[HistoryNote, str] = {
 """What limits tonight's comparison with earlier nights."""
 
 
-@dataclass(frozen=True)
-class StateView:
+class StateView(msgspec.Struct, frozen=True):
     """One action's state across nights: tonight's actions by their number (their title is
     in the actions section), an action gone tonight by the title it had."""
 
@@ -53,8 +51,7 @@ class StateView:
     """Its number among tonight's actions (None when it is no longer proposed)."""
 
 
-@dataclass(frozen=True)
-class LoopFacts:
+class LoopFacts(msgspec.Struct, frozen=True):
     """What the section reads: the history, the drifts, the SLA and each action's state."""
 
     h: History | None
@@ -66,8 +63,7 @@ class LoopFacts:
     requests: int
 
 
-@dataclass(frozen=True)
-class HistoryView:
+class HistoryView(msgspec.Struct, frozen=True):
     """The recorded nights, the action states, what moved, and the per-op drift."""
 
     f: LoopFacts

@@ -3,8 +3,6 @@ achieved, and the slice's SLA against them (mlperf_log_summary.txt or mlperf_log
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.base.common import SlaCheck, within
@@ -23,8 +21,7 @@ TOKEN_TARGET_AT = 0.99
 """MLPerf holds TTFT and TPOT targets at p99 (its LLM rules)."""
 
 
-@dataclass(frozen=True)
-class TargetLine:
+class TargetLine(msgspec.Struct, frozen=True):
     """One target of an MLPerf run beside what the run achieved."""
 
     what: str
@@ -34,8 +31,7 @@ class TargetLine:
     met: bool | None
 
 
-@dataclass(frozen=True)
-class RunLine:
+class RunLine(msgspec.Struct, frozen=True):
     """One MLPerf run: its targets, and what it achieved per family and quantile."""
 
     run: LoadgenRun
@@ -43,8 +39,7 @@ class RunLine:
     results: tuple[tuple[str, tuple[float | None, ...]], ...]
 
 
-@dataclass(frozen=True)
-class LoadgenView:
+class LoadgenView(msgspec.Struct, frozen=True):
     """The runs, the quantiles their tables head, and the slice's SLA held to them."""
 
     runs: tuple[RunLine, ...]

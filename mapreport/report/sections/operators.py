@@ -5,7 +5,6 @@ names ops, with a runtime profile of the same ops)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -21,8 +20,7 @@ if TYPE_CHECKING:
 PRECISION_COLORS = {"fp32": "#4292c6", "fp16": "#41ab5d", "int8": "#ef6548", "fp8": "#807dba"}
 
 
-@dataclass(frozen=True)
-class PerOpSum:
+class PerOpSum(msgspec.Struct, frozen=True):
     """Sum of a plan's per-op medians against its end-to-end median compute."""
 
     plan_id: str
@@ -40,8 +38,7 @@ class PerOpSum:
         return self.ops_us > self.compute_us
 
 
-@dataclass(frozen=True)
-class OperatorsView:
+class OperatorsView(msgspec.Struct, frozen=True):
     """The per-op join with what its tables flag."""
 
     o: Operators | None

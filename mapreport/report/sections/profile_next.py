@@ -3,8 +3,6 @@ matter, most valuable first, each with why."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.actions.actions import SLICE_WIDE
@@ -48,8 +46,7 @@ def collect(i: ProfileItem, r: SliceResult) -> str:
     )
 
 
-@dataclass(frozen=True)
-class ProfileView:
+class ProfileView(msgspec.Struct, frozen=True):
     """The profiling list with each item's words."""
 
     items: tuple[tuple[ProfileItem, str], ...]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -177,14 +176,13 @@ def row(c: TuningChoice, packs: Packs | None = None, gap: TransferGap | None = N
     )
 
 
-@dataclass(frozen=True)
-class Read:
+class Read(msgspec.Struct, frozen=True):
     """What the section reads of the slice: its tuning ranking, and the status's deciding
     judgement when it is the tuning choices' (page 1 then says why)."""
 
     ranking: Ranking | None
     deciding: Judgement | None
-    packs: Packs = field(default_factory=dict)
+    packs: Packs = msgspec.field(default_factory=dict)
     """The evidence packs of the runs' workloads an action rests on."""
     transfer: tuple[TransferGap, ...] = ()
     """The runs' deployed kernels that ran in the slice's profiler trace at their tuned shape."""
@@ -206,8 +204,7 @@ def read(f: Facts) -> Read:
     return Read(ranking, deciding if ranks else None, packs, r.compiled.transfer)
 
 
-@dataclass(frozen=True)
-class ChoiceLine:
+class ChoiceLine(msgspec.Struct, frozen=True):
     """One run's workload as the tables print it."""
 
     c: TuningChoice
@@ -224,8 +221,7 @@ class ChoiceLine:
     """Why the ranking columns are empty ('' when the model's scores were recorded)."""
 
 
-@dataclass(frozen=True)
-class TransferLine:
+class TransferLine(msgspec.Struct, frozen=True):
     """One run's deployed kernel, tuned against runtime, as the section states it."""
 
     g: TransferGap
@@ -236,8 +232,7 @@ class TransferLine:
     """'warn' beyond the tolerance (the ranking judgement is at risk), '' otherwise."""
 
 
-@dataclass(frozen=True)
-class Curve:
+class Curve(msgspec.Struct, frozen=True):
     """One run's search: its best so far over the best measured for its workload, per trial
     (only where it improved, and its last trial)."""
 
@@ -246,8 +241,7 @@ class Curve:
     ratio: tuple[float, ...]
 
 
-@dataclass(frozen=True)
-class RankingView:
+class RankingView(msgspec.Struct, frozen=True):
     """What the section prints, findings.json states and page 1 says of the tuning records."""
 
     ranking: Ranking | None
@@ -276,7 +270,7 @@ class RankingView:
     within_near: float = WITHIN[1]
     """The distances from a run's own best that its trials to within count to."""
     no_prediction: str = NO_PREDICTION
-    packs: Packs = field(default_factory=dict)
+    packs: Packs = msgspec.field(default_factory=dict)
     """The evidence packs of the runs' workloads an action rests on (findings.json's)."""
     transfer: tuple[TransferLine, ...] = ()
     """Each run's deployed kernel that ran in the slice's profiler trace, the farthest off

@@ -3,8 +3,6 @@ device's roofline, the device it was held to, and the records that cannot be rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.device.roofline import OpShape, Roofline, ShapeHeadroom
@@ -24,8 +22,7 @@ SHOWN_SUSPECTS = 10
 """Suspect op x shapes the roofline section names (findings.json lists every one)."""
 
 
-@dataclass(frozen=True)
-class OpLine:
+class OpLine(msgspec.Struct, frozen=True):
     """One printed op x shape row."""
 
     row: OpShape
@@ -34,8 +31,7 @@ class OpLine:
     bound: str
 
 
-@dataclass(frozen=True)
-class RooflineView:
+class RooflineView(msgspec.Struct, frozen=True):
     """The op x shape table, the device it was held to, and the suspect records."""
 
     rf: Roofline

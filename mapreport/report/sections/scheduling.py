@@ -4,7 +4,6 @@ evenly the cores and streams are served, and what operator fusion changed."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -37,8 +36,7 @@ FUSION_GAPS: dict[FusionGap, str] = {
 """Why no fusion effect is shown."""
 
 
-@dataclass(frozen=True)
-class SchedulingView:
+class SchedulingView(msgspec.Struct, frozen=True):
     """The scheduling figures with what they flag, and the per-core evidence of actions."""
 
     s: Scheduling | None

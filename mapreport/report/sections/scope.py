@@ -3,13 +3,12 @@ its latency and the targets it is held to."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 import msgspec
 
 from mapreport.analysis.base.common import Percentiles, Review, SlaCheck
 from mapreport.analysis.mapping.coverage import PlanVersion
 from mapreport.core.kinds import JudgementFamily
+from mapreport.core.records import replace
 from mapreport.core.window import Window, WindowKind, is_wall_clock
 from mapreport.report.period import moment, period
 from mapreport.report.sections.unit import Facts, Section
@@ -33,8 +32,7 @@ def data_span(start_us: float | None, end_us: float | None, tz: str) -> str:
     return f"{hours:.2f} h (relative timestamps)"
 
 
-@dataclass(frozen=True)
-class PlanLine:
+class PlanLine(msgspec.Struct, frozen=True):
     """The version of one compile plan the report's predictions come from."""
 
     plan_id: str
@@ -90,8 +88,7 @@ def _relative(v: PlanVersion, root: str) -> str:
     return shown(v.path, root)
 
 
-@dataclass(frozen=True)
-class ScopeFacts:
+class ScopeFacts(msgspec.Struct, frozen=True):
     """What the scope reads of the slice: its names, review, window, plans and latency."""
 
     workload: str
@@ -109,8 +106,7 @@ class ScopeFacts:
     """The folder every input file lies below (plan paths are shown relative to it)."""
 
 
-@dataclass(frozen=True)
-class ScopeView:
+class ScopeView(msgspec.Struct, frozen=True):
     """The scope's facts and their words."""
 
     s: ScopeFacts

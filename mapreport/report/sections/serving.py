@@ -4,8 +4,6 @@ server's /metrics, or OTLP metrics)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.mapping.consistency import QueueCheck
@@ -21,8 +19,7 @@ UNMEASURED = {
 """What a server's metrics may lack, in words."""
 
 
-@dataclass(frozen=True)
-class WindowLine:
+class WindowLine(msgspec.Struct, frozen=True):
     """One row of the server-side metrics table."""
 
     label: str
@@ -31,8 +28,7 @@ class WindowLine:
     """Shown muted: a restart inside it (never on the total row, which adds every interval)."""
 
 
-@dataclass(frozen=True)
-class ServingView:
+class ServingView(msgspec.Struct, frozen=True):
     """The server's metrics, their table's rows, and the records against the counters."""
 
     t: Telemetry | None

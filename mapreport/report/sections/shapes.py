@@ -4,7 +4,6 @@ the actions on it; and findings.json's entry per shape."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -50,8 +49,7 @@ SHAPE_LEFT_OUT = frozenset(
 evidence with its note (class_evidence), counts the shape states itself (n_adapted)."""
 
 
-@dataclass(frozen=True)
-class ShapesView:
+class ShapesView(msgspec.Struct, frozen=True):
     """Each shape with its lines, the evidence thresholds and the SLA the chart draws."""
 
     shapes: tuple[ShapeLine, ...]

@@ -3,7 +3,6 @@ checklist stands; and findings.json's status, its reason and every family's judg
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import cast
 
 import msgspec
@@ -21,8 +20,7 @@ from mapreport.report.sections.unit import Facts, Section, same
 from mapreport.report.verdict import headline, tail_change
 
 
-@dataclass(frozen=True)
-class SummaryView:
+class SummaryView(msgspec.Struct, frozen=True):
     """The summary's sentences, the actions it points to and the checklist's standing."""
 
     text: str

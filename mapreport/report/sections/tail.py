@@ -5,7 +5,6 @@ class the slice's pooled tail decides."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import msgspec
@@ -25,8 +24,7 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
 
 
-@dataclass(frozen=True)
-class TailView:
+class TailView(msgspec.Struct, frozen=True):
     """The slice's tail split and each shape's, and the class the pooled tail decides."""
 
     tail: TailDrivers | None

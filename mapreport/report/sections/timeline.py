@@ -3,8 +3,6 @@ and the communication no computation hid (a profiler trace with device activitie
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.device.timeline import Timeline
@@ -13,8 +11,7 @@ from mapreport.report.devicetime import timeline_shares
 from mapreport.report.sections.unit import Facts, Section
 
 
-@dataclass(frozen=True)
-class TimelineView:
+class TimelineView(msgspec.Struct, frozen=True):
     """The timeline and its activities in words with their shares (those seen)."""
 
     t: Timeline

@@ -3,8 +3,6 @@ requests, and its output tokens per second (an AIPerf profile export)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import msgspec
 
 from mapreport.analysis.base.common import Thresholds
@@ -12,8 +10,7 @@ from mapreport.analysis.mapping.tokens import TokenRate, TokenTiming
 from mapreport.report.sections.unit import Facts, Section, same
 
 
-@dataclass(frozen=True)
-class TokensView:
+class TokensView(msgspec.Struct, frozen=True):
     """Each shape's token timing, the slice's token rate, and how the client timed them."""
 
     tokens: tuple[TokenTiming, ...]

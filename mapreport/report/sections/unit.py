@@ -11,7 +11,7 @@ the sections in page order; `assemble` makes one slice's parts in one pass over 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
@@ -19,6 +19,7 @@ import msgspec
 
 from mapreport.analysis.steps.results import SliceResult
 from mapreport.core.kinds import ActionKind, JudgementFamily
+from mapreport.core.records import field_names
 from mapreport.report.lines import ActionView, CoreEvidence, ShapeLine, action_view, shape_line
 
 if TYPE_CHECKING:
@@ -98,7 +99,7 @@ def same(x: X) -> X:
 
 def shallow(x: object) -> dict[str, Any]:
     """A dataclass's fields by name, their values as they are (a fragment adds to them)."""
-    return {f.name: getattr(x, f.name) for f in fields(x)}  # type: ignore[arg-type]
+    return {name: getattr(x, name) for name in field_names(x)}
 
 
 def present(x: object) -> bool:
@@ -106,8 +107,7 @@ def present(x: object) -> bool:
     return bool(x)
 
 
-@dataclass(frozen=True)
-class Section(Generic[X, V]):
+class Section(msgspec.Struct, Generic[X, V], frozen=True):
     """One report section (or, without a title, one part of findings.json only)."""
 
     id: str
@@ -122,7 +122,7 @@ class Section(Generic[X, V]):
     """Its charts by id, those with something to draw."""
     charts: tuple[str, ...] = ()
     """The ids of its charts, in the order it shows them."""
-    captions: Mapping[str, str] = field(default_factory=dict)
+    captions: Mapping[str, str] = msgspec.field(default_factory=dict)
     """What a chart shows, printed under it (a caption wraps on a phone; a plotly title does
     not), so chart titles stay short."""
     has: Callable[[V], bool] = _always
@@ -159,8 +159,7 @@ class Section(Generic[X, V]):
         return self.missing if isinstance(self.missing, str) else self.missing(v)
 
 
-@dataclass(frozen=True)
-class Part(Generic[V]):
+class Part(msgspec.Struct, Generic[V], frozen=True):
     """One section of one slice: its view, and whether and why it shows nothing."""
 
     section: Section[Any, V]
