@@ -132,6 +132,7 @@ BENCH_SIZES ?= 100000 1000000 10000000
 
 bench: setup
 	@$(BIN)/python -c "import hta" 2>/dev/null || $(BIN)/python -m pip install -q holistictraceanalysis==0.5.0
+	@test -x $(BIN)/tlparse || $(BIN)/python -m pip install -q tlparse==0.4.3
 	$(BIN)/python benchmarks/kineto_ingest.py --copies 10 --runs 5
 	$(BIN)/python benchmarks/fleet.py --sizes $(BENCH_SIZES) --runs 3 --full-from 100000
 	$(BIN)/python benchmarks/startup.py --runs 21

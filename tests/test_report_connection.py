@@ -8,6 +8,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from mapreport.core.connection import Connection
 from mapreport.core.window import EVERYTHING, Window
 from mapreport.dataset.store import Dataset
@@ -39,6 +41,7 @@ def _findings(out: Path) -> str:
     return "\n".join(texts)
 
 
+@pytest.mark.slow
 def test_one_workload_is_analysed_on_the_listing_connection(
     sample_dir: Path, tmp_path: Path
 ) -> None:
@@ -58,6 +61,7 @@ def test_one_workload_is_analysed_on_the_listing_connection(
     )
 
 
+@pytest.mark.slow
 def test_each_of_several_workloads_gets_its_own_connection(
     demo_dataset: Path, tmp_path: Path
 ) -> None:
