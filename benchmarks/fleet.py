@@ -121,14 +121,15 @@ def generate(folder: Path, requests: int) -> list[Path]:
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     code = f"""
-import dataclasses, json, sys
+import json, sys
 from pathlib import Path
+from mapreport.core.records import replace
 from mapreport.demo import synth
 ws = []
 for w in synth.WORKLOADS:
     for suffix in ("", "-b"):
         name = w.workload + suffix
-        ws.append(dataclasses.replace(w, workload=name, runtime_file=name + ".runtime.jsonl"))
+        ws.append(replace(w, workload=name, runtime_file=name + ".runtime.jsonl"))
 scale = {requests} / (2 * {BASE_REQUESTS})
 paths = synth.generate(Path(sys.argv[1]), scale=scale, seed=7, workloads=ws)
 print(json.dumps([p.name for p in paths]))

@@ -35,15 +35,16 @@ DEMO_SIZE = 3_456
 """Requests of one demo slice (bert-base, one night): the size of the amortised run's slices."""
 
 GENERATE = """
-import dataclasses, json, sys
+import json, sys
 from pathlib import Path
+from mapreport.core.records import replace
 from mapreport.demo import synth
 copies, per_slice = int(sys.argv[2]), int(sys.argv[3])
 ws = []
 for i in range(copies):
     w = synth.WORKLOADS[i % len(synth.WORKLOADS)]
     name = f"{w.workload}-{i:03d}"
-    ws.append(dataclasses.replace(w, workload=name, runtime_file=name + ".runtime.jsonl"))
+    ws.append(replace(w, workload=name, runtime_file=name + ".runtime.jsonl"))
 base = sum(s.requests for s in synth.WORKLOADS[0].shapes)
 paths = synth.generate(Path(sys.argv[1]), scale=per_slice / base, seed=7, workloads=ws)
 print(json.dumps([str(p) for p in paths]))
