@@ -432,3 +432,18 @@ def test_a_name_in_a_pack_comment_never_ends_the_comment() -> None:
     assert line.endswith("\n")
     script = line + "SELECT 1 AS one;\n"
     assert [s.type for s in duckdb.extract_statements(script)] == [duckdb.StatementType.SELECT]
+
+
+def test_a_trace_event_without_a_category_is_read(tmp_path: Path) -> None:
+    """`cat` is optional in the Chrome trace format: a complete event without one is an
+    op_exec row with no category, beside a launched kernel; the launch linking had failed on
+    it with an internal error (a review's hostile-input pass, 2026-12-06)."""
+    trace = tmp_path / "nocat.json"
+    trace.write_text(
+        '{"traceEvents": [{"ph": "X", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 5},'
+        ' {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 2, "dur": 3,'
+        ' "args": {"correlation": 9}}]}'
+    )
+    res = CliRunner().invoke(main, ["ingest", "--dataset", str(tmp_path / "ds"), str(trace)])
+    assert res.exit_code == 0, res.output
+    assert "op_exec 2" in res.output

@@ -64,12 +64,12 @@ def link(rows: pa.Table) -> Linked:
     has_ext = ext.is_valid().to_numpy(zero_copy_only=False)
     ext_n = ext.fill_null(0).to_numpy()
     key = np.where(has_ext, ext_n, -rows["line"].to_numpy())
-    cpu_idx = np.flatnonzero(pc.equal(cat, "cpu_op").to_numpy(zero_copy_only=False))
+    cpu_idx = np.flatnonzero(_is(cat, "cpu_op"))
     op_keys, first = _first_of_each(key[cpu_idx])
     op_rows = cpu_idx[first]
     has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
     corr_n = rows["correlation"].fill_null(0).to_numpy()
-    li = np.flatnonzero(pc.equal(cat, "runtime").to_numpy(zero_copy_only=False) & has_corr)
+    li = np.flatnonzero(_is(cat, "runtime") & has_corr)
     _, named = _lookup(op_keys, ext_n[li])
     # older traces give every launch its own correlation as its External id: there an id
     # names no operator even where it equals one's (alexnet's first kernel fell to an
@@ -236,11 +236,7 @@ def region_plans(rows: pa.Table) -> pa.Array:
         owner[rows_t[ok]] = cand[ok]
     has_corr = rows["correlation"].is_valid().to_numpy(zero_copy_only=False)
     corr = rows["correlation"].fill_null(0).to_numpy()
-    launch = np.flatnonzero(
-        pc.equal(rows["category"], "runtime").to_numpy(zero_copy_only=False)
-        & has_corr
-        & (owner >= 0)
-    )
+    launch = np.flatnonzero(_is(rows["category"], "runtime") & has_corr & (owner >= 0))
     if len(launch):
         keys, at = _first_of_each(corr[launch], last=True)
         kernels = np.flatnonzero(device & has_corr)
@@ -248,3 +244,9 @@ def region_plans(rows: pa.Table) -> pa.Array:
         owner[kernels[hit]] = owner[launch[at[pos[hit]]]]
     ids = pc.utf8_slice_codeunits(names, len(REGION))
     return pc.take(ids, pa.array(owner, mask=owner < 0)).combine_chunks()
+
+
+def _is(category: pa.ChunkedArray | pa.Array, name: str) -> np.ndarray:
+    """Where an event's category is `name`, as booleans: an event without a category (`cat`
+    is optional in the trace format) is none, where arrow's comparison would give null."""
+    return np.asarray(pc.fill_null(pc.equal(category, name), False), dtype=bool)
