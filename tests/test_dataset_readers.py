@@ -78,7 +78,7 @@ def test_a_dataset_written_before_still_reads(
     mapreport's views, its check and the API read both."""
     ds = tmp_path / "ds"
     with monkeypatch.context() as m:
-        m.setattr(Dataset, "as_written", staticmethod(lambda _t, data: data))
+        m.setattr(Dataset, "as_written", staticmethod(lambda _t, data, _w=None: data))
         ingest(ds, sorted(sample_dir.glob("bert-base.*")))
     ingest(ds, sorted(sample_dir.glob("resnet50-int8.*")))
     types = {pq.read_schema(f).field("workload").type for f in (ds / "request").rglob("*.parquet")}

@@ -798,3 +798,18 @@ def test_an_integer_beyond_its_int32_column_is_named_not_an_internal_error(
     got = CliRunner().invoke(main, ["ingest", "--dataset", str(tmp_path / "ds"), str(f)])
     assert got.exit_code == 3
     assert f"{f}:1: field 'batch_size': must be <= 2147483647" in got.output
+
+
+def test_the_sink_range_check_reads_nulls_and_sliced_chunks() -> None:
+    """The sink's bound in numpy: NaN, infinities and values beyond MAX_MAGNITUDE are out of
+    range, a null is not, in chunks that start part-way into their buffers."""
+    import pyarrow as pa
+
+    from mapreport.ingest.sink import _out_of_range
+    from mapreport.ingest.spec import MAX_MAGNITUDE
+
+    values = [1.0, None, float("nan"), float("inf"), -MAX_MAGNITUDE, -MAX_MAGNITUDE * 2, None, 0.0]
+    whole = pa.array(values, pa.float64())
+    column = pa.chunked_array([whole.slice(1, 4), whole.slice(5), pa.array([], pa.float64())])
+    assert _out_of_range(column).tolist() == [False, True, True, False, True, False, False]
+    assert _out_of_range(pa.chunked_array([], pa.float64())).tolist() == []

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from mapreport.core.errors import ErrorPolicy, InputError
@@ -38,6 +37,23 @@ SMALL_UNIQUE = 100_000
 counts them (it spills, memory stays bounded)."""
 MAX_REJECTIONS_LOGGED = 50
 """ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
+
+
+def _out_of_range(column: pa.ChunkedArray) -> np.ndarray:
+    """Per row of a floating-point column: a value that is not finite or beyond
+    MAX_MAGNITUDE (a null is in range). In numpy, not Arrow's compute functions, whose module
+    costs a compile log's ingest 45 ms to import."""
+    parts = []
+    for chunk in column.chunks:
+        values = np.asarray(chunk.to_numpy(zero_copy_only=False), np.float64)
+        with np.errstate(invalid="ignore"):
+            bad = ~(np.abs(values) <= MAX_MAGNITUDE)  # NaN and inf compare false
+        if chunk.null_count:
+            bits = np.frombuffer(chunk.buffers()[0], np.uint8)
+            valid = np.unpackbits(bits, bitorder="little")[chunk.offset : chunk.offset + len(chunk)]
+            bad &= valid.astype(bool)
+        parts.append(bad)
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
 @dataclass
@@ -159,7 +175,9 @@ class Sink:
         rows = self._buffers.pop(key, [])
         if not rows:
             return
-        self._write(table, workload, pa.Table.from_pylist(rows, schema=TABLES[table]))
+        data = pa.Table.from_pylist(rows, schema=TABLES[table])
+        # a row's key holds its workload (`add`): a named one is every row's
+        self._write(table, workload, data, workload or None)
 
     def _in_range(self, table: str, data: pa.Table) -> pa.Table:
         """The rows whose numbers are all finite and within MAX_MAGNITUDE; every other row is
@@ -168,9 +186,7 @@ class Sink:
         masks = {}
         for col in data.schema:
             if pa.types.is_floating(col.type):
-                arr = data[col.name]
-                ok = pc.and_(pc.is_finite(arr), pc.less_equal(pc.abs(arr), MAX_MAGNITUDE))
-                this = ~np.asarray(pc.fill_null(ok, True).to_numpy(zero_copy_only=False), bool)
+                this = _out_of_range(data[col.name])
                 if this.any():
                     masks[col.name] = this
         if not masks:
@@ -183,12 +199,15 @@ class Sink:
         self.rows[table] -= int(bad.sum())
         return data.filter(pa.array(~bad))
 
-    def _write(self, table: str, workload: str, data: pa.Table) -> None:
+    def _write(
+        self, table: str, workload: str, data: pa.Table, every: str | None = None
+    ) -> None:
         """One staged Parquet file of `table` (in the workload's partition when it has one),
         written by a background thread: Parquet encoding and compression release the GIL, so
         they run on the second core while the reader decodes the next batch. At most
-        WRITES_IN_FLIGHT batches wait, so memory stays bounded."""
-        data = Dataset.as_written(table, self._in_range(table, data))
+        WRITES_IN_FLIGHT batches wait, so memory stays bounded. `every`: the workload every
+        row holds, when known."""
+        data = Dataset.as_written(table, self._in_range(table, data), every)
         if data.num_rows == 0:
             return
         for day, rows in self._days(table, data):
@@ -256,7 +275,7 @@ class Sink:
             keys = pa.concat_arrays(
                 [pq.read_table(f, columns=[key])[key].combine_chunks() for f in files]
             )
-            if pc.count_distinct(keys).as_py() == len(keys):
+            if len(set(keys.to_pylist())) == len(keys):
                 return
         from mapreport.dataset.views import (
             duckdb_connection,  # DuckDB: only above Arrow's key count
@@ -288,6 +307,8 @@ class Sink:
             raise InputError(
                 self.path, line, key, f"duplicate {key} {value!r} (first on line {first})"
             )
+        import pyarrow.compute as pc  # a file with repeated keys only
+
         bad = pa.array([d[0] for d in dups], pa.int64())
         for f in files:
             t = pq.read_table(f)

@@ -41,7 +41,8 @@ def _context(
         "captions": CAPTIONS,
         "media": media,
         "css": Markup(html.css()),
-        "plotly_js": Markup(html.plotly_js()) if media == "screen" else None,
+        # a page without a chart (a trace's, a compile log's) carries no plotly.js (3.6 MB)
+        "plotly_js": Markup(html.plotly_js()) if media == "screen" and chart_markup else None,
         "page_js": Markup(html.page_js()) if media == "screen" else None,
         "index_href": index_href if media == "screen" else "",
         "generated_at": generated_at,

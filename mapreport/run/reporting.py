@@ -25,7 +25,6 @@ from mapreport.report import IndexEntry, read_entry, write_index
 from mapreport.run.config import Config
 from mapreport.run.outcome import Progress, SliceOutcome, quiet
 from mapreport.run.pipeline import Due, ReportRun, SliceReporter, Ticker, slice_dir
-from mapreport.run.workers import report_concurrently, report_in_workers
 
 
 def slice_candidates(text: str) -> list[tuple[str, str | None]]:
@@ -94,10 +93,14 @@ def report(
             plans = {(w, s): reporter.plan(w, s) for w, s in slices}
             done = {k: ticker.done(p) for k, p in plans.items() if isinstance(p, SliceOutcome)}
             due = [p for p in plans.values() if isinstance(p, Due)]
-            if jobs > 1 and len(due) > 1 and on.name is EngineName.DUCKDB:
-                done |= report_in_workers(run, due, min(jobs, len(due)), ticker)
-            elif jobs > 1 and len(due) > 1:
-                done |= report_concurrently(reporter, due, min(jobs, len(due)), ticker)
+            if jobs > 1 and len(due) > 1:
+                # process pools load multiprocessing (14 ms) that one slice's report never uses
+                from mapreport.run.workers import report_concurrently, report_in_workers
+
+                if on.name is EngineName.DUCKDB:
+                    done |= report_in_workers(run, due, min(jobs, len(due)), ticker)
+                else:
+                    done |= report_concurrently(reporter, due, min(jobs, len(due)), ticker)
             else:
                 done |= {(d.workload, d.slice_): ticker.done(reporter.make(d)) for d in due}
         finally:
