@@ -210,9 +210,8 @@ def test_light_entry_points_load_no_heavy_library(module: str) -> None:
     assert (heavy, [m for m in ours if m not in light]) == ([], [])
 
 
-DATACLASSES = {"Sink", "Config", "Facts"} | {c.__name__ for c in ActionParams.REGISTERED.values()}
-"""The records left dataclasses: the action params (their classes take the `owners` keyword,
-which a Struct's metaclass refuses) and three that hide fields from their repr."""
+DATACLASSES = {"Sink", "Config", "Facts"}
+"""The records left dataclasses: three that hide fields from their repr."""
 
 
 def test_records_are_structs() -> None:

@@ -1,5 +1,5 @@
 """What an action states, typed: each kind of action (or each finding of a kind) states its
-figures in a frozen dataclass deriving from `ActionParams`, declared beside the code that builds
+figures in a frozen Struct deriving from `ActionParams`, declared beside the code that builds
 the action (the kinds `actions` builds have theirs here), so every place that reads a figure is
 checked by mypy and a renamed figure fails there instead of at run time. A params class names
 the kinds that state it and the role owning each (`OWNERS`), and states its impact where its
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import msgspec
@@ -26,19 +26,26 @@ class Impact(msgspec.Struct, frozen=True):
     share: float | None = None
 
 
-class ActionParams:
+def owners(roles: Mapping[ActionKind, OwnerRole]) -> Mapping[ActionKind, OwnerRole]:
+    """A params class's `OWNERS`: the kinds of action that state it and the role owning each,
+    read-only (a class attribute every instance shares)."""
+    return MappingProxyType(dict(roles))
+
+
+class ActionParams(msgspec.Struct, frozen=True):
     """The figures an action states: the base of every kind's params. Each subclass is
     registered by its name, which the history stores with its fields (`encode`, `decode`)."""
 
     OWNERS: ClassVar[Mapping[ActionKind, OwnerRole]] = {}
-    """The kinds of action that state these params, and the role that owns each (the class
-    keyword `owners`; the blocking action's remedy may name another: `actions.REMEDY_OWNERS`)."""
+    """The kinds of action that state these params, and the role that owns each (each
+    subclass sets it; the blocking action's remedy may name another: `actions.REMEDY_OWNERS`)."""
     REGISTERED: ClassVar[dict[str, type[ActionParams]]] = {}
     """Every params class by its name (the kinds' modules import with `actions`)."""
 
-    def __init_subclass__(cls, owners: Mapping[ActionKind, OwnerRole], **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls.OWNERS = owners
+        if not cls.OWNERS:
+            raise TypeError(f"{cls.__name__} names no kind of action it states (OWNERS)")
         ActionParams.REGISTERED[cls.__name__] = cls
 
     def impact(self) -> Impact | None:
@@ -47,41 +54,43 @@ class ActionParams:
         return None
 
 
-OBSERVED: Mapping[ActionKind, OwnerRole] = {
-    ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER
-}
+OBSERVED = owners({ActionKind.OBSERVABILITY: OwnerRole.OBSERVABILITY_ENGINEER})
 """A missing record or a disagreement between records: the observability engineer's."""
 
 
-@dataclass(frozen=True)
-class TailShare(ActionParams, owners={ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD}):
+class TailShare(ActionParams, frozen=True):
     """A tail driver's action (memory burst): the driver's share of the shape's tail."""
+
+    OWNERS = owners({ActionKind.MEMORY_BURST: OwnerRole.COMPILER_LEAD})
 
     share: float | None
 
 
-@dataclass(frozen=True)
-class Queueing(ActionParams, owners={ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT}):
+class Queueing(ActionParams, frozen=True):
     """Queueing drives the tail: its share and the queue wait's p95 against its p50."""
+
+    OWNERS = owners({ActionKind.QUEUEING: OwnerRole.MODEL_SERVING_ARCHITECT})
 
     share: float | None
     queue_p95_us: float | None
     queue_p50_us: float | None
 
 
-@dataclass(frozen=True)
-class CoreImbalance(ActionParams, owners={ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD}):
+class CoreImbalance(ActionParams, frozen=True):
     """A slow core drives the tail: its share, the slowest core and how much slower it is."""
+
+    OWNERS = owners({ActionKind.CORE_IMBALANCE: OwnerRole.RUNTIME_LEAD})
 
     share: float | None
     core: int | None
     slowdown: float | None
 
 
-@dataclass(frozen=True)
-class Fallback(ActionParams, owners={ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD}):
+class Fallback(ActionParams, frozen=True):
     """The generic fallback path drives the tail: how many requests ran it, whether a bucket
     holds the shape, and the adapted mapping's net gain where it is significant."""
+
+    OWNERS = owners({ActionKind.MAPPING_FALLBACK: OwnerRole.COMPILER_LEAD})
 
     share: float | None
     n_fallback: int
@@ -90,42 +99,45 @@ class Fallback(ActionParams, owners={ActionKind.MAPPING_FALLBACK: OwnerRole.COMP
     net_gain_p50: float | None
 
 
-@dataclass(frozen=True)
-class Inaccuracy(ActionParams, owners={ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD}):
+class Inaccuracy(ActionParams, frozen=True):
     """The cost model is wrong and adaptation does not recover it."""
+
+    OWNERS = owners({ActionKind.MAPPING_INACCURACY: OwnerRole.COMPILER_LEAD})
 
     predicted_us: float | None
     measured_us: float | None
     signed_error: float | None
 
 
-@dataclass(frozen=True)
-class Overhead(ActionParams, owners={ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD}):
+class Overhead(ActionParams, frozen=True):
     """Adaptation costs more than it gains."""
+
+    OWNERS = owners({ActionKind.ADAPTATION_OVERHEAD: OwnerRole.RUNTIME_LEAD})
 
     cost_per_request_us: float | None
     net_gain_p50: float | None
 
 
-@dataclass(frozen=True)
-class GainDecision(
-    ActionParams,
-    owners={
-        ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
-        ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
-    },
-):
+class GainDecision(ActionParams, frozen=True):
     """Specialise or close the loop: the prediction's error, the adapted mapping's net gain,
     and (closing the loop) whether a bucket holds the shape."""
+
+    OWNERS = owners(
+        {
+            ActionKind.SPECIALISE: OwnerRole.COMPILER_LEAD,
+            ActionKind.CLOSE_THE_LOOP: OwnerRole.COMPILER_LEAD,
+        }
+    )
 
     signed_error: float | None
     net_gain_p50: float | None
     covered: bool | None = None
 
 
-@dataclass(frozen=True)
-class Drift(ActionParams, owners={ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD}):
+class Drift(ActionParams, frozen=True):
     """The signed error moved from the plan's first nights with the plan unchanged."""
+
+    OWNERS = owners({ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILER_LEAD})
 
     plan_id: str | None
     baseline: float
@@ -135,9 +147,10 @@ class Drift(ActionParams, owners={ActionKind.COST_MODEL_DRIFT: OwnerRole.COMPILE
     drift: float
 
 
-@dataclass(frozen=True)
-class Regressed(ActionParams, owners={ActionKind.LATENCY_REGRESSION: OwnerRole.RUNTIME_LEAD}):
+class Regressed(ActionParams, frozen=True):
     """A shape's p95 rose beyond its bootstrap CI against an earlier night."""
+
+    OWNERS = owners({ActionKind.LATENCY_REGRESSION: OwnerRole.RUNTIME_LEAD})
 
     night: str
     before_us: float
@@ -147,10 +160,11 @@ class Regressed(ActionParams, owners={ActionKind.LATENCY_REGRESSION: OwnerRole.R
     ci_high: float
 
 
-@dataclass(frozen=True)
-class Blocking(ActionParams, owners={ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD}):
+class Blocking(ActionParams, frozen=True):
     """Requests waited behind serving-time adaptation: what held the worker, for how long,
     who waited, and the remedy."""
+
+    OWNERS = owners({ActionKind.ADAPTATION_BLOCKING: OwnerRole.RUNTIME_LEAD})
 
     remedy: BlockingRemedy
     share: float | None
@@ -177,23 +191,26 @@ class Dim(msgspec.Struct, frozen=True):
     high: int
 
 
-@dataclass(frozen=True)
-class MissingSide(ActionParams, owners=OBSERVED):
+class MissingSide(ActionParams, frozen=True):
     """An environment record is missing on one side ("compile", "runtime")."""
+
+    OWNERS = OBSERVED
 
     side: str
 
 
-@dataclass(frozen=True)
-class MissingField(ActionParams, owners=OBSERVED):
+class MissingField(ActionParams, frozen=True):
     """A request field the tail attribution needs is not recorded."""
+
+    OWNERS = OBSERVED
 
     field: str
 
 
-@dataclass(frozen=True)
-class Consistency(ActionParams, owners=OBSERVED):
+class Consistency(ActionParams, frozen=True):
     """The records and the server's counters disagree on a mean over the same window."""
+
+    OWNERS = OBSERVED
 
     consistency: str
     records_us: float
@@ -202,18 +219,18 @@ class Consistency(ActionParams, owners=OBSERVED):
     tolerance: float
 
 
-@dataclass(frozen=True)
-class Mismatch(ActionParams, owners={ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD}):
+class Mismatch(ActionParams, frozen=True):
     """Environment keys whose values differ: (key, compile-side values, runtime-side values)."""
+
+    OWNERS = owners({ActionKind.ENVIRONMENT_MISMATCH: OwnerRole.RUNTIME_LEAD})
 
     mismatches: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
 
 
-@dataclass(frozen=True)
-class Quality(
-    ActionParams, owners={ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT}
-):
+class Quality(ActionParams, frozen=True):
     """A precision change without quality evidence."""
+
+    OWNERS = owners({ActionKind.PRECISION_WITHOUT_QUALITY: OwnerRole.MODEL_SERVING_ARCHITECT})
 
     precision: str
 

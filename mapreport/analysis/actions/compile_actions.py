@@ -8,9 +8,8 @@ instead (one cause, one owner: `planning.plan_actions`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from mapreport.analysis.actions.action_params import ActionParams, Dim
+from mapreport.analysis.actions.action_params import ActionParams, Dim, owners
 from mapreport.analysis.actions.actions import (
     NO_ROLLBACK,
     SLICE_WIDE,
@@ -24,10 +23,11 @@ from mapreport.analysis.serving.compiles import RECOMPILE_LIMIT, RecompiledFrame
 from mapreport.core.kinds import ActionKind, Criterion, OwnerRole
 
 
-@dataclass(frozen=True)
-class Recompiled(ActionParams, owners={ActionKind.DYNAMIC_SHAPES: OwnerRole.COMPILER_LEAD}):
+class Recompiled(ActionParams, frozen=True):
     """A compiled frame that recompiled for the shapes it met: how often, against the limit,
     the dims whose sizes changed, and the guards that failed (first of each)."""
+
+    OWNERS = owners({ActionKind.DYNAMIC_SHAPES: OwnerRole.COMPILER_LEAD})
 
     frame: str
     recompiles: int

@@ -4,9 +4,7 @@ that sat idle (the runtime's: launch and scheduling)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from mapreport.analysis.actions.action_params import ActionParams, Impact
+from mapreport.analysis.actions.action_params import ActionParams, Impact, owners
 from mapreport.analysis.actions.actions import (
     NO_ROLLBACK,
     ROLLBACK_MARGIN,
@@ -40,9 +38,10 @@ from mapreport.core.kinds import (
 from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class Headroom(ActionParams, owners={ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD}):
+class Headroom(ActionParams, frozen=True):
     """An op x shape far from its roofline: what it is, how far, and how much time that is."""
+
+    OWNERS = owners({ActionKind.ROOFLINE_HEADROOM: OwnerRole.COMPILER_LEAD})
 
     op: str
     label: str
@@ -62,9 +61,10 @@ class Headroom(ActionParams, owners={ActionKind.ROOFLINE_HEADROOM: OwnerRole.COM
         return Impact(ImpactUnit.DEVICE_US, self.headroom_us, self.share)
 
 
-@dataclass(frozen=True)
-class Idle(ActionParams, owners={ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD}):
+class Idle(ActionParams, frozen=True):
     """The device idle for a material share of its span."""
+
+    OWNERS = owners({ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD})
 
     idle_share: float
     span_us: float
@@ -82,9 +82,10 @@ class Idle(ActionParams, owners={ActionKind.DEVICE_IDLE: OwnerRole.RUNTIME_LEAD}
         return Impact(ImpactUnit.DEVICE_SHARE, self.idle_share)
 
 
-@dataclass(frozen=True)
-class Padding(ActionParams, owners={ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT}):
+class Padding(ActionParams, frozen=True):
     """Steps padded up to captured graph sizes: the waste, and the sizes that would cut it."""
+
+    OWNERS = owners({ActionKind.GRAPH_PADDING: OwnerRole.MODEL_SERVING_ARCHITECT})
 
     share: float
     waste_us: float

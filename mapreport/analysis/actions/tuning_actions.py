@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
 import msgspec
 
-from mapreport.analysis.actions.action_params import ActionParams, Impact
+from mapreport.analysis.actions.action_params import ActionParams, Impact, owners
 from mapreport.analysis.actions.actions import (
     NEIGHBOURS,
     ROLLBACK_MARGIN,
@@ -42,11 +41,12 @@ from mapreport.core.kinds import (
 from mapreport.core.records import replace
 
 
-@dataclass(frozen=True)
-class Regret(ActionParams, owners={ActionKind.TUNING_REGRET: OwnerRole.COMPILER_LEAD}):
+class Regret(ActionParams, frozen=True):
     """A tuning run whose chosen config is materially slower than the best measured for its
     workload: the two, the regret with its interval, and what the remedy rests on (the budget
     that found the best, the run's cost model's ranking)."""
+
+    OWNERS = owners({ActionKind.TUNING_REGRET: OwnerRole.COMPILER_LEAD})
 
     task: str
     shape: str | None
