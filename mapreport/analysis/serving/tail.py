@@ -422,6 +422,8 @@ def tail_rows(
 ) -> dict[str, TailRows]:
     """Per shape: its ok requests above its p95 latency and how far each driver pushed them
     (`tail_sql`)."""
+    if not any(s.n for s in shapes):
+        return {}
     tails = group_tails(con.sql(tail_sql(budgets)).to_arrow_table())
     out = {}
     for s in shapes:

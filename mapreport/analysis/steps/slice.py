@@ -176,11 +176,15 @@ def slice_step(ctx: Context, shapes: tuple[ShapeMetrics, ...]) -> SliceFound:
 
 def blocking_step(ctx: Context) -> Blocking:
     """The requests blocked behind adapting ones on their worker (the tail splits their queue
-    wait from load queueing)."""
-    load_blocking(ctx.con, ctx.workload, ctx.slice)
+    wait from load queueing). A slice without requests (a trace's, a compile log's) has none
+    to hold a worker or wait: its marks are not made (20 ms of a compile log's report), and
+    nothing reads them, since every reader of them is of a shape's requests."""
     varying = (
         varying_dims(ctx.con, ctx.workload, ctx.slice) if ctx.present.has("compile_event") else ()
     )
+    if not ctx.totals.requests:
+        return Blocking((), varying=varying)
+    load_blocking(ctx.con, ctx.workload, ctx.slice)
     return replace(blocking(ctx.con), varying=varying)
 
 
