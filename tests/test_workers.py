@@ -75,12 +75,12 @@ def test_workers_report_what_one_process_reports(
     # Chromium the run started (other processes on the machine are none of this test's business)
     assert browsers_below(os.getpid()) - before == set()
 
-    from mapreport.run import reporting
+    from mapreport.run import workers
 
     def no_workers(*args: object) -> None:
         raise AssertionError("a worker started for unchanged slices")
 
-    monkeypatch.setattr(reporting, "report_in_workers", no_workers)
+    monkeypatch.setattr(workers, "report_in_workers", no_workers)
     again = report(two / "ds", two / "out", config, pdf=True, record=True, run_date=night, jobs=2)
     assert all(o.unchanged for o in again), [(o.name, o.error) for o in again]
 

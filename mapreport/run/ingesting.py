@@ -4,8 +4,7 @@ engine's workers (Spark's executors), committed here one at a time in the files'
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -18,6 +17,8 @@ from mapreport.run.outcome import Progress, quiet
 from mapreport.run.processes import spawn_context
 
 if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
     from mapreport.run.outcome import SliceOutcome
 
 
@@ -121,6 +122,8 @@ class _Readers:
         """True once a reader was killed: one process at a time from then on."""
 
     def _pool(self, workers: int) -> ProcessPoolExecutor:
+        from concurrent.futures import ProcessPoolExecutor  # --jobs only: one file reads here
+
         return ProcessPoolExecutor(
             max_workers=workers,
             mp_context=spawn_context(),
@@ -136,6 +139,8 @@ class _Readers:
 
     def result(self, i: int) -> Staged:
         """File i staged, its reader's error raised here, or ReaderKilled."""
+        from concurrent.futures.process import BrokenProcessPool
+
         while True:
             try:
                 return self.futures[i].result()
