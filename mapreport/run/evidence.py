@@ -113,7 +113,9 @@ def write_packs(
             import pyarrow.compute as pc  # here: most slices' packs pick no rows (45 ms)
 
             if samples is None:
-                samples = con.sql(sample_rows_sql(r.workload, r.slice, live)).to_arrow_table()
+                shapes = sorted({q.shape for q in done if q.reduction in SAMPLE_REDUCTIONS})
+                query = sample_rows_sql(r.workload, r.slice, shapes, live)
+                samples = con.sql(query).to_arrow_table()
             mask = pc.equal(samples["shape"], p.shape)
             if p.reduction != Reduction.NET_GAIN:
                 mask = pc.and_(mask, pc.equal(samples["kind"], "sample"))
