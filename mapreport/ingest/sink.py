@@ -199,9 +199,7 @@ class Sink:
         self.rows[table] -= int(bad.sum())
         return data.filter(pa.array(~bad))
 
-    def _write(
-        self, table: str, workload: str, data: pa.Table, every: str | None = None
-    ) -> None:
+    def _write(self, table: str, workload: str, data: pa.Table, every: str | None = None) -> None:
         """One staged Parquet file of `table` (in the workload's partition when it has one),
         written by a background thread: Parquet encoding and compression release the GIL, so
         they run on the second core while the reader decodes the next batch. At most
