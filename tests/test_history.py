@@ -228,3 +228,33 @@ def test_a_rolled_back_action_stays_rolled_back_until_its_plan_changes(
     assert st.rollback_threshold == a.rollback_trigger.threshold
     (kept,) = with_stored_triggers([a], replace(r.history, actions=tuple(rebuilt)), "2026-11-04")
     assert kept.rollback_trigger.since == "2026-11-04"
+
+
+def test_code_identity_moves_with_an_edit_and_a_touch(tmp_path: Path) -> None:
+    """A report made by other code is redone: the code's identity changes with a file's
+    content (its size), with its modification time, and with a file added; it stays while
+    nothing changes."""
+    import os
+
+    from mapreport.run.pipeline import code_identity
+
+    code = tmp_path / "a.py"
+    code.write_text("x = 1\n")
+    template = tmp_path / "t.html.j2"
+    template.write_text("{{ x }}")
+
+    def ident() -> str:
+        return code_identity([code, template, tmp_path])  # a folder counts for nothing
+
+    first = ident()
+    assert ident() == first
+    code.write_text("x = 10\n")
+    edited = ident()
+    assert edited != first
+    st = template.stat()
+    os.utime(template, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    touched = ident()
+    assert touched != edited
+    extra = tmp_path / "b.py"
+    extra.write_text("")
+    assert code_identity([code, template, extra]) != touched

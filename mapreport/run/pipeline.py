@@ -288,20 +288,28 @@ STAMP = ".inputs"
 """The fingerprint of what a slice's report was made from, kept in its folder."""
 
 
+def code_identity(files: list[Path]) -> str:
+    """A hash of code files (this version's): each counts by its path, size and modification
+    time, not its bytes. An edit, a checkout or an install changes them, and reading the
+    package's 300 files was 22 ms of every small report; a file touched without a change only
+    redoes its reports."""
+    h = hashlib.sha256(__version__.encode())
+    for f in sorted(files):
+        st = f.stat()
+        if stat.S_ISREG(st.st_mode):
+            h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
+    return h.hexdigest()
+
+
 def _code_id() -> str:
-    """A hash of the package's code and templates: a report made by other code is redone.
-    Each file counts by its path, size and modification time, not its bytes: an edit, a
-    checkout or an install changes them, and reading the package's 300 files was 22 ms of
-    every small report (a file touched without a change redoes its reports, which is safe)."""
+    """The identity of the package's code and templates (`code_identity`), once a process: a
+    report made by other code is redone."""
     global _CODE_ID
     if _CODE_ID is None:
-        h = hashlib.sha256(__version__.encode())
         pkg = Path(__file__).resolve().parents[1]  # the whole package, not only run/
-        for f in sorted([*pkg.rglob("*.py"), *pkg.rglob("*.json"), *TEMPLATES_DIR.rglob("*")]):
-            st = f.stat()
-            if stat.S_ISREG(st.st_mode):
-                h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        _CODE_ID = h.hexdigest()
+        _CODE_ID = code_identity(
+            [*pkg.rglob("*.py"), *pkg.rglob("*.json"), *TEMPLATES_DIR.rglob("*")]
+        )
     return _CODE_ID
 
 
