@@ -210,6 +210,25 @@ def test_light_entry_points_load_no_heavy_library(module: str) -> None:
     assert (heavy, [m for m in ours if m not in light]) == ([], [])
 
 
+ON_DEMAND = ("plotly", "weasyprint", "kaleido", "scipy", "pyspark", "ruptures", "pandas")
+"""Libraries only some slices or commands use (charts, PDFs, change points, Welch's interval,
+Spark): imported where they are used, never by importing the package's Python API or the
+pipeline (scipy.stats alone is 0.77 s)."""
+
+
+@pytest.mark.parametrize(
+    "module", ["mapreport.run.api", "mapreport.run.nightly", "mapreport.run.reporting"]
+)
+def test_the_api_and_the_pipeline_load_no_library_on_demand(module: str) -> None:
+    """Importing the Python API or the pipeline loads none of `ON_DEMAND` (counted in a
+    fresh interpreter)."""
+    probe = f"import sys, {module}; print(*sys.modules)"
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert [m for m in loaded if m.split(".")[0] in ON_DEMAND] == []
+
+
 DATACLASSES = {"Sink", "Config", "Facts"}
 """The records left dataclasses: three that hide fields from their repr."""
 
