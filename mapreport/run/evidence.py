@@ -110,7 +110,7 @@ def write_packs(
         if p.reduction in SAMPLE_REDUCTIONS:
             # one scan of the slice for every shape's samples, each pack its shape's rows (a
             # query per pack scanned the slice once per shape); the order is the query's
-            import pyarrow.compute as pc  # here: most slices' packs pick no rows (45 ms)
+            import pyarrow.compute as pc  # here: a trace's or compile log's packs pick none (45 ms)
 
             if samples is None:
                 shapes = sorted({q.shape for q in done if q.reduction in SAMPLE_REDUCTIONS})
