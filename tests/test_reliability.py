@@ -805,11 +805,11 @@ def test_the_sink_range_check_reads_nulls_and_sliced_chunks() -> None:
     range, a null is not, in chunks that start part-way into their buffers."""
     import pyarrow as pa
 
-    from mapreport.ingest.sink import _out_of_range
+    from mapreport.ingest.sink import beyond_range
     from mapreport.ingest.spec import MAX_MAGNITUDE
 
     values = [1.0, None, float("nan"), float("inf"), -MAX_MAGNITUDE, -MAX_MAGNITUDE * 2, None, 0.0]
     whole = pa.array(values, pa.float64())
     column = pa.chunked_array([whole.slice(1, 4), whole.slice(5), pa.array([], pa.float64())])
-    assert _out_of_range(column).tolist() == [False, True, True, False, True, False, False]
-    assert _out_of_range(pa.chunked_array([], pa.float64())).tolist() == []
+    assert beyond_range(column).tolist() == [False, True, True, False, True, False, False]
+    assert beyond_range(pa.chunked_array([], pa.float64())).tolist() == []

@@ -31,8 +31,8 @@ from mapreport.ingest import helper
 from mapreport.ingest.helper import Helper
 from mapreport.ingest.native_spec import REQUEST
 from mapreport.ingest.records import BadRecord, JsonDecoder, Memo, iter_jsonl_batches, open_bytes
-from mapreport.ingest.sink import Sink
-from mapreport.ingest.spec import INT_LIMIT, MAX_MAGNITUDE, struct_of
+from mapreport.ingest.sink import Sink, beyond_range
+from mapreport.ingest.spec import INT_LIMIT, struct_of
 
 BATCH = 65_536
 """Lines decoded and checked at a time: bounds memory whatever the file size."""
@@ -110,8 +110,7 @@ def check(data: dict[str, pa.Array]) -> tuple[pa.Table, np.ndarray]:
     n = len(data["workload"])
     bad = np.zeros(n, dtype=bool)
     for name in _FLOATS:
-        finite = pc.and_(pc.is_finite(data[name]), pc.less_equal(pc.abs(data[name]), MAX_MAGNITUDE))
-        bad |= ~pc.fill_null(finite, True).to_numpy(zero_copy_only=False)
+        bad |= beyond_range(data[name])
     for name, low in _INT_MIN.items():
         arr = data[name]  # below its minimum, or beyond the range a record may state
         bad |= _mask(pc.less(arr, low)) | _mask(pc.greater_equal(pc.abs(arr), INT_LIMIT))

@@ -39,12 +39,13 @@ MAX_REJECTIONS_LOGGED = 50
 """ingest_log keeps the first rejections in full; all of them land in the quarantine table."""
 
 
-def _out_of_range(column: pa.ChunkedArray) -> np.ndarray:
-    """Per row of a floating-point column: a value that is not finite or beyond
-    MAX_MAGNITUDE (a null is in range). In numpy, not Arrow's compute functions, whose module
-    costs a compile log's ingest 45 ms to import."""
+def beyond_range(column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """Per value of a floating-point column: not finite, or beyond MAX_MAGNITUDE (a null is
+    in range). The bound every reader's numbers pass (the sink's check, the JSON Lines fast
+    path's routing); in numpy, not Arrow's compute functions, whose module costs a compile
+    log's ingest 45 ms to import."""
     parts = []
-    for chunk in column.chunks:
+    for chunk in column.chunks if isinstance(column, pa.ChunkedArray) else [column]:
         values = np.asarray(chunk.to_numpy(zero_copy_only=False), np.float64)
         with np.errstate(invalid="ignore"):
             bad = ~(np.abs(values) <= MAX_MAGNITUDE)  # NaN and inf compare false
@@ -175,9 +176,7 @@ class Sink:
         rows = self._buffers.pop(key, [])
         if not rows:
             return
-        data = pa.Table.from_pylist(rows, schema=TABLES[table])
-        # a row's key holds its workload (`add`): a named one is every row's
-        self._write(table, workload, data, workload or None)
+        self._write(table, workload, pa.Table.from_pylist(rows, schema=TABLES[table]))
 
     def _in_range(self, table: str, data: pa.Table) -> pa.Table:
         """The rows whose numbers are all finite and within MAX_MAGNITUDE; every other row is
@@ -186,7 +185,7 @@ class Sink:
         masks = {}
         for col in data.schema:
             if pa.types.is_floating(col.type):
-                this = _out_of_range(data[col.name])
+                this = beyond_range(data[col.name])
                 if this.any():
                     masks[col.name] = this
         if not masks:
@@ -199,13 +198,14 @@ class Sink:
         self.rows[table] -= int(bad.sum())
         return data.filter(pa.array(~bad))
 
-    def _write(self, table: str, workload: str, data: pa.Table, every: str | None = None) -> None:
+    def _write(self, table: str, workload: str, data: pa.Table) -> None:
         """One staged Parquet file of `table` (in the workload's partition when it has one),
         written by a background thread: Parquet encoding and compression release the GIL, so
         they run on the second core while the reader decodes the next batch. At most
-        WRITES_IN_FLIGHT batches wait, so memory stays bounded. `every`: the workload every
-        row holds, when known."""
-        data = Dataset.as_written(table, self._in_range(table, data), every)
+        WRITES_IN_FLIGHT batches wait, so memory stays bounded. Every row holds `workload`
+        when it names one (`add` keys its buffers by it, `add_table` takes one workload's
+        rows), so its dictionary is made, not found."""
+        data = Dataset.as_written(table, self._in_range(table, data), workload or None)
         if data.num_rows == 0:
             return
         for day, rows in self._days(table, data):

@@ -1,5 +1,5 @@
 """findings.json read back as typed values (the Python API, docs/api.md): its top-level
-fields, each judgement and each action as frozen dataclasses with the categories of
+fields, each judgement and each action as frozen records (msgspec Structs) with the categories of
 `core/kinds.py`, and every other part as the JSON object it is (`Findings.doc`)."""
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class Pack(msgspec.Struct, frozen=True):
         return as_dict(self)
 
     def typed(self) -> Any:
-        """The pack's parameters as its reduction's dataclass (`PackKind.params`)."""
+        """The pack's parameters as its reduction's record type (`PackKind.params`)."""
         return msgspec.convert(self.params, KINDS[self.reduction].params, strict=True)
 
     @staticmethod
@@ -185,7 +185,7 @@ class PackKind(msgspec.Struct, frozen=True):
     recompute: Recompute
     figure: FigureSql
     params: type
-    """The dataclass of a pack spec's `params`, which its query and figure are built from."""
+    """The record type of a pack spec's `params`, which its query and figure are built from."""
 
 
 KINDS: dict[Reduction, PackKind] = {}

@@ -98,7 +98,7 @@ def same(x: X) -> X:
 
 
 def shallow(x: object) -> dict[str, Any]:
-    """A dataclass's fields by name, their values as they are (a fragment adds to them)."""
+    """A record's fields by name, their values as they are (a fragment adds to them)."""
     return {name: getattr(x, name) for name in field_names(x)}
 
 
