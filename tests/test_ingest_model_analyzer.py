@@ -116,3 +116,35 @@ def test_broken_checkpoint(tmp_path: Path) -> None:
     path.write_text('{"ResultManager.results": {"_results": ')
     with pytest.raises(InputError, match="invalid JSON"):
         ingest_file(ds, path)
+
+
+def test_a_config_name_two_runs_reused_is_two_configs(tmp_path: Path) -> None:
+    """Every checkpoint of the folder in one dataset: two Model Analyzer runs of resnet50 each
+    number their configs from 0, so `resnet50_libtorch_config_5` names two configurations.
+    Each is its own config, with its own points and attributes, and the summary is the same
+    on every analysis (it depended on the order rows tied in)."""
+    ds = Dataset(tmp_path / "ds", create=True)
+    for path in CKPTS:
+        ingest_file(ds, path)
+    con = ds.connect()
+    keyed = con.execute(
+        "SELECT config, max_batch_size, instance_count, instance_kind, dynamic_batching, "
+        "count(*) FROM load_sweep WHERE workload = 'resnet50_libtorch' GROUP BY ALL"
+    ).fetchall()
+    names = [k[0] for k in keyed]
+    assert len(names) > len(set(names))  # some name holds two configurations
+    runs = [
+        analyze_slice(con, "resnet50_libtorch", "", Thresholds(), Review()).serving.sweep
+        for _ in range(2)
+    ]
+    assert runs[0] is not None
+    assert runs[0] == runs[1]
+    assert runs[0].configs_total == len(keyed)
+    points = {tuple(k[:5]): k[5] for k in keyed}
+    for c in runs[0].configs:
+        key = (c.config, c.max_batch_size, c.instance_count, c.instance_kind, c.dynamic_batching)
+        assert c.points == points[key]
+    for p in runs[0].curves:
+        assert (p.config, p.max_batch_size, p.dynamic_batching) in {
+            (c.config, c.max_batch_size, c.dynamic_batching) for c in runs[0].configs
+        }

@@ -70,8 +70,31 @@ _POINTS = """
         batch_size, concurrency, request_rate, throughput_per_s, latency_p99_us,
         server_queue_us, latency_avg_us
     FROM load_sweep WHERE workload = $w AND slice = $s
-    ORDER BY model, config, batch_size, concurrency, request_rate
+    ORDER BY model, config, max_batch_size, instance_count, instance_kind, dynamic_batching,
+        batch_size, concurrency, request_rate, throughput_per_s, latency_p99_us,
+        server_queue_us, latency_avg_us
 """
+"""Every column in the order: two checkpoints of one model (two Model Analyzer runs) each
+number their configs from 0, so one name can hold two configurations (the realdata folder's
+resnet50_libtorch and vgg19_libtorch: 39 of 1,160 points tie on the name and the load), and
+points that tied on a shorter order came back in the engine's order of the day (the
+dynamic-batching gain was None in one run of the same folder and -34% in the next)."""
+
+ConfigKey = tuple[str, str, int | None, int | None, str | None, bool | None]
+"""A config: its model and name, and what it is (a name reused for another configuration is
+another config)."""
+
+
+def config_key(p: SweepPoint | SweepConfig) -> ConfigKey:
+    """The config a point or a config row is of (`ConfigKey`)."""
+    return (
+        p.model, p.config, p.max_batch_size, p.instance_count, p.instance_kind, p.dynamic_batching
+    )  # fmt: skip
+
+
+def _order(c: SweepConfig) -> tuple[object, ...]:
+    """Best throughput first, then by name and what the config is (None before any value)."""
+    return (-c.best_throughput_per_s, *((v is not None, v) for v in config_key(c)))
 
 
 def _load(p: SweepPoint) -> str:
@@ -90,12 +113,12 @@ def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> L
     if not rows:
         return None
     points = [SweepPoint(*r) for r in rows]
-    by_config: dict[tuple[str, str], list[SweepPoint]] = {}
+    by_config: dict[ConfigKey, list[SweepPoint]] = {}
     for p in points:
-        by_config.setdefault((p.model, p.config), []).append(p)
+        by_config.setdefault(config_key(p), []).append(p)
     sla = review.sla_p99_us
     configs = []
-    for (model, config), pts in by_config.items():
+    for (model, config, *_), pts in by_config.items():
         eligible = [p for p in pts if within(p.latency_p99_us or 0.0, sla) is not False]
         best = max(eligible or pts, key=lambda p: p.throughput_per_s)
         low = min(pts, key=lambda p: (p.concurrency or 0, p.request_rate or 0.0, p.batch_size or 0))
@@ -121,7 +144,7 @@ def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> L
                 ),
             )
         )
-    configs.sort(key=lambda c: (-c.best_throughput_per_s, c.config))
+    configs.sort(key=_order)
     ok = [c for c in configs if c.best_within_sla is not False]
 
     def best_of(dynamic: bool) -> float | None:
@@ -129,7 +152,7 @@ def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> L
         return max(vals) if vals else None
 
     with_db, without_db = best_of(True), best_of(False)
-    charted = {(c.model, c.config) for c in configs[:CHARTED]}
+    charted = {config_key(c) for c in configs[:CHARTED]}
     return LoadSweep(
         configs=tuple(configs[:MAX_CONFIGS]),
         configs_total=len(configs),
@@ -137,5 +160,5 @@ def load_sweep(con: Connection, workload: str, slice_: str, review: Review) -> L
         best=ok[0].config if ok else None,
         sla_p99_us=sla,
         dynamic_batching_gain=(with_db / without_db - 1) if with_db and without_db else None,
-        curves=tuple(p for p in points if (p.model, p.config) in charted),
+        curves=tuple(p for p in points if config_key(p) in charted),
     )

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from mapreport.analysis.mapping.sweep import LoadSweep
+from mapreport.analysis.mapping.sweep import LoadSweep, config_key
 from mapreport.report import charts
 from mapreport.report.sections.unit import Facts, Section, present, same
 
@@ -38,13 +38,20 @@ def sweep_curves(sweep: LoadSweep) -> go.Figure | None:
     if not sweep.curves:
         return None
     lines: dict[tuple[str, int | None], list[tuple[float, float, str]]] = {}
+    # a name a checkpoint reused for another configuration is another line (`sweep.config_key`)
+    kinds: dict[str, set[tuple[object, ...]]] = {}
+    for p in sweep.curves:
+        kinds.setdefault(p.config, set()).add(config_key(p))
     for p in sweep.curves:
         if p.latency_p99_us is None:
             continue
         load = (
             f"concurrency {p.concurrency}" if p.concurrency is not None else f"{p.request_rate:g}/s"
         )
-        lines.setdefault((p.config, p.batch_size), []).append(
+        name = p.config
+        if len(kinds[p.config]) > 1:
+            name += f", max batch {p.max_batch_size}" + (", dynamic" if p.dynamic_batching else "")
+        lines.setdefault((name, p.batch_size), []).append(
             (p.throughput_per_s, p.latency_p99_us / 1000, load)
         )
     fig = charts.figure()
