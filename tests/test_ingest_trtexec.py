@@ -182,3 +182,22 @@ def test_timing_without_its_siblings_says_what_is_missing(tmp_path: Path) -> Non
     ds = Dataset(tmp_path / "ds", create=True)
     with pytest.raises(InputError, match=r"keep the engine's \.graph\.json"):
         ingest_file(ds, folder / "resnet.onnx.engine.timing.json")
+
+
+def test_a_mixed_precision_engine_states_every_precision_it_runs(tmp_path: Path) -> None:
+    """The A100 QAT engine runs fp16, fp32 and int8 layers: its bucket states all three, and
+    the precision check asks a quality record of fp16 and of int8 on every analysis (a bucket
+    stated one of them, the engine's pick of the day, and the action came and went between
+    runs); the fp32 engine beside it, a clean control, asks none."""
+    plans = TRT / "pytorch" / "resnet" / "A100"
+    if not plans.is_dir():
+        pytest.skip(f"{plans} is absent (../shared/realdata)")
+    ds = Dataset(tmp_path / "ds", create=True)
+    for f in sorted(plans.rglob("*.json")):
+        ingest_file(ds, f)
+    con = ds.connect()
+    for _ in range(2):
+        qat = analyze_slice(con, "resnet-qat", "A100/qat", Thresholds(), Review())
+        assert qat.precision.missing == ("fp16", "int8")
+    fp32 = analyze_slice(con, "resnet", "A100/fp32", Thresholds(), Review())
+    assert fp32.precision.missing == ()

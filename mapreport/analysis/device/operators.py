@@ -91,11 +91,13 @@ TOP_OPS = 40
 TOP_UNMAPPED = 10
 
 _PLAN = """
-    SELECT plan_id, op, any_value(kernel) AS kernel, any_value(precision) AS precision,
-        any_value(fusion_group) AS fusion_group,
+    -- an op the plan lists in several buckets: the same pick on every run (any_value's was
+    -- the engine's of the day)
+    SELECT plan_id, op, min(kernel) AS kernel, min(precision) AS precision,
+        min(fusion_group) AS fusion_group,
         -- a per-op time measured across shapes cannot be held against one bucket's prediction
         CASE WHEN count(DISTINCT shape_bucket) = 1 THEN favg(predicted_us) END AS predicted_us,
-        any_value(prediction_source) AS source
+        min(prediction_source) AS source
     FROM compile_plan WHERE workload = $w AND slice = $s AND op <> '__total__'
     GROUP BY plan_id, op ORDER BY plan_id, op
 """

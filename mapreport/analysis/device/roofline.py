@@ -225,7 +225,7 @@ _BY_REQUEST = """
     ),
     ops AS (
         SELECT json_extract_string(extra, '$.external_id') AS ext, source_id,
-            min(ts_us) AS ts_us, any_value(core) AS core
+            min(ts_us) AS ts_us, min(core) AS core
         FROM op_exec
         WHERE workload = $w AND slice = $s AND category = 'cpu_op'
             AND json_extract_string(extra, '$.external_id') IS NOT NULL

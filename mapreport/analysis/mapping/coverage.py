@@ -85,7 +85,7 @@ def _graph_bucket(plan: str, shape: str, exported: list[BucketRow] | None) -> Bu
     graph (with its prediction), else the shape itself without a prediction."""
     if exported and len(exported) == 1:
         return exported[0]
-    return BucketRow(plan, shape, None, False, 0, None, (), exported=False)
+    return BucketRow(plan, shape, None, False, 0, (), (), exported=False)
 
 
 def coverage(
@@ -143,7 +143,9 @@ class BucketRow(msgspec.Struct, frozen=True):
     predicted_us: float | None
     from_total: bool
     ops: int
-    precision: str | None
+    precisions: tuple[str, ...]
+    """Every precision its ops run, by name (a QAT engine's int8 and fp32 layers: one of
+    them, picked by the engine, made the precision check come and go between runs)."""
     sources: tuple[str, ...]
     mem_budget_bytes: float | None = None
     fusion_groups: tuple[tuple[str, int], ...] = ()
@@ -178,15 +180,15 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
             FROM compile_plan WHERE workload = $w AND (slice = $s OR slice = '')
         ), ops AS (
             SELECT plan_id, shape_bucket, op, max(predicted_us) AS predicted_us,
-                any_value(precision) AS precision, list(DISTINCT source_id) AS sources,
-                max(mem_budget_bytes) AS budget, any_value(fusion_group) AS fusion_group
+                list(DISTINCT precision) AS precisions, list(DISTINCT source_id) AS sources,
+                max(mem_budget_bytes) AS budget, min(fusion_group) AS fusion_group
             FROM scoped WHERE pick = 1 GROUP BY plan_id, shape_bucket, op
         )
         SELECT plan_id, shape_bucket,
             max(predicted_us) FILTER (WHERE op = '__total__') AS total,
             fsum(predicted_us) FILTER (WHERE op <> '__total__') AS ops_sum,
             count(*) FILTER (WHERE op <> '__total__') AS n_ops,
-            any_value(precision) AS precision,
+            flatten(list(precisions)) AS precisions,
             flatten(list(sources)) AS sources,
             coalesce(max(budget) FILTER (WHERE op = '__total__'), max(budget)) AS budget,
             list(fusion_group) FILTER (WHERE fusion_group IS NOT NULL) AS groups,
@@ -206,13 +208,13 @@ def bucket_rows(con: Connection, workload: str, slice_: str) -> list[BucketRow]:
             else (float(ops_sum) if ops_sum is not None else None),
             from_total=total is not None,
             ops=int(n_ops),
-            precision=precision,
+            precisions=tuple(sorted({p for p in precisions if p})),
             sources=tuple(sorted(set(sources))),
             mem_budget_bytes=None if budget is None else float(budget),
             fusion_groups=tuple(sorted(Counter(groups or []).items())),
             graph=bool(graph),
         )
-        for plan, bucket, total, ops_sum, n_ops, precision, sources, budget, groups, graph in rows
+        for plan, bucket, total, ops_sum, n_ops, precisions, sources, budget, groups, graph in rows
     ]
 
 

@@ -280,7 +280,7 @@ def review_step(
     found_in: tuple[DeviceFound, CompiledFound] = (DeviceFound(), CompiledFound()),
 ) -> Reviewed:
     """Actions, the checklist and the pitfalls."""
-    precisions = [b.precision for b in ctx.buckets if b.precision]
+    precisions = [p for b in ctx.buckets for p in b.precisions]
     quality = (
         quality_records(ctx.con, ctx.workload, ctx.slice) if ctx.present.has("quality") else []
     )
