@@ -3,13 +3,18 @@ first night of that level, with its size; noise, a one-night blip and a short hi
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mapreport.analysis.base.changepoints import change_points
+from mapreport.analysis.base.changepoints import MIN_SIDE, change_points, pelt_l2
 from mapreport.analysis.base.common import Percentiles, SlaCheck
+from mapreport.analysis.base.tdist import t_quantile, t_two_sided, welch_p_value
 from mapreport.analysis.loop.history import History
 from mapreport.analysis.steps.status import slice_status
 from mapreport.core.kinds import Status, StatusReason
@@ -59,3 +64,92 @@ def test_a_tail_that_shifted_up_puts_a_met_slice_at_risk() -> None:
     assert (st_.status, st_.reason) == (Status.AT_RISK, StatusReason.RISING)
     assert st_.shift is not None
     assert st_.shift.night == NIGHTS[3]
+
+
+levels = st.lists(
+    st.tuples(
+        st.floats(0.5, 500.0, allow_nan=False),  # a level
+        st.integers(1, 6),  # nights at it
+        st.floats(0.0, 0.2),  # noise about it
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(levels, st.integers(0, 2**32 - 1), st.floats(1e-4, 2.0))
+def test_pelt_is_ruptures_pelt(
+    segments: list[tuple[float, int, float]], seed: int, pen: float
+) -> None:
+    """The port finds ruptures' breakpoints, ties and all, on series of levels and noise (and
+    at penalties from nothing to everything)."""
+    rpt = pytest.importorskip("ruptures")
+    rng = np.random.default_rng(seed)
+    x = np.log(
+        np.concatenate([lvl * (1 + rng.normal(0, sd, n)).clip(0.01) for lvl, n, sd in segments])
+    )
+    if len(x) < 2 * MIN_SIDE:
+        return
+    want = rpt.Pelt(model="l2", min_size=MIN_SIDE, jump=1).fit(x.reshape(-1, 1)).predict(pen=pen)
+    assert pelt_l2(x, pen, MIN_SIDE) == want
+
+
+def test_pelt_breaks_ties_as_ruptures_does() -> None:
+    """Flat stretches and repeated values make equal-cost partitions: the same one is chosen."""
+    rpt = pytest.importorskip("ruptures")
+    for x in ([1.0] * 9, [1.0, 1.0, 2.0, 2.0] * 3, [0.0, 1.0] * 6, [3.0, 3.0, 3.0, 5.0, 5.0]):
+        arr = np.array(x)
+        for pen in (0.0, 1e-12, 0.5, 1.0, 10.0):
+            want = rpt.Pelt(model="l2", min_size=2, jump=1).fit(arr.reshape(-1, 1)).predict(pen=pen)
+            assert pelt_l2(arr, pen, 2) == want, (x, pen)
+
+
+def test_a_history_long_enough_for_change_points_loads_neither_scipy_nor_ruptures() -> None:
+    """Issue 53: the search and its test are the package's own, so a slice of four nights or
+    more no longer imports scipy.stats and ruptures (1.0-1.2 s) for a few dozen values."""
+    probe = (
+        "import sys; from mapreport.analysis.base.changepoints import change_points; "
+        "found = change_points([str(d) for d in range(14)], [10.0] * 7 + [14.0, 14.2] * 3 + [14.1],"
+        " '*', 'p95'); print(len(found), *sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('scipy', 'ruptures')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["1"]
+
+
+LOG_VALUES = st.floats(-50, 50).filter(lambda v: v == 0 or abs(v) > 1e-100)
+"""Logs of values: not so close to 0 that their squared deviations leave the floats' normal
+range (there scipy's answer and any other are rounding noise)."""
+
+
+@pytest.mark.filterwarnings("ignore:Precision loss occurred:RuntimeWarning")  # scipy's, not ours
+@settings(max_examples=300, deadline=None)
+@given(st.lists(LOG_VALUES, min_size=2, max_size=30), st.lists(LOG_VALUES, min_size=2, max_size=30))
+def test_welch_p_value_is_scipys(a: list[float], b: list[float]) -> None:
+    stats = pytest.importorskip("scipy.stats")
+    want = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+    got = welch_p_value(a, b)
+    if math.isnan(want):
+        assert math.isnan(got) or np.var(a) + np.var(b) < 1e-20
+        return
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(0.0, 60.0), st.floats(1.0, 5000.0))
+def test_t_tail_and_quantile_are_scipys(t: float, df: float) -> None:
+    """Within 1e-9 of scipy where the p-value is small, and 1e-8 absolute near 1, where scipy
+    itself errs by 1e-9 (at t = 2.4e-8 with one degree of freedom, against the Cauchy's exact
+    value, which this gives: `test_t_tail_is_exact_where_it_has_a_closed_form`)."""
+    stats = pytest.importorskip("scipy.stats")
+    assert t_two_sided(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9, abs=1e-8)
+    assert t_quantile(0.975, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-10)
+
+
+@given(st.floats(0.0, 1e6))
+def test_t_tail_is_exact_where_it_has_a_closed_form(t: float) -> None:
+    """One degree of freedom (Cauchy) and two: 1 - 2 atan(t) / pi, and 1 - t / sqrt(2 + t^2)."""
+    assert t_two_sided(t, 1.0) == pytest.approx(1 - 2 * math.atan(t) / math.pi, rel=1e-12)
+    two = 1 - t / math.sqrt(2 + t * t)
+    assert t_two_sided(t, 2.0) == pytest.approx(two, rel=1e-9, abs=1e-15)

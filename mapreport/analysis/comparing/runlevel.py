@@ -18,6 +18,7 @@ import msgspec
 import numpy as np
 
 from mapreport.analysis.base.common import Thresholds
+from mapreport.analysis.base.tdist import t_quantile, welch_df
 from mapreport.analysis.comparing.compare import OP_CALLS, SAMPLES, OpKey, side_params
 from mapreport.core.connection import Connection
 
@@ -112,10 +113,8 @@ def welch_ratio(a: np.ndarray, b: np.ndarray) -> tuple[float, tuple[float, float
     se = math.sqrt(va + vb)
     if se == 0.0:  # identical runs on both sides: no spread to widen the interval
         return math.exp(diff), (math.exp(diff), math.exp(diff))
-    df = (va + vb) ** 2 / (va**2 / (len(la) - 1) + vb**2 / (len(lb) - 1))
-    from scipy import stats  # here: scipy.stats is 0.77 s to import, and only runs compare
-
-    half = float(stats.t.ppf(0.975, df)) * se
+    df = welch_df(va, len(la), vb, len(lb))
+    half = t_quantile(0.975, df) * se
     return math.exp(diff), (math.exp(diff - half), math.exp(diff + half))
 
 
