@@ -26,8 +26,8 @@ PIP_PROGRESS := sed -n -u -e 's/^Collecting \([^ ]*\).*/  collecting \1/p' \
   -e 's/^Successfully installed.*/  installed/p' -e '/^ERROR/p' -e '/^error:/p'
 comma := ,
 
-.PHONY: help setup system system-demo venv venv-demo demo test test-fast lint typecheck unit \
-  sample bench clean
+.PHONY: help setup system system-demo venv venv-demo bytecode demo test test-fast lint typecheck \
+  unit sample bench clean
 
 help:
 	@echo "make demo    install the package alone (.venv), run the nightly job on sample_data/'s three"
@@ -58,10 +58,12 @@ venv-demo: $(DEMO_STAMP)
 
 # $(1): what pip installs, $(2): what it is, in words. Python 3.11's venv brings setuptools
 # 65 (8 MB), which nothing here runs: the package builds with hatchling in pip's own build
-# environment, and every dependency comes as a wheel. --no-compile: Python compiles a module
-# when it is first imported; compiling every module of every package at install (pandas' and
-# scipy's tests among them) would add 135 MB of bytecode the demo never runs, and the time
-# that takes
+# environment, and every dependency comes as a wheel. --no-compile, then compileall without
+# the packages' own tests: pip would compile pandas' and scipy's tests too (135 MB the demo
+# never runs), and without bytecode at all a machine that sets PYTHONDONTWRITEBYTECODE (CI's,
+# this project's) compiles every imported module in every process: 9.0 s to import what a
+# test worker imports against 1.8 s compiled, in each worker and each `mapreport` a test
+# starts. Compiling takes 11 s on 2 cores and 120 MB
 define pip_install
 	@test -x $(BIN)/python || { echo "== creating $(VENV) (a Python virtual environment)"; $(PYTHON) -m venv $(VENV) \
 	  && $(BIN)/python -m pip uninstall -y -q setuptools; }
@@ -72,7 +74,17 @@ define pip_install
 	  || { echo "error: pip install -e '$(1)' failed (run it again without make to see why)" >&2; exit 1; }
 	@$(BIN)/python -c "import mapreport, duckdb, weasyprint, kaleido, msgspec" \
 	  || { echo "error: the Python environment in $(VENV) is incomplete" >&2; exit 1; }
+	@echo "== compiling the installed modules to bytecode (their tests left out)"
+	@# a module that does not compile (a package's Python 2 template) is skipped: Python
+	@# compiles it if it is ever imported, as it would without this step
+	@$(BIN)/python -m compileall -q -j 0 -x '/(tests?|testing)/' \
+	  "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 endef
+
+# mapreport's and the tests' own modules to bytecode (those changed since the last time): a
+# `mapreport` started by a test or the demo loads them instead of compiling 200 modules
+bytecode:
+	@$(BIN)/python -m compileall -q mapreport $(wildcard tests) >/dev/null
 
 # the package and what the demo runs on, without the extras (dev tools, Spark, XPlane)
 $(DEMO_STAMP): pyproject.toml
@@ -84,7 +96,7 @@ $(STAMP): pyproject.toml
 	$(call pip_install,.[dev$(comma)spark$(comma)xplane],mapreport with its dev$(comma) spark and xplane extras)
 	@touch $(STAMP) $(DEMO_STAMP)
 
-demo: system-demo venv-demo
+demo: system-demo venv-demo bytecode
 	@echo "== replacing $(DEMO_OUTPUTS) (what the demo writes; the rest of demo/ is kept)"
 	@rm -rf $(DEMO_OUTPUTS)
 	@for night in $(DEMO_NIGHTS); do \
@@ -116,14 +128,14 @@ PYTEST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist loadgroup
 # other, so no worker waits on one slow file (test_golden, test_judgement_corpus)
 PYTEST_FAST = $(BIN)/pytest -q -n $(TEST_JOBS) --dist worksteal
 
-unit: setup
+unit: setup bytecode
 	$(PYTEST)
 
 test: setup lint typecheck unit
 
 # the loop while editing: every test but those marked slow (PDFs, Chromium, many nights or
 # files, fuzzing, processes) or spark; `make test` and CI still run them all
-test-fast: venv
+test-fast: venv bytecode
 	$(BIN)/ruff check mapreport tests $(wildcard benchmarks)
 	$(PYTEST_FAST) -m "not slow and not spark"
 

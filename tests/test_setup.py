@@ -62,6 +62,17 @@ def test_make_test_installs_every_extra_the_tests_use() -> None:
         assert package in test
 
 
+def test_make_compiles_what_its_processes_import() -> None:
+    """`make demo` and `make test` compile the installed modules (not their packages' own
+    tests) and mapreport's to bytecode: where PYTHONDONTWRITEBYTECODE is set (CI's machine,
+    this project's), every process compiled every module it imported, 9.0 s against 1.8 s
+    for what a test worker imports."""
+    for target in ("demo", "test", "test-fast"):
+        compiles = [c for c in _commands(target).splitlines() if "-m compileall" in c]
+        assert any(" mapreport" in c for c in compiles), target
+        assert any("purelib" in c and "tests?" in c for c in compiles), target
+
+
 def test_pips_output_becomes_a_line_per_package() -> None:
     """The filter `make` pipes pip through: a line per package, from an index or a local
     wheel, one when it unpacks them, one at the end; pip's warnings dropped."""
