@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 from conftest import REALDATA
 
-from mapreport.analysis.actions.checklist import PrecisionCheck, judge_quality
+from mapreport.analysis.actions.checklist import PrecisionCheck, judge_quality, quality_records
 from mapreport.analysis.actions.device_actions import judge_idle
 from mapreport.analysis.base.common import Percentiles, SlaCheck, Thresholds
 from mapreport.analysis.base.judgement import Judgement, worst
@@ -156,6 +156,40 @@ def test_quality() -> None:
     assert judge_quality(PrecisionCheck(missing=("fp8",))).state is Status.AT_RISK  # type: ignore[union-attr]
     assert judge_quality(PrecisionCheck(passing=("bf16",))).state is Status.HEALTHY  # type: ignore[union-attr]
     assert judge_quality(PrecisionCheck()) is None
+
+
+def test_a_precisions_guard_is_the_slices_own_record_whatever_the_scan_order() -> None:
+    """The quality record a validation matrix names for a precision: the slice's own before
+    one for every slice, then the first by file and line, in whatever order the rows lie."""
+    import duckdb
+
+    rows = [
+        ("w", "", "int8", "top1", 76.1, 75.0, 1.0, "generic", 1),
+        ("w", "prod", "int8", "top5", 92.9, 92.5, 0.5, "b-prod", 2),
+        ("w", "prod", "int8", "top1", 76.1, 75.9, 0.5, "a-prod", 7),
+        ("w", "other", "int8", "top1", 70.0, 60.0, 0.1, "other", 1),
+    ]
+    picked = set()
+    for order in (rows, rows[::-1]):
+        con = duckdb.connect()
+        con.execute(
+            "CREATE TABLE quality (workload VARCHAR, slice VARCHAR, precision VARCHAR, "
+            "metric VARCHAR, baseline DOUBLE, value DOUBLE, max_drop DOUBLE, source_id VARCHAR, "
+            "line BIGINT)"
+        )
+        con.executemany("INSERT INTO quality VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", order)
+        found = quality_records(con, "w", "prod")  # type: ignore[arg-type]
+        assert [r["source_id"] for r in found] == ["a-prod", "b-prod", "generic"]
+        picked.add(found[0]["metric"])
+    assert picked == {"top1"}
+
+
+def test_a_size_captured_under_two_modes_is_one_size_whatever_the_row_order() -> None:
+    """vLLM's FULL_AND_PIECEWISE captures each size twice: both modes named, both captures
+    costed, in either order of the rows (the last row's alone was kept)."""
+    rows = [("capture_8_FULL", 900.0), ("capture_8_PIECEWISE", 400.0), ("capture_16_FULL", 1.5)]
+    want = {8: ("FULL, PIECEWISE", 1300.0), 16: ("FULL", 1.5)}
+    assert graphs.captures_of(rows) == graphs.captures_of(rows[::-1]) == want
 
 
 def test_the_status_is_the_worst_and_never_healthy_on_what_it_did_not_check() -> None:

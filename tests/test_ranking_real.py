@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from mapreport.app.cli import main
 from mapreport.core.errors import InputError
 from mapreport.core.kinds import Unranked
 from mapreport.dataset.store import Dataset
+from mapreport.engine.engines import DuckDBEngine
 from mapreport.ingest import ingest_file
 from tests.conftest import REALDATA
 
@@ -214,3 +216,35 @@ def test_shipped_logs_of_one_trial_per_workload_rank_nothing(tmp_path: Path, pat
     assert {c.unranked for c in r.choices} == {Unranked.ONE_CANDIDATE}
     assert all(c.regret is None and c.prediction is None for c in r.choices)
     assert all(c.unscored is Unranked.ONE_CANDIDATE for c in r.choices)
+
+
+def test_two_runs_of_one_name_rank_alike_whatever_the_order(tmp_path: Path) -> None:
+    """Two tuning folders of one name in two places are one run that numbers its trials twice
+    from 1 (the second a slower copy: every trial ties with its twin on its number): ingested
+    in either order and
+    read on one DuckDB thread or four, the ranking is the same to the bit. The trials were read
+    in an order that left such ties to the engine (issue 53's review of tie-ordered picks)."""
+    from mapreport.core.records import as_dict
+
+    run = "matmul_128_xgb"
+    for place in ("a", "b"):
+        shutil.copytree(TUNED / run, tmp_path / place / run)
+    # the second run measured every trial 10% slower: twins tie on their number, not their time
+    records = next((tmp_path / "b" / run).glob("database_tuning_record.json*"))
+    slower = [
+        [i, [body[0], [t * 1.1 for t in body[1] or []], *body[2:]]] for i, body in _lines(records)
+    ]
+    records.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in slower).encode()))
+    found = []
+    for order in (("a", "b"), ("b", "a")):
+        ds = Dataset(tmp_path / ("ds-" + "".join(order)), create=True)
+        for place in order:
+            path = next((tmp_path / place / run).glob("database_tuning_record.json*"))
+            assert ingest_file(ds, path, hints={"workload": "tvm-cpu"}).rejected == 0
+        for threads in (1, 4, 4):
+            got = tuning_ranking(DuckDBEngine(threads).connect(ds, None), "tvm-cpu", "", TH)
+            assert got is not None
+            found.append(json.dumps(as_dict(got), sort_keys=True, default=str))
+    (choice,) = json.loads(found[0])["choices"]
+    assert choice["plan_id"] == run
+    assert len(set(found)) == 1

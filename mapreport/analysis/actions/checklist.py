@@ -220,10 +220,13 @@ def pitfalls(
 
 
 def quality_records(con: Connection, workload: str, slice_: str) -> list[dict[str, Any]]:
-    """Quality evidence of a slice (records without a slice apply to every slice)."""
+    """Quality evidence of a slice (records without a slice apply to every slice), the slice's
+    own records first, then by file and line: a precision's first record is the guard every
+    validation matrix names, and without an order it was the scan's pick."""
     cur = con.execute(
         """SELECT precision, metric, baseline, value, max_drop, source_id FROM quality
-           WHERE workload = $w AND (slice = $s OR slice = '')""",
+           WHERE workload = $w AND (slice = $s OR slice = '')
+           ORDER BY slice = $s DESC, source_id, line""",
         {"w": workload, "s": slice_},
     )
     return records(cur)

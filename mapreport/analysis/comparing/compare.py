@@ -8,6 +8,7 @@ functions here take the latency samples of each side by shape; `side_samples` re
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import msgspec
@@ -363,8 +364,9 @@ def compare(
     out = [_shape(s, a[s], b[s], tuple(tests.get(s, ())), total_a, total_b) for s in both]
     # ranked by what each adds to the change of the whole (its mean latency per request)
     out.sort(key=lambda c: (-abs(c.contribution_us), c.shape))
-    own = sum(float(np.sum(b[s])) for s in set(b) - set(a)) / total_b
-    own -= sum(float(np.sum(a[s])) for s in set(a) - set(b)) / total_a
+    # exact sums: a set's order changes with each process's string hashes
+    own = math.fsum(float(np.sum(b[s])) for s in set(b) - set(a)) / total_b
+    own -= math.fsum(float(np.sum(a[s])) for s in set(a) - set(b)) / total_a
     return Comparison(
         shapes=tuple(out),
         only_a=tuple(sorted(set(a) - set(b))),

@@ -138,7 +138,9 @@ OP_CALLS = f"""
         FROM placed p
         LEFT JOIN anchor a ON a.source_id = p.source_id AND a.pid = p.pid AND a.tid = p.tid
             AND a.ts <= p.ts AND a.te >= p.te
-        QUALIFY row_number() OVER (PARTITION BY p.source_id, p.line ORDER BY a.ts DESC) = 1
+        QUALIFY row_number() OVER (
+            PARTITION BY p.source_id, p.line ORDER BY a.ts DESC, a.te, a.call
+        ) = 1
     )
     SELECT op, shape, types, fsum(dur) AS dur, source_id, bool_and(transfer) AS transfer,
         bool_and(launched) AS launched

@@ -106,6 +106,7 @@ _CAPTURES = """
     WHERE workload = $w AND slice = $s AND category = 'annotation'
         AND regexp_matches(name, '^capture_[0-9]+_[A-Za-z_]+$')
     GROUP BY name
+    ORDER BY name
 """
 _RECORDED = """
     SELECT DISTINCT batch_size, graph_mode FROM graph_capture WHERE workload = $w AND slice = $s
@@ -176,13 +177,19 @@ def steps_of(rows: list[tuple[str, str, int, float, float]]) -> list[GraphStep]:
 
 
 def captures_of(rows: list[tuple[str, float]]) -> dict[int, tuple[str, float]]:
-    """Captured size -> (mode, capture time) of capture annotations (name, duration)."""
-    out = {}
+    """Captured size -> (mode, capture time) of capture annotations (name, duration). A size
+    captured under several modes (vLLM's FULL_AND_PIECEWISE captures each size twice) names
+    them all in name order and costs their captures together, whatever order the rows come
+    in: the last row's mode and time alone were the engine's pick of the day."""
+    found: dict[int, dict[str, float]] = {}
     for name, dur in rows:
         m = CAPTURE.match(name)
         if m:
-            out[int(m.group(1))] = (m.group(2), float(dur))
-    return out
+            found.setdefault(int(m.group(1)), {})[m.group(2)] = float(dur)
+    return {
+        size: (", ".join(sorted(modes)), math.fsum(modes[k] for k in sorted(modes)))
+        for size, modes in found.items()
+    }
 
 
 def recorded_modes(rows: Iterable[tuple[int, str]]) -> dict[int, str]:

@@ -197,8 +197,12 @@ _DEVICE_TIME = (
         count(*) AS calls, sum(kernels) AS kernels, fsum(dur) AS total,
         quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.95) AS p95, min(dur) AS fastest
     FROM calls GROUP BY op, launched, category, shape, types, concrete
+    ORDER BY op, launched, category, shape, CAST(types AS VARCHAR), CAST(concrete AS VARCHAR)
 """
 )
+"""Per op x shape x types the device time; in the order of its key, so the table's sort by
+headroom keeps rows it ties (one op and shape under two categories or dtypes, whole-microsecond
+totals) in one order."""
 HEADROOM_MATERIAL = 0.05
 """An op x shape's headroom is material from this share of the device time."""
 FINDINGS = 3
@@ -250,7 +254,10 @@ _DEVICES = """
     SELECT DISTINCT extra FROM environment
     WHERE extra LIKE '%device_properties%' AND source_id IN (
         SELECT DISTINCT source_id FROM op_exec WHERE workload = $w AND slice = $s)
+    ORDER BY extra
 """
+"""The device properties of the slice's traces, in one order: where every name maps to one
+device, the first names how it was recognised."""
 
 
 KERNEL_LABEL = 80
@@ -471,20 +478,24 @@ def _by_request_shape(
     """The op calls inside each request shape's spans, with the headroom of those whose op x
     shape has a roofline: its bound per call times their number, below their device time."""
     roofs = {r.selection: r.roof_us for r in rows}
-    totals: dict[str, list[float]] = {}
+    # summed exactly (fsum): the groups come in the engine's order, and a running float sum
+    # would differ in its last digits from run to run
+    totals: dict[str, tuple[list[int], list[float], list[float]]] = {}
     for shape, op, category, op_shape, types, concrete, n, dur in con.execute(
         _BY_REQUEST, p
     ).fetchall():
-        t = totals.setdefault(str(shape), [0, 0.0, 0.0])
-        t[0] += int(n)
-        t[1] += float(dur)
+        calls, device, above = totals.setdefault(str(shape), ([], [], []))
+        calls.append(int(n))
+        device.append(float(dur))
         roof = roofs.get((op, category, op_shape, types, concrete))
         if roof is not None:
-            t[2] += max(0.0, float(dur) - int(n) * roof)
-    out = [
-        ShapeHeadroom(shape, int(n), dev, head, head / gpu if gpu else 0.0)
-        for shape, (n, dev, head) in totals.items()
-    ]
+            above.append(max(0.0, float(dur) - int(n) * roof))
+    out = []
+    for shape, (calls, device, above) in totals.items():
+        head = math.fsum(above)
+        out.append(
+            ShapeHeadroom(shape, sum(calls), math.fsum(device), head, head / gpu if gpu else 0.0)
+        )
     return tuple(sorted(out, key=lambda x: (-x.headroom_us, x.shape)))
 
 

@@ -71,7 +71,10 @@ class GraphBreak(msgspec.Struct, frozen=True):
 _BREAKS = """
     SELECT extra FROM compile_event
     WHERE workload = $w AND slice = $s AND extra LIKE '%"graph_breaks"%'
+    ORDER BY source_id, line
 """
+"""Compiles that broke their graph, in file order: a place's first explanation is the one
+shown (Dynamo's carry each compile's specifics)."""
 
 
 def graph_breaks(con: Connection, workload: str, slice_: str) -> tuple[GraphBreak, ...]:
@@ -97,7 +100,7 @@ def graph_breaks(con: Connection, workload: str, slice_: str) -> tuple[GraphBrea
     return tuple(
         sorted(
             (GraphBreak(g.at, g.kind, g.explanation, g.code, n) for g, n in found.values()),
-            key=lambda g: (-g.compiles, g.at),
+            key=lambda g: (-g.compiles, g.at, g.kind or ""),
         )
     )
 
@@ -129,11 +132,12 @@ class CompileFailure(msgspec.Struct, frozen=True):
 
 _FAILURES = """
     SELECT compile_id, frame, outcome, compile_ms, extra,
-        count(*) OVER (PARTITION BY coalesce(core, -1) ORDER BY coalesce(ts_us, 0), compile_id
+        count(*) OVER (PARTITION BY coalesce(core, -1)
+            ORDER BY coalesce(ts_us, 0), compile_id, source_id, line
             ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING) AS later
     FROM compile_event WHERE workload = $w AND slice = $s
     QUALIFY outcome IN ('failed', 'limit_hit')
-    ORDER BY coalesce(ts_us, 0), compile_id
+    ORDER BY coalesce(ts_us, 0), compile_id, source_id, line
 """
 
 
@@ -222,12 +226,14 @@ def _region_runtime(rows: list[tuple[str, str, int, float]]) -> dict[str, tuple[
     process also keyed by id alone (`:id`, summed over processes), which is how a compile whose
     process ran no region in the slice joins: its log and the trace were captured from
     different processes of one program."""
-    out: dict[str, tuple[int, float]] = {}
-    for core, id_, calls, total in rows:
-        for key in {f"{core}:{id_}", f":{id_}"}:
-            c, t = out.get(key, (0, 0.0))
-            out[key] = (c + int(calls), t + float(total))
-    return out
+    calls: dict[str, int] = {}
+    totals: dict[str, list[float]] = {}
+    for core, id_, n, total in rows:
+        for key in (f"{core}:{id_}", f":{id_}"):
+            calls[key] = calls.get(key, 0) + int(n)
+            totals.setdefault(key, []).append(float(total))
+    # exact sums (fsum): the rows come in the engine's order
+    return {key: (calls[key], math.fsum(totals[key])) for key in calls}
 
 
 def compiles(
@@ -499,7 +505,7 @@ _FRAMES = """
             AND coalesce(outcome, 'compiled') = 'compiled') AS recompiles,
         count(*) FILTER (WHERE outcome = 'limit_hit') AS refused,
         count(*) AS attempts,
-        list(recompile_reason ORDER BY coalesce(ts_us, 0), compile_id)
+        list(recompile_reason ORDER BY coalesce(ts_us, 0), compile_id, source_id, line)
             FILTER (WHERE recompile_reason IS NOT NULL) AS reasons,
         list(extra) FILTER (WHERE extra IS NOT NULL) AS extras
     FROM compile_event WHERE workload = $w AND slice = $s

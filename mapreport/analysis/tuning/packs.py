@@ -33,7 +33,7 @@ from mapreport.core.kinds import Reduction
 _ROWS = f"""SELECT {TRIAL_COLUMNS}, line
 FROM tuning_trial WHERE workload = $w AND slice = $s AND task_key = $key
     AND target IS NOT DISTINCT FROM $target AND shape IS NOT DISTINCT FROM $shape{{run}}
-{TRIAL_ORDER}, source_id, line"""
+{TRIAL_ORDER}"""
 """The workload's trials (in every run: its best may be another run's; `{run}` narrows them to
 one run's), each with its every repeat, score, file and line."""
 

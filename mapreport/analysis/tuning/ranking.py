@@ -131,8 +131,11 @@ class Ranking(msgspec.Struct, frozen=True):
 TRIAL_COLUMNS = """plan_id, task, task_key, target, shape, trial, config_id, costs_us, mean_us,
         error, coalesce(predicted_score, -predicted_us) AS score, cost_model, source_id"""
 """The columns of a `Trial`, in its fields' order (`trial_of`); the evidence packs select them."""
-TRIAL_ORDER = "ORDER BY plan_id, task_key, target, shape, trial"
-"""Record order per run and workload: the order `rank` reads trials in."""
+TRIAL_ORDER = "ORDER BY plan_id, task_key, target, shape, trial, source_id, line"
+"""Record order per run and workload: the order `rank` reads trials in. Total: two logs of
+one file name in two folders are one run (its name is the stem) that numbers its trials twice
+from 1, and trials tied on the rest came back in the engine's order of the day (the best so far,
+the pooled costs and the chosen trial with it)."""
 _TRIALS = f"""
     SELECT {TRIAL_COLUMNS}
     FROM tuning_trial WHERE workload = $w AND slice = $s

@@ -53,17 +53,23 @@ _PLANS = """
 _NAMES = """
     SELECT DISTINCT name FROM op_exec
     WHERE workload = $w AND slice = $s AND name IS NOT NULL AND dur_us > 0
+    ORDER BY name
 """
 _TUNED = """
     SELECT costs_us, mean_us FROM tuning_trial
     WHERE workload = $w AND slice = $s AND plan_id = $plan AND task_key = $key
       AND shape = $shape AND coalesce(target, '') = $target AND trial = $trial
+      AND ($config IS NULL OR config_id = $config)
+    ORDER BY source_id, line
+    LIMIT 1
 """
+"""The chosen trial's row: its run may hold two of one trial number (two logs of one name),
+told apart by the config the ranking chose, then by file and line."""
 _RUNTIME = """
     SELECT shape, dur_us, source_id FROM op_exec
     WHERE workload = $w AND slice = $s AND name = $name AND dur_us > 0
       AND (shape = $shape OR shape LIKE $shape || ';%')
-    ORDER BY source_id, ts_us
+    ORDER BY source_id, ts_us, line
 """
 
 
@@ -147,6 +153,7 @@ def _gap(
             "shape": shape,
             "target": c.target or "",
             "trial": trial,
+            "config": c.chosen_config,
         },
     ).fetchone()
     if tuned_row is None or tuned_row[1] is None:
