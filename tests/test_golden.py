@@ -262,6 +262,31 @@ def test_every_section_renders_for_every_golden_case(case: Case) -> None:
             assert len(re.sub(r"<[^>]+>|\s+", " ", body).strip()) > len(s.title), where
 
 
+def test_every_chart_of_every_golden_case_is_a_valid_plotly_figure(case: Case) -> None:
+    """The charts are made without plotly's validation of each property (`charts.figure`, 0.1-0.2
+    s a small report): each one a page draws is read back into a validating figure here, which
+    refuses an unknown property or a bad value (the control: a misspelt one is refused)."""
+    import plotly.graph_objects as go
+
+    with pytest.raises(ValueError, match="colour"):
+        go.Figure(data=[{"type": "bar", "x": [1], "colour": "red"}])
+    drawn = 0
+    for folder in case.folders:
+        html = (case.out / folder / "report.html").read_text()
+        for payload, chart in re.findall(
+            r'var s=(\{.*?\});Plotly\.newPlot\("chart-([a-z_]+)"', html
+        ):
+            spec = json.loads(payload)
+            try:
+                go.Figure(data=spec["data"], layout=spec["layout"])
+            except ValueError as e:
+                raise AssertionError(f"{case.name} {folder}: chart {chart}: {e}") from None
+            drawn += 1
+    assert drawn or not any(
+        "Plotly.newPlot" in (case.out / f / "report.html").read_text() for f in case.folders
+    )
+
+
 def test_compare_tolerances() -> None:
     assert (
         compare(

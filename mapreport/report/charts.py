@@ -30,15 +30,24 @@ def figure(**subplots: Any) -> go.Figure:
     A figure takes plotly's default template as it is made, as it is; given to a made figure
     (`update_layout(template=...)`), the template is validated and deep-copied three times:
     30-70 ms a chart, most of what the charts cost. The first call makes the report's
-    template plotly's default for the process."""
+    template plotly's default for the process.
+
+    The figure, and the traces `bar` and `scatter` make, set what they are given without
+    plotly's validation of each property (`_validate=False`): the validators were most of the
+    rest (the same JSON on the page, key order apart). What a report draws is validated in
+    the tests instead: every chart of the golden cases and the demo, read back from the page
+    into a validating figure (tests/test_charts.py)."""
     import plotly.graph_objects as go
     import plotly.io as pio
-    from plotly.subplots import make_subplots
 
     house = _house_template()
     if pio.templates.default is not house:
         pio.templates.default = house
-    fig = make_subplots(**subplots) if subplots else go.Figure()
+    fig = go.Figure(_validate=False)
+    if subplots:
+        from plotly.subplots import make_subplots
+
+        make_subplots(figure=fig, **subplots)
     fig._house = True  # `layout` need not give it the template
     return fig
 
@@ -53,17 +62,17 @@ def _house_template() -> Any:
 
 
 def bar(**props: Any) -> go.Bar:
-    """A bar trace of these properties (plotly's `go.Bar`)."""
+    """A bar trace of these properties (plotly's `go.Bar`, not validated: `figure`)."""
     import plotly.graph_objects as go
 
-    return go.Bar(**props)
+    return go.Bar(**props, _validate=False)
 
 
 def scatter(**props: Any) -> go.Scatter:
-    """A scatter trace of these properties (plotly's `go.Scatter`)."""
+    """A scatter trace of these properties (plotly's `go.Scatter`, not validated: `figure`)."""
     import plotly.graph_objects as go
 
-    return go.Scatter(**props)
+    return go.Scatter(**props, _validate=False)
 
 
 def layout(fig: go.Figure, title: str, height: int = 420) -> go.Figure:
