@@ -77,14 +77,15 @@ define pip_install
 	@echo "== compiling the installed modules to bytecode (their tests left out)"
 	@# a module that does not compile (a package's Python 2 template) is skipped: Python
 	@# compiles it if it is ever imported, as it would without this step
-	@$(BIN)/python -m compileall -q -j 0 -x '/(tests?|testing)/' \
+	@$(BIN)/python -m compileall -q -j 0 -x 'site-packages/(.+/)?(tests?|testing)/' \
 	  "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null || true
 endef
 
-# mapreport's and the tests' own modules to bytecode (those changed since the last time): a
-# `mapreport` started by a test or the demo loads them instead of compiling 200 modules
+# mapreport's modules to bytecode (those changed since the last time): a `mapreport` started
+# by a test or the demo loads them instead of compiling 200 modules (not the tests: pytest
+# compiles them itself, rewriting their asserts). After the venv, as every target lists it
 bytecode:
-	@$(BIN)/python -m compileall -q mapreport $(wildcard tests) >/dev/null
+	@$(BIN)/python -m compileall -q mapreport >/dev/null
 
 # the package and what the demo runs on, without the extras (dev tools, Spark, XPlane)
 $(DEMO_STAMP): pyproject.toml

@@ -39,6 +39,7 @@ from mapreport.run.nightly import run
 from mapreport.run.reporting import report
 from tests.conftest import REALDATA, SAMPLE_DATA, cached, private_copy
 from tests.pack_sql import check_pack_sql, stated_evidence
+from tests.test_charts import PAYLOAD
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = sorted(p.name for p in GOLDEN.iterdir() if (p / "input" / "mapreport.toml").is_file())
@@ -273,9 +274,7 @@ def test_every_chart_of_every_golden_case_is_a_valid_plotly_figure(case: Case) -
     drawn = 0
     for folder in case.folders:
         html = (case.out / folder / "report.html").read_text()
-        for payload, chart in re.findall(
-            r'var s=(\{.*?\});Plotly\.newPlot\("chart-([a-z_]+)"', html
-        ):
+        for payload, chart in PAYLOAD.findall(html):
             spec = json.loads(payload)
             try:
                 go.Figure(data=spec["data"], layout=spec["layout"])

@@ -192,6 +192,17 @@ def test_a_size_captured_under_two_modes_is_one_size_whatever_the_row_order() ->
     assert graphs.captures_of(rows) == graphs.captures_of(rows[::-1]) == want
 
 
+def test_a_compiled_region_without_a_core_is_counted_once() -> None:
+    """A region's time is kept under its process's key and under its id alone; without a core
+    the two keys are one, and its calls and time count once (`8144607` added them twice)."""
+    rows = [("", "0/0", 3, 10.0), ("7", "0/0", 2, 5.0), ("", "1/0", 1, 0.5)]
+    assert compiles._region_runtime(rows) == {
+        ":0/0": (5, 15.0),
+        "7:0/0": (2, 5.0),
+        ":1/0": (1, 0.5),
+    }
+
+
 def test_the_status_is_the_worst_and_never_healthy_on_what_it_did_not_check() -> None:
     """Failing beats at risk beats healthy; with requests and no SLA, healthy families do not
     make the slice healthy (not judged, deciding: the latency); without requests they do."""

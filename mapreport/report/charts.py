@@ -35,8 +35,8 @@ def figure(**subplots: Any) -> go.Figure:
     The figure, and the traces `bar` and `scatter` make, set what they are given without
     plotly's validation of each property (`_validate=False`): the validators were most of the
     rest (the same JSON on the page, key order apart). What a report draws is validated in
-    the tests instead: every chart of the golden cases and the demo, read back from the page
-    into a validating figure (tests/test_charts.py)."""
+    the tests instead: every chart of every golden case's pages (the demo's among them),
+    read back into a validating figure (tests/test_golden.py)."""
     import plotly.graph_objects as go
     import plotly.io as pio
 

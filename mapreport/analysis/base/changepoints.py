@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -96,7 +97,7 @@ def pelt_l2(x: np.ndarray, penalty: float, min_size: int) -> list[int]:
     n = len(signal)
     # a partition of signal[0:t]: its segments' costs (each with the penalty) after a leading
     # 0, summed in that order as ruptures sums its partition dict's values
-    partitions: dict[int, tuple[list[float], list[int]]] = {0: ([0], [])}
+    partitions: dict[int, tuple[list[Any], list[int]]] = {0: ([0], [])}
     admissible: list[int] = []
     for end in [*(k for k in range(n) if k >= min_size), n]:
         admissible.append(end - min_size)
@@ -105,7 +106,9 @@ def pelt_l2(x: np.ndarray, penalty: float, min_size: int) -> list[int]:
             if start not in partitions:
                 continue
             costs, ends = partitions[start]
-            cost = float(signal[start:end].var(axis=0).sum() * (end - start))
+            # a numpy float, as ruptures' is: Python 3.12's sum() adds plain floats with
+            # compensation, and would break near-ties unlike ruptures
+            cost = signal[start:end].var(axis=0).sum() * (end - start)
             candidates.append(([*costs, cost + penalty], [*ends, end]))
         best = min(candidates, key=lambda c: sum(c[0]))
         partitions[end] = best

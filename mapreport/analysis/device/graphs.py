@@ -185,7 +185,10 @@ def captures_of(rows: list[tuple[str, float]]) -> dict[int, tuple[str, float]]:
     for name, dur in rows:
         m = CAPTURE.match(name)
         if m:
-            found.setdefault(int(m.group(1)), {})[m.group(2)] = float(dur)
+            # one size and mode under two names (capture_8_FULL, capture_08_FULL): the longer,
+            # as one name's repeats are (`_CAPTURES`)
+            modes = found.setdefault(int(m.group(1)), {})
+            modes[m.group(2)] = max(modes.get(m.group(2), 0.0), float(dur))
     return {
         size: (", ".join(sorted(modes)), math.fsum(modes[k] for k in sorted(modes)))
         for size, modes in found.items()

@@ -229,7 +229,8 @@ def _region_runtime(rows: list[tuple[str, str, int, float]]) -> dict[str, tuple[
     calls: dict[str, int] = {}
     totals: dict[str, list[float]] = {}
     for core, id_, n, total in rows:
-        for key in (f"{core}:{id_}", f":{id_}"):
+        # a region without a core has one key, not two (its row counted once)
+        for key in dict.fromkeys((f"{core}:{id_}", f":{id_}")):
             calls[key] = calls.get(key, 0) + int(n)
             totals.setdefault(key, []).append(float(total))
     # exact sums (fsum): the rows come in the engine's order

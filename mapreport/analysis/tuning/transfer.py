@@ -59,12 +59,13 @@ _TUNED = """
     SELECT costs_us, mean_us FROM tuning_trial
     WHERE workload = $w AND slice = $s AND plan_id = $plan AND task_key = $key
       AND shape = $shape AND coalesce(target, '') = $target AND trial = $trial
-      AND ($config IS NULL OR config_id = $config)
-    ORDER BY source_id, line
+      AND config_id = $config AND error IS NULL AND mean_us IS NOT NULL
+    ORDER BY mean_us, source_id, line
     LIMIT 1
 """
-"""The chosen trial's row: its run may hold two of one trial number (two logs of one name),
-told apart by the config the ranking chose, then by file and line."""
+"""The chosen trial's row: its run may hold two of one trial number and config (two logs of
+one name), and the ranking chose the successful one of the least mean, then the first in file
+and line order (`ranking.TRIAL_ORDER`)."""
 _RUNTIME = """
     SELECT shape, dur_us, source_id FROM op_exec
     WHERE workload = $w AND slice = $s AND name = $name AND dur_us > 0
