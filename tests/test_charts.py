@@ -40,3 +40,16 @@ def test_figures_are_made_with_the_template() -> None:
             go.Figure().update_layout(template=charts.TEMPLATE).layout.template.to_plotly_json()
         )
     )
+
+
+def test_two_sla_targets_are_labelled_apart() -> None:
+    """The p95 target's label at the left end of its line, the p99's at the right: 9 and 12 ms
+    under a 1.6 s bar printed over each other when both stood at the left."""
+    from mapreport.analysis.base.common import Review
+
+    fig = charts.figure()
+    fig.add_trace(charts.bar(x=["a"], y=[1600.0]))
+    charts.sla_lines(fig, Review(sla_p95_us=9_000.0, sla_p99_us=12_000.0))
+    notes = fig.to_plotly_json()["layout"]["annotations"]
+    assert [n["text"] for n in notes] == ["SLA p95 9 ms", "SLA p99 12 ms"]
+    assert [(n["x"], n["xanchor"]) for n in notes] == [(0, "left"), (1, "right")]
