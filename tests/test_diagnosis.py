@@ -422,3 +422,37 @@ def test_a_large_share_on_too_few_tail_requests_says_so(
         "[0%, 100%] includes zero: too few to decide"
     )
     assert "no driver reaches" not in reason
+
+
+def test_tails_resampled_on_threads_are_the_tails_resampled_one_by_one() -> None:
+    """A slice's shapes' tails are resampled on threads (`shapes_drivers`): each shape's
+    drivers, intervals and resampled sums are, to the bit, those of resampling it alone."""
+    rng = np.random.default_rng(11)
+    work = []
+    for i, k in enumerate((1500, 40, 2600, 1, 900, 3100)):
+        raw = rng.exponential(1.0, (k, len(DRIVERS))) * (rng.random((k, len(DRIVERS))) < 0.3)
+        raw[:, 0] = raw[:, 1:].sum(axis=1) + rng.exponential(0.5, k)  # the excess
+        rows = tail.TailRows(
+            n=20 * k,
+            p50_us=1.0,
+            p95_us=5.0,
+            p99_us=9.0,
+            n_core=20 * k,
+            n_mem=20 * k,
+            raw=raw,
+            sources=("a",),
+            n_queue=20 * k,
+            n_compute=20 * k,
+        )
+        work.append((rows, attribute(raw), 1000 + i))
+    th = Thresholds()
+    alone = [tail.tail_drivers(r, p, th, Review(), seed) for r, p, seed in work]
+    threaded = tail.shapes_drivers(work, th, Review())
+    assert len(threaded) == len(alone) == 6
+    assert sum(got is not None for got in threaded) >= 5  # one row or more: a tail
+    for got, want in zip(threaded, alone, strict=True):
+        assert (got is None) == (want is None)
+        if got is not None and want is not None:
+            assert got[0] == want[0]
+            assert np.array_equal(got[1].sums, want[1].sums)
+            assert np.array_equal(got[1].parts, want[1].parts)

@@ -81,7 +81,7 @@ from mapreport.analysis.serving.tail import (
     TailRatio,
     attribute,
     combine,
-    tail_drivers,
+    shapes_drivers,
     tail_ratio,
     tail_rows,
 )
@@ -198,17 +198,18 @@ def diagnosis_step(
         if (pl := ctx.placements[m.shape]).bucket is not None and pl.bucket.mem_budget_bytes
     }
     tails = tail_rows(ctx.con, budgets, ctx.rows)
+    # every shape's tail resampled first (on threads, `shapes_drivers`), then pooled in order
+    named = [m.shape for m in found if m.shape in tails]
+    work = [(tails[s], attribute(tails[s].raw), ctx.seed(s, "tail")) for s in named]
+    resampled_tails = dict(zip(named, shapes_drivers(work, ctx.th, ctx.review), strict=True))
     evaluated = SliceTail()  # the resampled tails of the shapes with tail evidence
     shapes = []
     for m in found:
-        t = tails.get(m.shape)
         drivers = None
-        if t is not None:
-            parts = attribute(t.raw)
-            got = tail_drivers(t, parts, ctx.th, ctx.review, ctx.seed(m.shape, "tail"))
-            if got is not None:
-                drivers, resampled = got
-                evaluated.add(resampled, drivers.unmeasured)
+        got = resampled_tails.get(m.shape)
+        if got is not None:
+            drivers, resampled = got
+            evaluated.add(resampled, drivers.unmeasured)
         measured = m.latency.p50 is not None or not m.n
         c = classify(m.n_static, m.accuracy, m.gain, drivers, m.sources, ctx.th, measured)
         shapes.append(replace(m, tail=drivers, diagnosis=c))
