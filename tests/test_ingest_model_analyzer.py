@@ -148,3 +148,26 @@ def test_a_config_name_two_runs_reused_is_two_configs(tmp_path: Path) -> None:
         assert (p.config, p.max_batch_size, p.dynamic_batching) in {
             (c.config, c.max_batch_size, c.dynamic_batching) for c in runs[0].configs
         }
+
+
+def test_a_reused_config_name_draws_one_line_per_configuration() -> None:
+    """Two checkpoints' `m_config_5`, told apart by their instances alone, are two lines, each
+    named by what it is (the name with its max batch alone named both alike)."""
+    from mapreport.analysis.mapping.sweep import LoadSweep, SweepPoint
+    from mapreport.report.sections.batch_policy import sweep_curves
+
+    def point(count: int, concurrency: int) -> SweepPoint:
+        return SweepPoint(
+            "m", "m_config_5", 8, count, "KIND_GPU", True, 1, concurrency, None,
+            100.0 * concurrency * count, 1000.0 * concurrency, None, None,
+        )  # fmt: skip
+
+    curves = tuple(point(count, c) for count in (1, 2) for c in (1, 2))
+    sweep = LoadSweep((), 2, 4, None, None, None, curves)
+    fig = sweep_curves(sweep)
+    assert fig is not None
+    names = [t.name for t in fig.data]
+    assert names == [
+        "m_config_5, max batch 8, 1x KIND_GPU, dynamic (batch 1)",
+        "m_config_5, max batch 8, 2x KIND_GPU, dynamic (batch 1)",
+    ]

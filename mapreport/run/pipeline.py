@@ -7,6 +7,7 @@ import logging
 import stat
 import time
 from datetime import datetime
+from functools import cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -301,19 +302,12 @@ def code_identity(files: list[Path]) -> str:
     return h.hexdigest()
 
 
+@cache
 def _code_id() -> str:
     """The identity of the package's code and templates (`code_identity`), once a process: a
     report made by other code is redone."""
-    global _CODE_ID
-    if _CODE_ID is None:
-        pkg = Path(__file__).resolve().parents[1]  # the whole package, not only run/
-        _CODE_ID = code_identity(
-            [*pkg.rglob("*.py"), *pkg.rglob("*.json"), *TEMPLATES_DIR.rglob("*")]
-        )
-    return _CODE_ID
-
-
-_CODE_ID: str | None = None
+    pkg = Path(__file__).resolve().parents[1]  # the whole package, not only run/
+    return code_identity([*pkg.rglob("*.py"), *pkg.rglob("*.json"), *TEMPLATES_DIR.rglob("*")])
 
 
 def _fingerprint(

@@ -50,7 +50,8 @@ def sweep_curves(sweep: LoadSweep) -> go.Figure | None:
         )
         name = p.config
         if len(kinds[p.config]) > 1:
-            name += f", max batch {p.max_batch_size}" + (", dynamic" if p.dynamic_batching else "")
+            name += f", max batch {p.max_batch_size}, {p.instance_count}x {p.instance_kind}"
+            name += ", dynamic" if p.dynamic_batching else ""
         lines.setdefault((name, p.batch_size), []).append(
             (p.throughput_per_s, p.latency_p99_us / 1000, load)
         )
