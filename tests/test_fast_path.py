@@ -328,3 +328,18 @@ def test_fast_struct_is_the_declared_request_record() -> None:
             fast._ONE.decode(ok + refused)
     with pytest.raises(msgspec.ValidationError):  # plan_variant outside its choices
         fast._ONE.decode(ok + b'"compute_start_us":1,"compute_end_us":2,"plan_variant":"x"}')
+
+
+def test_a_batch_of_lines_is_bounded_by_its_bytes(tmp_path: Path) -> None:
+    """Batches hold BATCH_BYTES of lines at most (one line past it), however many lines the
+    count allows: 65,536 lines of 1 MiB each were one 64 GiB batch, and an 8.9 MB gzip of them
+    took 20 GB before the machine killed the ingest. Every line still comes, in order."""
+    from mapreport.ingest import records
+
+    path = tmp_path / "long.runtime.jsonl"
+    line = b'{"workload": "w"}' + b" " * 983 + b"\n"  # 1,000 bytes
+    path.write_bytes(line * 50)
+    with mock.patch.object(records, "BATCH_BYTES", 10_000):
+        batches = list(records.iter_jsonl_batches(path, 65_536))
+    assert [len(b) for b in batches] == [10] * 5
+    assert [n for b in batches for n, _ in b] == list(range(1, 51))
