@@ -96,6 +96,16 @@ class IndexEntry(msgspec.Struct, frozen=True):
     revised: bool = False
     """The night was recorded again from other inputs (late data)."""
 
+    @property
+    def tail_since_night(self) -> str:
+        """The baseline night of `tail_since` alone (the board keeps the date whole)."""
+        return self.tail_since.partition(" ")[0]
+
+    @property
+    def tail_since_note(self) -> str:
+        """What `tail_since` says after its night (`(within SLA)`, or nothing)."""
+        return self.tail_since.partition(" ")[2]
+
 
 class Written(msgspec.Struct, frozen=True):
     """The files one slice's report wrote, and what degraded."""
